@@ -1,0 +1,296 @@
+"""The rollout request: the JSON object a rollout starts from (DESIGN.md, The rollout workflow).
+
+`parse_rollout_request` turns raw JSON into a `RolloutRequest` or raises `InvalidRequestError`
+that lists every problem with its JSON pointer, so a user fixes them all in one pass.
+"""
+
+from __future__ import annotations
+
+import string
+from datetime import timedelta
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tempoconf.durations import parse_duration
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+from tempoconf.problems import InvalidRequestError, Problem, json_pointer
+
+__all__ = [
+    "DEFAULT_COOLDOWN",
+    "DEFAULT_EXPIRATION",
+    "Duration",
+    "HealthCheckSpec",
+    "HttpCheckSpec",
+    "PrometheusCheckSpec",
+    "ReportsCheckSpec",
+    "RolloutRequest",
+    "StageSpec",
+    "parse_rollout_request",
+    "stage_display_name",
+]
+
+DEFAULT_COOLDOWN = timedelta(seconds=300)
+DEFAULT_EXPIRATION = timedelta(seconds=3600)
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class _Strict(BaseModel):
+    # Unknown fields are refused: a typo such as "cooldwon" must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _CheckBase(_Strict):
+    interval: Duration | None = None
+    """Also run the check every `interval` during the hold (fail fast); None: only at its end."""
+    initial_delay: Duration = timedelta(0)
+    """No check runs before this much of the hold has passed."""
+    failure_limit: int = Field(default=1, ge=1)
+    """Consecutive failed checks that make the stage unhealthy."""
+    on_no_data: Literal["pass", "fail"] = "fail"
+    """What the check concludes at the end of the hold when its source has no data."""
+    name: str | None = Field(default=None, max_length=200)
+
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("interval must be greater than zero")
+        return value
+
+
+class ReportsCheckSpec(_CheckBase):
+    """Error ratio of the cohort's health reports on the rollout's version."""
+
+    kind: Literal["reports"]
+    max_error_ratio: float | None = Field(default=None, ge=0, le=1)
+    min_clients: int = Field(default=1, ge=0)
+    max_baseline_factor: float | None = Field(default=None, gt=0)
+    """Fail when the cohort's error ratio exceeds the stable clients' ratio by more than this factor."""
+    window: Duration = timedelta(minutes=5)
+
+    @model_validator(mode="after")
+    def _needs_a_bound(self) -> ReportsCheckSpec:
+        if self.max_error_ratio is None and self.max_baseline_factor is None:
+            raise ValueError("a reports check needs max_error_ratio or max_baseline_factor")
+        return self
+
+
+_PROMQL_PLACEHOLDERS = {"path", "namespace", "version", "stage"}
+
+
+class PrometheusCheckSpec(_CheckBase):
+    """A PromQL query against a Prometheus HTTP API, judged against `max` and/or `min`."""
+
+    kind: Literal["prometheus"]
+    url: str = Field(min_length=1)
+    query: str = Field(min_length=1)
+    max: float | None = None
+    min: float | None = None
+    timeout: Duration = timedelta(seconds=10)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        return value
+
+    @field_validator("query")
+    @classmethod
+    def _known_placeholders(cls, value: str) -> str:
+        try:
+            names = {field for _, field, _, _ in string.Formatter().parse(value) if field is not None}
+        except ValueError as error:
+            raise ValueError(f"query is not a valid template ({error}); write literal braces as {{{{ }}}}") from None
+        unknown = names - _PROMQL_PLACEHOLDERS
+        if unknown:
+            raise ValueError(
+                f"query uses unknown placeholder(s) {sorted(unknown)}; known: {sorted(_PROMQL_PLACEHOLDERS)}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _needs_a_bound(self) -> PrometheusCheckSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("a prometheus check needs a bound: max or min")
+        return self
+
+
+class HttpCheckSpec(_CheckBase):
+    """An external judge: the URL must answer 2xx within `timeout`."""
+
+    kind: Literal["http"]
+    url: str = Field(min_length=1)
+    timeout: Duration = timedelta(seconds=10)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        return value
+
+
+HealthCheckSpec = Annotated[
+    ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec, Field(discriminator="kind")
+]
+_CHECK_KINDS = {"reports", "prometheus", "http"}
+
+
+class StageSpec(_Strict):
+    """One stage: the clients it reaches (channel, percentile, labels: all must match) and its hold."""
+
+    channel: str | None = Field(default=None, min_length=1, max_length=100)
+    percentile: float | None = Field(default=None, ge=0, le=100)
+    labels: dict[str, str] | None = None
+    cooldown: Duration | None = None
+    expiration: Duration | None = None
+    manual: bool = False
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+    health: list[HealthCheckSpec] | None = None
+
+    @field_validator("percentile")
+    @classmethod
+    def _two_decimals(cls, value: float | None) -> float | None:
+        if value is not None and Decimal(str(value)).as_tuple().exponent < -2:  # type: ignore[operator]
+            raise ValueError(f"percentile has at most two decimals (got {value})")
+        return value
+
+    @field_validator("expiration")
+    @classmethod
+    def _positive_expiration(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("expiration must be greater than zero")
+        return value
+
+    @model_validator(mode="after")
+    def _names_a_target(self) -> StageSpec:
+        if self.channel is None and self.percentile is None and not self.labels:
+            raise ValueError("a stage must name at least one of channel, percentile, labels")
+        return self
+
+    @property
+    def display_name(self) -> str:
+        return self.name or stage_display_name(self.channel, self.percentile, self.labels or {})
+
+
+def stage_display_name(channel: str | None, percentile: float | None, labels: dict[str, str]) -> str:
+    """The default stage name: `channel:canary`, `10%`, `labels:region=eu`, joined by spaces."""
+    parts = []
+    if channel is not None:
+        parts.append(f"channel:{channel}")
+    if percentile is not None:
+        parts.append(f"{percentile:g}%")
+    if labels:
+        parts.append("labels:" + ",".join(f"{key}={value}" for key, value in sorted(labels.items())))
+    return " ".join(parts)
+
+
+class RolloutRequest(_Strict):
+    """The input of `ConfigRollout`, exactly as DESIGN.md shows it."""
+
+    path: str
+    namespace: str = DEFAULT_NAMESPACE
+    value: Any = Field(...)
+    default_cooldown_time: Duration = DEFAULT_COOLDOWN
+    default_expiration_time: Duration = DEFAULT_EXPIRATION
+    stages: list[StageSpec] = Field(default_factory=list)
+    health: list[HealthCheckSpec] = Field(default_factory=list)
+    author: str = Field(default="", max_length=200)
+    commit: str = Field(default="", max_length=200)
+    message: str = Field(default="", max_length=2000)
+
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, value: str) -> str:
+        problem = path_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str) -> str:
+        problem = namespace_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("default_expiration_time")
+    @classmethod
+    def _positive_expiration(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("default_expiration_time must be greater than zero")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_stage_names(self) -> RolloutRequest:
+        seen: set[str] = set()
+        for stage in self.stages:
+            if stage.display_name in seen:
+                raise ValueError(f"two stages are named {stage.display_name!r}; give one a distinct name")
+            seen.add(stage.display_name)
+        return self
+
+
+def parse_rollout_request(raw: Any) -> RolloutRequest:
+    """Validate raw JSON into a request, or raise InvalidRequestError listing every problem."""
+    if not isinstance(raw, dict):
+        raise InvalidRequestError([Problem("", f"a rollout request is a JSON object, not {type(raw).__name__}")])
+    problems: list[Problem] = []
+    if "value" in raw:
+        try:
+            from tempoconf.canonical import canonical_json
+
+            canonical_json(raw["value"])
+        except (TypeError, ValueError) as error:
+            problems.append(Problem("/value", f"value is not plain JSON: {error}"))
+    try:
+        request = RolloutRequest.model_validate(raw)
+    except ValidationError as error:
+        problems.extend(problems_from_validation_error(error))
+        raise InvalidRequestError(problems) from None
+    if problems:
+        raise InvalidRequestError(problems)
+    return request
+
+
+def problems_from_validation_error(error: ValidationError) -> list[Problem]:
+    """Turn pydantic's errors into Problems with JSON pointers and plain messages."""
+    problems = []
+    for detail in error.errors(include_url=False):
+        location = _strip_union_tags(list(detail["loc"]))
+        kind = detail["type"]
+        if kind == "extra_forbidden":
+            message = f"unknown field {location[-1]!r}" if location else "unknown field"
+        elif kind == "missing":
+            message = "required field is missing"
+        elif kind == "union_tag_invalid":
+            message = f"unknown check kind {detail['input'].get('kind')!r}; known: {sorted(_CHECK_KINDS)}"
+        elif kind == "union_tag_not_found":
+            message = f"a health check needs 'kind', one of {sorted(_CHECK_KINDS)}"
+        else:
+            message = str(detail["msg"]).removeprefix("Value error, ")
+        problems.append(Problem(json_pointer(location), message))
+    return problems
+
+
+def _strip_union_tags(location: list[Any]) -> list[Any]:
+    # pydantic puts the discriminator's value into the location (health/0/reports/max_error_ratio);
+    # the user's JSON has no such level, so drop it.
+    return [
+        part
+        for position, part in enumerate(location)
+        if not (part in _CHECK_KINDS and position > 0 and isinstance(location[position - 1], int))
+    ]

@@ -1,0 +1,103 @@
+"""Which version a client gets (DESIGN.md, Stages and Leases).
+
+Stages are cumulative and evaluated in order: a client gets the first unexpired stage it matches,
+otherwise stable. A stage that names several of channel, percentile and labels needs all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tempoconf.bucketing import in_percentile
+
+__all__ = [
+    "ClientIdentity",
+    "ConfigSnapshot",
+    "PublishedStage",
+    "Resolution",
+    "VersionRecord",
+    "resolve",
+    "stage_matches",
+    "STABLE",
+]
+
+STABLE = "stable"
+
+
+@dataclass(frozen=True)
+class ClientIdentity:
+    client_id: str
+    channel: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    version: str
+    value: Any
+    author: str = ""
+    commit: str = ""
+    message: str = ""
+    created_at: datetime | None = None
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "author": self.author,
+            "commit": self.commit,
+            "message": self.message,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class PublishedStage:
+    index: int
+    name: str
+    channel: str | None
+    percentile: float | None
+    labels: Mapping[str, str]
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """A config as the distribution API serves it: stable, and the live rollout's stages."""
+
+    namespace: str
+    path: str
+    stable: VersionRecord | None
+    staged: VersionRecord | None = None
+    stages: tuple[PublishedStage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resolution:
+    record: VersionRecord
+    stage: str
+    """The stage's name, or "stable"."""
+    expires_at: datetime | None
+    """The lease of the stage that applies (None on stable)."""
+
+
+def stage_matches(stage: PublishedStage, path: str, client: ClientIdentity) -> bool:
+    if stage.channel is not None and client.channel != stage.channel:
+        return False
+    if stage.labels and any(client.labels.get(key) != value for key, value in stage.labels.items()):
+        return False
+    if stage.percentile is not None and not in_percentile(path, client.client_id, stage.percentile):
+        return False
+    return True
+
+
+def resolve(snapshot: ConfigSnapshot, client: ClientIdentity, now: datetime) -> Resolution | None:
+    """The version this client gets now; None when the config has no stable and no stage applies."""
+    if snapshot.staged is not None:
+        for stage in sorted(snapshot.stages, key=lambda s: s.index):
+            if stage.expires_at > now and stage_matches(stage, snapshot.path, client):
+                return Resolution(snapshot.staged, stage.name, stage.expires_at)
+    if snapshot.stable is None:
+        return None
+    return Resolution(snapshot.stable, STABLE, None)

@@ -1,0 +1,60 @@
+"""One settings object, from flags then environment (DESIGN.md, Commands)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path(".tempoconf")
+    host: str = "127.0.0.1"
+    temporal_port: int = 7233
+    ui_port: int = 8233
+    api_port: int = 8080
+    temporal_address: str | None = None
+    """`TEMPORAL_ADDRESS`; None means the local dev server at host:temporal_port."""
+    temporal_namespace: str = "default"
+    task_queue: str = "tempoconf"
+    database_url: str | None = None
+    """`TEMPOCONF_DATABASE_URL`; None means SQLite in the data dir."""
+    api_url: str | None = None
+    """`TEMPOCONF_API_URL`; None means http://host:api_port."""
+    admin_token: str | None = None
+    client_token: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Environment first, then any non-None override (flags win over environment)."""
+        env = os.environ if environ is None else environ
+        settings = cls(
+            data_dir=Path(env.get("TEMPOCONF_DATA_DIR", ".tempoconf")),
+            temporal_address=env.get("TEMPORAL_ADDRESS") or None,
+            temporal_namespace=env.get("TEMPORAL_NAMESPACE") or "default",
+            task_queue=env.get("TEMPOCONF_TASK_QUEUE") or "tempoconf",
+            database_url=env.get("TEMPOCONF_DATABASE_URL") or None,
+            api_url=env.get("TEMPOCONF_API_URL") or None,
+            admin_token=env.get("TEMPOCONF_ADMIN_TOKEN") or None,
+            client_token=env.get("TEMPOCONF_CLIENT_TOKEN") or None,
+        )
+        given = {key: value for key, value in overrides.items() if value is not None}
+        if "data_dir" in given:
+            given["data_dir"] = Path(given["data_dir"])
+        return replace(settings, **given)
+
+    @property
+    def resolved_temporal_address(self) -> str:
+        return self.temporal_address or f"{self.host}:{self.temporal_port}"
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'tempoconf.db').resolve()}"
+
+    @property
+    def resolved_api_url(self) -> str:
+        return (self.api_url or f"http://{self.host}:{self.api_port}").rstrip("/")

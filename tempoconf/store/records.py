@@ -1,0 +1,69 @@
+"""What the store hands out: plain frozen dataclasses, never live ORM rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = ["AuditEntry", "LockRecord", "RolloutRecord", "StageLease", "VersionInfo"]
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    """Who holds a config's rollout lock."""
+
+    namespace: str
+    path: str
+    workflow_id: str
+    run_id: str
+    version: str
+    acquired_at: datetime
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """The active rollout of a config, as the admin API and `status` show it."""
+
+    namespace: str
+    path: str
+    workflow_id: str
+    run_id: str
+    version: str
+    state: str
+    stage_index: int
+    """Index of the highest published stage; -1 before the first."""
+    started_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class StageLease:
+    index: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: str
+    author: str
+    commit: str
+    message: str
+    created_at: datetime
+    stable_since: list[datetime] = field(default_factory=list)
+    """Every time this version became stable, oldest first."""
+    is_stable: bool = False
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: int
+    namespace: str
+    path: str
+    at: datetime
+    actor: str
+    action: str
+    reason: str
+    version: str | None
+    workflow_id: str | None
+    details: dict[str, Any] = field(default_factory=dict)

