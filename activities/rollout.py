@@ -1,0 +1,258 @@
+"""The rollout's side effects: every store write of `ConfigRollout` happens here.
+
+Each write is idempotent (keyed by run id and step), so an activity retried after a crash writes
+nothing twice. Store calls are synchronous; they run in a thread so the worker's loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from tempoconf.canonical import version_id
+from tempoconf.messages import (
+    CHECK_HEALTH_ACTIVITY,
+    INVALID_REQUEST_ERROR,
+    PREPARE_ACTIVITY,
+    PROMOTE_ACTIVITY,
+    PUBLISH_STAGE_ACTIVITY,
+    RECORD_TRANSITION_ACTIVITY,
+    RENEW_LEASES_ACTIVITY,
+    REVERT_ACTIVITY,
+    ROLLOUT_RUNNING_ERROR,
+    CheckHealthInput,
+    PrepareInput,
+    PromoteInput,
+    PublishStageInput,
+    PublishStageResult,
+    RecordTransitionsInput,
+    RenewLeasesInput,
+    RenewLeasesResult,
+    RevertInput,
+)
+from tempoconf.plan import RolloutPlan, plan_from_request
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.progress import HealthReport
+from tempoconf.request import parse_rollout_request
+from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.schema_validation import value_problems
+from tempoconf.store.records import LockRecord, StageLease
+from tempoconf.store.store import LockHeldError, Store
+
+__all__ = ["RolloutActivities"]
+
+LOCK_LOST_ERROR = "RolloutLockLost"
+
+
+def _invalid(problems: list[Problem]) -> ApplicationError:
+    error = InvalidRequestError(problems)
+    return ApplicationError(
+        str(error), [asdict(problem) for problem in problems], type=INVALID_REQUEST_ERROR, non_retryable=True
+    )
+
+
+class RolloutActivities:
+    """Activities bound to one store; register `activities()` with the worker."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def activities(self) -> list[object]:
+        return [
+            self.prepare_rollout,
+            self.publish_stage,
+            self.renew_leases,
+            self.check_stage_health,
+            self.record_transition,
+            self.promote_version,
+            self.revert_rollout,
+        ]
+
+    @activity.defn(name=PREPARE_ACTIVITY)
+    async def prepare_rollout(self, input: PrepareInput) -> RolloutPlan:
+        """Validate everything first (nothing is written for a bad request), then store the version
+        and take the config's lock."""
+        try:
+            request = parse_rollout_request(input.request)
+        except InvalidRequestError as error:
+            raise _invalid(error.problems) from None
+        schema = await asyncio.to_thread(self._store.get_schema, request.namespace, request.path)
+        if schema is not None:
+            problems = value_problems(schema, request.value)
+            if problems:
+                raise _invalid(problems)
+        version = version_id(request.value)
+        await self._take_lock(request.namespace, request.path, input, version)
+        record = VersionRecord(
+            version=version,
+            value=request.value,
+            author=request.author,
+            commit=request.commit,
+            message=request.message,
+            created_at=datetime.now(UTC),
+        )
+        await asyncio.to_thread(self._store.put_version, request.namespace, request.path, record)
+        await asyncio.to_thread(
+            lambda: self._store.begin_rollout(
+                request.namespace,
+                request.path,
+                workflow_id=input.workflow_id,
+                run_id=input.run_id,
+                version=version,
+                actor=request.author or "workflow",
+                reason=request.message or f"rollout of {version} started",
+                event_key=f"{input.run_id}:begin",
+            )
+        )
+        return plan_from_request(request, version)
+
+    async def _take_lock(self, namespace: str, path: str, input: PrepareInput, version: str) -> None:
+        def acquire(replace_run_id: str | None = None) -> LockRecord:
+            return self._store.acquire_lock(
+                namespace,
+                path,
+                workflow_id=input.workflow_id,
+                run_id=input.run_id,
+                version=version,
+                replace_run_id=replace_run_id,
+            )
+
+        try:
+            await asyncio.to_thread(acquire)
+        except LockHeldError as held:
+            if await self._is_running(held.holder):
+                raise ApplicationError(str(held), type=ROLLOUT_RUNNING_ERROR, non_retryable=True) from None
+            # The holder ended without cleanup (terminated, say): reclaim its lock, atomically.
+            activity.logger.warning("reclaiming the lock of %s/%s from ended run %s", namespace, path,
+                                    held.holder.run_id)
+            await asyncio.to_thread(acquire, held.holder.run_id)
+            await asyncio.to_thread(
+                lambda: self._store.record_event(
+                    namespace,
+                    path,
+                    action="lock.reclaimed",
+                    actor="workflow",
+                    reason=f"the holder {held.holder.workflow_id} (run {held.holder.run_id}) is no longer running",
+                    version=version,
+                    workflow_id=input.workflow_id,
+                    event_key=f"{input.run_id}:reclaim",
+                )
+            )
+
+    async def _is_running(self, holder: LockRecord) -> bool:
+        handle = activity.client().get_workflow_handle(holder.workflow_id, run_id=holder.run_id)
+        try:
+            description = await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return description.status == WorkflowExecutionStatus.RUNNING
+
+    @activity.defn(name=PUBLISH_STAGE_ACTIVITY)
+    async def publish_stage(self, input: PublishStageInput) -> PublishStageResult:
+        now = datetime.now(UTC)
+        stage = input.stage
+        expires_at = now + timedelta(seconds=stage.expiration_seconds)
+        published = PublishedStage(
+            index=stage.index,
+            name=stage.name,
+            channel=stage.channel,
+            percentile=stage.percentile,
+            labels=dict(stage.labels),
+            expires_at=expires_at,
+        )
+        try:
+            await asyncio.to_thread(
+                lambda: self._store.publish_stage(
+                    input.plan.namespace,
+                    input.plan.path,
+                    run_id=input.run_id,
+                    stage=published,
+                    actor=input.actor,
+                    event_key=f"{input.run_id}:publish:{stage.index}",
+                )
+            )
+        except LockHeldError as error:
+            raise ApplicationError(f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True) from None
+        return PublishStageResult(expires_at=expires_at.isoformat(), published_at=now.isoformat())
+
+    @activity.defn(name=RENEW_LEASES_ACTIVITY)
+    async def renew_leases(self, input: RenewLeasesInput) -> RenewLeasesResult:
+        now = datetime.now(UTC)
+        leases = [
+            StageLease(index=int(index), expires_at=now + timedelta(seconds=seconds))
+            for index, seconds in input.expirations.items()
+        ]
+        await asyncio.to_thread(
+            lambda: self._store.renew_leases(input.namespace, input.path, run_id=input.run_id, leases=leases)
+        )
+        return RenewLeasesResult(expires_at={lease.index: lease.expires_at.isoformat() for lease in leases})
+
+    @activity.defn(name=CHECK_HEALTH_ACTIVITY)
+    async def check_stage_health(self, input: CheckHealthInput) -> HealthReport:
+        # The hook where health checks judge the stage's cohort; none are evaluated yet.
+        checks = input.stage.health
+        summary = (
+            "no health checks configured"
+            if not checks
+            else f"{len(checks)} health check(s) configured but not evaluated by this version of tempoconf"
+        )
+        return HealthReport(
+            healthy=True, summary=summary, checked_at=datetime.now(UTC).isoformat(), stage=input.stage.name
+        )
+
+    @activity.defn(name=RECORD_TRANSITION_ACTIVITY)
+    async def record_transition(self, input: RecordTransitionsInput) -> None:
+        def write() -> None:
+            for sequence, transition in zip(input.sequences, input.transitions, strict=True):
+                changed = transition.from_state != transition.to_state
+                self._store.record_event(
+                    input.namespace,
+                    input.path,
+                    action=f"rollout.{transition.to_state}" if changed else "rollout.command",
+                    actor=transition.by,
+                    reason=transition.reason,
+                    version=input.version,
+                    workflow_id=input.workflow_id,
+                    event_key=f"{input.run_id}:transition:{sequence}",
+                    details={"from": transition.from_state, "stage": transition.stage, "at": transition.at},
+                )
+
+        await asyncio.to_thread(write)
+
+    @activity.defn(name=PROMOTE_ACTIVITY)
+    async def promote_version(self, input: PromoteInput) -> None:
+        await asyncio.to_thread(
+            lambda: self._store.promote(
+                input.plan.namespace,
+                input.plan.path,
+                run_id=input.run_id,
+                workflow_id=input.workflow_id,
+                version=input.plan.version,
+                actor=input.actor,
+                reason=input.reason,
+                event_key=f"{input.run_id}:promote",
+            )
+        )
+
+    @activity.defn(name=REVERT_ACTIVITY)
+    async def revert_rollout(self, input: RevertInput) -> None:
+        await asyncio.to_thread(
+            lambda: self._store.revert(
+                input.namespace,
+                input.path,
+                run_id=input.run_id,
+                workflow_id=input.workflow_id,
+                actor=input.actor,
+                reason=input.reason,
+                outcome=input.outcome,
+                event_key=f"{input.run_id}:revert",
+            )
+        )

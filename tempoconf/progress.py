@@ -1,0 +1,159 @@
+"""The rollout as a state machine: named states, recorded transitions, the progress object.
+
+Workflow-safe (plain dataclasses and enums): the `status` query returns `RolloutProgress`, and the
+phase a person sees is derived from the state by one pure function, `describe_phase`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "ACTIVE_STATES",
+    "FINAL_STATES",
+    "HealthReport",
+    "OperatorCommand",
+    "Outcome",
+    "RolloutProgress",
+    "RolloutResult",
+    "RolloutState",
+    "StageProgress",
+    "Transition",
+    "describe_phase",
+]
+
+
+class RolloutState(StrEnum):
+    PREPARING = "preparing"
+    PUBLISHING = "publishing"
+    HOLDING = "holding"
+    CHECKING_HEALTH = "checking_health"
+    AWAITING_APPROVAL = "awaiting_approval"
+    PROMOTING = "promoting"
+    REVERTING = "reverting"
+    PROMOTED = "promoted"
+    BYPASSED = "bypassed"
+    REVERTED = "reverted"
+    HALTED = "halted"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class Outcome(StrEnum):
+    PROMOTED = "promoted"
+    BYPASSED = "bypassed"
+    REVERTED = "reverted"
+    HALTED = "halted"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATES = frozenset(
+    {
+        RolloutState.PROMOTED,
+        RolloutState.BYPASSED,
+        RolloutState.REVERTED,
+        RolloutState.HALTED,
+        RolloutState.CANCELLED,
+        RolloutState.FAILED,
+    }
+)
+ACTIVE_STATES = frozenset(set(RolloutState) - FINAL_STATES)
+WAITING_STATES = frozenset(
+    {RolloutState.HOLDING, RolloutState.CHECKING_HEALTH, RolloutState.AWAITING_APPROVAL}
+)
+
+
+@dataclass
+class OperatorCommand:
+    """The argument of every signal and update: why, and who (both optional)."""
+
+    reason: str = ""
+    by: str = ""
+
+
+@dataclass
+class Transition:
+    at: str
+    """ISO-8601 UTC, workflow time."""
+    from_state: str
+    to_state: str
+    by: str
+    reason: str
+    stage: str | None = None
+
+
+@dataclass
+class HealthReport:
+    healthy: bool
+    summary: str
+    checked_at: str
+    stage: str | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StageProgress:
+    index: int
+    name: str
+    cohort: str
+    cooldown_seconds: float
+    manual: bool
+    status: str = "pending"
+    """pending | live | passed (live stages stay live until promotion: stages are cumulative)."""
+    published_at: str | None = None
+    hold_deadline: str | None = None
+    expires_at: str | None = None
+
+
+@dataclass
+class RolloutProgress:
+    workflow_id: str
+    namespace: str
+    path: str
+    state: str = RolloutState.PREPARING.value
+    phase: str = "Preparing"
+    version: str | None = None
+    stage_index: int = -1
+    stage_name: str | None = None
+    stage_count: int = 0
+    stage_started_at: str | None = None
+    hold_deadline: str | None = None
+    paused: bool = False
+    pause_reasons: list[str] = field(default_factory=list)
+    last_health: HealthReport | None = None
+    stages: list[StageProgress] = field(default_factory=list)
+    history: list[Transition] = field(default_factory=list)
+    outcome: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class RolloutResult:
+    outcome: str
+    version: str | None
+    reason: str = ""
+
+
+def describe_phase(progress: RolloutProgress) -> str:
+    """What a person should read as the rollout's phase: one pure function of the state."""
+    state = RolloutState(progress.state)
+    stage = f" {progress.stage_name}" if progress.stage_name else ""
+    if progress.pause_reasons and state in WAITING_STATES:
+        return f"Paused at{stage}: " + "; ".join(progress.pause_reasons)
+    return {
+        RolloutState.PREPARING: "Preparing: validating the request and taking the config's lock",
+        RolloutState.PUBLISHING: f"Publishing stage{stage}",
+        RolloutState.HOLDING: f"Holding stage{stage} until {progress.hold_deadline}",
+        RolloutState.CHECKING_HEALTH: f"Checking the health of stage{stage}",
+        RolloutState.AWAITING_APPROVAL: f"Waiting for approval to leave stage{stage}",
+        RolloutState.PROMOTING: "Promoting the version to stable",
+        RolloutState.REVERTING: f"Reverting: {progress.reason}",
+        RolloutState.PROMOTED: "Promoted: the version is stable",
+        RolloutState.BYPASSED: f"Bypassed to stable: {progress.reason}",
+        RolloutState.REVERTED: f"Reverted to stable: {progress.reason}",
+        RolloutState.HALTED: f"Halted, back on stable: {progress.reason}",
+        RolloutState.CANCELLED: "Cancelled, back on stable",
+        RolloutState.FAILED: f"Failed: {progress.reason}",
+    }[state]

@@ -1,0 +1,663 @@
+"""`ConfigRollout`: one staged configuration rollout as a durable state machine.
+
+prepare → for each stage: publish → hold (durable timer, leases renewed) → check health →
+[approval] → promote. Halt, an unhealthy check or cancellation run the compensating revert.
+Deterministic code only: every side effect is an activity, referred to by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from tempoconf.messages import (
+        CHECK_HEALTH_ACTIVITY,
+        INVALID_REQUEST_ERROR,
+        PREPARE_ACTIVITY,
+        PROMOTE_ACTIVITY,
+        PUBLISH_STAGE_ACTIVITY,
+        RECORD_TRANSITION_ACTIVITY,
+        RENEW_LEASES_ACTIVITY,
+        REVERT_ACTIVITY,
+        ROLLOUT_RUNNING_ERROR,
+        CheckHealthInput,
+        PrepareInput,
+        PromoteInput,
+        PublishStageInput,
+        PublishStageResult,
+        RecordTransitionsInput,
+        RenewLeasesInput,
+        RenewLeasesResult,
+        RevertInput,
+    )
+    from tempoconf.plan import PlannedStage, RolloutPlan
+    from tempoconf.progress import (
+        FINAL_STATES,
+        HealthReport,
+        OperatorCommand,
+        Outcome,
+        RolloutProgress,
+        RolloutResult,
+        RolloutState,
+        StageProgress,
+        Transition,
+        describe_phase,
+    )
+    from tempoconf.temporal import (
+        PATH_ATTRIBUTE,
+        STAGE_ATTRIBUTE,
+        STATE_ATTRIBUTE,
+        VERSION_ATTRIBUTE,
+        WORKFLOW_TYPE,
+    )
+
+__all__ = ["ConfigRollout"]
+
+# Store writes are short; a store outage is retried with backoff rather than failing the rollout.
+STORE_WRITE_TIMEOUT = timedelta(seconds=30)
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30)
+)
+# Prepare gives up (and the workflow fails) after a bounded number of attempts: an operator is
+# waiting on the CLI for it, and the lock it may hold is released by the revert that follows.
+PREPARE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=8,
+    non_retryable_error_types=[INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR],
+)
+# The revert is the emergency path: it retries until it succeeds (unlimited attempts).
+REVERT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=15)
+)
+HEALTH_CHECK_TIMEOUT = timedelta(minutes=2)
+# Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
+LEASE_RENEWAL_FRACTION = 0.5
+SYSTEM_ACTOR = "workflow"
+
+
+class _StopRollout(Exception):
+    """Internal: leave the stage loop and revert (halt or unhealthy)."""
+
+    def __init__(self, outcome: Outcome, reason: str, by: str) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.reason = reason
+        self.by = by
+
+
+@workflow.defn(name=WORKFLOW_TYPE)
+class ConfigRollout:
+    @workflow.init
+    def __init__(self, request: Any) -> None:
+        raw = request if isinstance(request, dict) else {}
+        info = workflow.info()
+        self._progress = RolloutProgress(
+            workflow_id=info.workflow_id,
+            namespace=str(raw.get("namespace") or "default"),
+            path=str(raw.get("path") or ""),
+        )
+        self._plan: RolloutPlan | None = None
+        self._halt: OperatorCommand | None = None
+        self._bypass: OperatorCommand | None = None
+        self._advance_requested = False
+        self._approved = False
+        self._wakeup = False
+        # Lease bookkeeping: stage index → lease length (s), and when leases were last renewed.
+        self._leases: dict[int, float] = {}
+        self._leases_renewed_at: datetime | None = None
+        self._audited_transitions = 0
+        self._unaudited: set[int] = set()
+
+    # -- main loop -----------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, request: Any) -> RolloutResult:
+        self._upsert_search_attributes()
+        try:
+            self._plan = await self._prepare(request)
+            self._set_plan_progress(self._plan)
+            bypassed = await self._run_stages(self._plan)
+            return await self._promote(self._plan, bypassed=bypassed)
+        except _StopRollout as stop:
+            return await self._revert(stop.outcome, stop.reason, stop.by)
+        except ActivityError as error:
+            if isinstance(error.cause, CancelledError):
+                await asyncio.shield(
+                    asyncio.ensure_future(
+                        self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
+                    )
+                )
+                raise
+            # A step failed past its retries (e.g. the lock was taken over): never leave it half-done.
+            return await self._revert(Outcome.REVERTED, f"{error.cause or error}", SYSTEM_ACTOR)
+        except asyncio.CancelledError:
+            # Cancellation (e.g. from the Web UI): put every client back on stable, then end as cancelled.
+            await asyncio.shield(
+                asyncio.ensure_future(
+                    self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
+                )
+            )
+            raise
+
+    async def _prepare(self, request: Any) -> RolloutPlan:
+        info = workflow.info()
+        try:
+            plan = await workflow.execute_activity(
+                PREPARE_ACTIVITY,
+                PrepareInput(request=request, workflow_id=info.workflow_id, run_id=info.run_id),
+                result_type=RolloutPlan,
+                start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                retry_policy=PREPARE_RETRY,
+                summary="validate the request and the value, store the version, take the config's lock",
+            )
+        except ActivityError as error:
+            cause = error.cause
+            refused = isinstance(cause, ApplicationError) and cause.type in (
+                INVALID_REQUEST_ERROR,
+                ROLLOUT_RUNNING_ERROR,
+            )
+            if not refused:
+                # Prepare may have taken the lock before failing: release it before failing.
+                await self._revert(Outcome.REVERTED, f"prepare failed: {cause or error}", SYSTEM_ACTOR)
+            message = cause.message if isinstance(cause, ApplicationError) else str(error)
+            self._progress.reason = message
+            self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message)
+            raise ApplicationError(
+                message,
+                *(cause.details if isinstance(cause, ApplicationError) else ()),
+                type=cause.type if isinstance(cause, ApplicationError) else "PrepareFailed",
+                non_retryable=True,
+            ) from None
+        return plan
+
+    async def _run_stages(self, plan: RolloutPlan) -> bool:
+        """Walk the stages; True when a bypass cut the walk short."""
+        self._raise_if_halted()
+        for stage in plan.stages:
+            if self._bypass:
+                return True
+            await self._publish(plan, stage)
+            self._raise_if_halted()
+            await self._hold(stage)
+            if self._bypass:
+                return True
+            await self._check_health(plan, stage)
+            if stage.manual:
+                await self._await_approval(stage)
+            if self._bypass:
+                return True
+            await self._wait_until(lambda: not self._progress.pause_reasons or self._bypass is not None)
+            self._mark_stage(stage.index, "passed")
+        return self._bypass is not None
+
+    async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
+        info = workflow.info()
+        self._progress.stage_index = stage.index
+        self._progress.stage_name = stage.name
+        self._transition(RolloutState.PUBLISHING, SYSTEM_ACTOR, f"publishing stage {stage.name}")
+        result = await workflow.execute_activity(
+            PUBLISH_STAGE_ACTIVITY,
+            PublishStageInput(plan=plan, stage=stage, workflow_id=info.workflow_id, run_id=info.run_id),
+            result_type=PublishStageResult,
+            start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"publish stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
+        )
+        self._leases[stage.index] = stage.expiration_seconds
+        if self._leases_renewed_at is None:
+            self._leases_renewed_at = workflow.now()
+        progress_stage = self._progress.stages[stage.index]
+        progress_stage.status = "live"
+        progress_stage.published_at = result.published_at
+        progress_stage.expires_at = result.expires_at
+        self._progress.stage_started_at = self._now_iso()
+
+    async def _hold(self, stage: PlannedStage) -> None:
+        self._advance_requested = False
+        deadline = workflow.now() + timedelta(seconds=stage.cooldown_seconds)
+        self._progress.hold_deadline = deadline.isoformat()
+        self._progress.stages[stage.index].hold_deadline = self._progress.hold_deadline
+        self._transition(
+            RolloutState.HOLDING, SYSTEM_ACTOR, f"holding {stage.name} for {stage.cooldown_seconds:g}s"
+        )
+        await self._wait_until(
+            lambda: self._advance_requested or self._bypass is not None,
+            deadline=deadline,
+            summary=f"hold {stage.name} ({stage.cooldown_seconds:g}s cooldown)",
+        )
+        self._progress.hold_deadline = None
+
+    async def _check_health(self, plan: RolloutPlan, stage: PlannedStage) -> None:
+        self._transition(RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}")
+        report = await workflow.execute_activity(
+            CHECK_HEALTH_ACTIVITY,
+            CheckHealthInput(plan=plan, stage=stage, final=True),
+            result_type=HealthReport,
+            start_to_close_timeout=HEALTH_CHECK_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"check the health of {stage.name}",
+        )
+        self._progress.last_health = report
+        self._raise_if_halted()
+        if not report.healthy and not self._bypass:
+            raise _StopRollout(Outcome.REVERTED, f"stage {stage.name} is unhealthy: {report.summary}", SYSTEM_ACTOR)
+
+    async def _await_approval(self, stage: PlannedStage) -> None:
+        self._approved = False
+        self._transition(
+            RolloutState.AWAITING_APPROVAL, SYSTEM_ACTOR, f"stage {stage.name} passed; waiting for approve"
+        )
+        await self._wait_until(lambda: self._approved or self._bypass is not None)
+
+    async def _wait_until(
+        self, done: Callable[[], bool], *, deadline: datetime | None = None, summary: str | None = None
+    ) -> None:
+        """Wait for `done()` or the deadline, renewing leases on the way; a halt raises _StopRollout.
+
+        A loop of wait_condition with the remaining time, so signals can end or change the wait
+        (samples-python `updatable_timer`).
+        """
+        while True:
+            self._raise_if_halted()
+            await self._audit_transitions()
+            if done() or (deadline is not None and workflow.now() >= deadline):
+                return
+            wake_at = [moment for moment in (deadline, self._next_lease_renewal()) if moment is not None]
+            timeout = (min(wake_at) - workflow.now()) if wake_at else None
+            if timeout is not None and timeout <= timedelta(0):
+                timeout = None
+            self._wakeup = False
+            if timeout is not None or not wake_at:
+                try:
+                    await workflow.wait_condition(
+                        lambda: self._halt is not None or self._wakeup or done(),
+                        timeout=timeout,
+                        timeout_summary=summary,
+                    )
+                except asyncio.TimeoutError:
+                    pass
+            renewal = self._next_lease_renewal()
+            if renewal is not None and workflow.now() >= renewal:
+                await self._renew_leases()
+
+    def _next_lease_renewal(self) -> datetime | None:
+        if not self._leases or self._leases_renewed_at is None:
+            return None
+        shortest = min(self._leases.values())
+        return self._leases_renewed_at + timedelta(seconds=shortest * LEASE_RENEWAL_FRACTION)
+
+    async def _renew_leases(self) -> None:
+        assert self._plan is not None
+        result = await workflow.execute_activity(
+            RENEW_LEASES_ACTIVITY,
+            RenewLeasesInput(
+                namespace=self._plan.namespace,
+                path=self._plan.path,
+                run_id=workflow.info().run_id,
+                expirations=dict(self._leases),
+            ),
+            result_type=RenewLeasesResult,
+            start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"renew the leases of {len(self._leases)} live stage(s)",
+        )
+        self._leases_renewed_at = workflow.now()
+        for index, expires_at in result.expires_at.items():
+            self._progress.stages[int(index)].expires_at = expires_at
+
+    async def _promote(self, plan: RolloutPlan, *, bypassed: bool) -> RolloutResult:
+        info = workflow.info()
+        by = self._bypass.by if self._bypass else SYSTEM_ACTOR
+        reason = (
+            f"bypassed: {self._bypass.reason or 'no reason given'}"
+            if self._bypass
+            else "every stage passed its hold and checks"
+        )
+        self._transition(RolloutState.PROMOTING, by, reason)
+        await self._audit_transitions()
+        await workflow.execute_activity(
+            PROMOTE_ACTIVITY,
+            PromoteInput(plan=plan, workflow_id=info.workflow_id, run_id=info.run_id, actor=by, reason=reason),
+            start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"promote {plan.version} to stable",
+        )
+        self._leases.clear()
+        for stage in self._progress.stages:
+            if stage.status == "live":
+                stage.status = "passed"
+        outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
+        self._progress.outcome = outcome.value
+        self._progress.reason = reason
+        self._transition(RolloutState(outcome.value), by, reason, audit=False)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return RolloutResult(outcome=outcome.value, version=plan.version, reason=reason)
+
+    async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
+        info = workflow.info()
+        self._progress.reason = reason
+        self._transition(RolloutState.REVERTING, by, reason)
+        await self._audit_transitions()
+        await workflow.execute_activity(
+            REVERT_ACTIVITY,
+            RevertInput(
+                namespace=self._progress.namespace,
+                path=self._progress.path,
+                workflow_id=info.workflow_id,
+                run_id=info.run_id,
+                outcome=outcome.value,
+                actor=by,
+                reason=reason,
+            ),
+            start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            retry_policy=REVERT_RETRY,
+            summary=f"revert: every client back on stable ({reason})",
+        )
+        self._leases.clear()
+        for stage in self._progress.stages:
+            if stage.status == "live":
+                stage.status = "reverted"
+        self._progress.outcome = outcome.value
+        self._transition(RolloutState(outcome.value), by, reason, audit=False)
+        if outcome is not Outcome.CANCELLED:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        return RolloutResult(outcome=outcome.value, version=self._progress.version, reason=reason)
+
+    # -- state bookkeeping ---------------------------------------------------------------------
+    def _set_plan_progress(self, plan: RolloutPlan) -> None:
+        self._progress.version = plan.version
+        self._progress.stage_count = len(plan.stages)
+        self._progress.stages = [
+            StageProgress(
+                index=stage.index,
+                name=stage.name,
+                cohort=stage.cohort(),
+                cooldown_seconds=stage.cooldown_seconds,
+                manual=stage.manual,
+            )
+            for stage in plan.stages
+        ]
+        self._upsert_search_attributes()
+
+    def _mark_stage(self, index: int, status: str) -> None:
+        if 0 <= index < len(self._progress.stages):
+            self._progress.stages[index].status = status
+
+    def _transition(self, to_state: RolloutState, by: str, reason: str, *, audit: bool = True) -> None:
+        """Move to a named state, recording who and why (history, audit log, search attributes, UI)."""
+        progress = self._progress
+        progress.history.append(
+            Transition(
+                at=self._now_iso(),
+                from_state=progress.state,
+                to_state=to_state.value,
+                by=by,
+                reason=reason,
+                stage=progress.stage_name,
+            )
+        )
+        if not audit:
+            # Written by the activity that made it happen (promote/revert): don't write it twice.
+            self._unaudited.add(len(progress.history) - 1)
+        progress.state = to_state.value
+        self._refresh_view()
+
+    def _note(self, by: str, reason: str) -> None:
+        """Record an operator command that does not change the state (pause, approve, ...)."""
+        self._progress.history.append(
+            Transition(
+                at=self._now_iso(),
+                from_state=self._progress.state,
+                to_state=self._progress.state,
+                by=by,
+                reason=reason,
+                stage=self._progress.stage_name,
+            )
+        )
+        self._refresh_view()
+
+    def _refresh_view(self) -> None:
+        self._progress.paused = bool(self._progress.pause_reasons)
+        self._progress.phase = describe_phase(self._progress)
+        workflow.set_current_details(self._current_details())
+        self._upsert_search_attributes()
+
+    async def _audit_transitions(self) -> None:
+        """Write the transitions not yet in the audit log (idempotent: keyed by sequence number)."""
+        history = self._progress.history
+        if self._audited_transitions >= len(history) or not self._progress.path:
+            return
+        first = self._audited_transitions
+        sequences = [seq for seq in range(first, len(history)) if seq not in self._unaudited]
+        self._audited_transitions = len(history)
+        if not sequences:
+            return
+        info = workflow.info()
+        await workflow.execute_activity(
+            RECORD_TRANSITION_ACTIVITY,
+            RecordTransitionsInput(
+                namespace=self._progress.namespace,
+                path=self._progress.path,
+                workflow_id=info.workflow_id,
+                run_id=info.run_id,
+                version=self._progress.version,
+                transitions=[history[seq] for seq in sequences],
+                sequences=sequences,
+            ),
+            start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"audit {len(sequences)} transition(s)",
+        )
+
+    def _upsert_search_attributes(self) -> None:
+        progress = self._progress
+        updates = [STATE_ATTRIBUTE.value_set(progress.state)]
+        if progress.path:
+            updates.append(PATH_ATTRIBUTE.value_set(progress.path))
+        if progress.version:
+            updates.append(VERSION_ATTRIBUTE.value_set(progress.version))
+        if progress.stage_name:
+            updates.append(STAGE_ATTRIBUTE.value_set(progress.stage_name))
+        workflow.upsert_search_attributes(updates)
+
+    def _current_details(self) -> str:
+        progress = self._progress
+        workflow_id = progress.workflow_id
+        lines = [
+            f"## {progress.namespace}/{progress.path} → `{progress.version or '?'}`",
+            f"**{progress.phase}**",
+            "",
+        ]
+        if progress.stages:
+            lines.append("| # | stage | cohort | status | hold until |")
+            lines.append("|---|---|---|---|---|")
+            for stage in progress.stages:
+                manual = " (manual)" if stage.manual else ""
+                lines.append(
+                    f"| {stage.index + 1} | {stage.name}{manual} | {stage.cohort} | {stage.status} "
+                    f"| {stage.hold_deadline or ''} |"
+                )
+            lines.append("")
+        if progress.last_health:
+            verdict = "healthy" if progress.last_health.healthy else "UNHEALTHY"
+            lines.append(f"Last health check: **{verdict}**: {progress.last_health.summary}")
+            lines.append("")
+        if RolloutState(progress.state) not in FINAL_STATES:
+            lines += [
+                "Emergency commands:",
+                f"- halt: `temporal workflow signal -w '{workflow_id}' --name halt "
+                "--input '{\"reason\": \"...\"}'`",
+                f"- bypass: `temporal workflow signal -w '{workflow_id}' --name bypass "
+                "--input '{\"reason\": \"...\"}'`",
+            ]
+            if progress.state == RolloutState.AWAITING_APPROVAL:
+                lines.append(f"- approve: `temporal workflow update execute -w '{workflow_id}' --name approve`")
+        return "\n".join(lines)
+
+    def _raise_if_halted(self) -> None:
+        if self._halt is not None:
+            raise _StopRollout(
+                Outcome.HALTED, self._halt.reason or "halted by an operator", self._halt.by or "operator"
+            )
+
+    def _now_iso(self) -> str:
+        return workflow.now().isoformat()
+
+    def _is_final_or_promoting(self) -> bool:
+        state = RolloutState(self._progress.state)
+        return state in FINAL_STATES or state in (RolloutState.PROMOTING, RolloutState.REVERTING)
+
+    # -- signals and updates (same names; updates answer with the new progress or an error) ----
+    def _apply_halt(self, command: OperatorCommand) -> None:
+        if self._halt is None and not self._is_final_or_promoting():
+            self._halt = command
+            self._note(command.by or "operator", f"halt requested: {command.reason or 'no reason given'}")
+
+    def _apply_bypass(self, command: OperatorCommand) -> None:
+        if self._bypass is None and self._halt is None and not self._is_final_or_promoting():
+            self._bypass = command
+            self._note(command.by or "operator", f"bypass requested: {command.reason or 'no reason given'}")
+
+    def _apply_advance(self, command: OperatorCommand) -> None:
+        if self._progress.state == RolloutState.HOLDING:
+            self._advance_requested = True
+            self._note(command.by or "operator", f"advance: hold ended early ({command.reason or 'no reason'})")
+
+    def _apply_pause(self, command: OperatorCommand) -> None:
+        if not self._is_final_or_promoting():
+            self._progress.pause_reasons.append(command.reason or f"paused by {command.by or 'operator'}")
+            self._note(command.by or "operator", f"pause: {command.reason or 'no reason given'}")
+
+    def _apply_resume(self, command: OperatorCommand) -> None:
+        if self._progress.pause_reasons:
+            self._progress.pause_reasons.clear()
+            self._wakeup = True
+            self._note(command.by or "operator", f"resume: {command.reason or 'no reason given'}")
+
+    def _apply_approve(self, command: OperatorCommand) -> None:
+        if self._progress.state == RolloutState.AWAITING_APPROVAL and not self._approved:
+            self._approved = True
+            self._note(command.by or "operator", f"approved {self._progress.stage_name}: {command.reason}")
+        else:
+            self._note(command.by or "operator", "approve ignored: nothing is waiting for approval")
+
+    @workflow.signal(name="halt")
+    def halt_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply_halt(command or OperatorCommand())
+
+    @workflow.signal(name="bypass")
+    def bypass_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply_bypass(command or OperatorCommand())
+
+    @workflow.signal(name="advance")
+    def advance_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply_advance(command or OperatorCommand())
+
+    @workflow.signal(name="pause")
+    def pause_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply_pause(command or OperatorCommand())
+
+    @workflow.signal(name="resume")
+    def resume_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply_resume(command or OperatorCommand())
+
+    @workflow.signal(name="approve")
+    def approve_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply_approve(command or OperatorCommand())
+
+    @workflow.update(name="halt")
+    async def halt_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
+        self._apply_halt(command or OperatorCommand())
+        # Answer once the revert has begun, so the caller sees the rollout leaving its stage.
+        await workflow.wait_condition(lambda: self._is_final_or_promoting())
+        return self._progress
+
+    @halt_update.validator
+    def _validate_halt(self, command: OperatorCommand | None = None) -> None:
+        self._refuse_when_finished("halt")
+        if self._progress.state == RolloutState.PROMOTING:
+            raise ApplicationError(
+                "cannot halt: the version is being promoted to stable; roll back with "
+                "`tempoconf rollback PATH VERSION` instead"
+            )
+
+    @workflow.update(name="bypass")
+    async def bypass_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
+        self._apply_bypass(command or OperatorCommand())
+        await workflow.wait_condition(lambda: self._is_final_or_promoting())
+        return self._progress
+
+    @bypass_update.validator
+    def _validate_bypass(self, command: OperatorCommand | None = None) -> None:
+        self._refuse_when_finished("bypass")
+        if self._halt is not None or self._progress.state == RolloutState.REVERTING:
+            raise ApplicationError("cannot bypass: the rollout is being halted and reverted")
+        if self._progress.state == RolloutState.PROMOTING:
+            raise ApplicationError("cannot bypass: the version is already being promoted")
+
+    @workflow.update(name="advance")
+    def advance_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
+        self._apply_advance(command or OperatorCommand())
+        return self._progress
+
+    @advance_update.validator
+    def _validate_advance(self, command: OperatorCommand | None = None) -> None:
+        self._refuse_when_finished("advance")
+        if self._progress.state != RolloutState.HOLDING:
+            raise ApplicationError(
+                f"cannot advance: no hold is running (the rollout is {self._progress.state})"
+            )
+
+    @workflow.update(name="pause")
+    def pause_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
+        self._apply_pause(command or OperatorCommand())
+        return self._progress
+
+    @pause_update.validator
+    def _validate_pause(self, command: OperatorCommand | None = None) -> None:
+        self._refuse_when_finished("pause")
+        if self._is_final_or_promoting():
+            raise ApplicationError(f"cannot pause: the rollout is {self._progress.state}")
+
+    @workflow.update(name="resume")
+    def resume_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
+        self._apply_resume(command or OperatorCommand())
+        return self._progress
+
+    @resume_update.validator
+    def _validate_resume(self, command: OperatorCommand | None = None) -> None:
+        self._refuse_when_finished("resume")
+        if not self._progress.pause_reasons:
+            raise ApplicationError("cannot resume: the rollout is not paused")
+
+    @workflow.update(name="approve")
+    def approve_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
+        self._apply_approve(command or OperatorCommand())
+        return self._progress
+
+    @approve_update.validator
+    def _validate_approve(self, command: OperatorCommand | None = None) -> None:
+        self._refuse_when_finished("approve")
+        if self._progress.state != RolloutState.AWAITING_APPROVAL:
+            raise ApplicationError(
+                f"cannot approve: nothing is waiting for approval (the rollout is {self._progress.state}"
+                + (f" at stage {self._progress.stage_name}" if self._progress.stage_name else "")
+                + ")"
+            )
+
+    def _refuse_when_finished(self, command: str) -> None:
+        state = RolloutState(self._progress.state)
+        if state in FINAL_STATES:
+            raise ApplicationError(f"cannot {command}: the rollout has already ended ({state.value})")
+
+    @workflow.query(name="status")
+    def status(self) -> RolloutProgress:
+        return self._progress
