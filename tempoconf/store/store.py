@@ -11,16 +11,75 @@ INTERFACE CONTRACT (implementations must keep it):
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Row,
+    Table,
+    and_,
+    create_engine,
+    delete,
+    event,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from tempoconf.canonical import canonical_json
 from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
 from tempoconf.store.records import AuditEntry, LockRecord, RolloutRecord, StageLease, VersionInfo
+from tempoconf.store.tables import (
+    AuditLog,
+    ConfigLock,
+    ConfigSchema,
+    ConfigVersion,
+    Rollout,
+    RolloutStage,
+    Stable,
+    StableHistory,
+    StoreRevision,
+    table,
+)
 
-__all__ = ["Store", "LockHeldError"]
+__all__ = ["Store", "LockError", "LockHeldError", "LockLostError", "UnknownVersionError"]
+
+_SCHEMA = table(ConfigSchema)
+_VERSION = table(ConfigVersion)
+_STABLE = table(Stable)
+_STABLE_HISTORY = table(StableHistory)
+_ROLLOUT = table(Rollout)
+_STAGE = table(RolloutStage)
+_LOCK = table(ConfigLock)
+_AUDIT = table(AuditLog)
+_REVISION = table(StoreRevision)
+
+_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_WRITE_OPTION = "tempoconf_write"
+# Any constant works; every tempoconf process must use the same one.
+_PG_MIGRATION_LOCK = 0x74656D706F636F6E  # "tempocon"
+_SQLITE_BUSY_TIMEOUT_MS = 5000
 
 
-class LockHeldError(RuntimeError):
+class LockError(RuntimeError):
+    """The caller's run does not hold the config's rollout lock (base of the two cases below)."""
+
+
+class LockHeldError(LockError):
     """The config's rollout lock is held by another workflow run."""
 
     def __init__(self, holder: LockRecord) -> None:
@@ -31,51 +90,163 @@ class LockHeldError(RuntimeError):
         )
 
 
+class LockLostError(LockError):
+    """The run no longer holds the config's lock and nobody does (it was released or taken over)."""
+
+    def __init__(self, namespace: str, path: str, run_id: str) -> None:
+        self.namespace = namespace
+        self.path = path
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id} does not hold the rollout lock of config {namespace}/{path} (it is free)"
+        )
+
+
+class UnknownVersionError(LookupError):
+    """A version that was never stored for this config."""
+
+    def __init__(self, namespace: str, path: str, version: str) -> None:
+        self.namespace = namespace
+        self.path = path
+        self.version = version
+        super().__init__(f"config {namespace}/{path} has no version {version!r}")
+
+
 class Store:
     """The one store of a deployment. `url` is an SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)."""
 
     def __init__(self, url: str) -> None:
         """Connect, and bring the schema to the latest migration (safe from several processes)."""
-        raise NotImplementedError
+        self.url = url
+        self._engine = _create_engine(url)
+        try:
+            _upgrade(self._engine)
+        except BaseException:
+            self._engine.dispose()
+            raise
 
     def close(self) -> None:
-        raise NotImplementedError
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self._engine.dialect.name
 
     # -- change feed -------------------------------------------------------------------------
     def revision(self) -> int:
         """A counter that grows with every change visible to clients (cheap: one row)."""
-        raise NotImplementedError
+        with self._read() as conn:
+            return _revision(conn)
 
     # -- schemas -----------------------------------------------------------------------------
     def set_schema(self, namespace: str, path: str, schema: Any, *, actor: str, reason: str = "") -> None:
         """Register (or replace) the JSON Schema of a config; audited as `schema.set`."""
-        raise NotImplementedError
+        document = canonical_json(schema)
+        now = self.now()
+        with self._write() as conn:
+            _upsert(
+                conn,
+                _SCHEMA,
+                {"namespace": namespace, "path": path, "document": document, "updated_at": now,
+                 "updated_by": actor},
+                keys=("namespace", "path"),
+            )
+            _audit(conn, namespace, path, at=now, action="schema.set", actor=actor, reason=reason)
 
     def get_schema(self, namespace: str, path: str) -> Any | None:
-        raise NotImplementedError
+        with self._read() as conn:
+            document = conn.execute(
+                select(_SCHEMA.c.document).where(*_config(_SCHEMA, namespace, path))
+            ).scalar_one_or_none()
+        return None if document is None else json.loads(document)
 
     # -- versions ----------------------------------------------------------------------------
     def put_version(self, namespace: str, path: str, record: VersionRecord) -> bool:
         """Store an immutable version; True if new, False if it existed (never overwritten)."""
-        raise NotImplementedError
+        created_at = _aware(record.created_at, "created_at") if record.created_at else self.now()
+        values = {
+            "namespace": namespace, "path": path, "version": record.version,
+            "value": canonical_json(record.value), "author": record.author, "commit": record.commit,
+            "message": record.message, "created_at": created_at,
+        }
+        with self._write() as conn:
+            inserted = conn.execute(
+                _insert(conn, _VERSION).values(**values).on_conflict_do_nothing()
+                .returning(_VERSION.c.version)
+            ).first() is not None
+            if inserted:
+                # A config is known (listed by load_snapshots) from its first version on.
+                _bump(conn)
+        return inserted
 
     def get_version(self, namespace: str, path: str, version: str) -> VersionRecord | None:
-        raise NotImplementedError
+        with self._read() as conn:
+            return _get_version(conn, namespace, path, version)
 
     def list_versions(self, namespace: str, path: str) -> list[VersionInfo]:
         """Newest first, each with the times it became stable."""
-        raise NotImplementedError
+        with self._read() as conn:
+            rows = conn.execute(
+                select(_VERSION)
+                .where(*_config(_VERSION, namespace, path))
+                .order_by(_VERSION.c.created_at.desc(), _VERSION.c.version)
+            ).all()
+            history = conn.execute(
+                select(_STABLE_HISTORY.c.version, _STABLE_HISTORY.c.at)
+                .where(*_config(_STABLE_HISTORY, namespace, path))
+                .order_by(_STABLE_HISTORY.c.id)
+            ).all()
+            stable = conn.execute(
+                select(_STABLE.c.version).where(*_config(_STABLE, namespace, path))
+            ).scalar_one_or_none()
+        since: dict[str, list[datetime]] = {}
+        for version, at in history:
+            since.setdefault(version, []).append(at)
+        return [
+            VersionInfo(
+                version=row.version, author=row.author, commit=row.commit, message=row.message,
+                created_at=row.created_at, stable_since=since.get(row.version, []),
+                is_stable=row.version == stable,
+            )
+            for row in rows
+        ]
 
     # -- stable ------------------------------------------------------------------------------
     def get_stable(self, namespace: str, path: str) -> VersionRecord | None:
-        raise NotImplementedError
+        with self._read() as conn:
+            row = conn.execute(
+                select(_VERSION)
+                .join(_STABLE, _same_version(_STABLE))
+                .where(*_config(_STABLE, namespace, path))
+            ).first()
+        return None if row is None else _version_record(row)
 
     def set_stable(
         self, namespace: str, path: str, version: str, *, actor: str, reason: str, event_key: str,
         workflow_id: str | None = None,
     ) -> bool:
-        """Make a stored version stable (history + audit `stable.set`). Idempotent by event_key."""
-        raise NotImplementedError
+        """Make a stored version stable (history + audit `stable.set`). Idempotent by event_key.
+
+        Raises UnknownVersionError (nothing written) when the version was never stored."""
+        now = self.now()
+        with self._write() as conn:
+            if not _audit(
+                conn, namespace, path, at=now, action="stable.set", actor=actor, reason=reason,
+                version=version, workflow_id=workflow_id, event_key=event_key,
+            ):
+                return False
+            _require_version(conn, namespace, path, version)
+            _make_stable(conn, namespace, path, version, at=now, actor=actor, reason=reason,
+                         workflow_id=workflow_id)
+            _bump(conn)
+        return True
 
     # -- lock --------------------------------------------------------------------------------
     def acquire_lock(
@@ -88,10 +259,46 @@ class Store:
         `replace_run_id` (a run the caller verified is no longer running), takes it over atomically.
         Otherwise raises LockHeldError naming the holder.
         """
-        raise NotImplementedError
+        now = self.now()
+        mine = {"namespace": namespace, "path": path, "workflow_id": workflow_id, "run_id": run_id,
+                "version": version, "acquired_at": now}
+        with self._write() as conn:
+            taken_free = conn.execute(
+                _insert(conn, _LOCK).values(**mine).on_conflict_do_nothing().returning(_LOCK.c.run_id)
+            ).first()
+            if taken_free is not None:
+                return _lock_record(mine)
+            holder = _get_lock(conn, namespace, path, for_update=True)
+            if holder is None:  # released between the two statements: only PostgreSQL gets here
+                conn.execute(insert(_LOCK).values(**mine))
+                return _lock_record(mine)
+            if holder.run_id == run_id:
+                return holder
+            if replace_run_id is None or holder.run_id != replace_run_id:
+                raise LockHeldError(holder)
+            # Compare-and-set: the takeover wins only if the dead run still holds the lock.
+            taken = conn.execute(
+                update(_LOCK)
+                .where(*_config(_LOCK, namespace, path), _LOCK.c.run_id == replace_run_id)
+                .values(workflow_id=workflow_id, run_id=run_id, version=version, acquired_at=now)
+            ).rowcount
+            if not taken:
+                current = _get_lock(conn, namespace, path)
+                if current is None:
+                    raise LockLostError(namespace, path, replace_run_id)
+                raise LockHeldError(current)
+            _audit(
+                conn, namespace, path, at=now, action="lock.reclaimed", actor=workflow_id,
+                reason=f"run {replace_run_id} of workflow {holder.workflow_id!r} is no longer running",
+                version=version, workflow_id=workflow_id,
+                details={"previous_workflow_id": holder.workflow_id, "previous_run_id": holder.run_id,
+                         "run_id": run_id},
+            )
+            return _lock_record(mine)
 
     def get_lock(self, namespace: str, path: str) -> LockRecord | None:
-        raise NotImplementedError
+        with self._read() as conn:
+            return _get_lock(conn, namespace, path)
 
     # -- rollout -----------------------------------------------------------------------------
     def begin_rollout(
@@ -99,39 +306,153 @@ class Store:
         reason: str, event_key: str,
     ) -> bool:
         """Create the active-rollout row for this run (state `started`), audited `rollout.started`.
-        Requires the lock to be held by run_id (raises LockHeldError otherwise)."""
-        raise NotImplementedError
+        Requires the lock to be held by run_id (raises LockHeldError otherwise).
+
+        A rollout row left by an earlier run (that lost the lock) is replaced, with its stages.
+        Returns False, writing nothing, when this run's rollout exists already."""
+        now = self.now()
+        with self._write() as conn:
+            lock = _get_lock(conn, namespace, path, for_update=True)
+            current = _get_rollout(conn, namespace, path, for_update=True)
+            if current is not None and current.run_id == run_id:
+                return False
+            if not _audit(
+                conn, namespace, path, at=now, action="rollout.started", actor=actor, reason=reason,
+                version=version, workflow_id=workflow_id, event_key=event_key,
+                details={"run_id": run_id},
+            ):
+                return False
+            _require_holder(lock, namespace, path, run_id)
+            _require_version(conn, namespace, path, version)
+            _replace_rollout(conn, namespace, path, workflow_id=workflow_id, run_id=run_id,
+                             version=version, at=now)
+            _bump(conn)
+        return True
 
     def get_rollout(self, namespace: str, path: str) -> RolloutRecord | None:
-        raise NotImplementedError
+        with self._read() as conn:
+            return _get_rollout(conn, namespace, path)
 
     def publish_stage(
         self, namespace: str, path: str, *, run_id: str, stage: PublishedStage, actor: str, event_key: str,
     ) -> bool:
         """Upsert one stage of this run's rollout (its lease is stage.expires_at), set the rollout's
         stage_index and state `stage.published`, audit `stage.published`, bump revision.
-        Raises LockHeldError when run_id no longer holds the lock (nothing is written)."""
-        raise NotImplementedError
+        Raises LockHeldError when run_id no longer holds the lock (nothing is written).
+
+        (LockLostError, also a LockError, when nobody holds it.) If begin_rollout was skipped, the
+        rollout row is created here from the lock."""
+        expires_at = _aware(stage.expires_at, "expires_at")
+        now = self.now()
+        with self._write() as conn:
+            lock = _get_lock(conn, namespace, path, for_update=True)
+            if not _audit(
+                conn, namespace, path, at=now, action="stage.published", actor=actor,
+                reason=f"stage {stage.index} {stage.name!r} published",
+                version=lock.version if lock else None,
+                workflow_id=lock.workflow_id if lock else None, event_key=event_key,
+                details={"run_id": run_id, "index": stage.index, "name": stage.name,
+                         "channel": stage.channel, "percentile": stage.percentile,
+                         "labels": dict(stage.labels), "expires_at": expires_at.isoformat()},
+            ):
+                return False
+            lock = _require_holder(lock, namespace, path, run_id)
+            rollout = _get_rollout(conn, namespace, path, for_update=True)
+            if rollout is None or rollout.run_id != run_id:
+                _require_version(conn, namespace, path, lock.version)
+                rollout = _replace_rollout(conn, namespace, path, workflow_id=lock.workflow_id,
+                                           run_id=run_id, version=lock.version, at=now)
+            _upsert(
+                conn,
+                _STAGE,
+                {"namespace": namespace, "path": path, "stage_index": stage.index, "run_id": run_id,
+                 "name": stage.name, "channel": stage.channel,
+                 "percentile": None if stage.percentile is None else float(stage.percentile),
+                 "labels": canonical_json(dict(stage.labels)), "expires_at": expires_at,
+                 "published_at": now},
+                keys=("namespace", "path", "stage_index"),
+            )
+            conn.execute(
+                update(_ROLLOUT)
+                .where(*_config(_ROLLOUT, namespace, path))
+                .values(stage_index=max(rollout.stage_index, stage.index), state="stage.published",
+                        updated_at=now)
+            )
+            _bump(conn)
+        return True
 
     def renew_leases(self, namespace: str, path: str, *, run_id: str, leases: list[StageLease]) -> int:
         """Set expires_at of this run's published stages; returns rows updated. Not audited
         (renewals are routine); bumps revision."""
-        raise NotImplementedError
+        renewed = [(lease.index, _aware(lease.expires_at, "expires_at")) for lease in leases]
+        if not renewed:
+            return 0
+        count = 0
+        with self._write() as conn:
+            for index, expires_at in renewed:
+                count += conn.execute(
+                    update(_STAGE)
+                    .where(*_config(_STAGE, namespace, path), _STAGE.c.stage_index == index,
+                           _STAGE.c.run_id == run_id)
+                    .values(expires_at=expires_at)
+                ).rowcount
+            if count:
+                _bump(conn)
+        return count
 
     def set_rollout_state(
         self, namespace: str, path: str, *, run_id: str, state: str, actor: str, reason: str,
         event_key: str, details: dict[str, Any] | None = None,
     ) -> bool:
-        """Record a transition of this run's rollout (audit action `rollout.<state>`)."""
-        raise NotImplementedError
+        """Record a transition of this run's rollout (audit action `rollout.<state>`).
+
+        False (nothing written) when the config's rollout is not this run's. Not a client-visible
+        change: revision is not bumped."""
+        now = self.now()
+        with self._write() as conn:
+            rollout = _get_rollout(conn, namespace, path, for_update=True)
+            if rollout is None or rollout.run_id != run_id:
+                return False
+            if not _audit(
+                conn, namespace, path, at=now, action=f"rollout.{state}", actor=actor, reason=reason,
+                version=rollout.version, workflow_id=rollout.workflow_id, event_key=event_key,
+                details=details,
+            ):
+                return False
+            conn.execute(
+                update(_ROLLOUT)
+                .where(*_config(_ROLLOUT, namespace, path), _ROLLOUT.c.run_id == run_id)
+                .values(state=state, updated_at=now)
+            )
+        return True
 
     def promote(
         self, namespace: str, path: str, *, run_id: str, workflow_id: str, version: str, actor: str,
         reason: str, event_key: str,
     ) -> bool:
         """In one transaction: stable := version, clear this run's rollout and stages, release the
-        lock, audit `rollout.promoted`. Idempotent by event_key."""
-        raise NotImplementedError
+        lock, audit `rollout.promoted`. Idempotent by event_key.
+
+        Requires run_id to hold the lock (LockHeldError / LockLostError otherwise, nothing
+        written), so a stale run can never overwrite stable after a newer run took over."""
+        now = self.now()
+        with self._write() as conn:
+            lock = _get_lock(conn, namespace, path, for_update=True)
+            if not _audit(
+                conn, namespace, path, at=now, action="rollout.promoted", actor=actor, reason=reason,
+                version=version, workflow_id=workflow_id, event_key=event_key,
+                details={"run_id": run_id},
+            ):
+                return False
+            _require_holder(lock, namespace, path, run_id)
+            _require_version(conn, namespace, path, version)
+            _make_stable(conn, namespace, path, version, at=now, actor=actor, reason=reason,
+                         workflow_id=workflow_id)
+            # The lock holder owns the config: any rollout row here is this run's or a dead run's.
+            _clear_rollout(conn, namespace, path)
+            conn.execute(delete(_LOCK).where(*_config(_LOCK, namespace, path), _LOCK.c.run_id == run_id))
+            _bump(conn)
+        return True
 
     def revert(
         self, namespace: str, path: str, *, run_id: str, workflow_id: str, actor: str, reason: str,
@@ -139,8 +460,31 @@ class Store:
     ) -> bool:
         """In one transaction: clear this run's rollout and stages (clients fall back to stable),
         release the lock if this run holds it, audit `rollout.<outcome>` with the reason.
-        Safe from every state, including when nothing was published. Idempotent by event_key."""
-        raise NotImplementedError
+        Safe from every state, including when nothing was published. Idempotent by event_key.
+
+        True when something was cleared or released; False, writing nothing, when this run has
+        neither the lock nor the rollout (already reverted, or it never got the lock)."""
+        now = self.now()
+        with self._write() as conn:
+            lock = _get_lock(conn, namespace, path, for_update=True)
+            rollout = _get_rollout(conn, namespace, path, for_update=True)
+            holds_lock = lock is not None and lock.run_id == run_id
+            clears = rollout is not None and (rollout.run_id == run_id or holds_lock)
+            if not (holds_lock or clears):
+                return False
+            version = rollout.version if rollout is not None and clears else (lock.version if lock else None)
+            if not _audit(
+                conn, namespace, path, at=now, action=f"rollout.{outcome}", actor=actor, reason=reason,
+                version=version, workflow_id=workflow_id, event_key=event_key,
+                details={"run_id": run_id, "stage_index": rollout.stage_index if rollout and clears else None},
+            ):
+                return False
+            if clears:
+                _clear_rollout(conn, namespace, path)
+            if holds_lock:
+                conn.execute(delete(_LOCK).where(*_config(_LOCK, namespace, path), _LOCK.c.run_id == run_id))
+            _bump(conn)
+        return True
 
     # -- audit -------------------------------------------------------------------------------
     def record_event(
@@ -148,22 +492,349 @@ class Store:
         version: str | None = None, workflow_id: str | None = None, event_key: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> bool:
-        raise NotImplementedError
+        """Append to the audit log; False (nothing written) when event_key was recorded before."""
+        with self._write() as conn:
+            return _audit(
+                conn, namespace, path, at=self.now(), action=action, actor=actor, reason=reason,
+                version=version, workflow_id=workflow_id, event_key=event_key, details=details,
+            )
 
     def history(self, namespace: str, path: str, *, limit: int = 100) -> list[AuditEntry]:
         """Audit log of a config, oldest first (the last `limit` entries)."""
-        raise NotImplementedError
+        with self._read() as conn:
+            rows = conn.execute(
+                select(_AUDIT)
+                .where(*_config(_AUDIT, namespace, path))
+                .order_by(_AUDIT.c.id.desc())
+                .limit(max(limit, 0))
+            ).all()
+        return [
+            AuditEntry(
+                id=row.id, namespace=row.namespace, path=row.path, at=row.at, actor=row.actor,
+                action=row.action, reason=row.reason, version=row.version,
+                workflow_id=row.workflow_id, details=json.loads(row.details),
+            )
+            for row in reversed(rows)
+        ]
 
     # -- distribution --------------------------------------------------------------------------
     def load_snapshot(self, namespace: str, path: str) -> ConfigSnapshot | None:
         """A config as clients see it (stable, staged version, published stages); None if unknown.
         A config is known once it has a version."""
-        raise NotImplementedError
+        with self._read(consistent=True) as conn:
+            return _snapshots(conn, (namespace, path)).get((namespace, path))
 
     def load_snapshots(self) -> dict[tuple[str, str], ConfigSnapshot]:
         """Every known config, keyed by (namespace, path); a handful of queries, not one per config."""
-        raise NotImplementedError
+        return self.load_snapshots_with_revision()[1]
+
+    def load_snapshots_with_revision(self) -> tuple[int, dict[tuple[str, str], ConfigSnapshot]]:
+        """`revision()` and `load_snapshots()` read from one consistent snapshot of the database."""
+        with self._read(consistent=True) as conn:
+            return _revision(conn), _snapshots(conn, None)
 
     def now(self) -> datetime:
         """The current UTC time (aware)."""
-        raise NotImplementedError
+        return datetime.now(UTC)
+
+    # -- transactions ---------------------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction; on SQLite it takes the write lock at BEGIN (see _sqlite_begin)."""
+        with self._engine.connect() as conn:
+            conn.execution_options(**{_WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, *, consistent: bool = False) -> Iterator[Connection]:
+        """A read transaction; `consistent`: every statement sees the same snapshot."""
+        with self._engine.connect() as conn:
+            if consistent and conn.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+
+# -- engine and migrations ----------------------------------------------------------------------
+
+
+def _create_engine(url: str) -> Engine:
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() != "sqlite":
+        return create_engine(sa_url, pool_pre_ping=True)
+    database = sa_url.database or ""
+    in_memory = database in ("", ":memory:") or sa_url.query.get("mode") == "memory"
+    if in_memory:
+        # One shared connection, or every connection would see its own empty database.
+        engine = create_engine(sa_url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(sa_url)
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # pysqlite's own implicit BEGIN is deferred and skips SELECTs; _sqlite_begin emits BEGIN instead.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # A deferred transaction that reads and then writes cannot wait for the write lock in WAL mode
+    # (SQLITE_BUSY_SNAPSHOT at once, busy_timeout does not apply): writers take it at BEGIN.
+    write = conn.get_execution_options().get(_WRITE_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _upgrade(engine: Engine) -> None:
+    """Run the migrations to head, serialised across processes by a database lock."""
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS).replace("%", "%%"))
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            with engine.connect() as conn:
+                conn.execution_options(**{_WRITE_OPTION: True})
+                with conn.begin():
+                    if conn.dialect.name == "postgresql":
+                        # Released at commit; DDL is transactional, so a waiter finds head applied.
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                     {"key": _PG_MIGRATION_LOCK})
+                    config.attributes["connection"] = conn
+                    command.upgrade(config, "head")
+            return
+        except OperationalError as error:
+            # SQLite: a WAL switch or BEGIN IMMEDIATE can still time out when many processes start
+            # on a fresh file at once; the migration itself is idempotent, so try again.
+            if engine.dialect.name != "sqlite" or "locked" not in str(error) or attempts >= 10:
+                raise
+            time.sleep(0.1 * attempts)
+        finally:
+            config.attributes.pop("connection", None)
+
+
+# -- statements -----------------------------------------------------------------------------------
+
+
+def _config(t: Table, namespace: str, path: str) -> tuple[Any, Any]:
+    return (t.c.namespace == namespace, t.c.path == path)
+
+
+def _same_version(t: Table) -> Any:
+    return and_(
+        _VERSION.c.namespace == t.c.namespace,
+        _VERSION.c.path == t.c.path,
+        _VERSION.c.version == t.c.version,
+    )
+
+
+def _insert(conn: Connection, t: Table) -> postgresql.Insert | sqlite.Insert:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(t)
+    return sqlite.insert(t)
+
+
+def _upsert(conn: Connection, t: Table, values: dict[str, Any], *, keys: tuple[str, ...]) -> None:
+    statement = _insert(conn, t).values(**values)
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=list(keys),
+            set_={name: value for name, value in values.items() if name not in keys},
+        )
+    )
+
+
+def _bump(conn: Connection) -> None:
+    conn.execute(
+        update(_REVISION).where(_REVISION.c.id == 1).values(revision=_REVISION.c.revision + 1)
+    )
+
+
+def _revision(conn: Connection) -> int:
+    return int(conn.execute(select(_REVISION.c.revision).where(_REVISION.c.id == 1)).scalar_one())
+
+
+def _audit(
+    conn: Connection, namespace: str, path: str, *, at: datetime, action: str, actor: str,
+    reason: str = "", version: str | None = None, workflow_id: str | None = None,
+    event_key: str | None = None, details: Mapping[str, Any] | None = None,
+) -> bool:
+    """Insert an audit row; False (nothing inserted) when event_key is already recorded."""
+    values = {
+        "namespace": namespace, "path": path, "at": at, "actor": actor, "action": action,
+        "reason": reason, "version": version, "workflow_id": workflow_id, "event_key": event_key,
+        "details": canonical_json(dict(details or {})),
+    }
+    if event_key is None:
+        conn.execute(insert(_AUDIT).values(**values))
+        return True
+    # ON CONFLICT also covers a concurrent duplicate on PostgreSQL: it waits for the first to commit.
+    # (RETURNING, not rowcount: SQLAlchemy reports -1 as the rowcount of an INSERT on psycopg.)
+    statement = (
+        _insert(conn, _AUDIT).values(**values).on_conflict_do_nothing(index_elements=["event_key"])
+        .returning(_AUDIT.c.id)
+    )
+    return conn.execute(statement).first() is not None
+
+
+def _aware(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, got naive {value!r}")
+    return value.astimezone(UTC)
+
+
+def _version_record(row: Row[Any]) -> VersionRecord:
+    return VersionRecord(
+        version=row.version, value=json.loads(row.value), author=row.author, commit=row.commit,
+        message=row.message, created_at=row.created_at,
+    )
+
+
+def _get_version(conn: Connection, namespace: str, path: str, version: str) -> VersionRecord | None:
+    row = conn.execute(
+        select(_VERSION).where(*_config(_VERSION, namespace, path), _VERSION.c.version == version)
+    ).first()
+    return None if row is None else _version_record(row)
+
+
+def _require_version(conn: Connection, namespace: str, path: str, version: str) -> None:
+    found = conn.execute(
+        select(_VERSION.c.version).where(*_config(_VERSION, namespace, path),
+                                         _VERSION.c.version == version)
+    ).first()
+    if found is None:
+        raise UnknownVersionError(namespace, path, version)
+
+
+def _lock_record(values: Mapping[str, Any]) -> LockRecord:
+    return LockRecord(
+        namespace=values["namespace"], path=values["path"], workflow_id=values["workflow_id"],
+        run_id=values["run_id"], version=values["version"], acquired_at=values["acquired_at"],
+    )
+
+
+def _get_lock(conn: Connection, namespace: str, path: str, *, for_update: bool = False) -> LockRecord | None:
+    statement = select(_LOCK).where(*_config(_LOCK, namespace, path))
+    if for_update:
+        statement = statement.with_for_update()
+    row = conn.execute(statement).first()
+    return None if row is None else _lock_record(row._mapping)
+
+
+def _require_holder(lock: LockRecord | None, namespace: str, path: str, run_id: str) -> LockRecord:
+    if lock is None:
+        raise LockLostError(namespace, path, run_id)
+    if lock.run_id != run_id:
+        raise LockHeldError(lock)
+    return lock
+
+
+def _rollout_record(values: Mapping[str, Any]) -> RolloutRecord:
+    return RolloutRecord(
+        namespace=values["namespace"], path=values["path"], workflow_id=values["workflow_id"],
+        run_id=values["run_id"], version=values["version"], state=values["state"],
+        stage_index=values["stage_index"], started_at=values["started_at"],
+        updated_at=values["updated_at"],
+    )
+
+
+def _get_rollout(
+    conn: Connection, namespace: str, path: str, *, for_update: bool = False,
+) -> RolloutRecord | None:
+    statement = select(_ROLLOUT).where(*_config(_ROLLOUT, namespace, path))
+    if for_update:
+        statement = statement.with_for_update()
+    row = conn.execute(statement).first()
+    return None if row is None else _rollout_record(row._mapping)
+
+
+def _clear_rollout(conn: Connection, namespace: str, path: str) -> None:
+    conn.execute(delete(_STAGE).where(*_config(_STAGE, namespace, path)))
+    conn.execute(delete(_ROLLOUT).where(*_config(_ROLLOUT, namespace, path)))
+
+
+def _replace_rollout(
+    conn: Connection, namespace: str, path: str, *, workflow_id: str, run_id: str, version: str,
+    at: datetime,
+) -> RolloutRecord:
+    values = {"namespace": namespace, "path": path, "workflow_id": workflow_id, "run_id": run_id,
+              "version": version, "state": "started", "stage_index": -1, "started_at": at,
+              "updated_at": at}
+    _clear_rollout(conn, namespace, path)
+    conn.execute(insert(_ROLLOUT).values(**values))
+    return _rollout_record(values)
+
+
+def _make_stable(
+    conn: Connection, namespace: str, path: str, version: str, *, at: datetime, actor: str,
+    reason: str, workflow_id: str | None,
+) -> None:
+    _upsert(conn, _STABLE, {"namespace": namespace, "path": path, "version": version, "updated_at": at},
+            keys=("namespace", "path"))
+    conn.execute(
+        insert(_STABLE_HISTORY).values(
+            namespace=namespace, path=path, version=version, at=at, actor=actor, reason=reason,
+            workflow_id=workflow_id,
+        )
+    )
+
+
+def _snapshots(
+    conn: Connection, only: tuple[str, str] | None,
+) -> dict[tuple[str, str], ConfigSnapshot]:
+    """Four queries whatever the number of configs: known configs, stables, rollouts, stages."""
+
+    def scope(t: Table) -> tuple[Any, ...]:
+        return () if only is None else _config(t, *only)
+
+    known = conn.execute(
+        select(_VERSION.c.namespace, _VERSION.c.path).where(*scope(_VERSION)).distinct()
+    ).all()
+    stables = {
+        (row.namespace, row.path): _version_record(row)
+        for row in conn.execute(
+            select(_VERSION).join(_STABLE, _same_version(_STABLE)).where(*scope(_STABLE))
+        )
+    }
+    staged = {
+        (row.namespace, row.path): _version_record(row)
+        for row in conn.execute(
+            select(_VERSION).join(_ROLLOUT, _same_version(_ROLLOUT)).where(*scope(_ROLLOUT))
+        )
+    }
+    stages: dict[tuple[str, str], list[PublishedStage]] = {}
+    for row in conn.execute(
+        select(_STAGE)
+        .join(_ROLLOUT, and_(_ROLLOUT.c.namespace == _STAGE.c.namespace,
+                             _ROLLOUT.c.path == _STAGE.c.path, _ROLLOUT.c.run_id == _STAGE.c.run_id))
+        .where(*scope(_STAGE))
+        .order_by(_STAGE.c.namespace, _STAGE.c.path, _STAGE.c.stage_index)
+    ):
+        stages.setdefault((row.namespace, row.path), []).append(
+            PublishedStage(
+                index=row.stage_index, name=row.name, channel=row.channel,
+                percentile=row.percentile, labels=json.loads(row.labels), expires_at=row.expires_at,
+            )
+        )
+    return {
+        (namespace, path): ConfigSnapshot(
+            namespace=namespace,
+            path=path,
+            stable=stables.get((namespace, path)),
+            staged=staged.get((namespace, path)),
+            stages=tuple(stages.get((namespace, path), ())) if (namespace, path) in staged else (),
+        )
+        for namespace, path in known
+    }
+

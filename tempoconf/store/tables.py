@@ -1,0 +1,216 @@
+"""The store's tables (sqlmodel). Data access lives in store.py; migrations/ creates these tables.
+
+JSON payloads (values, schemas, labels, details) are stored as JSON text so both SQLite and
+PostgreSQL hold exactly the document that was written.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Dialect,
+    ForeignKeyConstraint,
+    Index,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "AuditLog",
+    "ConfigLock",
+    "ConfigSchema",
+    "ConfigVersion",
+    "Rollout",
+    "RolloutStage",
+    "Stable",
+    "StableHistory",
+    "StoreRevision",
+    "UTCDateTime",
+    "metadata",
+    "table",
+]
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out; SQLite keeps naive UTC (it drops tzinfo)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store takes timezone-aware UTC datetimes")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class ConfigSchema(SQLModel, table=True):
+    __tablename__ = "config_schema"
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    document: str = Field(sa_type=Text)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+    updated_by: str = Field(default="", sa_type=Text)
+
+
+class ConfigVersion(SQLModel, table=True):
+    __tablename__ = "config_version"
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    version: str = Field(primary_key=True, max_length=64)
+    value: str = Field(sa_type=Text)
+    author: str = Field(default="", sa_type=Text)
+    commit: str = Field(default="", sa_type=Text)
+    message: str = Field(default="", sa_type=Text)
+    created_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class Stable(SQLModel, table=True):
+    __tablename__ = "stable"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["namespace", "path", "version"],
+            ["config_version.namespace", "config_version.path", "config_version.version"],
+            name="fk_stable_version",
+        ),
+    )
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    version: str = Field(max_length=64)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class StableHistory(SQLModel, table=True):
+    __tablename__ = "stable_history"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["namespace", "path", "version"],
+            ["config_version.namespace", "config_version.path", "config_version.version"],
+            name="fk_stable_history_version",
+        ),
+        Index("ix_stable_history_config", "namespace", "path", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(max_length=255)
+    path: str = Field(max_length=255)
+    version: str = Field(max_length=64)
+    at: datetime = Field(sa_type=UTCDateTime)
+    actor: str = Field(default="", sa_type=Text)
+    reason: str = Field(default="", sa_type=Text)
+    workflow_id: str | None = Field(default=None, sa_type=Text)
+
+
+class Rollout(SQLModel, table=True):
+    """The active rollout of a config (at most one)."""
+
+    __tablename__ = "rollout"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["namespace", "path", "version"],
+            ["config_version.namespace", "config_version.path", "config_version.version"],
+            name="fk_rollout_version",
+        ),
+    )
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    workflow_id: str = Field(sa_type=Text)
+    run_id: str = Field(max_length=255)
+    version: str = Field(max_length=64)
+    state: str = Field(max_length=64)
+    stage_index: int = Field(default=-1)
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class RolloutStage(SQLModel, table=True):
+    """A published stage of the active rollout; its lease ends at expires_at."""
+
+    __tablename__ = "rollout_stage"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["namespace", "path"],
+            ["rollout.namespace", "rollout.path"],
+            name="fk_rollout_stage_rollout",
+            ondelete="CASCADE",
+        ),
+    )
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    stage_index: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    run_id: str = Field(max_length=255)
+    name: str = Field(sa_type=Text)
+    channel: str | None = Field(default=None, sa_type=Text)
+    percentile: float | None = Field(default=None)
+    labels: str = Field(default="{}", sa_type=Text)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    published_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class ConfigLock(SQLModel, table=True):
+    """Who may run a rollout of a config: one workflow run at a time."""
+
+    __tablename__ = "config_lock"
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    workflow_id: str = Field(sa_type=Text)
+    run_id: str = Field(max_length=255)
+    version: str = Field(max_length=64)
+    acquired_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class AuditLog(SQLModel, table=True):
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        UniqueConstraint("event_key", name="uq_audit_log_event_key"),
+        Index("ix_audit_log_config", "namespace", "path", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(max_length=255)
+    path: str = Field(max_length=255)
+    at: datetime = Field(sa_type=UTCDateTime)
+    actor: str = Field(default="", sa_type=Text)
+    action: str = Field(max_length=128)
+    reason: str = Field(default="", sa_type=Text)
+    version: str | None = Field(default=None, max_length=64)
+    workflow_id: str | None = Field(default=None, sa_type=Text)
+    event_key: str | None = Field(default=None, sa_type=Text)
+    details: str = Field(default="{}", sa_type=Text)
+
+
+class StoreRevision(SQLModel, table=True):
+    """One row (id 1): the change counter the API polls."""
+
+    __tablename__ = "store_revision"
+
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    revision: int = Field(default=0, sa_type=BigInteger)
+
+
+metadata = SQLModel.metadata
+
+
+def table(model: type[SQLModel]) -> Table:
+    """The Core table of a model (store.py speaks Core for upserts and compare-and-set updates)."""
+    return cast(Table, cast(Any, model).__table__)
