@@ -7,8 +7,8 @@ import re
 __all__ = ["path_problem", "namespace_problem", "DEFAULT_NAMESPACE"]
 
 DEFAULT_NAMESPACE = "default"
-_SEGMENT = re.compile(r"^[a-z0-9._-]+$")
-_NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_SEGMENT = re.compile(r"[a-z0-9._-]+")
+_NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 
 
 def path_problem(path: object) -> str | None:
@@ -22,7 +22,7 @@ def path_problem(path: object) -> str | None:
             return f"config path {path!r} has an empty segment"
         if segment in (".", ".."):
             return f"config path {path!r} has a {segment!r} segment"
-        if not _SEGMENT.match(segment):
+        if not _SEGMENT.fullmatch(segment):  # fullmatch: "$" would let a trailing newline in
             return f"config path segment {segment!r} may use only a-z, 0-9, '.', '_' and '-'"
     return None
 
@@ -31,7 +31,7 @@ def namespace_problem(namespace: object) -> str | None:
     """Why `namespace` is not a valid namespace, or None when it is."""
     if not isinstance(namespace, str):
         return f"a namespace must be a string, not {type(namespace).__name__}"
-    if not _NAMESPACE.match(namespace):
+    if not _NAMESPACE.fullmatch(namespace):
         return (
             f"namespace {namespace!r} must be 1-63 characters of a-z, 0-9, '.', '_' and '-', "
             "starting with a letter or digit"

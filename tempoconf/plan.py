@@ -51,7 +51,15 @@ class RolloutPlan:
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
-    rollout_checks = [check.model_dump(mode="json", exclude_none=True) for check in request.health]
+    """The plan of `request`: defaults applied, names given, rollout-level checks in every stage."""
+
+    def checks(stage_checks: list[Any] | None) -> list[dict[str, Any]]:
+        # dumped anew for each stage: no check dict is shared between two stages
+        return [
+            check.model_dump(mode="json", exclude_none=True)
+            for check in [*request.health, *(stage_checks or [])]
+        ]
+
     stages = [
         PlannedStage(
             index=index,
@@ -59,11 +67,15 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
             channel=spec.channel,
             percentile=spec.percentile,
             labels=dict(spec.labels or {}),
-            cooldown_seconds=(spec.cooldown or request.default_cooldown_time).total_seconds(),
-            expiration_seconds=(spec.expiration or request.default_expiration_time).total_seconds(),
+            # `is None`, not `or`: an explicit zero cooldown means no hold, not the default
+            cooldown_seconds=(
+                spec.cooldown if spec.cooldown is not None else request.default_cooldown_time
+            ).total_seconds(),
+            expiration_seconds=(
+                spec.expiration if spec.expiration is not None else request.default_expiration_time
+            ).total_seconds(),
             manual=spec.manual,
-            health=rollout_checks
-            + [check.model_dump(mode="json", exclude_none=True) for check in spec.health or []],
+            health=checks(spec.health),
         )
         for index, spec in enumerate(request.stages)
     ]

@@ -16,11 +16,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
+from tempoconf.canonical import canonical_json
 from tempoconf.durations import parse_duration
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
@@ -41,8 +44,15 @@ __all__ = [
 
 DEFAULT_COOLDOWN = timedelta(seconds=300)
 DEFAULT_EXPIRATION = timedelta(seconds=3600)
+_DUPLICATE_STAGE_NAME = "duplicate_stage_name"
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+# In JSON a duration is written as seconds (pydantic's default, ISO 8601 "PT5M", is a form that
+# parse_duration does not read), so a dumped check or stage validates again as it was.
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(lambda value: value.total_seconds(), return_type=float, when_used="json"),
+]
 
 
 class _Strict(BaseModel):
@@ -152,7 +162,8 @@ class StageSpec(_Strict):
     """One stage: the clients it reaches (channel, percentile, labels: all must match) and its hold."""
 
     channel: str | None = Field(default=None, min_length=1, max_length=100)
-    percentile: float | None = Field(default=None, ge=0, le=100)
+    # strict: a boolean or a string is not a percentile (lax mode would read true as 1)
+    percentile: float | None = Field(default=None, ge=0, le=100, strict=True)
     labels: dict[str, str] | None = None
     cooldown: Duration | None = None
     expiration: Duration | None = None
@@ -239,7 +250,10 @@ class RolloutRequest(_Strict):
         seen: set[str] = set()
         for stage in self.stages:
             if stage.display_name in seen:
-                raise ValueError(f"two stages are named {stage.display_name!r}; give one a distinct name")
+                raise PydanticCustomError(
+                    _DUPLICATE_STAGE_NAME,
+                    f"two stages are named {stage.display_name!r}; give one a distinct name",
+                )
             seen.add(stage.display_name)
         return self
 
@@ -251,27 +265,58 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     problems: list[Problem] = []
     if "value" in raw:
         try:
-            from tempoconf.canonical import canonical_json
-
             canonical_json(raw["value"])
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             problems.append(Problem("/value", f"value is not plain JSON: {error}"))
+    request: RolloutRequest | None = None
     try:
         request = RolloutRequest.model_validate(raw)
     except ValidationError as error:
-        problems.extend(problems_from_validation_error(error))
-        raise InvalidRequestError(problems) from None
-    if problems:
+        # duplicate names are reported below, at the stage that repeats a name, even when other
+        # fields are wrong too (the model's own check runs only once every field is valid)
+        problems.extend(problems_from_validation_error(error, skip_types={_DUPLICATE_STAGE_NAME}))
+    problems.extend(_stage_name_problems(raw.get("stages")))
+    if problems or request is None:
         raise InvalidRequestError(problems)
     return request
 
 
-def problems_from_validation_error(error: ValidationError) -> list[Problem]:
+def _stage_name_problems(raw_stages: Any) -> list[Problem]:
+    """A stage whose display name an earlier stage already has, at /stages/i/name (or /stages/i)."""
+    if not isinstance(raw_stages, list):
+        return []
+    first_index: dict[str, int] = {}
+    problems = []
+    for index, raw_stage in enumerate(raw_stages):
+        try:
+            stage = StageSpec.model_validate(raw_stage)
+        except ValidationError:
+            continue  # its own problems are reported already
+        name = stage.display_name
+        if name in first_index:
+            parts: list[str | int] = ["stages", index] + (["name"] if stage.name else [])
+            problems.append(
+                Problem(
+                    json_pointer(parts),
+                    f"stage name {name!r} is already used by stage {first_index[name]}; "
+                    "give one of them a distinct name",
+                )
+            )
+        else:
+            first_index[name] = index
+    return problems
+
+
+def problems_from_validation_error(
+    error: ValidationError, *, skip_types: frozenset[str] | set[str] = frozenset()
+) -> list[Problem]:
     """Turn pydantic's errors into Problems with JSON pointers and plain messages."""
     problems = []
     for detail in error.errors(include_url=False):
         location = _strip_union_tags(list(detail["loc"]))
         kind = detail["type"]
+        if kind in skip_types:
+            continue
         if kind == "extra_forbidden":
             message = f"unknown field {location[-1]!r}" if location else "unknown field"
         elif kind == "missing":
@@ -288,9 +333,15 @@ def problems_from_validation_error(error: ValidationError) -> list[Problem]:
 
 def _strip_union_tags(location: list[Any]) -> list[Any]:
     # pydantic puts the discriminator's value into the location (health/0/reports/max_error_ratio);
-    # the user's JSON has no such level, so drop it.
+    # the user's JSON has no such level, so drop it: only right after the index of a health check,
+    # never elsewhere (an unknown stage field that happens to be called "http" stays in the pointer).
     return [
         part
         for position, part in enumerate(location)
-        if not (part in _CHECK_KINDS and position > 0 and isinstance(location[position - 1], int))
+        if not (
+            part in _CHECK_KINDS
+            and position >= 2
+            and isinstance(location[position - 1], int)
+            and location[position - 2] == "health"
+        )
     ]

@@ -1,0 +1,135 @@
+"""The rollout plan: defaults applied, names given, rollout-level checks in every stage."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
+from tempoconf.request import HealthCheckSpec, parse_rollout_request
+
+REPORTS = {"kind": "reports", "max_error_ratio": 0.05, "min_clients": 1}
+HTTP = {"kind": "http", "url": "https://judge.example/ok", "timeout": "2s"}
+
+
+def plan(**fields: Any) -> RolloutPlan:
+    raw = {"path": "myproject/server_config", "value": {"max_connections": 2000}, **fields}
+    return plan_from_request(parse_rollout_request(raw), "0123456789abcdef")
+
+
+def test_plan_carries_the_requests_identity() -> None:
+    result = plan(namespace="prod", author="alice", commit="3f2a9c1", message="raise")
+    assert (result.namespace, result.path, result.version) == (
+        "prod",
+        "myproject/server_config",
+        "0123456789abcdef",
+    )
+    assert (result.author, result.commit, result.message) == ("alice", "3f2a9c1", "raise")
+    assert result.stages == []
+
+
+def test_default_cooldown_and_expiration_apply() -> None:
+    result = plan(
+        stages=[{"channel": "canary"}, {"percentile": 10, "cooldown": "15m", "expiration": "2h"}]
+    )
+    first, second = result.stages
+    assert (first.cooldown_seconds, first.expiration_seconds) == (300, 3600)
+    assert (second.cooldown_seconds, second.expiration_seconds) == (900, 7200)
+
+
+def test_request_level_defaults_apply() -> None:
+    result = plan(
+        default_cooldown_time="1m",
+        default_expiration_time={"seconds": 600},
+        stages=[{"channel": "canary"}, {"percentile": 10, "cooldown": 30}],
+    )
+    assert [(s.cooldown_seconds, s.expiration_seconds) for s in result.stages] == [
+        (60, 600),
+        (30, 600),
+    ]
+
+
+def test_an_explicit_zero_cooldown_is_kept() -> None:
+    (only,) = plan(default_cooldown_time="10m", stages=[{"percentile": 10, "cooldown": 0}]).stages
+    assert only.cooldown_seconds == 0
+
+
+def test_stages_are_indexed_and_named() -> None:
+    result = plan(
+        stages=[
+            {"channel": "canary"},
+            {"percentile": 10},
+            {"labels": {"region": "eu"}, "percentile": 50},
+            {"percentile": 100, "name": "everyone", "manual": True},
+        ]
+    )
+    assert [(s.index, s.name) for s in result.stages] == [
+        (0, "channel:canary"),
+        (1, "10%"),
+        (2, "50% labels:region=eu"),
+        (3, "everyone"),
+    ]
+    assert [s.manual for s in result.stages] == [False, False, False, True]
+    assert result.stages[0].channel == "canary" and result.stages[0].percentile is None
+    assert result.stages[2].labels == {"region": "eu"} and result.stages[2].percentile == 50
+    assert result.stages[1].labels == {}
+
+
+def test_rollout_checks_are_merged_into_every_stage_before_its_own() -> None:
+    result = plan(
+        health=[REPORTS],
+        stages=[{"channel": "canary"}, {"percentile": 10, "health": [HTTP]}],
+    )
+    first, second = result.stages
+    assert [check["kind"] for check in first.health] == ["reports"]
+    assert [check["kind"] for check in second.health] == ["reports", "http"]
+    assert first.health[0]["max_error_ratio"] == 0.05
+
+
+def test_no_checks_means_empty_lists() -> None:
+    (only,) = plan(stages=[{"channel": "canary"}]).stages
+    assert only.health == []
+
+
+def test_stage_checks_are_not_shared_between_stages() -> None:
+    first, second = plan(health=[REPORTS], stages=[{"channel": "a"}, {"channel": "b"}]).stages
+    first.health[0]["max_error_ratio"] = 0.9
+    assert second.health[0]["max_error_ratio"] == 0.05
+
+
+def test_planned_checks_are_json_and_validate_again_unchanged() -> None:
+    request = parse_rollout_request(
+        {
+            "path": "a/b",
+            "value": 1,
+            "health": [{**REPORTS, "window": "10m", "interval": "30s"}],
+            "stages": [{"percentile": 1, "health": [HTTP]}],
+        }
+    )
+    (stage,) = plan_from_request(request, "v").stages
+    assert json.loads(json.dumps(stage.health)) == stage.health
+    adapter = TypeAdapter(HealthCheckSpec)
+    assert [adapter.validate_python(check) for check in stage.health] == [
+        *request.health,
+        *request.stages[0].health,  # type: ignore[misc]
+    ]
+    assert stage.health[0]["window"] == 600 and stage.health[0]["interval"] == 30
+    assert "name" not in stage.health[0]  # None fields are left out
+
+
+def test_plan_is_plain_json_friendly_data() -> None:
+    result = plan(health=[REPORTS], stages=[{"channel": "canary", "labels": {"k": "v"}}])
+    as_dict = dataclasses.asdict(result)
+    assert json.loads(json.dumps(as_dict)) == as_dict
+
+
+def test_cohort_in_words() -> None:
+    assert PlannedStage(0, "x", channel="canary").cohort() == "channel=canary"
+    assert PlannedStage(0, "x", percentile=12.5).cohort() == "12.5% of clients"
+    assert (
+        PlannedStage(0, "x", channel="beta", percentile=10, labels={"z": "1", "a": "2"}).cohort()
+        == "channel=beta and 10% of clients and a=2, z=1"
+    )
