@@ -1,0 +1,168 @@
+"""Helpers every command shares: settings from flags, who the operator is, connecting, printing."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import quote
+
+from temporalio.client import Client
+
+from tempoconf.problems import Problem
+from tempoconf.settings import Settings
+
+__all__ = [
+    "CommandError",
+    "actor",
+    "connect_temporal",
+    "die",
+    "open_store",
+    "print_problems",
+    "read_json_file",
+    "run_until_signal",
+    "settings_from_args",
+    "workflow_ui_url",
+]
+
+# Flag name (argparse dest) → Settings field; a flag left unset (None) lets the environment decide.
+_SETTINGS_FLAGS = {
+    "data_dir": "data_dir",
+    "host": "host",
+    "temporal_port": "temporal_port",
+    "ui_port": "ui_port",
+    "api_port": "api_port",
+    "temporal_address": "temporal_address",
+    "temporal_namespace": "temporal_namespace",
+    "task_queue": "task_queue",
+    "database_url": "database_url",
+    "api_url": "api_url",
+}
+
+
+class CommandError(Exception):
+    """A failure to report to the user as one message, with an exit code (1 unless said)."""
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def die(message: str, *, exit_code: int = 1) -> NoReturn:
+    raise CommandError(message, exit_code=exit_code)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, with every flag the user gave winning over it."""
+    overrides = {field: getattr(args, dest, None) for dest, field in _SETTINGS_FLAGS.items()}
+    return Settings.from_env(**overrides)
+
+
+def actor() -> str:
+    """Who is acting, for the audit trail: `user@host`."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def read_json_file(path: str, *, what: str) -> Any:
+    """Parse a JSON file (`-` reads stdin), or fail with a message naming the file and position."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        die(f"cannot read {what} {path}: {error.strerror or error}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        die(
+            f"{what} {path} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
+            exit_code=2,
+        )
+
+
+def print_problems(problems: list[Problem], *, what: str) -> None:
+    print(f"{what}: {len(problems)} problem(s):", file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem.pointer or '/'}: {problem.message}", file=sys.stderr)
+
+
+async def connect_temporal(settings: Settings) -> Client:
+    address = settings.resolved_temporal_address
+    try:
+        return await Client.connect(address, namespace=settings.temporal_namespace)
+    except RuntimeError as error:
+        die(
+            f"cannot reach Temporal at {address} (namespace {settings.temporal_namespace}): {error}\n"
+            "Is `tempoconf dev` running? Otherwise set TEMPORAL_ADDRESS or --temporal-address."
+        )
+
+
+@contextmanager
+def open_store(settings: Settings) -> Iterator[Any]:
+    """The deployment's Store (TEMPOCONF_DATABASE_URL, default SQLite in the data dir), closed after."""
+    from tempoconf.store.store import Store
+
+    if settings.database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(settings.resolved_database_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def ui_base_url(settings: Settings) -> str:
+    return f"http://{settings.host}:{settings.ui_port}"
+
+
+def workflow_ui_url(settings: Settings, workflow_id: str, run_id: str | None = None) -> str:
+    """The Web UI page of a workflow (the id is escaped: rollout ids contain `:` and `/`)."""
+    url = (
+        f"{ui_base_url(settings)}/namespaces/{quote(settings.temporal_namespace, safe='')}"
+        f"/workflows/{quote(workflow_id, safe='')}"
+    )
+    return f"{url}/{quote(run_id, safe='')}/history" if run_id else url
+
+
+def run_until_signal(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run `main()`; SIGINT/SIGTERM cancel it (its cleanup runs) and the exit code is 0."""
+
+    async def runner() -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        stopping = False
+
+        def on_signal(signum: int) -> None:
+            nonlocal stopping
+            if stopping:
+                print("still stopping (waiting for the components to end)...", file=sys.stderr)
+                return
+            stopping = True
+            print(f"\n{signal.Signals(signum).name}: stopping...", file=sys.stderr)
+            task.cancel()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal, signum)
+        try:
+            return await main()
+        except asyncio.CancelledError:
+            if stopping:
+                print("stopped.", file=sys.stderr)
+                return 0
+            raise
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+
+    return asyncio.run(runner())

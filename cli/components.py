@@ -1,0 +1,66 @@
+"""`tempoconf dev`, `worker` and `api`: the embedded stack, or one component of a real deployment."""
+
+from __future__ import annotations
+
+import argparse
+
+from cli._common import connect_temporal, open_store, run_until_signal, settings_from_args
+from cli.devstack import DevStack, DevStackError
+
+__all__ = ["api_command", "dev_command", "worker_command"]
+
+
+def dev_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+
+    async def run() -> int:
+        print(
+            f"starting the Temporal dev server, worker and API (data dir {settings.data_dir})...",
+            flush=True,
+        )
+        try:
+            async with DevStack(settings) as stack:
+                print(stack.banner(), flush=True)
+                await stack.wait()
+        except DevStackError as error:
+            print(f"tempoconf dev: {error}", flush=True)
+            return 1
+        return 0
+
+    return run_until_signal(run)
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+
+    async def run() -> int:
+        from cli.worker import run_worker
+
+        client = await connect_temporal(settings)
+        with open_store(settings) as store:
+            print(
+                f"worker: polling task queue {settings.task_queue!r} of {settings.resolved_temporal_address} "
+                f"(namespace {settings.temporal_namespace}); Ctrl-C stops it",
+                flush=True,
+            )
+            await run_worker(settings, store, client)
+        return 0
+
+    return run_until_signal(run)
+
+
+def api_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+
+    async def run() -> int:
+        from api.server import serve_api
+
+        with open_store(settings) as store:
+            print(
+                f"API: listening on http://{settings.host}:{settings.api_port}; Ctrl-C stops it",
+                flush=True,
+            )
+            await serve_api(settings, store, host=settings.host, port=settings.api_port)
+        return 0
+
+    return run_until_signal(run)

@@ -1,0 +1,244 @@
+"""`tempoconf demo`: the dev stack, a simulated fleet, and the example rollout with live progress."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+
+from cli._common import die, run_until_signal, settings_from_args, workflow_ui_url
+from cli.devstack import DevStack, DevStackError
+from cli.fleet import UNSERVED, Fleet
+from tempoconf.canonical import version_id
+from tempoconf.durations import parse_duration
+from tempoconf.request import parse_rollout_request
+from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+
+__all__ = ["demo_command", "load_example", "run_demo"]
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+DEMO_NAMESPACE = "default"
+DEMO_PATH = "myproject/server_config"
+DEMO_ACTOR = "tempoconf-demo"
+PROGRESS_INTERVAL_SECONDS = 0.5
+
+
+def load_example(name: str) -> Any:
+    """An example file of the repository's examples/ directory, parsed."""
+    path = EXAMPLES_DIR / name
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        die(
+            f"cannot read the example {path}: {error.strerror or error} (the demo runs from a source checkout)"
+        )
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if args.clients < 1:
+        die("--clients must be at least 1", exit_code=2)
+    try:
+        parse_duration(args.cooldown)
+    except ValueError as error:
+        die(f"--cooldown: {error}", exit_code=2)
+
+    async def run() -> int:
+        print(
+            f"starting the Temporal dev server, worker and API (data dir {settings.data_dir})...",
+            flush=True,
+        )
+        try:
+            async with DevStack(settings) as stack:
+                print(stack.banner(), flush=True)
+                return await run_demo(
+                    stack,
+                    clients=args.clients,
+                    cooldown=args.cooldown,
+                    exit_after_rollout=args.exit_after_rollout,
+                )
+        except DevStackError as error:
+            print(f"tempoconf demo: {error}", flush=True)
+            return 1
+
+    return run_until_signal(run)
+
+
+async def run_demo(
+    stack: DevStack, *, clients: int, cooldown: str, exit_after_rollout: bool
+) -> int:
+    """The demo on a running stack; returns the exit code (0 when the rollout was promoted)."""
+    schema = load_example("server_config.schema.json")
+    stable_value = load_example("server_config.stable.json")
+    request = load_example("rollout.json")
+    request["default_cooldown_time"] = cooldown
+    for stage in request["stages"]:
+        stage["cooldown"] = cooldown
+    parse_rollout_request(request)  # the example must be valid; a broken one fails here, loudly
+
+    print(f"\n1. register the schema of {DEMO_PATH} (examples/server_config.schema.json)")
+    stack.store.set_schema(DEMO_NAMESPACE, DEMO_PATH, schema, actor=DEMO_ACTOR, reason="demo")
+
+    print(f"2. make {json.dumps(stable_value)} the stable value (a rollout without stages)")
+    if not await _ensure_stable(stack, stable_value):
+        return 1
+
+    print(f"3. start a fleet of {clients} simulated clients polling {stack.api_url}")
+    async with Fleet(stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients) as fleet:
+        if not await fleet.wait_all_served():
+            errors = {client.last_error for client in fleet.clients if client.last_error}
+            print(
+                f"   only {fleet.served()} of {clients} clients were served; errors: {sorted(errors)[:3]}"
+            )
+            return 1
+        canaries = sum(1 for client in fleet.clients if client.channel == "canary")
+        print(f"   every client runs the stable version; {canaries} are on channel canary")
+
+        new_version = version_id(request["value"])
+        stages = " → ".join(stage.display_name for stage in parse_rollout_request(request).stages)
+        print(
+            f"4. roll out {json.dumps(request['value'])} as version {new_version}: {stages}, {cooldown} hold each"
+        )
+        workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
+        handle = await stack.client.start_workflow(
+            WORKFLOW_TYPE,
+            request,
+            id=workflow_id,
+            task_queue=stack.settings.task_queue,
+            static_summary=f"demo: {DEMO_NAMESPACE}/{DEMO_PATH} → {new_version}",
+        )
+        print(
+            f"   Web UI: {workflow_ui_url(stack.settings, workflow_id, handle.result_run_id)}\n",
+            flush=True,
+        )
+        result = await _watch(handle, fleet, stable=version_id(stable_value), new=new_version)
+
+    outcome = result.get("outcome") if result else None
+    print(
+        f"\nrollout ended: {outcome}"
+        + (f" ({result.get('reason')})" if result and result.get("reason") else "")
+    )
+    code = 0 if outcome in ("promoted", "bypassed") else 1
+    if exit_after_rollout:
+        return code
+    print(
+        "\nThe stack stays up until Ctrl-C. Next, in another terminal:\n"
+        f"  open {stack.ui_url}/namespaces/{stack.settings.temporal_namespace}/workflows\n"
+        f"  tempoconf get {DEMO_PATH} --api-url {stack.api_url} --client host-0001 --channel canary\n"
+        f"  tempoconf rollout start examples/rollout-manual.json --temporal-address {stack.temporal_address} "
+        f"--data-dir {stack.settings.data_dir}\n"
+        f"  tempoconf rollout status {DEMO_PATH} --temporal-address {stack.temporal_address} --data-dir {stack.settings.data_dir}\n"
+        f"  tempoconf rollout approve {DEMO_PATH} --temporal-address {stack.temporal_address} --data-dir {stack.settings.data_dir}\n"
+        f"  tempoconf rollout start examples/rollout-bad.json --data-dir {stack.settings.data_dir}   (every problem, nothing started)",
+        flush=True,
+    )
+    await stack.wait()
+    return code
+
+
+async def _ensure_stable(stack: DevStack, value: Any) -> bool:
+    """Make `value` stable through a stage-less rollout (audited like any other); False on failure."""
+    current = stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH)
+    if current is not None and current.version == version_id(value):
+        print(f"   already stable: version {current.version}")
+        return True
+    workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
+    lock = stack.store.get_lock(DEMO_NAMESPACE, DEMO_PATH)
+    if lock is not None:
+        # A rollout left running by an earlier demo (its state lives in the data dir): cancel it,
+        # which reverts its clients, then go on.
+        print(f"   an earlier rollout is still running ({lock.workflow_id}); cancelling it")
+        earlier = stack.client.get_workflow_handle(lock.workflow_id, run_id=lock.run_id)
+        try:
+            await earlier.cancel()
+            await asyncio.wait_for(earlier.result(), 30)
+        except Exception as error:  # noqa: BLE001 - ended either way; say how and go on
+            print(f"   it ended: {type(error).__name__}")
+    request = {
+        "path": DEMO_PATH,
+        "namespace": DEMO_NAMESPACE,
+        "value": value,
+        "stages": [],
+        "author": DEMO_ACTOR,
+        "message": "the demo's stable value",
+    }
+    handle = await stack.client.start_workflow(
+        WORKFLOW_TYPE, request, id=workflow_id, task_queue=stack.settings.task_queue
+    )
+    try:
+        result = await asyncio.wait_for(handle.result(), 60)
+    except (WorkflowFailureError, TimeoutError) as error:
+        print(f"   could not set the stable value: {error}")
+        return False
+    print(f"   {result.get('outcome')}: version {result.get('version')} is stable")
+    return result.get("outcome") == "promoted"
+
+
+async def _watch(
+    handle: WorkflowHandle[Any, Any], fleet: Fleet, *, stable: str, new: str
+) -> dict[str, Any] | None:
+    """Print a line whenever the fleet's versions or the workflow's stage change; return the result."""
+    result_task: asyncio.Task[Any] = asyncio.ensure_future(handle.result())
+    started = time.monotonic()
+    last_line = ""
+    try:
+        while True:
+            done = result_task.done()
+            progress = await _query_status(handle)
+            line = _progress_line(progress, fleet.counts(), stable=stable, new=new)
+            if line != last_line:
+                print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
+                last_line = line
+            if done:
+                break
+            await asyncio.wait({result_task}, timeout=PROGRESS_INTERVAL_SECONDS)
+        # One more look after the end, so the last line shows the fleet back on stable or promoted.
+        await asyncio.sleep(fleet.interval * 2.5)
+        line = _progress_line(await _query_status(handle), fleet.counts(), stable=stable, new=new)
+        if line != last_line:
+            print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
+        try:
+            return dict(result_task.result())
+        except WorkflowFailureError as error:
+            print(f"the rollout failed: {error.cause or error}")
+            return None
+    finally:
+        result_task.cancel()
+
+
+async def _query_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+    try:
+        return dict(await handle.query("status"))
+    except Exception:  # noqa: BLE001 - a missed query only means a line without the stage
+        return {}
+
+
+def _progress_line(
+    progress: dict[str, Any], counts: Counter[tuple[str, str]], *, stable: str, new: str
+) -> str:
+    def label(version: str) -> str:
+        return "new" if version == new else ("stable" if version == stable else version[:8])
+
+    count = progress.get("stage_count") or 0
+    index = progress.get("stage_index", -1)
+    state = progress.get("state", "?")
+    where = (
+        f"stage {index + 1}/{count} {progress.get('stage_name')}"
+        if index >= 0 and count
+        else "no stage yet"
+    )
+    fleet = ", ".join(
+        f"{n} {label(version)}" + (f" ({stage})" if stage not in ("stable", "-") else "")
+        if (version, stage) != UNSERVED
+        else f"{n} not served"
+        for (version, stage), n in sorted(
+            counts.items(), key=lambda item: (item[0][0] != new, item[0][1])
+        )
+    )
+    return f"{where:<28} {state:<17} | {fleet}"

@@ -1,0 +1,228 @@
+"""`tempoconf`: the command line (DESIGN.md, Commands). Flags win over the environment."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from cli._common import CommandError
+
+__all__ = ["build_parser", "main"]
+
+UPDATE_NAMES = ("halt", "bypass", "advance", "pause", "resume", "approve")
+_UPDATE_HELP = {
+    "halt": "revert every client to stable and end the rollout",
+    "bypass": "skip every remaining hold, check and approval and promote now",
+    "advance": "end the current hold now",
+    "pause": "hold the rollout where it is until `resume`",
+    "resume": "clear the pause",
+    "approve": "let a manual stage advance",
+}
+
+
+def _label(text: str) -> str:
+    if "=" not in text or text.startswith("="):
+        raise argparse.ArgumentTypeError(f"a label is key=value, not {text!r}")
+    return text
+
+
+def _connection_flags() -> argparse.ArgumentParser:
+    """Flags every command that talks to Temporal, the store or the API accepts."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("connection (flags win over the environment)")
+    group.add_argument(
+        "--data-dir", help="local state (default .tempoconf; env TEMPOCONF_DATA_DIR)"
+    )
+    group.add_argument("--host", help="host of the local dev stack (default 127.0.0.1)")
+    group.add_argument(
+        "--temporal-address", help="Temporal frontend host:port (env TEMPORAL_ADDRESS)"
+    )
+    group.add_argument(
+        "--temporal-namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE, default default)"
+    )
+    group.add_argument("--task-queue", help="task queue of the worker (default tempoconf)")
+    group.add_argument(
+        "--database-url",
+        help="store URL (env TEMPOCONF_DATABASE_URL; default SQLite in the data dir)",
+    )
+    group.add_argument("--api-url", help="distribution API base URL (env TEMPOCONF_API_URL)")
+    group.add_argument("--ui-port", type=int, help="Temporal Web UI port, for links (default 8233)")
+    return parent
+
+
+def _stack_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir", help="state of the server, store and logs (default .tempoconf)"
+    )
+    parser.add_argument("--host", help="address every listener binds (default 127.0.0.1)")
+    parser.add_argument(
+        "--temporal-port", type=int, help="Temporal gRPC port (default 7233; 0: a free one)"
+    )
+    parser.add_argument(
+        "--ui-port", type=int, help="Temporal Web UI port (default 8233; 0: a free one)"
+    )
+    parser.add_argument(
+        "--api-port", type=int, help="distribution API port (default 8080; 0: a free one)"
+    )
+    parser.add_argument("--database-url", help="store URL (default SQLite in the data dir)")
+
+
+def _config_namespace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", default="default", help="config namespace (default default)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cli import components, demo, get, rollout, schema
+
+    connection = _connection_flags()
+    parser = argparse.ArgumentParser(
+        prog="tempoconf", description="Staged configuration rollouts on Temporal."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dev = commands.add_parser(
+        "dev", help="Temporal dev server, worker and API on this machine; Ctrl-C stops all three"
+    )
+    _stack_flags(dev)
+    dev.set_defaults(handler=components.dev_command)
+
+    demo_parser = commands.add_parser(
+        "demo", help="the dev stack, a simulated fleet and the example rollout with live progress"
+    )
+    _stack_flags(demo_parser)
+    demo_parser.add_argument(
+        "--exit-after-rollout",
+        action="store_true",
+        help="exit when the rollout ends (0 if promoted)",
+    )
+    demo_parser.add_argument(
+        "--clients", type=int, default=200, help="size of the simulated fleet (default 200)"
+    )
+    demo_parser.add_argument(
+        "--cooldown", default="5s", help="hold time of every demo stage (default 5s)"
+    )
+    demo_parser.set_defaults(handler=demo.demo_command)
+
+    worker = commands.add_parser(
+        "worker", parents=[connection], help="run the rollout worker (real deployment)"
+    )
+    worker.set_defaults(handler=components.worker_command)
+
+    api = commands.add_parser(
+        "api", parents=[connection], help="run the distribution API (real deployment)"
+    )
+    api.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
+    api.set_defaults(handler=components.api_command)
+
+    schema_parser = commands.add_parser("schema", help="the JSON Schema of a config")
+    schema_commands = schema_parser.add_subparsers(
+        dest="schema_command", required=True, metavar="ACTION"
+    )
+    schema_set = schema_commands.add_parser(
+        "set", parents=[connection], help="register (or replace) a JSON Schema"
+    )
+    schema_set.add_argument(
+        "path", metavar="PATH", help="config path, e.g. myproject/server_config"
+    )
+    schema_set.add_argument(
+        "file", metavar="FILE", help="JSON Schema file (draft 2020-12; - for stdin)"
+    )
+    schema_set.add_argument("--reason", default="", help="why, for the audit log")
+    _config_namespace(schema_set)
+    schema_set.set_defaults(handler=schema.set_command)
+    schema_get = schema_commands.add_parser(
+        "get", parents=[connection], help="print a config's JSON Schema"
+    )
+    schema_get.add_argument("path", metavar="PATH")
+    _config_namespace(schema_get)
+    schema_get.set_defaults(handler=schema.get_command)
+
+    rollout_parser = commands.add_parser("rollout", help="start, watch and steer rollouts")
+    rollout_commands = rollout_parser.add_subparsers(
+        dest="rollout_command", required=True, metavar="ACTION"
+    )
+    start = rollout_commands.add_parser(
+        "start", parents=[connection], help="start ConfigRollout from a JSON request"
+    )
+    start.add_argument("file", metavar="FILE", help="rollout request (JSON; - for stdin)")
+    start.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the result (exit 1 unless promoted or bypassed)",
+    )
+    start.add_argument(
+        "--id", dest="workflow_id", help="workflow id (default rollout:{namespace}/{path})"
+    )
+    start.set_defaults(handler=rollout.start_command)
+
+    status = rollout_commands.add_parser(
+        "status", parents=[connection], help="progress as the workflow reports it"
+    )
+    status.add_argument("path", metavar="PATH")
+    status.add_argument("--json", action="store_true", help="print the raw status object")
+    status.add_argument(
+        "--id",
+        dest="workflow_id",
+        help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
+    )
+    _config_namespace(status)
+    status.set_defaults(handler=rollout.status_command)
+
+    for name in UPDATE_NAMES:
+        update = rollout_commands.add_parser(name, parents=[connection], help=_UPDATE_HELP[name])
+        update.add_argument("path", metavar="PATH")
+        update.add_argument("--reason", default="", help="why, recorded in the rollout's history")
+        update.add_argument(
+            "--id",
+            dest="workflow_id",
+            help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
+        )
+        _config_namespace(update)
+        update.set_defaults(handler=rollout.update_command, update_name=name)
+
+    get_parser = commands.add_parser(
+        "get", parents=[connection], help="the value the API serves to a client"
+    )
+    get_parser.add_argument("path", metavar="PATH")
+    get_parser.add_argument("--client", help="client id (default: this host's name)")
+    get_parser.add_argument("--channel", help="the client's channel, e.g. canary")
+    get_parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        type=_label,
+        metavar="KEY=VALUE",
+        help="a client label (repeatable)",
+    )
+    get_parser.add_argument(
+        "--stable", action="store_true", help="the stable value, whatever the stages say"
+    )
+    _config_namespace(get_parser)
+    get_parser.set_defaults(handler=get.get_command)
+
+    versions = commands.add_parser(
+        "versions", parents=[connection], help="the versions of a config, newest first"
+    )
+    versions.add_argument("path", metavar="PATH")
+    _config_namespace(versions)
+    versions.set_defaults(handler=schema.versions_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tempoconf` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.handler(args)
+    except CommandError as error:
+        print(f"tempoconf: {error}", file=sys.stderr)
+        code = error.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""`tempoconf rollout start|status|halt|bypass|advance|pause|resume|approve`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from cli._common import (
+    actor,
+    connect_temporal,
+    die,
+    open_store,
+    print_problems,
+    read_json_file,
+    settings_from_args,
+    workflow_ui_url,
+)
+from cli.schema import check_config_name
+from tempoconf.canonical import version_id
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.request import RolloutRequest, parse_rollout_request
+from tempoconf.schema_validation import value_problems
+from tempoconf.settings import Settings
+from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+
+__all__ = ["request_problems", "start_command", "status_command", "update_command"]
+
+RPC_TIMEOUT = timedelta(seconds=15)
+HISTORY_SHOWN = 6
+SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
+
+
+# -- start -------------------------------------------------------------------------------------
+def request_problems(raw: Any, store: Any) -> tuple[RolloutRequest | None, list[Problem]]:
+    """Every problem of a raw request, the value checked against the config's schema too."""
+    problems: list[Problem] = []
+    request: RolloutRequest | None = None
+    try:
+        request = parse_rollout_request(raw)
+    except InvalidRequestError as error:
+        problems.extend(error.problems)
+    if isinstance(raw, dict) and "value" in raw:
+        # Even when other fields are wrong, say what the schema thinks of the value: one pass fixes all.
+        namespace = raw.get("namespace", DEFAULT_NAMESPACE)
+        path = raw.get("path")
+        if namespace_problem(namespace) is None and path_problem(path) is None:
+            schema = store.get_schema(namespace, path)
+            if schema is not None:
+                problems.extend(value_problems(schema, raw["value"]))
+    return (request if not problems else None), problems
+
+
+def start_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    raw = read_json_file(args.file, what="rollout request")
+    with open_store(settings) as store:
+        request, problems = request_problems(raw, store)
+        if problems or request is None:
+            print_problems(problems, what=f"rollout request {args.file} refused")
+            print("nothing was started.")
+            return 2
+        lock = store.get_lock(request.namespace, request.path)
+    return asyncio.run(_start(settings, args, raw, request, lock))
+
+
+async def _start(
+    settings: Settings,
+    args: argparse.Namespace,
+    raw: dict[str, Any],
+    request: RolloutRequest,
+    lock: Any,
+) -> int:
+    client = await connect_temporal(settings)
+    name = f"{request.namespace}/{request.path}"
+    if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id):
+        die(
+            f"{name} already has a running rollout: workflow {lock.workflow_id!r} (version {lock.version}).\n"
+            f"See it with `tempoconf rollout status {_path_args(request.namespace, request.path)}`; "
+            "halt or bypass it before starting another."
+        )
+    workflow_id = args.workflow_id or rollout_workflow_id(request.namespace, request.path)
+    version = version_id(request.value)
+    stages = " → ".join(stage.display_name for stage in request.stages) or "none: promote directly"
+    try:
+        handle = await client.start_workflow(
+            WORKFLOW_TYPE,
+            raw,
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            static_summary=f"{name} → {version}"[:400],
+            static_details=_static_details(request, version, stages),
+        )
+    except WorkflowAlreadyStartedError:
+        die(
+            f"workflow {workflow_id!r} is already running: see `tempoconf rollout status "
+            f"{_path_args(request.namespace, request.path)}`, or pass --id for another id."
+        )
+    print(f"started the rollout of {name} to version {version}")
+    print(f"  stages       {stages}")
+    print(f"  workflow id  {workflow_id}")
+    print(f"  run id       {handle.result_run_id}")
+    print(f"  Web UI       {workflow_ui_url(settings, workflow_id, handle.result_run_id)}")
+    target = _path_args(request.namespace, request.path) + (
+        f" --id '{args.workflow_id}'" if args.workflow_id else ""
+    )
+    print("next:")
+    print(f"  tempoconf rollout status {target}")
+    print(f"  tempoconf rollout halt {target} --reason '...'     revert every client to stable")
+    print(
+        f"  tempoconf rollout bypass {target} --reason '...'   promote now, skipping holds and checks"
+    )
+    if not args.wait:
+        return 0
+    print("waiting for the result...", flush=True)
+    return await _print_result(handle)
+
+
+def _static_details(request: RolloutRequest, version: str, stages: str) -> str:
+    lines = [
+        f"**{request.namespace}/{request.path}** → version `{version}`",
+        f"- stages: {stages}",
+    ]
+    for label, text in (
+        ("author", request.author),
+        ("commit", request.commit),
+        ("message", request.message),
+    ):
+        if text:
+            lines.append(f"- {label}: {text}")
+    return "\n".join(lines)[:20000]
+
+
+async def _print_result(handle: WorkflowHandle[Any, Any]) -> int:
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as error:
+        print(f"the rollout failed: {_failure_message(error)}")
+        return 1
+    outcome = str(result.get("outcome"))
+    print(f"outcome: {outcome}")
+    print(f"version: {result.get('version')}")
+    if result.get("reason"):
+        print(f"reason:  {result.get('reason')}")
+    return 0 if outcome in SUCCESSFUL_OUTCOMES else 1
+
+
+def _failure_message(error: BaseException) -> str:
+    cause: BaseException | None = error
+    while (
+        cause is not None
+        and cause.__cause__ is not None
+        and not isinstance(cause, ApplicationError)
+    ):
+        cause = cause.__cause__
+    return str(cause.message if isinstance(cause, ApplicationError) else cause)
+
+
+async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> bool:
+    try:
+        description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return description.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+
+def _path_args(namespace: str, path: str) -> str:
+    return path if namespace == DEFAULT_NAMESPACE else f"{path} --namespace {namespace}"
+
+
+# -- status and updates -----------------------------------------------------------------------
+def _workflow_id(args: argparse.Namespace, settings: Settings) -> str:
+    """The explicit --id, else the lock holder's workflow, else the CLI's default id."""
+    if args.workflow_id:
+        return str(args.workflow_id)
+    with open_store(settings) as store:
+        lock = store.get_lock(args.namespace, args.path)
+    return lock.workflow_id if lock is not None else rollout_workflow_id(args.namespace, args.path)
+
+
+def status_command(args: argparse.Namespace) -> int:
+    check_config_name(args.namespace, args.path)
+    settings = settings_from_args(args)
+    workflow_id = _workflow_id(args, settings)
+    return asyncio.run(_status(settings, args, workflow_id))
+
+
+async def _status(settings: Settings, args: argparse.Namespace, workflow_id: str) -> int:
+    client = await connect_temporal(settings)
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        progress = await handle.query("status", rpc_timeout=RPC_TIMEOUT)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            die(f"no rollout of {args.namespace}/{args.path} found (workflow id {workflow_id!r})")
+        if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            die(
+                f"no worker answered the status query of {workflow_id!r} in time: is the worker running?"
+            )
+        die(f"cannot read the status of {workflow_id!r}: {error.message}")
+    except WorkflowQueryFailedError as error:
+        die(f"the workflow {workflow_id!r} could not answer `status`: {error}")
+    if args.json:
+        print(json.dumps(progress, indent=2))
+        return 0
+    execution = description.status.name.title() if description.status else "unknown"
+    print(
+        format_status(
+            progress,
+            execution=execution,
+            ui_url=workflow_ui_url(settings, workflow_id, description.run_id),
+        )
+    )
+    return 0
+
+
+def update_command(args: argparse.Namespace) -> int:
+    check_config_name(args.namespace, args.path)
+    settings = settings_from_args(args)
+    workflow_id = _workflow_id(args, settings)
+    return asyncio.run(_update(settings, args, workflow_id))
+
+
+async def _update(settings: Settings, args: argparse.Namespace, workflow_id: str) -> int:
+    client = await connect_temporal(settings)
+    handle = client.get_workflow_handle(workflow_id)
+    name = args.update_name
+    try:
+        progress = await handle.execute_update(
+            name, {"reason": args.reason, "by": actor()}, rpc_timeout=RPC_TIMEOUT
+        )
+    except WorkflowUpdateFailedError as error:
+        print(f"{name} refused by the rollout {workflow_id!r}: {_failure_message(error)}")
+        return 1
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            die(f"no running rollout of {args.namespace}/{args.path} (workflow id {workflow_id!r})")
+        die(f"{name} could not be delivered to {workflow_id!r}: {error.message}")
+    print(f"{name}: accepted by {workflow_id}")
+    print(f"  state   {progress.get('state')}: {progress.get('phase')}")
+    if progress.get("stage_name"):
+        print(
+            f"  stage   {progress.get('stage_index', -1) + 1}/{progress.get('stage_count')} {progress.get('stage_name')}"
+        )
+    if progress.get("pause_reasons"):
+        print(f"  paused  {'; '.join(progress['pause_reasons'])}")
+    return 0
+
+
+# -- the readable status view -------------------------------------------------------------------
+def format_status(progress: dict[str, Any], *, execution: str = "", ui_url: str = "") -> str:
+    """A person's view of the `status` query's object."""
+    lines = [
+        f"rollout of {progress.get('namespace')}/{progress.get('path')}  (workflow {progress.get('workflow_id')}"
+        + (f", {execution}" if execution else "")
+        + ")"
+    ]
+    lines.append(f"  state      {progress.get('state')}: {progress.get('phase')}")
+    lines.append(f"  version    {progress.get('version') or '-'}")
+    count = progress.get("stage_count") or 0
+    index = progress.get("stage_index", -1)
+    if count:
+        stage = (
+            f"{index + 1}/{count} {progress.get('stage_name')}"
+            if index >= 0
+            else f"not started (0/{count})"
+        )
+        if progress.get("stage_started_at"):
+            stage += f", since {_when(progress['stage_started_at'])}"
+        lines.append(f"  stage      {stage}")
+    else:
+        lines.append("  stage      none (promote directly)")
+    if progress.get("hold_deadline") and progress.get("state") not in (
+        "promoted",
+        "bypassed",
+        "reverted",
+        "halted",
+        "cancelled",
+        "failed",
+    ):
+        lines.append(f"  hold until {_when(progress['hold_deadline'], relative=True)}")
+    reasons = progress.get("pause_reasons") or []
+    lines.append(f"  paused     {'yes: ' + '; '.join(reasons) if reasons else 'no'}")
+    health = progress.get("last_health")
+    if health:
+        verdict = "healthy" if health.get("healthy") else "UNHEALTHY"
+        lines.append(
+            f"  health     {verdict} at {_when(health.get('checked_at'))}"
+            + (f" ({health.get('stage')})" if health.get("stage") else "")
+            + f": {health.get('summary')}"
+        )
+    else:
+        lines.append("  health     not checked yet")
+    if progress.get("outcome"):
+        lines.append(
+            f"  outcome    {progress['outcome']}"
+            + (f": {progress['reason']}" if progress.get("reason") else "")
+        )
+    stages = progress.get("stages") or []
+    if stages:
+        lines.append("  stages")
+        lines.append(
+            f"    {'#':>2}  {'NAME':<22} {'COHORT':<26} {'HOLD':>7}  {'STATUS':<8} {'PUBLISHED':<19} EXPIRES"
+        )
+        for stage in stages:
+            hold = f"{stage.get('cooldown_seconds', 0):g}s" + (
+                " +ok" if stage.get("manual") else ""
+            )
+            lines.append(
+                f"    {stage.get('index', 0) + 1:>2}  {str(stage.get('name'))[:22]:<22} {str(stage.get('cohort'))[:26]:<26} "
+                f"{hold:>7}  {stage.get('status', ''):<8} {_when(stage.get('published_at')):<19} {_when(stage.get('expires_at'))}"
+            )
+    history = progress.get("history") or []
+    if history:
+        shown = history[-HISTORY_SHOWN:]
+        lines.append(f"  transitions (last {len(shown)} of {len(history)})")
+        for item in shown:
+            where = f" [{item['stage']}]" if item.get("stage") else ""
+            why = f": {item['reason']}" if item.get("reason") else ""
+            lines.append(
+                f"    {_when(item.get('at'))}  {item.get('from_state')} → {item.get('to_state')}{where}  by {item.get('by')}{why}"
+            )
+    if ui_url:
+        lines.append(f"  Web UI     {ui_url}")
+    return "\n".join(lines)
+
+
+def _when(iso: str | None, *, relative: bool = False) -> str:
+    """An ISO time as `YYYY-MM-DD HH:MM:SS` UTC, with `(in 12s)` when asked."""
+    if not iso:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    text = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if relative:
+        seconds = (moment - datetime.now(UTC)).total_seconds()
+        text += f" (in {seconds:.0f}s)" if seconds >= 0 else f" ({-seconds:.0f}s ago)"
+    return text
