@@ -1,0 +1,13 @@
+"""The distribution API: serves each polling client the version its identity resolves to.
+
+`create_app(store, settings)` builds the ASGI app; `serve_api(settings, store)` runs it on uvicorn
+until cancelled. Polls are answered from a `SnapshotCache`, never by a store query per poll.
+"""
+
+from __future__ import annotations
+
+from api.app import create_app
+from api.server import ApiServerError, serve_api
+from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+
+__all__ = ["ApiServerError", "SnapshotCache", "SnapshotsNotLoadedError", "create_app", "serve_api"]

@@ -1,0 +1,108 @@
+"""Run the API on uvicorn inside the caller's event loop, until cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator
+
+import uvicorn
+
+from api.app import create_app
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+
+__all__ = ["serve_api", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
+
+GRACEFUL_SHUTDOWN_SECONDS = 5.0
+"""On cancellation, in-flight requests get this long to finish before they are cancelled."""
+
+logger = logging.getLogger(__name__)
+
+
+class ApiServerError(RuntimeError):
+    """The API could not start (address in use, application start-up failed)."""
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn that leaves signals to its caller and reports start-up failures as exceptions."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The CLI runs the API next to the worker and the dev server; Ctrl-C is its to handle,
+        # and it stops us by cancelling serve_api.
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets=sockets)
+        except SystemExit as exc:  # uvicorn exits the process on start-up failure; we must not
+            raise ApiServerError("the API failed to start; see the log above") from exc
+        self.ready.set()
+
+
+async def serve_api(
+    settings: Settings,
+    store: Store,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    access_log: bool = False,
+    on_started: Callable[[str], object] | None = None,
+) -> None:
+    """Serve the API on `host:port` (default `settings.host`, 127.0.0.1, and `settings.api_port`)
+    until cancelled; cancelling shuts uvicorn down cleanly, then re-raises CancelledError.
+
+    `port=0` picks a free port; `on_started(base_url)` is called once requests are accepted.
+    Raises ApiServerError when the address cannot be bound or the app fails to start.
+    """
+    bind_host = host or settings.host
+    bind_port = settings.api_port if port is None else port
+    sock = _bind(bind_host, bind_port)
+    bound_port = sock.getsockname()[1]
+    display_host = f"[{bind_host}]" if ":" in bind_host else bind_host
+    base_url = f"http://{display_host}:{bound_port}"
+
+    config = uvicorn.Config(
+        create_app(store, settings),
+        loop="auto",  # only used by uvicorn.run; here the caller's loop serves
+        http="auto",
+        lifespan="on",
+        log_config=None,  # the process (CLI, tests) configures logging, not uvicorn
+        access_log=access_log,  # off by default: every client polls, the log would be all polls
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    server = _EmbeddedServer(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]), name="tempoconf-api")
+    try:
+        ready = asyncio.create_task(server.ready.wait())
+        try:
+            await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if server.ready.is_set():
+            logger.info("tempoconf API listening on %s", base_url)
+            if on_started is not None:
+                on_started(base_url)
+        # shield: a cancellation of ours must become a graceful shutdown, not a cancelled serve.
+        await asyncio.shield(serving)
+    finally:
+        if not serving.done():
+            server.should_exit = True
+            # A second cancellation while we wait here cancels `serving` too: a forced stop.
+            await serving
+        sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        raise ApiServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc

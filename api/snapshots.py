@@ -1,0 +1,161 @@
+"""Every config's snapshot, held in memory and reloaded when the store's revision moves.
+
+Polls are served from here, never by a store query per poll (DESIGN.md, Distribution API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
+
+from tempoconf.resolution import ConfigSnapshot
+from tempoconf.store.store import Store
+
+__all__ = ["SnapshotCache", "SnapshotsNotLoadedError", "DEFAULT_POLL_INTERVAL"]
+
+DEFAULT_POLL_INTERVAL = 0.1
+"""Seconds between two checks of `store.revision()`."""
+
+logger = logging.getLogger(__name__)
+
+_EMPTY: Mapping[tuple[str, str], ConfigSnapshot] = MappingProxyType({})
+
+
+class SnapshotsNotLoadedError(RuntimeError):
+    """The snapshots have never been loaded from the store (it has been unreachable so far)."""
+
+
+class SnapshotCache:
+    """`store.load_snapshots()` in memory, refreshed when `store.revision()` changes.
+
+    `run()` (or `running()`) checks the revision every `poll_interval` seconds; `refresh()` reloads
+    at once. Each refresh sets the event `changed()` handed out before it, and swaps in a new one,
+    so a waiter that took the event before reading a snapshot never misses a change.
+    """
+
+    def __init__(self, store: Store, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+        self._store = store
+        self._poll_interval = poll_interval
+        self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = _EMPTY
+        self._revision: int | None = None
+        self._changed = asyncio.Event()
+        self._refresh_lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self.last_error: BaseException | None = None
+        """The error of the last failed check or load; None once one succeeds."""
+
+    # -- reading -------------------------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        """True once the snapshots have been loaded at least once."""
+        return self._revision is not None
+
+    @property
+    def revision(self) -> int | None:
+        """The store revision the held snapshots were loaded at (None before the first load)."""
+        return self._revision
+
+    def snapshots(self) -> Mapping[tuple[str, str], ConfigSnapshot]:
+        """Every known config, keyed by (namespace, path); a read-only view."""
+        self._require_loaded()
+        return self._snapshots
+
+    def get(self, namespace: str, path: str) -> ConfigSnapshot | None:
+        """The snapshot of one config, or None if the store does not know it."""
+        self._require_loaded()
+        return self._snapshots.get((namespace, path))
+
+    def changed(self) -> asyncio.Event:
+        """The event the next refresh sets. Take it *before* reading a snapshot, then wait on it."""
+        return self._changed
+
+    async def wait_changed(self, timeout: float | None = None) -> bool:
+        """Wait for the next refresh; False when `timeout` seconds pass first."""
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- loading -------------------------------------------------------------------------------
+    async def refresh(self) -> int:
+        """Reload every snapshot now; returns the revision loaded."""
+        async with self._refresh_lock:
+            # Revision first: a write landing between the two reads makes the snapshots newer than
+            # the revision recorded, so the next check reloads once more; never the reverse.
+            revision = await asyncio.to_thread(self._store.revision)
+            snapshots = await asyncio.to_thread(self._store.load_snapshots)
+            self._snapshots = MappingProxyType(dict(snapshots))
+            self._revision = revision
+            self.last_error = None
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
+            return revision
+
+    async def refresh_if_changed(self) -> bool:
+        """Reload when the store's revision differs from the one held; True if it reloaded."""
+        revision = await asyncio.to_thread(self._store.revision)
+        if revision == self._revision:
+            self.last_error = None
+            return False
+        await self.refresh()
+        return True
+
+    async def run(self) -> None:
+        """Check the revision every `poll_interval` seconds until cancelled (the first check
+        after one interval: `start()` loads before it runs this).
+
+        A failing store is logged once per outage and retried; the last snapshots stay served.
+        """
+        failing = self.last_error is not None
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            try:
+                await self.refresh_if_changed()
+            except Exception as exc:  # the store may be down for a while: keep serving, keep trying
+                if not failing:
+                    logger.warning("cannot refresh config snapshots from the store: %s", exc)
+                failing = True
+                self.last_error = exc
+            else:
+                if failing:
+                    logger.info("config snapshots load from the store again")
+                failing = False
+
+    async def start(self) -> None:
+        """Load once (a failure is logged, not raised), then poll in a background task."""
+        if self._task is not None:
+            return
+        try:
+            await self.refresh()
+        except Exception as exc:  # start serving anyway: the poller loads once the store is back
+            logger.warning("cannot load config snapshots from the store: %s", exc)
+            self.last_error = exc
+        self._task = asyncio.create_task(self.run(), name="tempoconf-snapshot-cache")
+
+    async def stop(self) -> None:
+        """Stop polling (idempotent)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[SnapshotCache]:
+        """`start()` on entry, `stop()` on exit: the shape an ASGI lifespan wants."""
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    def _require_loaded(self) -> None:
+        if self._revision is None:
+            reason = f": {self.last_error}" if self.last_error is not None else ""
+            raise SnapshotsNotLoadedError(f"config snapshots not loaded from the store yet{reason}")

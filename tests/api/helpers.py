@@ -1,0 +1,103 @@
+"""Write config states through the real Store, the way the rollout activities do."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tempoconf.bucketing import bucket, percentile_threshold
+from tempoconf.canonical import version_id
+from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.store.store import Store
+
+NS = "default"
+ACTOR = "tests"
+
+
+def record(value: Any, *, message: str = "test value") -> VersionRecord:
+    return VersionRecord(
+        version=version_id(value),
+        value=value,
+        author="alice@example.com",
+        commit="3f2a9c1",
+        message=message,
+        created_at=datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
+    )
+
+
+def make_stable(store: Store, path: str, value: Any, *, namespace: str = NS) -> VersionRecord:
+    rec = record(value)
+    store.put_version(namespace, path, rec)
+    store.set_stable(
+        namespace, path, rec.version, actor=ACTOR, reason="test", event_key=_key("stable")
+    )
+    return rec
+
+
+def start_rollout(
+    store: Store, path: str, value: Any, *, run_id: str = "run-1", namespace: str = NS
+) -> VersionRecord:
+    rec = record(value, message="staged value")
+    store.put_version(namespace, path, rec)
+    workflow_id = f"rollout:{namespace}/{path}"
+    store.acquire_lock(namespace, path, workflow_id=workflow_id, run_id=run_id, version=rec.version)
+    store.begin_rollout(
+        namespace, path, workflow_id=workflow_id, run_id=run_id, version=rec.version,
+        actor=ACTOR, reason="test", event_key=_key("begin"),
+    )
+    return rec
+
+
+def publish(
+    store: Store,
+    path: str,
+    *,
+    index: int,
+    name: str,
+    channel: str | None = None,
+    percentile: float | None = None,
+    labels: Mapping[str, str] | None = None,
+    expires_in: timedelta = timedelta(hours=1),
+    run_id: str = "run-1",
+    namespace: str = NS,
+) -> PublishedStage:
+    stage = PublishedStage(
+        index=index,
+        name=name,
+        channel=channel,
+        percentile=percentile,
+        labels=dict(labels or {}),
+        expires_at=datetime.now(UTC) + expires_in,
+    )
+    store.publish_stage(
+        namespace, path, run_id=run_id, stage=stage, actor=ACTOR, event_key=_key("publish")
+    )
+    return stage
+
+
+def client_in(path: str, percentile: float, *, inside: bool, prefix: str = "host-") -> str:
+    """A client id whose bucket for `path` is inside (or outside) the cohort of `percentile`."""
+    threshold = percentile_threshold(percentile)
+    for n in range(100_000):
+        candidate = f"{prefix}{n}"
+        if (bucket(path, candidate) < threshold) == inside:
+            return candidate
+    raise AssertionError(f"no client {'inside' if inside else 'outside'} {percentile}%")
+
+
+async def assert_eventually(
+    check: Callable[[], Awaitable[bool]], *, timeout: float = 5.0, interval: float = 0.02
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+def _key(kind: str) -> str:
+    return f"{kind}:{uuid.uuid4()}"

@@ -1,0 +1,101 @@
+"""serve_api: real HTTP on 127.0.0.1, and a clean stop on cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from api.server import GRACEFUL_SHUTDOWN_SECONDS, ApiServerError, serve_api
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tests.api.helpers import assert_eventually, make_stable, publish, start_rollout
+
+PATH = "myproject/server_config"
+
+
+async def start(settings: Settings, api_store: Store) -> tuple[asyncio.Task[None], str]:
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = serve_api(settings, api_store, port=0, on_started=started.set_result)
+    task = asyncio.create_task(serving)
+    base_url = await asyncio.wait_for(asyncio.shield(started), timeout=10)
+    return task, base_url
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=10)
+
+
+def refuses_connections(base_url: str) -> bool:
+    parts = urlsplit(base_url)
+    assert parts.hostname is not None and parts.port is not None
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+async def test_serves_over_http_and_stops_cleanly_when_cancelled(
+    api_store: Store, settings: Settings
+) -> None:
+    stable = make_stable(api_store, PATH, {"v": 1})
+    task, base_url = await start(settings, api_store)
+    try:
+        assert urlsplit(base_url).hostname == "127.0.0.1"
+        async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+            health = await http.get("/healthz")
+            first = await http.get(f"/v1/configs/{PATH}", params={"client": "host-1"})
+            cached = await http.get(
+                f"/v1/configs/{PATH}",
+                params={"client": "host-1"},
+                headers={"If-None-Match": first.headers["etag"]},
+            )
+
+            # A rollout written to the store reaches this client through the background poller.
+            staged = start_rollout(api_store, PATH, {"v": 2})
+            publish(api_store, PATH, index=0, name="all", percentile=100)
+
+            async def sees_stage() -> bool:
+                response = await http.get(f"/v1/configs/{PATH}", params={"client": "host-1"})
+                return response.json()["version"] == staged.version
+
+            await assert_eventually(sees_stage)
+
+        assert health.json() == {"status": "ok", "revision": health.json()["revision"]}
+        assert first.status_code == 200 and first.json()["version"] == stable.version
+        assert cached.status_code == 304
+    finally:
+        await stop(task)
+
+    assert refuses_connections(base_url)
+
+
+async def test_a_kept_alive_connection_does_not_hold_up_shutdown(
+    api_store: Store, settings: Settings
+) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    task, base_url = await start(settings, api_store)
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        began = time.monotonic()
+        await stop(task)
+        took = time.monotonic() - began
+    assert took < GRACEFUL_SHUTDOWN_SECONDS  # idle connections are closed, not waited for
+    assert refuses_connections(base_url)
+
+
+async def test_a_port_in_use_is_an_error_not_an_exit(api_store: Store, settings: Settings) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        with pytest.raises(ApiServerError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await serve_api(settings, api_store, port=port)
