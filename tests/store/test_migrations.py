@@ -1,0 +1,183 @@
+"""Opening the store: migrations, the startup race between processes, SQLite settings, concurrency."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from tempoconf.store.store import Store
+from tempoconf.store.tables import metadata
+from tests.store.helpers import NS, PATH, put
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_OPEN_AT_ONCE = textwrap.dedent(
+    """
+    import sys, time
+    from tempoconf.resolution import VersionRecord
+    from tempoconf.store.store import Store
+    url, start_at, n = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    time.sleep(max(0.0, start_at - time.time()))
+    store = Store(url)
+    store.put_version("default", "race/config", VersionRecord("v" + n, int(n)))
+    print(store.revision())
+    store.close()
+    """
+)
+
+
+def test_processes_opening_a_fresh_database_at_once_all_succeed(database_url: str) -> None:
+    """The API and the worker start together on an empty database: one migrates, none fails."""
+    processes = 6
+    start_at = time.time() + 2.0  # after every interpreter has imported everything
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, database_url, str(start_at), str(n)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for n in range(processes)
+    ]
+    results = [child.communicate(timeout=120) + (child.returncode,) for child in children]
+    for _out, err, code in results:
+        assert code == 0, err
+    store = Store(database_url)
+    try:
+        assert store.revision() == processes
+        assert {info.version for info in store.list_versions(NS, "race/config")} == {
+            f"v{n}" for n in range(processes)
+        }
+    finally:
+        store.close()
+
+
+def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
+    first = Store(database_url)
+    version = put(first, {"kept": True})
+    first.set_stable(NS, PATH, version, actor="op", reason="", event_key="k")
+    first.close()
+    second = Store(database_url)
+    try:
+        stable = second.get_stable(NS, PATH)
+        assert stable is not None and stable.value == {"kept": True}
+        assert second.revision() == 2
+    finally:
+        second.close()
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
+                "0001_initial"
+            ]
+    finally:
+        engine.dispose()
+
+
+def test_migrations_create_exactly_the_tables_the_models_describe(store: Store) -> None:
+    engine = create_engine(store.url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(context, metadata) == []
+            assert set(inspect(conn).get_table_names()) >= {
+                "config_schema", "config_version", "stable", "stable_history", "rollout",
+                "rollout_stage", "config_lock", "audit_log", "store_revision", "alembic_version",
+            }
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_file_settings(sqlite_url: str) -> None:
+    database = Path(make_url(sqlite_url).database or "")
+    assert not database.parent.exists()
+    store = Store(sqlite_url)
+    try:
+        assert database.exists(), "the data dir is created when missing"
+        with store._engine.connect() as conn:  # white-box: the pragmas every pooled connection gets
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+    finally:
+        store.close()
+
+
+def test_in_memory_sqlite_works_for_quick_scripts() -> None:
+    with Store("sqlite://") as store:
+        version = put(store, 1)
+        assert store.get_version(NS, PATH, version) is not None
+        assert store.revision() == 1
+
+
+def test_concurrent_writers_lose_no_update(database_url: str) -> None:
+    """Threads (and so processes) writing at once: every bump lands, each event key once."""
+    threads, per_thread = 6, 10
+    stores = [Store(database_url) for _ in range(2)]
+    try:
+        version = put(stores[0], 1)
+        outcomes: list[bool] = []
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+
+        def work(n: int) -> None:
+            store = stores[n % 2]
+            try:
+                for i in range(per_thread):
+                    unique = store.set_stable(NS, PATH, version, actor="t", reason="",
+                                              event_key=f"t{n}-{i}")
+                    shared = store.set_stable(NS, PATH, version, actor="t", reason="",
+                                              event_key=f"shared-{i}")
+                    with lock:
+                        outcomes.extend([unique, shared])
+            except BaseException as error:  # surfaced below, in the test's thread
+                errors.append(error)
+
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert errors == []
+        assert outcomes.count(True) == threads * per_thread + per_thread
+        assert stores[1].revision() == 1 + threads * per_thread + per_thread
+        assert len(stores[1].history(NS, PATH, limit=10_000)) == threads * per_thread + per_thread
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_concurrent_lock_acquisition_has_one_winner(database_url: str) -> None:
+    stores = [Store(database_url) for _ in range(3)]
+    try:
+        version = put(stores[0], 1)
+        winners: list[str] = []
+        losers: list[str] = []
+        barrier = threading.Barrier(6)
+
+        def contend(n: int) -> None:
+            barrier.wait()
+            try:
+                stores[n % 3].acquire_lock(NS, PATH, workflow_id=f"w{n}", run_id=f"r{n}", version=version)
+                winners.append(f"r{n}")
+            except Exception as error:  # LockHeldError expected for every loser
+                losers.append(type(error).__name__)
+
+        workers = [threading.Thread(target=contend, args=(n,)) for n in range(6)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        assert len(winners) == 1 and losers == ["LockHeldError"] * 5
+        lock = stores[2].get_lock(NS, PATH)
+        assert lock is not None and lock.run_id == winners[0]
+    finally:
+        for store in stores:
+            store.close()
