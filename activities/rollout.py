@@ -126,19 +126,19 @@ class RolloutActivities:
         try:
             await asyncio.to_thread(acquire)
         except LockHeldError as held:
-            if await self._is_running(held.holder):
+            holder = held.holder
+            if await self._is_running(holder):
                 raise ApplicationError(str(held), type=ROLLOUT_RUNNING_ERROR, non_retryable=True) from None
             # The holder ended without cleanup (terminated, say): reclaim its lock, atomically.
-            activity.logger.warning("reclaiming the lock of %s/%s from ended run %s", namespace, path,
-                                    held.holder.run_id)
-            await asyncio.to_thread(acquire, held.holder.run_id)
+            activity.logger.warning("reclaiming the lock of %s/%s from ended run %s", namespace, path, holder.run_id)
+            await asyncio.to_thread(acquire, holder.run_id)
             await asyncio.to_thread(
                 lambda: self._store.record_event(
                     namespace,
                     path,
                     action="lock.reclaimed",
                     actor="workflow",
-                    reason=f"the holder {held.holder.workflow_id} (run {held.holder.run_id}) is no longer running",
+                    reason=f"the holder {holder.workflow_id} (run {holder.run_id}) is no longer running",
                     version=version,
                     workflow_id=input.workflow_id,
                     event_key=f"{input.run_id}:reclaim",

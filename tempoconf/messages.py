@@ -33,7 +33,8 @@ __all__ = [
 
 @dataclass
 class PrepareInput:
-    request: dict[str, Any]
+    request: Any
+    """The raw JSON as the user typed it (validated by the activity, so any shape is accepted)."""
     workflow_id: str
     run_id: str
 

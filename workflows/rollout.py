@@ -282,7 +282,7 @@ class ConfigRollout:
                         timeout=timeout,
                         timeout_summary=summary,
                     )
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             renewal = self._next_lease_renewal()
             if renewal is not None and workflow.now() >= renewal:

@@ -1,0 +1,94 @@
+"""Rollout activities run twice (as after a crash and retry) write everything once."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.rollout import RolloutActivities
+from tempoconf.messages import (
+    PrepareInput,
+    PromoteInput,
+    PublishStageInput,
+    RecordTransitionsInput,
+    RevertInput,
+)
+from tempoconf.progress import Transition
+from tempoconf.store.store import Store
+
+PATH = "myproject/server_config"
+REQUEST = {
+    "path": PATH,
+    "value": {"is_debug": False, "max_connections": 2000},
+    "stages": [{"channel": "canary"}, {"percentile": 10}],
+    "author": "alice@example.com",
+}
+
+
+async def test_each_activity_run_twice_writes_once(store: Store) -> None:
+    activities = RolloutActivities(store)
+    env = ActivityEnvironment()
+    prepare = PrepareInput(request=REQUEST, workflow_id="wf-1", run_id="run-1")
+
+    plan = await env.run(activities.prepare_rollout, prepare)
+    again = await env.run(activities.prepare_rollout, prepare)
+    assert plan == again
+    assert len(store.list_versions("default", PATH)) == 1
+    assert store.get_lock("default", PATH).run_id == "run-1"
+
+    publish = PublishStageInput(plan=plan, stage=plan.stages[0], workflow_id="wf-1", run_id="run-1")
+    await env.run(activities.publish_stage, publish)
+    revision = store.revision()
+    await env.run(activities.publish_stage, publish)
+    assert store.revision() == revision
+    snapshot = store.load_snapshot("default", PATH)
+    assert [stage.name for stage in snapshot.stages] == ["channel:canary"]
+
+    transition = Transition(at="2026-01-01T00:00:00+00:00", from_state="publishing", to_state="holding",
+                            by="workflow", reason="hold")
+    record = RecordTransitionsInput(namespace="default", path=PATH, workflow_id="wf-1", run_id="run-1",
+                                    version=plan.version, transitions=[transition], sequences=[1])
+    await env.run(activities.record_transition, record)
+    await env.run(activities.record_transition, record)
+
+    promote = PromoteInput(plan=plan, workflow_id="wf-1", run_id="run-1", actor="workflow", reason="passed")
+    await env.run(activities.promote_version, promote)
+    await env.run(activities.promote_version, promote)
+    assert store.get_stable("default", PATH).version == plan.version
+
+    actions = [entry.action for entry in store.history("default", PATH)]
+    assert actions.count("rollout.started") == 1
+    assert actions.count("stage.published") == 1
+    assert actions.count("rollout.holding") == 1
+    assert actions.count("rollout.promoted") == 1
+    versions = store.list_versions("default", PATH)
+    assert len(versions[0].stable_since) == 1
+    assert store.get_lock("default", PATH) is None
+
+
+async def test_revert_twice_and_from_a_rollout_that_published_nothing(store: Store) -> None:
+    activities = RolloutActivities(store)
+    env = ActivityEnvironment()
+    await env.run(activities.prepare_rollout, PrepareInput(request=REQUEST, workflow_id="wf-2", run_id="run-2"))
+    revert = RevertInput(namespace="default", path=PATH, workflow_id="wf-2", run_id="run-2", outcome="halted",
+                         actor="oncall", reason="bad idea")
+    await env.run(activities.revert_rollout, revert)
+    await env.run(activities.revert_rollout, revert)
+    assert [e.action for e in store.history("default", PATH)].count("rollout.halted") == 1
+    assert store.get_lock("default", PATH) is None
+    assert store.get_rollout("default", PATH) is None
+
+
+async def test_prepare_refuses_bad_input_before_writing_anything(store: Store) -> None:
+    activities = RolloutActivities(store)
+    bad = dict(REQUEST, stages=[{"percentile": 250}, {}])
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(
+            activities.prepare_rollout, PrepareInput(request=bad, workflow_id="wf-3", run_id="run-3")
+        )
+    assert refused.value.non_retryable
+    assert "/stages/0/percentile" in refused.value.message
+    assert "/stages/1" in refused.value.message
+    assert store.list_versions("default", PATH) == []
+    assert store.get_lock("default", PATH) is None
