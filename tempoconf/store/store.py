@@ -76,7 +76,7 @@ _SQLITE_BUSY_TIMEOUT_MS = 5000
 
 
 class LockError(RuntimeError):
-    """The caller's run does not hold the config's rollout lock (base of the two cases below)."""
+    """Base of the lock errors."""
 
 
 class LockHeldError(LockError):
@@ -90,15 +90,19 @@ class LockHeldError(LockError):
         )
 
 
-class LockLostError(LockError):
-    """The run no longer holds the config's lock and nobody does (it was released or taken over)."""
+class LockLostError(LockHeldError):
+    """The run no longer holds the config's lock and nobody does (released, or taken over and then
+    released). A LockHeldError, so callers that treat a lost lock as fatal catch both; `holder` is
+    None here (only here)."""
 
     def __init__(self, namespace: str, path: str, run_id: str) -> None:
+        self.holder = None  # type: ignore[assignment]
         self.namespace = namespace
         self.path = path
         self.run_id = run_id
-        super().__init__(
-            f"run {run_id} does not hold the rollout lock of config {namespace}/{path} (it is free)"
+        LockError.__init__(
+            self,
+            f"run {run_id} no longer holds the rollout lock of config {namespace}/{path} (nobody does)",
         )
 
 
@@ -276,7 +280,8 @@ class Store:
                 return holder
             if replace_run_id is None or holder.run_id != replace_run_id:
                 raise LockHeldError(holder)
-            # Compare-and-set: the takeover wins only if the dead run still holds the lock.
+            # Compare-and-set (the row is also locked FOR UPDATE above): not audited here, the
+            # caller knows why the old run is dead and records `lock.reclaimed` with its own key.
             taken = conn.execute(
                 update(_LOCK)
                 .where(*_config(_LOCK, namespace, path), _LOCK.c.run_id == replace_run_id)
@@ -284,16 +289,9 @@ class Store:
             ).rowcount
             if not taken:
                 current = _get_lock(conn, namespace, path)
-                if current is None:
-                    raise LockLostError(namespace, path, replace_run_id)
-                raise LockHeldError(current)
-            _audit(
-                conn, namespace, path, at=now, action="lock.reclaimed", actor=workflow_id,
-                reason=f"run {replace_run_id} of workflow {holder.workflow_id!r} is no longer running",
-                version=version, workflow_id=workflow_id,
-                details={"previous_workflow_id": holder.workflow_id, "previous_run_id": holder.run_id,
-                         "run_id": run_id},
-            )
+                if current is not None:
+                    raise LockHeldError(current)
+                conn.execute(insert(_LOCK).values(**mine))
             return _lock_record(mine)
 
     def get_lock(self, namespace: str, path: str) -> LockRecord | None:
@@ -340,7 +338,7 @@ class Store:
         stage_index and state `stage.published`, audit `stage.published`, bump revision.
         Raises LockHeldError when run_id no longer holds the lock (nothing is written).
 
-        (LockLostError, also a LockError, when nobody holds it.) If begin_rollout was skipped, the
+        (LockLostError, a LockHeldError, when nobody holds it.) If begin_rollout was skipped, the
         rollout row is created here from the lock."""
         expires_at = _aware(stage.expires_at, "expires_at")
         now = self.now()
@@ -433,7 +431,7 @@ class Store:
         """In one transaction: stable := version, clear this run's rollout and stages, release the
         lock, audit `rollout.promoted`. Idempotent by event_key.
 
-        Requires run_id to hold the lock (LockHeldError / LockLostError otherwise, nothing
+        Requires run_id to hold the lock (LockHeldError otherwise, LockLostError when free; nothing
         written), so a stale run can never overwrite stable after a newer run took over."""
         now = self.now()
         with self._write() as conn:
