@@ -14,7 +14,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from cli._common import die, run_until_signal, settings_from_args, workflow_ui_url
 from cli.devstack import DevStack, DevStackError
-from cli.fleet import UNSERVED, Fleet
+from cli.fleet import UNSERVED, FleetProcess
 from tempoconf.canonical import version_id
 from tempoconf.durations import parse_duration
 from tempoconf.request import parse_rollout_request
@@ -27,6 +27,7 @@ DEMO_NAMESPACE = "default"
 DEMO_PATH = "myproject/server_config"
 DEMO_ACTOR = "tempoconf-demo"
 PROGRESS_INTERVAL_SECONDS = 0.5
+SETTLE_SECONDS = 15.0
 
 
 def load_example(name: str) -> Any:
@@ -90,15 +91,15 @@ async def run_demo(
         return 1
 
     print(f"3. start a fleet of {clients} simulated clients polling {stack.api_url}")
-    async with Fleet(stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients) as fleet:
+    async with FleetProcess(
+        stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients
+    ) as fleet:
         if not await fleet.wait_all_served():
-            errors = {client.last_error for client in fleet.clients if client.last_error}
             print(
-                f"   only {fleet.served()} of {clients} clients were served; errors: {sorted(errors)[:3]}"
+                f"   only {fleet.served()} of {clients} clients were served; errors: {fleet.errors()}"
             )
             return 1
-        canaries = sum(1 for client in fleet.clients if client.channel == "canary")
-        print(f"   every client runs the stable version; {canaries} are on channel canary")
+        print(f"   every client runs the stable version; {fleet.canaries} are on channel canary")
 
         new_version = version_id(request["value"])
         stages = " → ".join(stage.display_name for stage in parse_rollout_request(request).stages)
@@ -181,7 +182,7 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
 
 
 async def _watch(
-    handle: WorkflowHandle[Any, Any], fleet: Fleet, *, stable: str, new: str
+    handle: WorkflowHandle[Any, Any], fleet: FleetProcess, *, stable: str, new: str
 ) -> dict[str, Any] | None:
     """Print a line whenever the fleet's versions or the workflow's stage change; return the result."""
     result_task: asyncio.Task[Any] = asyncio.ensure_future(handle.result())
@@ -198,11 +199,18 @@ async def _watch(
             if done:
                 break
             await asyncio.wait({result_task}, timeout=PROGRESS_INTERVAL_SECONDS)
-        # One more look after the end, so the last line shows the fleet back on stable or promoted.
-        await asyncio.sleep(fleet.interval * 2.5)
-        line = _progress_line(await _query_status(handle), fleet.counts(), stable=stable, new=new)
-        if line != last_line:
-            print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
+        # Keep watching for a while after the end, until the whole fleet runs one version again.
+        progress = await _query_status(handle)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            counts = fleet.counts()
+            line = _progress_line(progress, counts, stable=stable, new=new)
+            if line != last_line:
+                print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
+                last_line = line
+            if len(counts) == 1:
+                break
+            await asyncio.sleep(PROGRESS_INTERVAL_SECONDS)
         try:
             return dict(result_task.result())
         except WorkflowFailureError as error:

@@ -3,20 +3,28 @@
 Every client polls `GET /v1/configs/{path}` about every `interval` seconds with `If-None-Match`,
 remembers the version and stage it was served, and posts a health report for that version now and
 then. About `canary_share` of the clients are on channel `canary`; ids are `host-0001`, ...
+
+`Fleet` runs the clients in the caller's event loop. `FleetProcess` runs the same fleet in a child
+process (`python -m cli.fleet`) that streams its counts back: a few hundred clients polling twice
+a second take a CPU core of HTTP work, which would otherwise starve the API and worker sharing
+the demo's loop.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import json
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from types import TracebackType
 
 import httpx
 
-__all__ = ["Fleet", "SimulatedClient"]
+__all__ = ["Fleet", "FleetProcess", "SimulatedClient"]
 
 UNSERVED = ("-", "-")
 """The (version, stage) of a client that has no answer yet."""
@@ -49,6 +57,7 @@ class Fleet:
         report_interval: float = 3.0,
         seed: int = 7,
     ) -> None:
+        self.size = size
         self.api_url = api_url.rstrip("/")
         self.path = path
         self.namespace = namespace
@@ -104,6 +113,13 @@ class Fleet:
 
     def served(self) -> int:
         return sum(1 for client in self.clients if client.version)
+
+    @property
+    def canaries(self) -> int:
+        return sum(1 for client in self.clients if client.channel == "canary")
+
+    def errors(self) -> list[str]:
+        return sorted({client.last_error for client in self.clients if client.last_error})
 
     async def wait_all_served(self, timeout: float = 15.0) -> bool:
         """True once every client has been served a value, False after `timeout`."""
@@ -167,3 +183,132 @@ class Fleet:
             response = await self._http.post("/v1/reports", json=report)
             if response.status_code in (404, 405):
                 self._reports_supported = False  # an API without the reports endpoint: stop trying
+
+
+class FleetProcess:
+    """`Fleet` in a child process, with the same reading interface (`counts`, `served`, ...)."""
+
+    def __init__(
+        self,
+        api_url: str,
+        path: str,
+        *,
+        namespace: str = "default",
+        size: int = 200,
+        interval: float = 0.5,
+        canary_share: float = 0.05,
+    ) -> None:
+        self.size = size
+        self.interval = interval
+        self._arguments = [
+            sys.executable, "-m", "cli.fleet",
+            "--api-url", api_url,
+            "--path", path,
+            "--namespace", namespace,
+            "--clients", str(size),
+            "--interval", str(interval),
+            "--canary-share", str(canary_share),
+        ]  # fmt: skip
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._snapshot: dict[str, object] = {"counts": [], "served": 0, "canaries": 0, "errors": []}
+
+    async def __aenter__(self) -> FleetProcess:
+        self._process = await asyncio.create_subprocess_exec(
+            *self._arguments, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 5)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+    async def _read(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        async for line in self._process.stdout:
+            with contextlib.suppress(ValueError):
+                self._snapshot = json.loads(line)
+
+    def counts(self) -> Counter[tuple[str, str]]:
+        return Counter(
+            {(str(version), str(stage)): int(n) for version, stage, n in self._snapshot["counts"]}
+        )  # type: ignore[attr-defined]
+
+    def served(self) -> int:
+        return int(self._snapshot["served"])  # type: ignore[call-overload]
+
+    @property
+    def canaries(self) -> int:
+        return int(self._snapshot["canaries"])  # type: ignore[call-overload]
+
+    def errors(self) -> list[str]:
+        return list(self._snapshot["errors"])  # type: ignore[call-overload]
+
+    async def wait_all_served(self, timeout: float = 15.0) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.served() < self.size:
+            if self._process is None or self._process.returncode is not None:
+                return False
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
+
+
+async def _run_child(args: argparse.Namespace) -> None:
+    """The child side of FleetProcess: run a Fleet, print its counts as JSON lines until stdin closes."""
+    fleet = Fleet(
+        args.api_url,
+        args.path,
+        namespace=args.namespace,
+        size=args.clients,
+        interval=args.interval,
+        canary_share=args.canary_share,
+    )
+    loop = asyncio.get_running_loop()
+    # The parent holds our stdin: EOF means it is gone, and so should we be.
+    stdin_closed = loop.run_in_executor(None, sys.stdin.buffer.read)
+    async with fleet:
+        while not stdin_closed.done():
+            snapshot = {
+                "counts": [[version, stage, n] for (version, stage), n in fleet.counts().items()],
+                "served": fleet.served(),
+                "canaries": fleet.canaries,
+                "errors": fleet.errors()[:3],
+            }
+            sys.stdout.write(json.dumps(snapshot) + "\n")
+            sys.stdout.flush()
+            await asyncio.wait({stdin_closed}, timeout=0.25)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m cli.fleet", description="a simulated fleet (for FleetProcess)"
+    )
+    parser.add_argument("--api-url", required=True)
+    parser.add_argument("--path", required=True)
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--canary-share", type=float, default=0.05)
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        asyncio.run(_run_child(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

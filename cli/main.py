@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -221,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = error.exit_code
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
     return int(code)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,7 +73,7 @@ def start_command(args: argparse.Namespace) -> int:
         request, problems = request_problems(raw, store)
         if problems or request is None:
             print_problems(problems, what=f"rollout request {args.file} refused")
-            print("nothing was started.")
+            print("nothing was started.", file=sys.stderr)
             return 2
         lock = store.get_lock(request.namespace, request.path)
     return asyncio.run(_start(settings, args, raw, request, lock))

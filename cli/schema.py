@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from cli._common import actor, die, open_store, print_problems, read_json_file, settings_from_args
 from tempoconf.paths import namespace_problem, path_problem
@@ -25,7 +26,7 @@ def set_command(args: argparse.Namespace) -> int:
     problems = schema_problems(schema)
     if problems:
         print_problems(problems, what=f"schema {args.file} refused")
-        print("nothing was registered.")
+        print("nothing was registered.", file=sys.stderr)
         return 2
     settings = settings_from_args(args)
     name = f"{args.namespace}/{args.path}"
