@@ -229,18 +229,22 @@ class RolloutActivities:
 
     @activity.defn(name=PROMOTE_ACTIVITY)
     async def promote_version(self, input: PromoteInput) -> None:
-        await asyncio.to_thread(
-            lambda: self._store.promote(
-                input.plan.namespace,
-                input.plan.path,
-                run_id=input.run_id,
-                workflow_id=input.workflow_id,
-                version=input.plan.version,
-                actor=input.actor,
-                reason=input.reason,
-                event_key=f"{input.run_id}:promote",
+        try:
+            await asyncio.to_thread(
+                lambda: self._store.promote(
+                    input.plan.namespace,
+                    input.plan.path,
+                    run_id=input.run_id,
+                    workflow_id=input.workflow_id,
+                    version=input.plan.version,
+                    actor=input.actor,
+                    reason=input.reason,
+                    event_key=f"{input.run_id}:promote",
+                )
             )
-        )
+        except LockHeldError as error:
+            # Another run owns the config now: promoting would overwrite its work. Retrying can't help.
+            raise ApplicationError(f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True) from None
 
     @activity.defn(name=REVERT_ACTIVITY)
     async def revert_rollout(self, input: RevertInput) -> None:
