@@ -12,13 +12,14 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
-
-from temporalio.client import Client
 
 from tempoconf.problems import Problem
 from tempoconf.settings import Settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 __all__ = [
     "CommandError",
@@ -97,6 +98,8 @@ def print_problems(problems: list[Problem], *, what: str) -> None:
 
 
 async def connect_temporal(settings: Settings) -> Client:
+    from temporalio.client import Client
+
     address = settings.resolved_temporal_address
     try:
         return await Client.connect(address, namespace=settings.temporal_namespace)

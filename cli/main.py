@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -74,8 +76,6 @@ def _config_namespace(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cli import components, demo, get, rollout, schema
-
     connection = _connection_flags()
     parser = argparse.ArgumentParser(
         prog="tempoconf", description="Staged configuration rollouts on Temporal."
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dev", help="Temporal dev server, worker and API on this machine; Ctrl-C stops all three"
     )
     _stack_flags(dev)
-    dev.set_defaults(handler=components.dev_command)
+    dev.set_defaults(handler="components.dev_command")
 
     demo_parser = commands.add_parser(
         "demo", help="the dev stack, a simulated fleet and the example rollout with live progress"
@@ -103,18 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument(
         "--cooldown", default="5s", help="hold time of every demo stage (default 5s)"
     )
-    demo_parser.set_defaults(handler=demo.demo_command)
+    demo_parser.set_defaults(handler="demo.demo_command")
 
     worker = commands.add_parser(
         "worker", parents=[connection], help="run the rollout worker (real deployment)"
     )
-    worker.set_defaults(handler=components.worker_command)
+    worker.set_defaults(handler="components.worker_command")
 
     api = commands.add_parser(
         "api", parents=[connection], help="run the distribution API (real deployment)"
     )
     api.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
-    api.set_defaults(handler=components.api_command)
+    api.set_defaults(handler="components.api_command")
 
     schema_parser = commands.add_parser("schema", help="the JSON Schema of a config")
     schema_commands = schema_parser.add_subparsers(
@@ -131,13 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema_set.add_argument("--reason", default="", help="why, for the audit log")
     _config_namespace(schema_set)
-    schema_set.set_defaults(handler=schema.set_command)
+    schema_set.set_defaults(handler="schema.set_command")
     schema_get = schema_commands.add_parser(
         "get", parents=[connection], help="print a config's JSON Schema"
     )
     schema_get.add_argument("path", metavar="PATH")
     _config_namespace(schema_get)
-    schema_get.set_defaults(handler=schema.get_command)
+    schema_get.set_defaults(handler="schema.get_command")
 
     rollout_parser = commands.add_parser("rollout", help="start, watch and steer rollouts")
     rollout_commands = rollout_parser.add_subparsers(
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--id", dest="workflow_id", help="workflow id (default rollout:{namespace}/{path})"
     )
-    start.set_defaults(handler=rollout.start_command)
+    start.set_defaults(handler="rollout.start_command")
 
     status = rollout_commands.add_parser(
         "status", parents=[connection], help="progress as the workflow reports it"
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
     )
     _config_namespace(status)
-    status.set_defaults(handler=rollout.status_command)
+    status.set_defaults(handler="rollout.status_command")
 
     for name in UPDATE_NAMES:
         update = rollout_commands.add_parser(name, parents=[connection], help=_UPDATE_HELP[name])
@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
         )
         _config_namespace(update)
-        update.set_defaults(handler=rollout.update_command, update_name=name)
+        update.set_defaults(handler="rollout.update_command", update_name=name)
 
     get_parser = commands.add_parser(
         "get", parents=[connection], help="the value the API serves to a client"
@@ -200,14 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--stable", action="store_true", help="the stable value, whatever the stages say"
     )
     _config_namespace(get_parser)
-    get_parser.set_defaults(handler=get.get_command)
+    get_parser.set_defaults(handler="get.get_command")
 
     versions = commands.add_parser(
         "versions", parents=[connection], help="the versions of a config, newest first"
     )
     versions.add_argument("path", metavar="PATH")
     _config_namespace(versions)
-    versions.set_defaults(handler=schema.versions_command)
+    versions.set_defaults(handler="schema.versions_command")
     return parser
 
 
@@ -216,7 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.handler(args)
+        module, function = args.handler.rsplit(".", 1)
+        # Imported on use: `tempoconf --help` should not pay for temporalio, sqlalchemy and uvicorn.
+        code = getattr(importlib.import_module(f"cli.{module}"), function)(args)
     except CommandError as error:
         print(f"tempoconf: {error}", file=sys.stderr)
         code = error.exit_code
@@ -226,6 +228,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Output piped into `head` and the like: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
+    if argv is None and "temporalio.bridge" in sys.modules:
+        # As a process of its own: skip interpreter teardown, during which the Temporal client's
+        # native threads can abort the process (sdk-python#300, "PyGILState_Release ... finalizing").
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError):
+                stream.flush()
+        os._exit(int(code))
     return int(code)
 
 

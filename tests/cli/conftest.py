@@ -1,0 +1,179 @@
+"""Run `tempoconf` as a user does: the console script in a subprocess, on free ports and tmp dirs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+TEMPOCONF = Path(sys.executable).parent / "tempoconf"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+STARTUP_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 30.0
+# Settings the caller's shell may carry; a test must decide them itself.
+_SETTINGS_VARIABLES = (
+    "TEMPORAL_ADDRESS",
+    "TEMPORAL_NAMESPACE",
+    "TEMPOCONF_DATA_DIR",
+    "TEMPOCONF_DATABASE_URL",
+    "TEMPOCONF_API_URL",
+    "TEMPOCONF_ADMIN_TOKEN",
+    "TEMPOCONF_CLIENT_TOKEN",
+    "TEMPOCONF_TASK_QUEUE",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cli_env(**variables: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in _SETTINGS_VARIABLES}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(variables)
+    return env
+
+
+def run_cli(
+    *args: str | Path, env: dict[str, str], cwd: Path, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """`tempoconf ARGS...`; the result has rc, stdout and stderr (text)."""
+    return subprocess.run(
+        [str(TEMPOCONF), *map(str, args)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def unique_path(name: str) -> str:
+    return f"clitest/{name}-{uuid.uuid4().hex[:8]}"
+
+
+def processes_with(fragment: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains `fragment`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if fragment in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_output(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float) -> str:
+    """Wait until `text` shows in the process's output file; fail with the output if it dies first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output = log.read_text(errors="replace") if log.exists() else ""
+        if text in output:
+            return output
+        if process.poll() is not None:
+            pytest.fail(f"tempoconf exited with {process.returncode} before {text!r}:\n{output}")
+        time.sleep(0.1)
+    pytest.fail(f"{text!r} not printed within {timeout}s:\n{log.read_text(errors='replace')}")
+
+
+@dataclass
+class RunningDev:
+    """A `tempoconf dev` subprocess and the environment that points the CLI at it."""
+
+    process: subprocess.Popen[bytes]
+    workdir: Path
+    data_dir: Path
+    output: Path
+    temporal_address: str
+    api_url: str
+    ui_port: int
+    env: dict[str, str]
+
+    def cli(self, *args: str | Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return run_cli(*args, env=self.env, cwd=self.workdir, timeout=timeout)
+
+    def stop(self) -> int:
+        """SIGINT, as Ctrl-C; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"tempoconf dev did not stop within {STOP_TIMEOUT_SECONDS}s of SIGINT")
+
+
+def start_dev(workdir: Path) -> RunningDev:
+    temporal_port, ui_port, api_port = free_port(), free_port(), free_port()
+    data_dir = workdir / "state"
+    output = workdir / "dev.out"
+    env = cli_env()
+    with open(output, "wb") as sink:
+        process = subprocess.Popen(
+            [
+                str(TEMPOCONF),
+                "dev",
+                "--data-dir",
+                str(data_dir),
+                "--temporal-port",
+                str(temporal_port),
+                "--ui-port",
+                str(ui_port),
+                "--api-port",
+                str(api_port),
+            ],  # fmt: skip
+            cwd=workdir,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    dev = RunningDev(
+        process=process,
+        workdir=workdir,
+        data_dir=data_dir,
+        output=output,
+        temporal_address=f"127.0.0.1:{temporal_port}",
+        api_url=f"http://127.0.0.1:{api_port}",
+        ui_port=ui_port,
+        env=cli_env(
+            TEMPORAL_ADDRESS=f"127.0.0.1:{temporal_port}",
+            TEMPOCONF_API_URL=f"http://127.0.0.1:{api_port}",
+            TEMPOCONF_DATA_DIR=str(data_dir),
+        ),
+    )
+    try:
+        wait_for_output(output, "tempoconf dev stack is up", process, STARTUP_TIMEOUT_SECONDS)
+    except BaseException:
+        dev.stop()
+        raise
+    return dev
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDev]:
+    """One `tempoconf dev` for a test module (each test uses its own config paths)."""
+    running = start_dev(tmp_path_factory.mktemp("dev"))
+    try:
+        assert httpx.get(f"{running.api_url}/healthz", timeout=5).status_code == 200
+        yield running
+    finally:
+        running.stop()

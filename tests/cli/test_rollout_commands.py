@@ -1,0 +1,228 @@
+"""`tempoconf rollout ...`, `schema`, `get` and `versions` against a live `tempoconf dev`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tempoconf.canonical import version_id
+from tests.cli.conftest import EXAMPLES, TEMPOCONF, RunningDev, unique_path
+
+pytestmark = pytest.mark.timeout(180)
+
+STABLE = {"is_debug": False, "max_connections": 1000}
+NEW = {"is_debug": False, "max_connections": 3000}
+
+
+def _write(dev: RunningDev, name: str, request: dict[str, Any]) -> Path:
+    path = dev.workdir / name
+    path.write_text(json.dumps(request))
+    return path
+
+
+def _config(dev: RunningDev, name: str) -> str:
+    """A fresh config with the example schema and STABLE as its stable value."""
+    path = unique_path(name)
+    registered = dev.cli("schema", "set", path, EXAMPLES / "server_config.schema.json")
+    assert registered.returncode == 0, registered.stderr
+    started = dev.cli(
+        "rollout",
+        "start",
+        _write(dev, f"{name}-stable.json", {"path": path, "value": STABLE}),
+        "--wait",
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "outcome: promoted" in started.stdout
+    return path
+
+
+def _status(dev: RunningDev, path: str) -> dict[str, Any]:
+    result = dev.cli("rollout", "status", path, "--json")
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def _wait_for_state(
+    dev: RunningDev, path: str, *states: str, timeout: float = 30.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = _status(dev, path)
+        if status["state"] in states:
+            return status
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"rollout of {path} not in {states} within {timeout}s: {status['state']} ({status['phase']})"
+            )
+        time.sleep(0.3)
+
+
+def _served(dev: RunningDev, path: str, *args: str) -> dict[str, Any]:
+    result = dev.cli("get", path, "--client", "host-cli-test", *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_stable_rollout_then_get_and_versions(dev: RunningDev) -> None:
+    path = _config(dev, "stable")
+
+    served = _served(dev, path)
+    assert served["version"] == version_id(STABLE)
+    assert served["stage"] == "stable"
+    assert served["value"] == STABLE
+    assert (
+        _served(dev, path, "--stable", "--channel", "canary", "--label", "region=eu")["value"]
+        == STABLE
+    )
+
+    missing = dev.cli("get", unique_path("missing"))
+    assert missing.returncode == 1
+    assert "error: 404 Not Found from GET" in missing.stdout
+    assert "unknown config" in missing.stdout
+
+    versions = dev.cli("versions", path)
+    assert versions.returncode == 0
+    assert versions.stdout.splitlines()[0].startswith("VERSION")
+    assert f"{version_id(STABLE)}   " in versions.stdout and "yes" in versions.stdout
+
+
+def test_manual_rollout_steered_from_the_cli(dev: RunningDev) -> None:
+    path = _config(dev, "manual")
+    request = {
+        "path": path,
+        "value": NEW,
+        "stages": [
+            {"channel": "canary", "name": "canaries", "cooldown": "120s"},
+            {"percentile": 25, "manual": True, "cooldown": "1s"},
+            {"percentile": 100, "cooldown": "1s"},
+        ],
+        "message": "steered from the CLI",
+    }
+    workflow_id = f"rollout:default/{path}"
+
+    started = dev.cli(
+        "rollout", "start", _write(dev, "manual.json", request), "--ui-port", str(dev.ui_port)
+    )
+
+    assert started.returncode == 0, started.stderr
+    assert f"started the rollout of default/{path} to version {version_id(NEW)}" in started.stdout
+    assert "stages       canaries → 25% → 100%" in started.stdout
+    assert f"workflow id  {workflow_id}" in started.stdout
+    assert (
+        f"Web UI       http://127.0.0.1:{dev.ui_port}/namespaces/default/workflows/{quote(workflow_id, safe='')}/"
+        in started.stdout
+    )
+    assert f"tempoconf rollout halt {path} --reason" in started.stdout
+    assert f"tempoconf rollout bypass {path} --reason" in started.stdout
+
+    again = dev.cli("rollout", "start", _write(dev, "manual.json", request))
+    assert again.returncode == 1
+    assert f"already has a running rollout: workflow '{workflow_id}'" in again.stderr
+
+    _wait_for_state(dev, path, "holding")
+    view = dev.cli("rollout", "status", path)
+    assert view.returncode == 0, view.stderr
+    for text in [
+        f"rollout of default/{path}  (workflow {workflow_id}, Running)",
+        "state      holding: Holding stage canaries until",
+        f"version    {version_id(NEW)}",
+        "stage      1/3 canaries",
+        "paused     no",
+        "canaries",
+        "live",
+        "pending",
+        "preparing → publishing [canaries]",
+    ]:
+        assert text in view.stdout, f"{text!r} missing from:\n{view.stdout}"
+    assert _served(dev, path, "--channel", "canary")["stage"] == "canaries"
+    assert _served(dev, path)["version"] == version_id(STABLE)
+
+    refused = dev.cli("rollout", "approve", path)
+    assert refused.returncode == 1
+    assert f"approve refused by the rollout '{workflow_id}': cannot approve" in refused.stdout
+
+    paused = dev.cli("rollout", "pause", path, "--reason", "lunch")
+    assert paused.returncode == 0, paused.stdout + paused.stderr
+    assert "pause: accepted" in paused.stdout and "Paused at canaries: lunch" in paused.stdout
+    assert "paused     yes: lunch" in dev.cli("rollout", "status", path).stdout
+    resumed = dev.cli("rollout", "resume", path)
+    assert resumed.returncode == 0 and "resume: accepted" in resumed.stdout
+
+    advanced = dev.cli("rollout", "advance", path, "--reason", "canaries look fine")
+    assert advanced.returncode == 0, advanced.stdout + advanced.stderr
+    waiting = _wait_for_state(dev, path, "awaiting_approval")
+    assert waiting["stage_name"] == "25%"
+
+    approved = dev.cli("rollout", "approve", path, "--reason", "looks good")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert "approve: accepted" in approved.stdout
+    final = _wait_for_state(dev, path, "promoted")
+    assert final["outcome"] == "promoted"
+    assert _served(dev, path)["value"] == NEW
+    view = dev.cli("rollout", "status", path)
+    assert "Completed" in view.stdout and "outcome    promoted" in view.stdout
+
+
+def test_halt_puts_everyone_back_on_stable(dev: RunningDev) -> None:
+    path = _config(dev, "halt")
+    request = {"path": path, "value": NEW, "stages": [{"channel": "canary", "cooldown": "120s"}]}
+    assert dev.cli("rollout", "start", _write(dev, "halt.json", request)).returncode == 0
+    _wait_for_state(dev, path, "holding")
+    assert _served(dev, path, "--channel", "canary")["version"] == version_id(NEW)
+
+    halted = dev.cli("rollout", "halt", path, "--reason", "error rate on the canary")
+
+    assert halted.returncode == 0, halted.stdout + halted.stderr
+    assert f"halt: accepted by rollout:default/{path}" in halted.stdout
+    final = _wait_for_state(dev, path, "halted")
+    assert final["reason"] == "error rate on the canary"
+    assert _served(dev, path, "--channel", "canary")["version"] == version_id(STABLE)
+    view = dev.cli("rollout", "status", path)
+    assert "state      halted: Halted, back on stable: error rate on the canary" in view.stdout
+    assert "outcome    halted: error rate on the canary" in view.stdout
+
+    late = dev.cli("rollout", "halt", path)
+    assert late.returncode == 1
+    assert f"no running rollout of default/{path}" in late.stderr
+
+
+def test_start_wait_prints_the_outcome_of_a_bypass(dev: RunningDev) -> None:
+    path = _config(dev, "bypass")
+    request = {"path": path, "value": NEW, "stages": [{"channel": "canary", "cooldown": "120s"}]}
+    waiting = subprocess.Popen(
+        [str(TEMPOCONF), "rollout", "start", str(_write(dev, "bypass.json", request)), "--wait"],
+        env=dev.env,
+        cwd=dev.workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_state(dev, path, "holding")
+        bypassed = dev.cli("rollout", "bypass", path, "--reason", "hotfix")
+        assert bypassed.returncode == 0, bypassed.stdout + bypassed.stderr
+        stdout, stderr = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 0, stdout + stderr
+    assert "waiting for the result..." in stdout
+    assert "outcome: bypassed" in stdout
+    assert f"version: {version_id(NEW)}" in stdout
+    assert _served(dev, path)["value"] == NEW
+
+
+def test_status_of_a_config_without_rollouts(dev: RunningDev) -> None:
+    path = unique_path("never")
+    result = dev.cli("rollout", "status", path)
+    assert result.returncode == 1
+    assert (
+        f"no rollout of default/{path} found (workflow id 'rollout:default/{path}')"
+        in result.stderr
+    )
