@@ -181,7 +181,7 @@ class Fleet:
         }
         with contextlib.suppress(httpx.HTTPError):
             response = await self._http.post("/v1/reports", json=report)
-            if response.status_code in (404, 405):
+            if response.status_code == 405 or "no such route" in response.text:
                 self._reports_supported = False  # an API without the reports endpoint: stop trying
 
 
