@@ -13,7 +13,7 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from cli._common import die, run_until_signal, settings_from_args, workflow_ui_url
-from cli.devstack import DevStack, DevStackError
+from cli.devstack import DevStack, DevStackError, tempoconf_command
 from cli.fleet import UNSERVED, FleetProcess
 from tempoconf.canonical import version_id
 from tempoconf.durations import parse_duration
@@ -128,15 +128,16 @@ async def run_demo(
     code = 0 if outcome in ("promoted", "bypassed") else 1
     if exit_after_rollout:
         return code
+    tempoconf = tempoconf_command()
     print(
         "\nThe stack stays up until Ctrl-C. Next, in another terminal:\n"
+        f"  {stack.shell_exports()}\n"
         f"  open {stack.ui_url}/namespaces/{stack.settings.temporal_namespace}/workflows\n"
-        f"  tempoconf get {DEMO_PATH} --api-url {stack.api_url} --client host-0001 --channel canary\n"
-        f"  tempoconf rollout start examples/rollout-manual.json --temporal-address {stack.temporal_address} "
-        f"--data-dir {stack.settings.data_dir}\n"
-        f"  tempoconf rollout status {DEMO_PATH} --temporal-address {stack.temporal_address} --data-dir {stack.settings.data_dir}\n"
-        f"  tempoconf rollout approve {DEMO_PATH} --temporal-address {stack.temporal_address} --data-dir {stack.settings.data_dir}\n"
-        f"  tempoconf rollout start examples/rollout-bad.json --data-dir {stack.settings.data_dir}   (every problem, nothing started)",
+        f"  {tempoconf} get {DEMO_PATH} --client host-0001 --channel canary\n"
+        f"  {tempoconf} rollout start examples/rollout-manual.json --ui-port {stack.settings.ui_port}\n"
+        f"  {tempoconf} rollout status {DEMO_PATH}\n"
+        f"  {tempoconf} rollout approve {DEMO_PATH} --reason 'looks good'   (when it waits for approval)\n"
+        f"  {tempoconf} rollout start examples/rollout-bad.json   (every problem listed, nothing started)",
         flush=True,
     )
     await stack.wait()

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from temporalio.common import SearchAttributeIndexedValueType
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 
-__all__ = ["DevStack", "DevStackError", "free_port", "temporal_command"]
+__all__ = ["DevStack", "DevStackError", "free_port", "temporal_command", "tempoconf_command"]
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 API_READY_TIMEOUT_SECONDS = 30.0
@@ -71,9 +72,20 @@ def _port_in_use(host: str, port: int) -> str | None:
 
 def temporal_command() -> str:
     """How to type the `temporal` CLI: bare when the venv's bin is on PATH, else its full path."""
-    binary = temporal_cli_path()
-    on_path = str(binary.parent) in os.environ.get("PATH", "").split(os.pathsep)
-    return "temporal" if on_path else str(binary)
+    return _as_typed(temporal_cli_path())
+
+
+def tempoconf_command() -> str:
+    """How to type `tempoconf` (e.g. `.venv/bin/tempoconf` after `make run`, venv not activated)."""
+    return _as_typed(Path(sysconfig.get_path("scripts")) / "tempoconf")
+
+
+def _as_typed(binary: Path) -> str:
+    if str(binary.parent) in os.environ.get("PATH", "").split(os.pathsep):
+        return binary.name
+    with contextlib.suppress(ValueError):
+        return str(binary.relative_to(Path.cwd()))
+    return str(binary)
 
 
 def _die_with_parent() -> None:
@@ -169,10 +181,19 @@ class DevStack:
                 f"  {temporal_command()} workflow start --address {self.temporal_address} "
                 f"--type {WORKFLOW_TYPE} --task-queue {self.settings.task_queue} "
                 f"--workflow-id '{workflow_id}' --input '{example}'",
-                "or with tempoconf:  tempoconf rollout start examples/rollout.json",
+                "or with tempoconf, in another shell:",
+                f"  {self.shell_exports()}",
+                f"  {tempoconf_command()} rollout start examples/rollout.json",
                 "",
                 "Ctrl-C stops the server, the worker and the API.",
             ]
+        )
+
+    def shell_exports(self) -> str:
+        """The environment that points `tempoconf` and `temporal` in another shell at this stack."""
+        return (
+            f"export TEMPORAL_ADDRESS={self.temporal_address} TEMPOCONF_API_URL={self.api_url} "
+            f"TEMPOCONF_DATA_DIR={self.settings.data_dir.resolve()}"
         )
 
     async def wait(self) -> None:

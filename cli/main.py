@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -215,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tempoconf` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Warnings and errors of the worker, the API and the SDK reach the terminal; routine logs do not.
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         module, function = args.handler.rsplit(".", 1)
         # Imported on use: `tempoconf --help` should not pay for temporalio, sqlalchemy and uvicorn.
