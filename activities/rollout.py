@@ -17,7 +17,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.canonical import version_id
 from tempoconf.messages import (
-    CHECK_HEALTH_ACTIVITY,
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,
@@ -26,7 +25,6 @@ from tempoconf.messages import (
     RENEW_LEASES_ACTIVITY,
     REVERT_ACTIVITY,
     ROLLOUT_RUNNING_ERROR,
-    CheckHealthInput,
     PrepareInput,
     PromoteInput,
     PublishStageInput,
@@ -38,7 +36,6 @@ from tempoconf.messages import (
 )
 from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.progress import HealthReport
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import PublishedStage, VersionRecord
 from tempoconf.schema_validation import value_problems
@@ -68,7 +65,6 @@ class RolloutActivities:
             self.prepare_rollout,
             self.publish_stage,
             self.renew_leases,
-            self.check_stage_health,
             self.record_transition,
             self.promote_version,
             self.revert_rollout,
@@ -194,19 +190,6 @@ class RolloutActivities:
             lambda: self._store.renew_leases(input.namespace, input.path, run_id=input.run_id, leases=leases)
         )
         return RenewLeasesResult(expires_at={lease.index: lease.expires_at.isoformat() for lease in leases})
-
-    @activity.defn(name=CHECK_HEALTH_ACTIVITY)
-    async def check_stage_health(self, input: CheckHealthInput) -> HealthReport:
-        # The hook where health checks judge the stage's cohort; none are evaluated yet.
-        checks = input.stage.health
-        summary = (
-            "no health checks configured"
-            if not checks
-            else f"{len(checks)} health check(s) configured but not evaluated by this version of tempoconf"
-        )
-        return HealthReport(
-            healthy=True, summary=summary, checked_at=datetime.now(UTC).isoformat(), stage=input.stage.name
-        )
 
     @activity.defn(name=RECORD_TRANSITION_ACTIVITY)
     async def record_transition(self, input: RecordTransitionsInput) -> None:

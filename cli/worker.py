@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.health import HealthCheckActivities
 from activities.rollout import RolloutActivities
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
@@ -53,7 +54,7 @@ def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
         client,
         task_queue=task_queue,
         workflows=[ConfigRollout],
-        activities=RolloutActivities(store).activities(),
+        activities=[*RolloutActivities(store).activities(), *HealthCheckActivities(store).activities()],
     )
 
 

@@ -74,6 +74,8 @@ class CheckHealthInput:
     stage: PlannedStage
     final: bool
     """True at the end of the hold (the no-data policy decides), False for a check during it."""
+    check_indices: list[int] | None = None
+    """Which of the stage's checks to run; None: all of them."""
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_STATES",
+    "CheckResult",
     "FINAL_STATES",
     "HealthReport",
     "OperatorCommand",
@@ -85,12 +86,25 @@ class Transition:
 
 
 @dataclass
+class CheckResult:
+    """One health check's verdict: healthy, unhealthy or no_data, with the figures it judged."""
+
+    index: int
+    name: str
+    kind: str
+    verdict: str
+    summary: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class HealthReport:
     healthy: bool
     summary: str
     checked_at: str
     stage: str | None = None
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    final: bool = True
 
 
 @dataclass

@@ -6,7 +6,6 @@ that lists every problem with its JSON pointer, so a user fixes them all in one 
 
 from __future__ import annotations
 
-import string
 from datetime import timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -27,6 +26,7 @@ from tempoconf.canonical import canonical_json
 from tempoconf.durations import parse_duration
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
+from tempoconf.promql import template_problems
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -70,6 +70,8 @@ class _CheckBase(_Strict):
     on_no_data: Literal["pass", "fail"] = "fail"
     """What the check concludes at the end of the hold when its source has no data."""
     name: str | None = Field(default=None, max_length=200)
+    attempts: int = Field(default=3, ge=1, le=20)
+    """Tries against an unreachable source before the check counts as failed."""
 
     @field_validator("interval")
     @classmethod
@@ -96,9 +98,6 @@ class ReportsCheckSpec(_CheckBase):
         return self
 
 
-_PROMQL_PLACEHOLDERS = {"path", "namespace", "version", "stage"}
-
-
 class PrometheusCheckSpec(_CheckBase):
     """A PromQL query against a Prometheus HTTP API, judged against `max` and/or `min`."""
 
@@ -119,15 +118,9 @@ class PrometheusCheckSpec(_CheckBase):
     @field_validator("query")
     @classmethod
     def _known_placeholders(cls, value: str) -> str:
-        try:
-            names = {field for _, field, _, _ in string.Formatter().parse(value) if field is not None}
-        except ValueError as error:
-            raise ValueError(f"query is not a valid template ({error}); write literal braces as {{{{ }}}}") from None
-        unknown = names - _PROMQL_PLACEHOLDERS
-        if unknown:
-            raise ValueError(
-                f"query uses unknown placeholder(s) {sorted(unknown)}; known: {sorted(_PROMQL_PLACEHOLDERS)}"
-            )
+        problems = template_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from tempoconf.health import HEALTHY, UNHEALTHY
     from tempoconf.messages import (
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.progress import (
         FINAL_STATES,
+        CheckResult,
         HealthReport,
         OperatorCommand,
         Outcome,
@@ -78,10 +80,22 @@ PREPARE_RETRY = RetryPolicy(
 REVERT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=15)
 )
-HEALTH_CHECK_TIMEOUT = timedelta(minutes=2)
+# A check's own retries happen inside the activity; the activity is retried only for worker loss.
+HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+DEFAULT_RECHECK_SECONDS = 30.0
 # Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
 LEASE_RENEWAL_FRACTION = 0.5
 SYSTEM_ACTOR = "workflow"
+
+
+def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
+    """Long enough for the slowest check's every attempt (checks of one call run concurrently)."""
+    slowest = max(
+        float(stage.health[index].get("timeout") or 30.0) * int(stage.health[index].get("attempts") or 3)
+        + 2.0 * int(stage.health[index].get("attempts") or 3)
+        for index in indices
+    )
+    return timedelta(seconds=slowest + 15.0)
 
 
 class _StopRollout(Exception):
@@ -111,6 +125,7 @@ class ConfigRollout:
         self._advance_requested = False
         self._approved = False
         self._wakeup = False
+        self._failures: dict[int, int] = {}
         # Lease bookkeeping: stage index → lease length (s), and when leases were last renewed.
         self._leases: dict[int, float] = {}
         self._leases_renewed_at: datetime | None = None
@@ -186,7 +201,7 @@ class ConfigRollout:
                 return True
             await self._publish(plan, stage)
             self._raise_if_halted()
-            await self._hold(stage)
+            await self._hold(plan, stage)
             if self._bypass:
                 return True
             await self._check_health(plan, stage)
@@ -220,35 +235,119 @@ class ConfigRollout:
         progress_stage.expires_at = result.expires_at
         self._progress.stage_started_at = self._now_iso()
 
-    async def _hold(self, stage: PlannedStage) -> None:
+    async def _hold(self, plan: RolloutPlan, stage: PlannedStage) -> None:
+        """Hold the stage for its cooldown; checks with an `interval` run during it and fail fast."""
         self._advance_requested = False
-        deadline = workflow.now() + timedelta(seconds=stage.cooldown_seconds)
+        self._failures = {index: 0 for index in range(len(stage.health))}
+        started = workflow.now()
+        deadline = started + timedelta(seconds=stage.cooldown_seconds)
         self._progress.hold_deadline = deadline.isoformat()
         self._progress.stages[stage.index].hold_deadline = self._progress.hold_deadline
         self._transition(
             RolloutState.HOLDING, SYSTEM_ACTOR, f"holding {stage.name} for {stage.cooldown_seconds:g}s"
         )
-        await self._wait_until(
-            lambda: self._advance_requested or self._bypass is not None,
-            deadline=deadline,
-            summary=f"hold {stage.name} ({stage.cooldown_seconds:g}s cooldown)",
-        )
+        due = {
+            index: started + timedelta(seconds=float(check.get("initial_delay") or 0))
+            for index, check in enumerate(stage.health)
+            if check.get("interval")
+        }
+
+        def hold_cut_short() -> bool:
+            return self._advance_requested or self._bypass is not None
+
+        while True:
+            next_check = min(due.values(), default=None)
+            until = deadline if next_check is None or next_check >= deadline else next_check
+            summary = f"hold {stage.name} ({stage.cooldown_seconds:g}s cooldown)"
+            if next_check is not None and next_check < deadline:
+                summary += ", next health check"
+            await self._wait_until(hold_cut_short, deadline=until, summary=summary)
+            now = workflow.now()
+            if hold_cut_short() or now >= deadline:
+                break
+            ready = sorted(index for index, at in due.items() if at <= now)
+            if ready:
+                await self._run_checks(plan, stage, ready, final=False)
+                for index in ready:
+                    due[index] = now + timedelta(seconds=float(stage.health[index]["interval"]))
         self._progress.hold_deadline = None
 
     async def _check_health(self, plan: RolloutPlan, stage: PlannedStage) -> None:
+        """The end-of-hold verdict: every check must pass (no data: its `on_no_data` decides).
+
+        A check that fails fewer than `failure_limit` times in a row is looked at again after its
+        interval, so one bad sample does not revert a rollout that asked for tolerance.
+        """
+        if not stage.health:
+            self._progress.last_health = HealthReport(
+                healthy=True, summary="no health checks configured", checked_at=self._now_iso(), stage=stage.name
+            )
+            return
         self._transition(RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}")
-        report = await workflow.execute_activity(
-            CHECK_HEALTH_ACTIVITY,
-            CheckHealthInput(plan=plan, stage=stage, final=True),
-            result_type=HealthReport,
-            start_to_close_timeout=HEALTH_CHECK_TIMEOUT,
-            retry_policy=STORE_RETRY,
-            summary=f"check the health of {stage.name}",
-        )
+        pending = list(range(len(stage.health)))
+        while True:
+            report = await self._run_checks(plan, stage, pending, final=True)
+            if self._bypass is not None:
+                return
+            pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
+            if not pending:
+                return
+            recheck = min(float(stage.health[index].get("interval") or DEFAULT_RECHECK_SECONDS) for index in pending)
+            await self._wait_until(
+                lambda: self._bypass is not None,
+                deadline=workflow.now() + timedelta(seconds=recheck),
+                summary=f"re-check {len(pending)} failing health check(s) of {stage.name}",
+            )
+            if self._bypass is not None:
+                return
+
+    async def _run_checks(
+        self, plan: RolloutPlan, stage: PlannedStage, indices: list[int], *, final: bool
+    ) -> HealthReport:
+        """Run some of the stage's checks; revert once a check has failed `failure_limit` times in a row."""
+        try:
+            report = await workflow.execute_activity(
+                CHECK_HEALTH_ACTIVITY,
+                CheckHealthInput(plan=plan, stage=stage, final=final, check_indices=indices),
+                result_type=HealthReport,
+                start_to_close_timeout=_health_check_timeout(stage, indices),
+                retry_policy=HEALTH_CHECK_RETRY,
+                summary=f"{'final' if final else 'interval'} health check of {stage.name} ({len(indices)} check(s))",
+            )
+        except ActivityError as error:
+            # The checks could not even run (worker lost, say) past their retries: that is a failure.
+            reason = f"health checks could not run: {error.cause or error}"
+            report = HealthReport(
+                healthy=False,
+                summary=reason,
+                checked_at=self._now_iso(),
+                stage=stage.name,
+                checks=[
+                    CheckResult(index=index, name=f"check #{index + 1}", kind="?", verdict=UNHEALTHY, summary=reason)
+                    for index in indices
+                ],
+                final=final,
+            )
         self._progress.last_health = report
+        self._refresh_view()
         self._raise_if_halted()
-        if not report.healthy and not self._bypass:
-            raise _StopRollout(Outcome.REVERTED, f"stage {stage.name} is unhealthy: {report.summary}", SYSTEM_ACTOR)
+        if self._bypass is not None:
+            return report
+        tripped = []
+        for result in report.checks:
+            if result.verdict == UNHEALTHY:
+                self._failures[result.index] = self._failures.get(result.index, 0) + 1
+                limit = int(stage.health[result.index].get("failure_limit") or 1)
+                if self._failures[result.index] >= limit:
+                    count = f" ({self._failures[result.index]} failures in a row)" if limit > 1 else ""
+                    tripped.append(f"{result.name}: {result.summary}{count}")
+            elif result.verdict == HEALTHY:
+                self._failures[result.index] = 0
+        if tripped:
+            raise _StopRollout(
+                Outcome.REVERTED, f"stage {stage.name} is unhealthy: " + "; ".join(tripped), SYSTEM_ACTOR
+            )
+        return report
 
     async def _await_approval(self, stage: PlannedStage) -> None:
         self._approved = False

@@ -43,7 +43,7 @@ DESIGN_EXAMPLE = json.loads(
 )
 
 MINIMAL: dict[str, Any] = {"path": "myproject/server_config", "value": {"max_connections": 10}}
-PROMETHEUS = {"kind": "prometheus", "url": "http://prom:9090", "query": "up{{job='x'}}", "max": 1}
+PROMETHEUS = {"kind": "prometheus", "url": "http://prom:9090", "query": "up{job='x'}", "max": 1}
 
 
 def problems_of(raw: Any) -> list[Problem]:
@@ -118,7 +118,7 @@ def test_check_kinds_parse_to_their_specs() -> None:
                 {"kind": "reports", "max_baseline_factor": 2},
                 {
                     **PROMETHEUS,
-                    "query": "sum(rate(errors{{path='{path}',version='{version}'}}[5m]))",
+                    "query": "sum(rate(errors{path='{path}',version='{version}'}[5m]))",
                 },
                 {"kind": "http", "url": "https://judge.example/ok", "interval": "30s"},
             ],
@@ -131,7 +131,7 @@ def test_check_kinds_parse_to_their_specs() -> None:
 
 
 def test_prometheus_query_may_use_every_placeholder() -> None:
-    query = "x{{p='{path}',n='{namespace}',v='{version}',s='{stage}'}}"
+    query = "x{p='{path}',n='{namespace}',v='{version}',s='{stage}'}"
     request = parse_rollout_request({**MINIMAL, "health": [{**PROMETHEUS, "query": query}]})
     assert request.health[0].query == query
 
@@ -225,14 +225,19 @@ def test_prometheus_query_may_use_every_placeholder() -> None:
             "unknown placeholder",
         ),
         (
-            {**MINIMAL, "health": [{**PROMETHEUS, "query": "up{job='x'}"}]},
+            {**MINIMAL, "health": [{**PROMETHEUS, "query": "up{job='x'} {flavour}"}]},
             "/health/0/query",
             "unknown placeholder",
         ),
         (
             {**MINIMAL, "health": [{**PROMETHEUS, "query": "up{"}]},
             "/health/0/query",
-            "not a valid template",
+            "unclosed '{'",
+        ),
+        (
+            {**MINIMAL, "health": [{**PROMETHEUS, "query": "rate(up[5m]))"}]},
+            "/health/0/query",
+            "unmatched ')'",
         ),
         ({**MINIMAL, "health": [{**PROMETHEUS, "url": "prom:9090"}]}, "/health/0/url", "http://"),
         (

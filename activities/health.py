@@ -1,0 +1,186 @@
+"""Health checks of a stage's cohort: client reports in the store, Prometheus, or an HTTP judge.
+
+A source that cannot be reached is retried (the check's `attempts`); past that budget the check
+counts as failed, with the reason. The activity itself never fails for a check's sake, so a
+check never leaves the workflow stuck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+from temporalio import activity
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from tempoconf.health import (
+    UNHEALTHY,
+    apply_no_data_policy,
+    check_display_name,
+    judge_reports,
+    judge_samples,
+    parse_check,
+    summarize,
+)
+from tempoconf.messages import CHECK_HEALTH_ACTIVITY, CheckHealthInput
+from tempoconf.progress import CheckResult, HealthReport
+from tempoconf.promql import render_promql
+from tempoconf.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.store.store import Store
+
+__all__ = ["HealthCheckActivities", "SourceUnreachableError"]
+
+
+class SourceUnreachableError(Exception):
+    """The check's source did not answer (connection refused, timeout, 5xx from Prometheus)."""
+
+
+class _Verdict(Exception):
+    """A definite answer that retrying cannot change (e.g. PromQL rejected by the server)."""
+
+
+def _retrying(attempts: int) -> AsyncRetrying:
+    return AsyncRetrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=0.2, max=2.0),
+        retry=retry_if_exception_type(SourceUnreachableError),
+        reraise=True,
+    )
+
+
+class HealthCheckActivities:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def activities(self) -> list[object]:
+        return [self.check_stage_health]
+
+    @activity.defn(name=CHECK_HEALTH_ACTIVITY)
+    async def check_stage_health(self, input: CheckHealthInput) -> HealthReport:
+        indices = input.check_indices if input.check_indices is not None else range(len(input.stage.health))
+        results = await asyncio.gather(*(self._run_check(input, index) for index in indices))
+        healthy, summary = summarize(results)
+        return HealthReport(
+            healthy=healthy,
+            summary=summary,
+            checked_at=datetime.now(UTC).isoformat(),
+            stage=input.stage.name,
+            checks=list(results),
+            final=input.final,
+        )
+
+    async def _run_check(self, input: CheckHealthInput, index: int) -> CheckResult:
+        raw = input.stage.health[index]
+        name = check_display_name(raw, index)
+        kind = str(raw.get("kind"))
+        try:
+            spec = parse_check(raw)
+        except ValidationError as error:
+            return CheckResult(index, name, kind, UNHEALTHY, f"invalid check definition: {error}")
+        try:
+            async for attempt in _retrying(spec.attempts):
+                with attempt:
+                    verdict, summary, figures = await self._evaluate(input, spec)
+        except SourceUnreachableError as error:
+            verdict, summary, figures = (
+                UNHEALTHY,
+                f"source unreachable after {spec.attempts} attempt(s): {error}",
+                {"attempts": spec.attempts},
+            )
+        except _Verdict as verdict_error:
+            verdict, summary, figures = UNHEALTHY, str(verdict_error), {}
+        result = CheckResult(index=index, name=name, kind=kind, verdict=verdict, summary=summary, figures=figures)
+        return apply_no_data_policy(result, spec.on_no_data, final=input.final)
+
+    async def _evaluate(
+        self, input: CheckHealthInput, spec: ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec
+    ) -> tuple[str, str, dict[str, Any]]:
+        if isinstance(spec, ReportsCheckSpec):
+            return await self._reports(input, spec)
+        if isinstance(spec, PrometheusCheckSpec):
+            return await self._prometheus(input, spec)
+        return await self._http(spec)
+
+    async def _reports(self, input: CheckHealthInput, spec: ReportsCheckSpec) -> tuple[str, str, dict[str, Any]]:
+        plan = input.plan
+        since = datetime.now(UTC) - spec.window
+        try:
+            cohort = await asyncio.to_thread(
+                lambda: self._store.report_stats(plan.namespace, plan.path, plan.version, since=since)
+            )
+            baseline = None
+            if spec.max_baseline_factor is not None:
+                baseline = await asyncio.to_thread(
+                    lambda: self._store.report_stats(
+                        plan.namespace, plan.path, plan.version, since=since, exclude_version=True
+                    )
+                )
+        except Exception as error:  # the store is the source here: any failure to read it is "unreachable"
+            raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
+        return judge_reports(spec, cohort, baseline)
+
+    async def _prometheus(
+        self, input: CheckHealthInput, spec: PrometheusCheckSpec
+    ) -> tuple[str, str, dict[str, Any]]:
+        plan = input.plan
+        query = render_promql(
+            spec.query,
+            {"path": plan.path, "namespace": plan.namespace, "version": plan.version, "stage": input.stage.name},
+        )
+        url = spec.url.rstrip("/") + "/api/v1/query"
+        try:
+            async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
+                response = await http.get(url, params={"query": query})
+        except httpx.HTTPError as error:
+            raise SourceUnreachableError(f"{url}: {type(error).__name__}: {error}") from error
+        if response.status_code >= 500:
+            raise SourceUnreachableError(f"{url} answered {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise SourceUnreachableError(f"{url} answered {response.status_code} with no JSON") from None
+        if body.get("status") != "success":
+            raise _Verdict(f"Prometheus rejected the query {query!r}: {body.get('error', body)}")
+        samples = _samples(body.get("data", {}))
+        verdict, summary, figures = judge_samples(spec, samples)
+        figures["query"] = query
+        return verdict, summary, figures
+
+    async def _http(self, spec: HttpCheckSpec) -> tuple[str, str, dict[str, Any]]:
+        try:
+            async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
+                response = await http.get(spec.url)
+        except httpx.TimeoutException as error:
+            raise SourceUnreachableError(
+                f"{spec.url} did not answer within {spec.timeout.total_seconds():g}s ({type(error).__name__})"
+            ) from error
+        except httpx.HTTPError as error:
+            raise SourceUnreachableError(f"{spec.url}: {type(error).__name__}: {error}") from error
+        figures = {"status": response.status_code}
+        if 200 <= response.status_code < 300:
+            return "healthy", f"{spec.url} answered {response.status_code}", figures
+        return UNHEALTHY, f"{spec.url} answered {response.status_code}: {response.text[:200]}", figures
+
+
+def _samples(data: dict[str, Any]) -> list[float]:
+    """Values of an instant query's result: vector, scalar, or the last point of each matrix series."""
+    result_type = data.get("resultType")
+    result = data.get("result")
+    if result_type == "scalar" and isinstance(result, list):
+        return [_number(result[1])]
+    if result_type == "vector" and isinstance(result, list):
+        return [_number(sample["value"][1]) for sample in result]
+    if result_type == "matrix" and isinstance(result, list):
+        return [_number(series["values"][-1][1]) for series in result if series.get("values")]
+    return []
+
+
+def _number(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
