@@ -1,0 +1,59 @@
+"""`tempoconf.client`: read a config as the distribution API serves it to this host.
+
+Depends on httpx and prometheus-client only (it runs on fleet hosts). Blocking::
+
+    from tempoconf.client import ConfigClient
+
+    client = ConfigClient("http://tempoconf:8080", "myproject/server_config",
+                          cache_dir="/var/cache/tempoconf")
+    config = client.get()                  # API, else the last good value on disk
+    client.subscribe(lambda value: apply(value.value))
+    client.start()                         # long-polls in a thread; client.close() ends it
+    client.report(ok=980, failed=3)
+
+asyncio: `AsyncConfigClient`, same arguments; `await client.get()`, and
+`async with client:` runs the watch task.
+
+Behaviour (DESIGN.md, Client SDK and agent): long-poll with ETag (304 keeps the value), one
+request in flight per config, exponential backoff with full jitter on errors; the last good value
+is written atomically to `cache_dir` and served at start and while the API is unreachable, with
+`source == "cache"` and its `age_seconds`; the hold rule (a staged value is kept until its
+`expires_at` against another staged version; a move back to stable applies at once).
+
+Metrics: `tempoconf_agent_config_version{config_path, stage, version, commit, author}` is 1 for the
+value in use, the previous series removed. Each client has a private CollectorRegistry unless
+given one, so clients never collide. To expose it::
+
+    prometheus_client.start_http_server(9464, addr="127.0.0.1", registry=client.registry)
+
+or pass `registry=prometheus_client.REGISTRY` to every client to share the process's default
+registry (one series per config path).
+"""
+
+from __future__ import annotations
+
+from tempoconf.client._async import AsyncConfigClient
+from tempoconf.client._cache import write_file_atomically
+from tempoconf.client._metrics import METRIC_NAME
+from tempoconf.client._model import (
+    STABLE,
+    ConfigClientError,
+    ConfigRequestError,
+    ConfigResponseError,
+    ConfigUnavailableError,
+    ConfigValue,
+)
+from tempoconf.client._sync import ConfigClient
+
+__all__ = [
+    "METRIC_NAME",
+    "STABLE",
+    "AsyncConfigClient",
+    "ConfigClient",
+    "ConfigClientError",
+    "ConfigRequestError",
+    "ConfigResponseError",
+    "ConfigUnavailableError",
+    "ConfigValue",
+    "write_file_atomically",
+]

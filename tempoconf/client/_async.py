@@ -1,0 +1,228 @@
+"""`AsyncConfigClient`, and the watch loop both flavours run (the sync one in its own thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from tempoconf.client._common import build_state
+from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
+from tempoconf.client._model import ConfigClientError, ConfigValue
+
+__all__ = ["AsyncConfigClient", "fetch_async", "watch_loop"]
+
+logger = logging.getLogger("tempoconf.client")
+
+AsyncCallback = Callable[[ConfigValue], Awaitable[None] | None]
+
+
+async def fetch_async(
+    state: WatchState, http: httpx.AsyncClient, *, long_poll: bool
+) -> ConfigValue | None:
+    """One GET; returns the new value in use when it changed. Raises ConfigClientError."""
+    request = state.config_request(long_poll=long_poll)
+    started = state.monotonic()
+    try:
+        response = await http.get(
+            request.url,
+            params=request.params,
+            headers=request.headers,
+            timeout=httpx.Timeout(state.options.timeout, read=request.read_timeout),
+        )
+    except httpx.HTTPError as exc:
+        raise state.on_transport_error(exc) from exc
+    return state.on_response(
+        request, response.status_code, response.headers, response.content, started=started
+    )
+
+
+async def watch_loop(
+    state: WatchState,
+    http: httpx.AsyncClient,
+    deliver: Callable[[ConfigValue], Awaitable[None]],
+    *,
+    attempted: Callable[[], None] = lambda: None,
+) -> None:
+    """Poll until cancelled: deliver the value in use first (if any), then every change.
+
+    One request at a time (this loop is the only one polling while it runs). Failures are logged
+    by `state` and retried after its backoff; nothing but cancellation ends the loop.
+    """
+    initial = state.current()
+    if initial is not None:
+        await deliver(initial)
+    while True:
+        changed = state.tick()
+        if changed is not None:
+            await deliver(changed)
+        delay = state.delay()
+        if delay > 0:
+            await asyncio.sleep(delay)
+            continue
+        try:
+            changed = await fetch_async(state, http, long_poll=True)
+        except ConfigClientError:
+            changed = None  # recorded and logged by `state`; the next try waits out its backoff
+        finally:
+            attempted()
+        if changed is not None:
+            await deliver(changed)
+
+
+class AsyncConfigClient:
+    """One config for one client identity, for asyncio programs.
+
+    `await get()` reads once; `async with client:` (or `start()` / `aclose()`) runs a watch task
+    that long-polls and calls every subscriber on change. Same arguments as `ConfigClient`.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        path: str,
+        *,
+        namespace: str = "default",
+        client_id: str | None = None,
+        channel: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        token: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        long_poll_seconds: float = 30.0,
+        poll_interval: float = 5.0,
+        min_interval: float = 0.5,
+        timeout: float = 10.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self._state = build_state(
+            api_url, path, namespace=namespace, client_id=client_id, channel=channel,
+            labels=labels, token=token, cache_dir=cache_dir,
+            long_poll_seconds=long_poll_seconds, poll_interval=poll_interval,
+            min_interval=min_interval, timeout=timeout, backoff_base=backoff_base,
+            backoff_cap=backoff_cap, registry=registry,
+        )
+        self._http = httpx.AsyncClient(timeout=timeout)
+        self._callbacks: list[AsyncCallback] = []
+        self._task: asyncio.Task[None] | None = None
+        self._request_lock = asyncio.Lock()
+        self._attempted = asyncio.Event()
+
+    # -- reading -------------------------------------------------------------------------------
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry holding `tempoconf_agent_config_version` (see the package docstring)."""
+        return self._state._gauge.registry
+
+    @property
+    def last_error(self) -> ConfigClientError | None:
+        """The error of the last failed request; None once one succeeds."""
+        return self._state.last_error
+
+    @property
+    def current(self) -> ConfigValue | None:
+        """The value in use now (no request), or None before any is known."""
+        return self._state.current()
+
+    @property
+    def pending(self) -> ConfigValue | None:
+        """The value the API serves that the hold rule keeps back, if any."""
+        return self._state.pending
+
+    async def get(self) -> ConfigValue:
+        """The value to use: from the API, else the last good value (`source == "cache"`).
+
+        While watching, the watch task keeps it current, so this makes no request of its own.
+        Raises ConfigRequestError (4xx), ConfigUnavailableError (unreachable) or
+        ConfigResponseError only when there is no last good value to fall back on.
+        """
+        if self.watching:
+            if self._state.current() is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._attempted.wait(), self._state.options.timeout)
+            return self._state.fallback()
+        async with self._request_lock:
+            changed = self._state.tick()
+            try:
+                changed = await fetch_async(self._state, self._http, long_poll=False) or changed
+            except ConfigClientError:
+                pass  # recorded by the state; fallback() serves the cache or raises the error
+        if changed is not None:
+            await self._deliver(changed)
+        return self._state.fallback()
+
+    # -- watching ------------------------------------------------------------------------------
+    def subscribe(self, callback: AsyncCallback) -> Callable[[], None]:
+        """Call `callback(value)` (a function or a coroutine function) with the value in use when
+        watching starts and on every version change; returns a function that unsubscribes."""
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback)
+
+    @property
+    def watching(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start the watch task (idempotent); needs a running event loop."""
+        if self.watching:
+            return
+        self._task = asyncio.get_running_loop().create_task(
+            watch_loop(self._state, self._http, self._deliver, attempted=self._attempted.set),
+            name=f"tempoconf-watch:{self._state.options.path}",
+        )
+
+    async def stop(self) -> None:
+        """Stop the watch task (idempotent); an in-flight long-poll is abandoned."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def aclose(self) -> None:
+        """Stop watching, close the HTTP connections, remove this client's gauge series."""
+        await self.stop()
+        await self._http.aclose()
+        self._state.close()
+
+    async def __aenter__(self) -> AsyncConfigClient:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- reporting -----------------------------------------------------------------------------
+    async def report(self, ok: int, failed: int, error: str | None = None) -> None:
+        """POST a health report for the version in use: counts of ok and failed operations
+        since the last report. Raises ConfigRequestError / ConfigUnavailableError on failure."""
+        request = self._state.report_request(ok, failed, error)
+        try:
+            response = await self._http.post(request.url, json=request.json, headers=request.headers)
+        except httpx.HTTPError as exc:
+            raise report_unreachable(request.url, exc) from exc
+        check_report_answer(request.url, response.status_code, response.content)
+
+    async def _deliver(self, value: ConfigValue) -> None:
+        for callback in list(self._callbacks):
+            try:
+                result = callback(value)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # one bad subscriber must not stop the watcher or the others
+                logger.exception("config subscriber %r failed on version %s", callback, value.version)
+

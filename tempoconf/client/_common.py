@@ -1,0 +1,61 @@
+"""Construction both flavours share: options, cache, gauge and backoff from keyword arguments."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from tempoconf.client._backoff import Backoff
+from tempoconf.client._cache import DiskCache, identity_key
+from tempoconf.client._core import ClientOptions, WatchState
+from tempoconf.client._metrics import VersionGauge
+
+__all__ = ["build_state"]
+
+
+def build_state(
+    api_url: str,
+    path: str,
+    *,
+    namespace: str,
+    client_id: str | None,
+    channel: str | None,
+    labels: Mapping[str, str] | None,
+    token: str | None,
+    cache_dir: str | os.PathLike[str] | None,
+    long_poll_seconds: float,
+    poll_interval: float,
+    min_interval: float,
+    timeout: float,
+    backoff_base: float,
+    backoff_cap: float,
+    registry: CollectorRegistry | None,
+) -> WatchState:
+    options = ClientOptions(
+        api_url=api_url,
+        path=path,
+        namespace=namespace,
+        client_id=socket.gethostname() if client_id is None else client_id,
+        channel=channel or None,
+        labels=dict(labels or {}),
+        token=token or None,
+        long_poll_seconds=long_poll_seconds,
+        poll_interval=poll_interval,
+        min_interval=min_interval,
+        timeout=timeout,
+    )
+    cache = None
+    if cache_dir is not None:
+        identity = identity_key(
+            namespace, path, options.client_id, options.channel, options.labels
+        )
+        cache = DiskCache(Path(cache_dir), identity)
+    # A private registry by default: two clients in one process must not collide in the global one.
+    gauge = VersionGauge(registry if registry is not None else CollectorRegistry())
+    return WatchState(
+        options, cache=cache, gauge=gauge, backoff=Backoff(base=backoff_base, cap=backoff_cap)
+    )

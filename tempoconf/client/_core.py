@@ -1,0 +1,417 @@
+"""The logic both flavours share, free of I/O: what to request, what an answer means, which value
+is in use (hold rule), when to ask next (long-poll, minimum interval, backoff), cache and gauge.
+
+The sync and asyncio clients only move bytes between this and httpx. Every method is safe to call
+from several threads (the sync client's watcher runs in its own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from tempoconf.client._backoff import Backoff
+from tempoconf.client._cache import DiskCache
+from tempoconf.client._hold import decide
+from tempoconf.client._metrics import VersionGauge
+from tempoconf.client._model import (
+    ConfigClientError,
+    ConfigRequestError,
+    ConfigResponseError,
+    ConfigUnavailableError,
+    ConfigValue,
+)
+
+__all__ = [
+    "ClientOptions",
+    "ConfigRequest",
+    "ReportRequest",
+    "WatchState",
+    "check_report_answer",
+    "report_unreachable",
+]
+
+logger = logging.getLogger("tempoconf.client")
+
+MAX_LONG_POLL_SECONDS = 60
+"""The API holds a poll at most this long."""
+_E = TypeVar("_E", bound=ConfigClientError)
+_CONFIRM_WRITE_INTERVAL = 60.0
+"""A 304 refreshes the cache file's confirmation time at most this often (not on every poll)."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Who asks for which config, and how often (see ConfigClient for each field)."""
+
+    api_url: str
+    path: str
+    namespace: str = "default"
+    client_id: str = ""
+    channel: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    token: str | None = None
+    long_poll_seconds: float = 30.0
+    poll_interval: float = 5.0
+    min_interval: float = 0.5
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.path or self.path.startswith("/"):
+            raise ValueError(f"a config path like 'myproject/server_config' is needed, not {self.path!r}")
+        if not 0 <= self.long_poll_seconds <= MAX_LONG_POLL_SECONDS:
+            raise ValueError(
+                f"long_poll_seconds must be 0 (off) to {MAX_LONG_POLL_SECONDS}, "
+                f"not {self.long_poll_seconds}"
+            )
+        if self.poll_interval <= 0 or self.min_interval <= 0 or self.timeout <= 0:
+            raise ValueError("poll_interval, min_interval and timeout must be positive")
+        for key in self.labels:
+            if not key or "=" in key:
+                raise ValueError(f"a label key must be non-empty and without '=', not {key!r}")
+
+    @property
+    def config_url(self) -> str:
+        return f"{self.api_url.rstrip('/')}/v1/configs/{self.path}"
+
+    @property
+    def reports_url(self) -> str:
+        return f"{self.api_url.rstrip('/')}/v1/reports"
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+@dataclass(frozen=True)
+class ConfigRequest:
+    url: str
+    params: list[tuple[str, str]]
+    headers: dict[str, str]
+    wait: int
+    """Long-poll seconds asked for (0: answer at once)."""
+    read_timeout: float
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    url: str
+    json: dict[str, Any]
+    headers: dict[str, str]
+
+
+class WatchState:
+    """The value in use, the value held back (if any), and the schedule of the next request."""
+
+    def __init__(
+        self,
+        options: ClientOptions,
+        *,
+        cache: DiskCache | None,
+        gauge: VersionGauge,
+        backoff: Backoff,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.options = options
+        self._cache = cache
+        self._gauge = gauge
+        self._backoff = backoff
+        self._wall = wall
+        self.monotonic = monotonic
+        self._lock = threading.RLock()
+        self._applied: ConfigValue | None = None
+        self._pending: ConfigValue | None = None
+        """What the API serves now, held back by the hold rule until `_applied.expires_at`."""
+        self._seen_etag: str | None = None
+        """The ETag of the last 200 (the pending value's when one is held), sent as If-None-Match:
+        with the applied one's, a held-back value would be answered 200 again on every poll."""
+        self._api_ok = False
+        self._next_request_at = 0.0
+        self._cache_confirmed_at = 0.0
+        self.last_error: ConfigClientError | None = None
+        """The error of the last failed request; None once one succeeds."""
+        if cache is not None:
+            cached = cache.load()
+            if cached is not None:
+                self._applied = cached
+                self._seen_etag = cached.etag
+                self._cache_confirmed_at = cached.confirmed_at
+                self._gauge.set(cached)
+
+    # -- reading -------------------------------------------------------------------------------
+    def current(self) -> ConfigValue | None:
+        """The value in use; source "cache" until the API confirms it, and while it cannot."""
+        with self._lock:
+            if self._applied is None:
+                return None
+            source = "api" if self._api_ok else "cache"
+            if self._applied.source == source:
+                return self._applied
+            return dataclasses.replace(self._applied, source=source)
+
+    @property
+    def pending(self) -> ConfigValue | None:
+        """The value the API serves that the hold rule keeps back, if any."""
+        with self._lock:
+            return self._pending
+
+    def fallback(self) -> ConfigValue:
+        """The last good value after a failed request, or the error of that request."""
+        value = self.current()
+        if value is not None:
+            return value
+        error = self.last_error
+        if isinstance(error, ConfigRequestError):
+            raise ConfigRequestError(error.status, error.message, url=error.url) from error
+        raise ConfigUnavailableError(
+            f"no value for {self.options.namespace}/{self.options.path}: "
+            f"{error or 'the API has not answered yet'}, and no cached value"
+        ) from error
+
+    # -- scheduling ----------------------------------------------------------------------------
+    def delay(self) -> float:
+        """Seconds to wait before the next request (0: now). Ends early when a hold expires, so
+        the watcher wakes to apply the held-back value on time."""
+        with self._lock:
+            delay = max(0.0, self._next_request_at - self.monotonic())
+            hold = self._seconds_until_hold_ends()
+            return delay if hold is None else max(0.0, min(delay, hold))
+
+    def config_request(self, *, long_poll: bool) -> ConfigRequest:
+        """The next GET; `long_poll=False` asks for an answer at once (`get()`)."""
+        options = self.options
+        with self._lock:
+            wait = 0
+            if long_poll and options.long_poll_seconds > 0 and self._seen_etag is not None:
+                # Without an ETag the API answers at once anyway; with a hold, wake when it ends.
+                wait = math.ceil(options.long_poll_seconds)
+                hold = self._seconds_until_hold_ends()
+                if hold is not None:
+                    wait = max(1, min(wait, math.ceil(hold)))
+            params: list[tuple[str, str]] = [
+                ("namespace", options.namespace),
+                ("client", options.client_id),
+            ]
+            if options.channel:
+                params.append(("channel", options.channel))
+            params += [("label", f"{key}={value}") for key, value in sorted(options.labels.items())]
+            if wait:
+                params.append(("wait", str(wait)))
+            headers = {"Accept": "application/json", **options.auth_headers()}
+            if self._seen_etag is not None:
+                headers["If-None-Match"] = self._seen_etag
+        return ConfigRequest(
+            url=options.config_url,
+            params=params,
+            headers=headers,
+            wait=wait,
+            read_timeout=wait + options.timeout,
+        )
+
+    # -- outcomes ------------------------------------------------------------------------------
+    def tick(self) -> ConfigValue | None:
+        """Apply the held-back value once its hold has ended; returns it when it was applied."""
+        with self._lock:
+            if self._pending is None:
+                return None
+            hold = self._seconds_until_hold_ends()
+            if hold is not None and hold > 0:
+                return None
+            pending, self._pending = self._pending, None
+            logger.info(
+                "hold on %s ended: applying version %s (stage %s)",
+                self._describe(), pending.version, pending.stage,
+            )
+            return self._apply(pending)
+
+    def on_response(
+        self,
+        request: ConfigRequest,
+        status: int,
+        headers: Mapping[str, str],
+        content: bytes,
+        *,
+        started: float,
+    ) -> ConfigValue | None:
+        """Take one answer; returns the new value in use when the version in use changed.
+
+        Raises ConfigRequestError (4xx), ConfigUnavailableError (5xx) or ConfigResponseError
+        (an answer that is not the documented JSON), after recording the failure.
+        """
+        now = self._wall()
+        with self._lock:
+            if status == 304:
+                if self._seen_etag is None:
+                    raise self._failed(ConfigResponseError("304 without a prior ETag"))
+                self._succeeded(started, changed=False)
+                self._confirm(now)
+                return None
+            if status == 200:
+                incoming = self._parse(content, headers, now)
+                self._succeeded(started, changed=True)
+                return self._receive(incoming, now)
+            message = _error_message(content)
+            if 400 <= status < 500:
+                raise self._failed(ConfigRequestError(status, message, url=request.url))
+            if status >= 500:
+                raise self._failed(
+                    ConfigUnavailableError(f"{status} from {request.url}: {message}")
+                )
+            raise self._failed(
+                ConfigResponseError(f"unexpected {status} from {request.url}: {message}")
+            )
+
+    def on_transport_error(self, exc: Exception) -> ConfigUnavailableError:
+        """Record a request that got no answer; returns the error to raise (cause: `exc`)."""
+        error = ConfigUnavailableError(
+            f"cannot reach the API at {self.options.api_url}: {type(exc).__name__}: {exc}"
+        )
+        error.__cause__ = exc
+        with self._lock:
+            return self._failed(error)
+
+    def report_request(self, ok: int, failed: int, error: str | None) -> ReportRequest:
+        """The POST /v1/reports body for the version in use."""
+        for name, count in (("ok", ok), ("failed", failed)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"{name} must be a count (an int >= 0), not {count!r}")
+        value = self.current()
+        if value is None:
+            raise ConfigUnavailableError("no value in use yet: nothing to report health about")
+        body: dict[str, Any] = {
+            "path": self.options.path,
+            "namespace": self.options.namespace,
+            "client": self.options.client_id,
+            "version": value.version,
+            "ok": ok,
+            "failed": failed,
+        }
+        if error is not None:
+            body["error"] = error
+        headers = {"Accept": "application/json", **self.options.auth_headers()}
+        return ReportRequest(url=self.options.reports_url, json=body, headers=headers)
+
+    def close(self) -> None:
+        """Remove this client's series from the gauge."""
+        self._gauge.clear()
+
+    # -- internals (called with the lock held) -------------------------------------------------
+    def _receive(self, incoming: ConfigValue, now: float) -> ConfigValue | None:
+        self._seen_etag = incoming.etag
+        current = self._applied
+        decision = decide(current, incoming, datetime.fromtimestamp(now, UTC))
+        if not decision.apply:
+            if self._pending is None or self._pending.version != incoming.version:
+                assert current is not None and decision.hold_until is not None
+                logger.info(
+                    "%s: holding version %s (stage %s) until %s against staged version %s",
+                    self._describe(), current.version, current.stage,
+                    decision.hold_until.isoformat(), incoming.version,
+                )
+            self._pending = incoming
+            return None
+        self._pending = None
+        return self._apply(incoming)
+
+    def _apply(self, value: ConfigValue) -> ConfigValue | None:
+        previous = self._applied
+        self._applied = value
+        self._gauge.set(value)
+        if self._cache is not None and self._cache.save(value):
+            self._cache_confirmed_at = value.confirmed_at
+        if previous is not None and previous.version == value.version:
+            return None
+        logger.info(
+            "%s: version %s in use (stage %s)", self._describe(), value.version, value.stage
+        )
+        return self.current()
+
+    def _confirm(self, now: float) -> None:
+        if self._pending is not None:
+            self._pending = dataclasses.replace(self._pending, confirmed_at=now)
+            return
+        if self._applied is None:
+            return
+        self._applied = dataclasses.replace(self._applied, confirmed_at=now)
+        if self._cache is not None and now - self._cache_confirmed_at >= _CONFIRM_WRITE_INTERVAL:
+            if self._cache.save(self._applied):
+                self._cache_confirmed_at = now
+
+    def _succeeded(self, started: float, *, changed: bool) -> None:
+        if self.last_error is not None:
+            logger.info("%s: the API answers again", self._describe())
+        self.last_error = None
+        self._api_ok = True
+        self._backoff.reset()
+        # A long-poll that the API held is followed at once; an answer that came back at once
+        # (long-poll off, or an API that ignores `wait`) waits out the interval: never spin.
+        interval = self.options.min_interval if changed else self.options.poll_interval
+        self._next_request_at = started + interval
+
+    def _parse(self, content: bytes, headers: Mapping[str, str], now: float) -> ConfigValue:
+        try:
+            incoming = ConfigValue.from_body(
+                json.loads(content), source="api", confirmed_at=now, etag=headers.get("etag")
+            )
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise self._failed(ConfigResponseError(f"answer is not JSON: {exc}")) from exc
+        except ConfigResponseError as exc:
+            raise self._failed(exc) from None
+        if (incoming.namespace, incoming.path) != (self.options.namespace, self.options.path):
+            raise self._failed(
+                ConfigResponseError(f"answer is for {incoming.namespace}/{incoming.path}")
+            )
+        return incoming
+
+    def _failed(self, error: _E) -> _E:
+        """Record a failed request (backoff, source "cache"); returns `error` for the caller."""
+        first = self.last_error is None
+        self.last_error = error
+        self._api_ok = False
+        delay = self._backoff.next()
+        self._next_request_at = self.monotonic() + delay
+        in_use = self._applied
+        keeping = f"keeping version {in_use.version}" if in_use else "no value yet"
+        log = logger.warning if first else logger.debug
+        log("%s: %s (%s; retry in %.1fs)", self._describe(), error, keeping, delay)
+        return error
+
+    def _seconds_until_hold_ends(self) -> float | None:
+        if self._pending is None or self._applied is None or self._applied.expires_at is None:
+            return None
+        return self._applied.expires_at.timestamp() - self._wall()
+
+    def _describe(self) -> str:
+        return f"config {self.options.namespace}/{self.options.path}"
+
+
+def _error_message(content: bytes) -> str:
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return content[:200].decode(errors="replace").strip() or "(empty body)"
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return str(body["error"])
+    return json.dumps(body)[:200]
+
+
+def report_unreachable(url: str, exc: Exception) -> ConfigUnavailableError:
+    return ConfigUnavailableError(f"cannot send the report to {url}: {type(exc).__name__}: {exc}")
+
+
+def check_report_answer(url: str, status: int, content: bytes) -> None:
+    """Raise for a refused report: ConfigUnavailableError on 5xx, ConfigRequestError on 4xx."""
+    if 200 <= status < 300:
+        return
+    message = _error_message(content)
+    if status >= 500:
+        raise ConfigUnavailableError(f"{status} from {url}: {message}")
+    raise ConfigRequestError(status, message, url=url)

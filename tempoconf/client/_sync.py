@@ -1,0 +1,239 @@
+"""`ConfigClient`: the blocking flavour. Its watcher is the asyncio watch loop in a thread of its
+own, so `stop()` ends an in-flight long-poll at once instead of waiting up to its `wait`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from tempoconf.client._async import watch_loop
+from tempoconf.client._common import build_state
+from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
+from tempoconf.client._model import ConfigClientError, ConfigValue
+
+__all__ = ["ConfigClient"]
+
+logger = logging.getLogger("tempoconf.client")
+
+Callback = Callable[[ConfigValue], None]
+
+
+def fetch_sync(state: WatchState, http: httpx.Client) -> ConfigValue | None:
+    """One GET answered at once; returns the new value in use when it changed."""
+    request = state.config_request(long_poll=False)
+    started = state.monotonic()
+    try:
+        response = http.get(
+            request.url,
+            params=request.params,
+            headers=request.headers,
+            timeout=httpx.Timeout(state.options.timeout, read=request.read_timeout),
+        )
+    except httpx.HTTPError as exc:
+        raise state.on_transport_error(exc) from exc
+    return state.on_response(
+        request, response.status_code, response.headers, response.content, started=started
+    )
+
+
+class ConfigClient:
+    """One config for one client identity (DESIGN.md, Client SDK and agent).
+
+    - `get()`: the value to use, from the API, else the last good value (`source == "cache"`,
+      `age_seconds` telling how stale). While watching, it makes no request of its own.
+    - `subscribe(callback)` then `start()` (or `with client:`): a background thread long-polls
+      and calls `callback(value)` with the value in use, then on every version change.
+    - `report(ok, failed, error=None)`: a health report for the version in use.
+
+    Arguments: `namespace` (default "default"); `client_id` (default the hostname: it decides
+    the percentile bucket); `channel`, `labels`: the rest of the identity; `token`: bearer token
+    when the API requires one; `cache_dir`: where the last good value is kept (None: memory
+    only); `long_poll_seconds` (default 30, 0 to poll); `poll_interval` (default 5 s: the pause
+    after an answer that came back at once, so an API that does not hold polls is not hammered);
+    `min_interval` (0.5 s: the least time between two requests after a change); `timeout`
+    (10 s, on top of the long-poll); `backoff_base`, `backoff_cap` (0.5 s, 30 s: exponential
+    backoff with full jitter after failures); `registry`: the prometheus CollectorRegistry for
+    `tempoconf_agent_config_version` (default a private one; see the package docstring).
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        path: str,
+        *,
+        namespace: str = "default",
+        client_id: str | None = None,
+        channel: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        token: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        long_poll_seconds: float = 30.0,
+        poll_interval: float = 5.0,
+        min_interval: float = 0.5,
+        timeout: float = 10.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self._state = build_state(
+            api_url, path, namespace=namespace, client_id=client_id, channel=channel,
+            labels=labels, token=token, cache_dir=cache_dir,
+            long_poll_seconds=long_poll_seconds, poll_interval=poll_interval,
+            min_interval=min_interval, timeout=timeout, backoff_base=backoff_base,
+            backoff_cap=backoff_cap, registry=registry,
+        )
+        self._http = httpx.Client(timeout=timeout)
+        self._callbacks: list[Callback] = []
+        self._request_lock = threading.Lock()
+        self._lifecycle = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._attempted = threading.Event()
+
+    # -- reading -------------------------------------------------------------------------------
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry holding `tempoconf_agent_config_version` (see the package docstring)."""
+        return self._state._gauge.registry
+
+    @property
+    def last_error(self) -> ConfigClientError | None:
+        """The error of the last failed request; None once one succeeds."""
+        return self._state.last_error
+
+    @property
+    def current(self) -> ConfigValue | None:
+        """The value in use now (no request), or None before any is known."""
+        return self._state.current()
+
+    @property
+    def pending(self) -> ConfigValue | None:
+        """The value the API serves that the hold rule keeps back, if any."""
+        return self._state.pending
+
+    def get(self) -> ConfigValue:
+        """The value to use: from the API, else the last good value (`source == "cache"`).
+
+        Raises ConfigRequestError (4xx), ConfigUnavailableError (unreachable) or
+        ConfigResponseError only when there is no last good value to fall back on.
+        """
+        if self.watching:
+            if self._state.current() is None:
+                self._attempted.wait(self._state.options.timeout)
+            return self._state.fallback()
+        with self._request_lock:  # one request in flight per config, whatever the threads
+            changed = self._state.tick()
+            try:
+                changed = fetch_sync(self._state, self._http) or changed
+            except ConfigClientError:
+                pass  # recorded by the state; fallback() serves the cache or raises the error
+        if changed is not None:
+            self._deliver(changed)
+        return self._state.fallback()
+
+    # -- watching ------------------------------------------------------------------------------
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
+        """Call `callback(value)` with the value in use when watching starts and on every version
+        change (from the watcher's thread); returns a function that unsubscribes."""
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback)
+
+    @property
+    def watching(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def start(self) -> None:
+        """Start the watcher thread (idempotent)."""
+        with self._lifecycle:
+            if self.watching:
+                return
+            ready = threading.Event()
+            self._thread = threading.Thread(
+                target=self._run,
+                args=(ready,),
+                name=f"tempoconf-watch:{self._state.options.path}",
+                daemon=True,  # never keeps the process alive on its own
+            )
+            self._thread.start()
+            ready.wait()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop the watcher and wait for its thread (idempotent)."""
+        with self._lifecycle:
+            thread, loop, task = self._thread, self._loop, self._task
+            self._thread = self._loop = self._task = None
+        if thread is None:
+            return
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout)
+        if thread.is_alive():
+            logger.warning("the config watcher thread did not stop within %ss", timeout)
+
+    def close(self) -> None:
+        """Stop watching, close the HTTP connections, remove this client's gauge series."""
+        self.stop()
+        self._http.close()
+        self._state.close()
+
+    def __enter__(self) -> ConfigClient:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reporting -----------------------------------------------------------------------------
+    def report(self, ok: int, failed: int, error: str | None = None) -> None:
+        """POST a health report for the version in use: counts of ok and failed operations
+        since the last report. Raises ConfigRequestError / ConfigUnavailableError on failure."""
+        request = self._state.report_request(ok, failed, error)
+        try:
+            response = self._http.post(request.url, json=request.json, headers=request.headers)
+        except httpx.HTTPError as exc:
+            raise report_unreachable(request.url, exc) from exc
+        check_report_answer(request.url, response.status_code, response.content)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _run(self, ready: threading.Event) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
+            ready.set()
+            async with httpx.AsyncClient(timeout=self._state.options.timeout) as http:
+                await watch_loop(self._state, http, self._deliver_async, attempted=self._attempted.set)
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            pass  # stop()
+        except Exception:  # a bug, not a failed poll (those are retried): say so, end the thread
+            logger.exception("the config watcher of %s died", self._state.options.path)
+        finally:
+            ready.set()
+
+    async def _deliver_async(self, value: ConfigValue) -> None:
+        self._deliver(value)
+
+    def _deliver(self, value: ConfigValue) -> None:
+        for callback in list(self._callbacks):
+            try:
+                callback(value)
+            except Exception:  # one bad subscriber must not stop the watcher or the others
+                logger.exception("config subscriber %r failed on version %s", callback, value.version)
