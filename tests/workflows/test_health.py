@@ -1,0 +1,308 @@
+"""Health-gated promotion and automatic revert, against a live API, a real Prometheus and a real
+HTTP judge (the rollouts run on the real clock, with short holds)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from tempoconf.canonical import version_id
+from tests.fixtures.services import free_port, http_judge, live_api, prometheus_server
+from tests.fixtures.temporal import RolloutHarness
+from tests.workflows.test_rollout import (
+    NAMESPACE,
+    NEW_VALUE,
+    example_request,
+    make_stable,
+    unique_path,
+    wait_for_state,
+)
+
+NEW_VERSION = version_id(NEW_VALUE)
+# PromQL over the API's report counters; {path} and {version} are tempoconf's placeholders.
+FAILED_RATIO_QUERY = (
+    'sum(tempoconf_client_operations_total{path="{path}",version="{version}",result="failed"})'
+    ' / sum(tempoconf_client_operations_total{path="{path}",version="{version}"})'
+)
+
+
+async def send_reports(api: str, path: str, version: str, *, clients: int, ok: int, failed: int,
+                       prefix: str = "canary") -> None:
+    async with httpx.AsyncClient(base_url=api) as http:
+        for number in range(clients):
+            response = await http.post(
+                "/v1/reports",
+                json={"path": path, "namespace": NAMESPACE, "client": f"{prefix}-{number}", "version": version,
+                      "ok": ok, "failed": failed, **({"error": "timeouts to the db"} if failed else {})},
+            )
+            assert response.status_code == 202, response.text
+
+
+def canary_request(path: str, checks: list[dict[str, Any]], *, cooldown: str = "2s") -> dict[str, Any]:
+    return example_request(path, stages=[{"channel": "canary", "cooldown": cooldown}], health=checks)
+
+
+async def outcome_of(handle: Any) -> dict[str, Any]:
+    return await handle.result()
+
+
+# -- http ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("route", "timeout", "outcome", "fragment"),
+    [
+        ("/ok", "2s", "promoted", None),
+        ("/fail", "2s", "reverted", "answered 503: the judge says no"),
+        ("/slow", "500ms", "reverted", "did not answer within 0.5s"),
+    ],
+    ids=["2xx", "5xx", "timeout"],
+)
+async def test_http_check(rollout_harness: RolloutHarness, route: str, timeout: str, outcome: str,
+                          fragment: str | None) -> None:
+    path = unique_path()
+    stable = await make_stable(rollout_harness, path)
+    with http_judge() as judge:
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "http", "url": judge + route, "timeout": timeout, "attempts": 2}],
+                           cooldown="1s")
+        )
+        result = await outcome_of(handle)
+    assert result["outcome"] == outcome, result
+    if fragment:
+        assert fragment in result["reason"]
+        assert "stage channel:canary is unhealthy" in result["reason"]
+        assert rollout_harness.store.get_stable(NAMESPACE, path).version == stable
+        progress = await handle.query("status", result_type=dict)
+        assert progress["last_health"]["healthy"] is False
+        assert fragment in progress["last_health"]["summary"]
+        reverted = [e for e in rollout_harness.store.history(NAMESPACE, path) if e.action == "rollout.reverted"]
+        assert reverted and fragment in reverted[-1].reason
+    if route == "/slow":
+        assert "2 attempt(s)" in result["reason"]
+
+
+# -- reports ------------------------------------------------------------------------------------
+
+
+async def test_failing_canary_is_reverted_during_the_hold(rollout_harness: RolloutHarness) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        handle = await rollout_harness.start(
+            canary_request(
+                path,
+                [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 2, "interval": "1s"}],
+                cooldown="1h",
+            )
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        started = time.monotonic()
+        await send_reports(api, path, NEW_VERSION, clients=3, ok=5, failed=5)
+        result = await outcome_of(handle)
+    # Reverted by an interval check within seconds, not at the end of the one-hour hold.
+    assert time.monotonic() - started < 30
+    assert result["outcome"] == "reverted"
+    assert "error ratio 0.5 (15 failed of 30 operations, 3 client(s)) exceeds max_error_ratio 0.1" in result["reason"]
+    assert rollout_harness.store.get_lock(NAMESPACE, path) is None
+
+
+async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness: RolloutHarness) -> None:
+    path = unique_path()
+    stable = await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05}], cooldown="2s")
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        await send_reports(api, path, NEW_VERSION, clients=2, ok=90, failed=10)
+        result = await outcome_of(handle)
+        async with httpx.AsyncClient(base_url=api) as http:
+            served = (await http.get(f"/v1/configs/{path}", params={"client": "c", "channel": "canary"})).json()
+    assert result["outcome"] == "reverted"
+    assert "exceeds max_error_ratio 0.05" in result["reason"]
+    assert served["version"] == stable and served["stage"] == "stable"
+
+
+async def test_healthy_reports_promote(rollout_harness: RolloutHarness) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 2}], cooldown="2s")
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        await send_reports(api, path, NEW_VERSION, clients=3, ok=100, failed=1)
+        result = await outcome_of(handle)
+    assert result["outcome"] == "promoted"
+    progress = await handle.query("status", result_type=dict)
+    check = progress["last_health"]["checks"][0]
+    assert check["verdict"] == "healthy"
+    assert check["figures"]["clients"] == 3
+
+
+async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: RolloutHarness) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        handle = await rollout_harness.start(
+            canary_request(
+                path,
+                [{"kind": "reports", "max_error_ratio": 0.05, "interval": "500ms", "on_no_data": "fail"}],
+                cooldown="4s",
+            )
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        # Interval checks see no data for a while; only the end of the hold applies the policy.
+        await asyncio.sleep(2)
+        await send_reports(api, path, NEW_VERSION, clients=1, ok=50, failed=0)
+        result = await outcome_of(handle)
+    assert result["outcome"] == "promoted", result
+
+
+@pytest.mark.parametrize(("policy", "outcome"), [("fail", "reverted"), ("pass", "promoted")])
+async def test_too_few_reporters_is_no_data_judged_by_policy(
+    rollout_harness: RolloutHarness, policy: str, outcome: str
+) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        handle = await rollout_harness.start(
+            canary_request(
+                path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 3, "on_no_data": policy}],
+                cooldown="2s",
+            )
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        await send_reports(api, path, NEW_VERSION, clients=1, ok=10, failed=0)
+        result = await outcome_of(handle)
+    assert result["outcome"] == outcome
+    if outcome == "reverted":
+        assert "min_clients is 3" in result["reason"] and "on_no_data=fail" in result["reason"]
+
+
+@pytest.mark.parametrize(("cohort_failed", "outcome"), [(15, "promoted"), (50, "reverted")])
+async def test_baseline_comparison(rollout_harness: RolloutHarness, cohort_failed: int, outcome: str) -> None:
+    path = unique_path()
+    stable = await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="2s")
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        await send_reports(api, path, stable, clients=4, ok=90, failed=10, prefix="stable")  # baseline 0.1
+        await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - cohort_failed, failed=cohort_failed)
+        result = await outcome_of(handle)
+    assert result["outcome"] == outcome, result
+    if outcome == "reverted":
+        assert "more than 2x the stable clients' 0.1" in result["reason"]
+
+
+# -- prometheus ---------------------------------------------------------------------------------
+
+
+async def _wait_for_scrape(prometheus: str, path: str) -> None:
+    """Until Prometheus holds the API's report counters for this config."""
+    deadline = time.monotonic() + 20
+    async with httpx.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            answer = await http.get(f"{prometheus}/api/v1/query",
+                                    params={"query": f'tempoconf_client_operations_total{{path="{path}"}}'})
+            if answer.json()["data"]["result"]:
+                return
+            await asyncio.sleep(0.2)
+    pytest.fail("Prometheus never scraped the API's report counters")
+
+
+@pytest.mark.parametrize(("failed", "outcome"), [(40, "reverted"), (1, "promoted")], ids=["trips", "holds"])
+async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tmp_path: Any, failed: int,
+                                             outcome: str) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        with prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus:
+            await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - failed, failed=failed)
+            await _wait_for_scrape(prometheus.url, path)
+            handle = await rollout_harness.start(
+                canary_request(
+                    path,
+                    [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1}],
+                    cooldown="1s",
+                )
+            )
+            result = await outcome_of(handle)
+    assert result["outcome"] == outcome, result
+    if outcome == "reverted":
+        assert "query value 0.4 is above max 0.1" in result["reason"]
+
+
+@pytest.mark.parametrize(("policy", "outcome"), [("pass", "promoted"), ("fail", "reverted")])
+async def test_prometheus_no_data_follows_policy(rollout_harness: RolloutHarness, tmp_path: Any, policy: str,
+                                                 outcome: str) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        with prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus:
+            handle = await rollout_harness.start(
+                canary_request(
+                    path,
+                    [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1,
+                      "on_no_data": policy}],
+                    cooldown="1s",
+                )
+            )
+            result = await outcome_of(handle)
+    assert result["outcome"] == outcome, result
+    if outcome == "reverted":
+        assert "the query returned no data (no data: on_no_data=fail)" in result["reason"]
+
+
+async def test_prometheus_unreachable_is_retried_then_failed(rollout_harness: RolloutHarness, tmp_path: Any) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        with prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus:
+            url = prometheus.url
+        # Prometheus has stopped: nothing listens on its port any more.
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "prometheus", "url": url, "query": FAILED_RATIO_QUERY, "max": 0.1,
+                                   "attempts": 3, "timeout": "1s"}], cooldown="1s")
+        )
+        result = await outcome_of(handle)
+    assert result["outcome"] == "reverted"
+    assert "source unreachable after 3 attempt(s)" in result["reason"]
+    assert "ConnectError" in result["reason"]
+
+
+async def test_invalid_check_definitions_fail_before_anything_is_published(
+    rollout_harness: RolloutHarness,
+) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    checks = [
+        {"kind": "canary-vibes"},
+        {"kind": "prometheus", "url": f"http://127.0.0.1:{free_port()}", "query": "up"},
+        {"kind": "prometheus", "url": "http://127.0.0.1:9", "query": 'up{job="{job}"}', "max": 1},
+        {"kind": "reports", "max_error_ratio": 0.1, "interval": "-5s"},
+    ]
+    handle = await rollout_harness.start(canary_request(path, checks))
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidRolloutRequest"
+    for pointer, fragment in [
+        ("/health/0", "unknown check kind 'canary-vibes'"),
+        ("/health/1", "a prometheus check needs a bound"),
+        ("/health/2/query", "query uses unknown placeholder(s) ['job']"),
+        ("/health/3/interval", "must not be negative"),
+    ]:
+        assert f"{pointer}: {fragment}" in cause.message, cause.message
+    assert rollout_harness.store.get_rollout(NAMESPACE, path) is None
+    assert all(e.action != "stage.published" for e in rollout_harness.store.history(NAMESPACE, path)
+               if e.version == NEW_VERSION)
