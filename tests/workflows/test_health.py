@@ -300,7 +300,7 @@ async def test_invalid_check_definitions_fail_before_anything_is_published(
         ("/health/0", "unknown check kind 'canary-vibes'"),
         ("/health/1", "a prometheus check needs a bound"),
         ("/health/2/query", "query uses unknown placeholder(s) ['job']"),
-        ("/health/3/interval", "must not be negative"),
+        ("/health/3/interval", "a duration must not be negative"),
     ]:
         assert f"{pointer}: {fragment}" in cause.message, cause.message
     assert rollout_harness.store.get_rollout(NAMESPACE, path) is None
