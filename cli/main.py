@@ -209,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     versions.add_argument("path", metavar="PATH")
     _config_namespace(versions)
     versions.set_defaults(handler="schema.versions_command")
+
+    from cli import agent  # its flags only: the client SDK is imported when the command runs
+
+    agent.add_parser(commands, _label)
     return parser
 
 

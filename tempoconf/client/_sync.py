@@ -106,6 +106,11 @@ class ConfigClient:
         return self._state._gauge.registry
 
     @property
+    def client_id(self) -> str:
+        """The id this client polls as (it decides its percentile bucket)."""
+        return self._state.options.client_id
+
+    @property
     def last_error(self) -> ConfigClientError | None:
         """The error of the last failed request; None once one succeeds."""
         return self._state.last_error
