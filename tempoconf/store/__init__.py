@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from tempoconf.store.records import AuditEntry, LockRecord, RolloutRecord, StageLease, VersionInfo
+from tempoconf.store.records import (
+    AuditEntry,
+    LockRecord,
+    ReportStats,
+    RolloutRecord,
+    StageLease,
+    VersionInfo,
+)
 from tempoconf.store.store import (
+    CHANGE_CHANNEL,
     LockError,
     LockHeldError,
     LockLostError,
@@ -12,11 +20,13 @@ from tempoconf.store.store import (
 )
 
 __all__ = [
+    "CHANGE_CHANNEL",
     "AuditEntry",
     "LockError",
     "LockHeldError",
     "LockLostError",
     "LockRecord",
+    "ReportStats",
     "RolloutRecord",
     "StageLease",
     "Store",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["AuditEntry", "LockRecord", "RolloutRecord", "StageLease", "VersionInfo"]
+__all__ = ["AuditEntry", "LockRecord", "ReportStats", "RolloutRecord", "StageLease", "VersionInfo"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,19 @@ class AuditEntry:
     version: str | None
     workflow_id: str | None
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReportStats:
+    """Health reports of one config over a time window (`Store.report_stats`)."""
+
+    clients: int
+    """Distinct client ids that reported."""
+    ok: int
+    failed: int
+    error_ratio: float | None
+    """failed / (ok + failed); None when no operation was reported."""
+    last_error: str | None
+    """The error text of the newest report that carried one."""
+    reports: int = 0
+    """Reports received."""

@@ -30,6 +30,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     select,
     text,
@@ -42,9 +43,17 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from tempoconf.canonical import canonical_json
 from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
-from tempoconf.store.records import AuditEntry, LockRecord, RolloutRecord, StageLease, VersionInfo
+from tempoconf.store.records import (
+    AuditEntry,
+    LockRecord,
+    ReportStats,
+    RolloutRecord,
+    StageLease,
+    VersionInfo,
+)
 from tempoconf.store.tables import (
     AuditLog,
+    ClientReport,
     ConfigLock,
     ConfigSchema,
     ConfigVersion,
@@ -56,7 +65,17 @@ from tempoconf.store.tables import (
     table,
 )
 
-__all__ = ["Store", "LockError", "LockHeldError", "LockLostError", "UnknownVersionError"]
+__all__ = [
+    "CHANGE_CHANNEL",
+    "Store",
+    "LockError",
+    "LockHeldError",
+    "LockLostError",
+    "UnknownVersionError",
+]
+
+CHANGE_CHANNEL = "tempoconf_changes"
+"""PostgreSQL: every revision bump sends `NOTIFY tempoconf_changes, '<revision>'` at commit."""
 
 _SCHEMA = table(ConfigSchema)
 _VERSION = table(ConfigVersion)
@@ -67,6 +86,7 @@ _STAGE = table(RolloutStage)
 _LOCK = table(ConfigLock)
 _AUDIT = table(AuditLog)
 _REVISION = table(StoreRevision)
+_REPORT = table(ClientReport)
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _WRITE_OPTION = "tempoconf_write"
@@ -148,6 +168,14 @@ class Store:
         """A counter that grows with every change visible to clients (cheap: one row)."""
         with self._read() as conn:
             return _revision(conn)
+
+    def listen_conninfo(self) -> str | None:
+        """PostgreSQL: a libpq URL of this database for a `LISTEN tempoconf_changes` connection
+        (psycopg); None on SQLite, which has no push (poll `revision()` there)."""
+        if self.dialect != "postgresql":
+            return None
+        url = make_url(self.url).set(drivername="postgresql")
+        return url.render_as_string(hide_password=False)
 
     # -- schemas -----------------------------------------------------------------------------
     def set_schema(self, namespace: str, path: str, schema: Any, *, actor: str, reason: str = "") -> None:
@@ -515,6 +543,64 @@ class Store:
             for row in reversed(rows)
         ]
 
+    # -- client health reports --------------------------------------------------------------------
+    def add_report(
+        self, namespace: str, path: str, *, client: str, version: str, ok: int, failed: int,
+        error: str | None = None, received_at: datetime | None = None,
+    ) -> None:
+        """Store one client's health report (received_at defaults to now). Not a client-visible
+        change: revision is not bumped."""
+        if ok < 0 or failed < 0:
+            raise ValueError(f"report counts must not be negative (ok={ok}, failed={failed})")
+        at = _aware(received_at, "received_at") if received_at is not None else self.now()
+        with self._write() as conn:
+            conn.execute(
+                insert(_REPORT).values(
+                    namespace=namespace, path=path, version=version, client=client, ok=ok,
+                    failed=failed, error=error or None, received_at=at,
+                )
+            )
+
+    def report_stats(
+        self, namespace: str, path: str, version: str, *, since: datetime,
+        exclude_version: bool = False,
+    ) -> ReportStats:
+        """Reports on `version` received at or after `since`; with `exclude_version`, reports on
+        every other version of the config instead (the baseline: clients still on stable)."""
+        scope = (
+            *_config(_REPORT, namespace, path),
+            _REPORT.c.version != version if exclude_version else _REPORT.c.version == version,
+            _REPORT.c.received_at >= _aware(since, "since"),
+        )
+        with self._read(consistent=True) as conn:
+            row = conn.execute(
+                select(
+                    func.count(func.distinct(_REPORT.c.client)),
+                    func.coalesce(func.sum(_REPORT.c.ok), 0),
+                    func.coalesce(func.sum(_REPORT.c.failed), 0),
+                    func.count(),
+                ).where(*scope)
+            ).one()
+            last_error = conn.execute(
+                select(_REPORT.c.error)
+                .where(*scope, _REPORT.c.error.is_not(None), _REPORT.c.error != "")
+                .order_by(_REPORT.c.received_at.desc(), _REPORT.c.id.desc())
+                .limit(1)
+            ).scalar_one_or_none()
+        clients, ok, failed, reports = (int(value) for value in row)
+        operations = ok + failed
+        return ReportStats(
+            clients=clients, ok=ok, failed=failed,
+            error_ratio=failed / operations if operations else None,
+            last_error=last_error, reports=reports,
+        )
+
+    def prune_reports(self, older_than: datetime) -> int:
+        """Delete reports received before `older_than`; returns how many."""
+        cutoff = _aware(older_than, "older_than")
+        with self._write() as conn:
+            return int(conn.execute(delete(_REPORT).where(_REPORT.c.received_at < cutoff)).rowcount)
+
     # -- distribution --------------------------------------------------------------------------
     def load_snapshot(self, namespace: str, path: str) -> ConfigSnapshot | None:
         """A config as clients see it (stable, staged version, published stages); None if unknown.
@@ -654,9 +740,15 @@ def _upsert(conn: Connection, t: Table, values: dict[str, Any], *, keys: tuple[s
 
 
 def _bump(conn: Connection) -> None:
-    conn.execute(
+    statement = (
         update(_REVISION).where(_REVISION.c.id == 1).values(revision=_REVISION.c.revision + 1)
     )
+    if conn.dialect.name != "postgresql":
+        conn.execute(statement)
+        return
+    revision = conn.execute(statement.returning(_REVISION.c.revision)).scalar_one()
+    # Delivered at commit, and only if it commits: listeners never hear of a rolled-back change.
+    conn.execute(select(func.pg_notify(CHANGE_CHANNEL, str(revision))))
 
 
 def _revision(conn: Connection) -> int:

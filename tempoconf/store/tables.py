@@ -24,6 +24,7 @@ from sqlmodel import Field, SQLModel
 
 __all__ = [
     "AuditLog",
+    "ClientReport",
     "ConfigLock",
     "ConfigSchema",
     "ConfigVersion",
@@ -197,6 +198,26 @@ class AuditLog(SQLModel, table=True):
     workflow_id: str | None = Field(default=None, sa_type=Text)
     event_key: str | None = Field(default=None, sa_type=Text)
     details: str = Field(default="{}", sa_type=Text)
+
+
+class ClientReport(SQLModel, table=True):
+    """One health report of a client on the version it runs (POST /v1/reports)."""
+
+    __tablename__ = "client_report"
+    __table_args__ = (
+        Index("ix_client_report_config", "namespace", "path", "received_at"),
+        Index("ix_client_report_received_at", "received_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(max_length=255)
+    path: str = Field(max_length=255)
+    version: str = Field(max_length=64)
+    client: str = Field(max_length=255)
+    ok: int = Field(default=0, sa_type=BigInteger)
+    failed: int = Field(default=0, sa_type=BigInteger)
+    error: str | None = Field(default=None, sa_type=Text)
+    received_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class StoreRevision(SQLModel, table=True):

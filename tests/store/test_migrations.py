@@ -76,7 +76,7 @@ def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
     try:
         with engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
-                "0001_initial"
+                "0002_client_reports"
             ]
     finally:
         engine.dispose()
@@ -91,6 +91,7 @@ def test_migrations_create_exactly_the_tables_the_models_describe(store: Store) 
             assert set(inspect(conn).get_table_names()) >= {
                 "config_schema", "config_version", "stable", "stable_history", "rollout",
                 "rollout_stage", "config_lock", "audit_log", "store_revision", "alembic_version",
+                "client_report",
             }
     finally:
         engine.dispose()
@@ -181,3 +182,31 @@ def test_concurrent_lock_acquisition_has_one_winner(database_url: str) -> None:
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_database_at_0001_is_upgraded_keeping_its_data(database_url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from tempoconf.store.store import _MIGRATIONS
+
+    sqlite_file = make_url(database_url).database
+    if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
+        Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "0001_initial")
+            conn.execute(text("UPDATE store_revision SET revision = 7 WHERE id = 1"))
+    finally:
+        engine.dispose()
+
+    store = Store(database_url)
+    try:
+        assert store.revision() == 7
+        store.add_report(NS, PATH, client="host-1", version="v1", ok=1, failed=0)
+    finally:
+        store.close()

@@ -1,0 +1,124 @@
+"""Client health reports: add_report, report_stats (version and baseline), prune_reports; and the
+PostgreSQL change notification sent with every revision bump."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from tempoconf.store.records import ReportStats
+from tempoconf.store.store import CHANGE_CHANNEL, Store
+from tests.store.helpers import NS, PATH, put
+
+NEW = "aaaaaaaaaaaaaaaa"
+OLD = "bbbbbbbbbbbbbbbb"
+
+
+def test_report_stats_of_a_version(store: Store) -> None:
+    now = datetime.now(UTC)
+    store.add_report(NS, PATH, client="host-1", version=NEW, ok=90, failed=10, error="boom 1",
+                     received_at=now - timedelta(seconds=30))
+    store.add_report(NS, PATH, client="host-1", version=NEW, ok=50, failed=0,
+                     received_at=now - timedelta(seconds=20))
+    store.add_report(NS, PATH, client="host-2", version=NEW, ok=40, failed=10, error="boom 2",
+                     received_at=now - timedelta(seconds=10))
+    store.add_report(NS, PATH, client="host-3", version=NEW, ok=0, failed=0, error="")
+    # Other versions, other configs, other namespaces, and an old report: not counted.
+    store.add_report(NS, PATH, client="host-9", version=OLD, ok=1, failed=99, error="old")
+    store.add_report(NS, "other/config", client="host-1", version=NEW, ok=1, failed=1)
+    store.add_report("team", PATH, client="host-1", version=NEW, ok=1, failed=1)
+    store.add_report(NS, PATH, client="host-8", version=NEW, ok=0, failed=1000,
+                     received_at=now - timedelta(hours=2))
+
+    stats = store.report_stats(NS, PATH, NEW, since=now - timedelta(minutes=5))
+
+    assert stats == ReportStats(
+        clients=3, ok=180, failed=20, error_ratio=20 / 200, last_error="boom 2", reports=4
+    )
+
+
+def test_report_stats_baseline_excludes_the_version(store: Store) -> None:
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    store.add_report(NS, PATH, client="canary-1", version=NEW, ok=1, failed=9, error="new bug")
+    store.add_report(NS, PATH, client="host-1", version=OLD, ok=99, failed=1, error="old flake")
+    store.add_report(NS, PATH, client="host-2", version="cccccccccccccccc", ok=100, failed=0)
+
+    baseline = store.report_stats(NS, PATH, NEW, since=since, exclude_version=True)
+
+    assert baseline == ReportStats(
+        clients=2, ok=199, failed=1, error_ratio=1 / 200, last_error="old flake", reports=2
+    )
+
+
+def test_report_stats_without_reports_or_operations(store: Store) -> None:
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    empty = store.report_stats(NS, PATH, NEW, since=since)
+    store.add_report(NS, PATH, client="host-1", version=NEW, ok=0, failed=0)
+    idle = store.report_stats(NS, PATH, NEW, since=since)
+
+    assert empty == ReportStats(clients=0, ok=0, failed=0, error_ratio=None, last_error=None)
+    assert idle == ReportStats(
+        clients=1, ok=0, failed=0, error_ratio=None, last_error=None, reports=1
+    )
+
+
+def test_reports_do_not_bump_the_revision(store: Store) -> None:
+    before = store.revision()
+    store.add_report(NS, PATH, client="host-1", version=NEW, ok=1, failed=0)
+    assert store.revision() == before
+
+
+def test_bad_reports_are_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="negative"):
+        store.add_report(NS, PATH, client="host-1", version=NEW, ok=-1, failed=0)
+    with pytest.raises(ValueError, match="naive"):
+        store.report_stats(NS, PATH, NEW, since=datetime.now())
+
+
+def test_prune_reports_deletes_only_older_ones(store: Store) -> None:
+    now = datetime.now(UTC)
+    store.add_report(NS, PATH, client="old", version=NEW, ok=1, failed=0,
+                     received_at=now - timedelta(days=8))
+    store.add_report(NS, PATH, client="new", version=NEW, ok=1, failed=0,
+                     received_at=now - timedelta(hours=1))
+
+    assert store.prune_reports(now - timedelta(days=7)) == 1
+    assert store.prune_reports(now - timedelta(days=7)) == 0
+    stats = store.report_stats(NS, PATH, NEW, since=now - timedelta(days=30))
+    assert (stats.clients, stats.reports) == (1, 1)
+
+
+def test_listen_conninfo_is_postgresql_only(store: Store) -> None:
+    conninfo = store.listen_conninfo()
+    if store.dialect == "sqlite":
+        assert conninfo is None
+        return
+    assert conninfo is not None and conninfo.startswith("postgresql://")
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_every_revision_bump_notifies_listeners_at_commit(postgresql_url: str) -> None:
+    store = Store(postgresql_url)
+    try:
+        conninfo = store.listen_conninfo()
+        assert conninfo is not None
+        with psycopg.connect(conninfo, autocommit=True) as listener:
+            listener.execute(f"LISTEN {CHANGE_CHANNEL}")
+            put(store, {"v": 1})
+            store.add_report(NS, PATH, client="host-1", version=NEW, ok=1, failed=0)  # no bump
+            put(store, {"v": 2})
+
+            payloads: list[str] = []
+            deadline = time.monotonic() + 10
+            while len(payloads) < 2 and time.monotonic() < deadline:
+                for notify in listener.notifies(timeout=1, stop_after=2 - len(payloads)):
+                    assert notify.channel == CHANGE_CHANNEL
+                    payloads.append(notify.payload)
+
+            assert payloads == [str(store.revision() - 1), str(store.revision())]
+    finally:
+        store.close()
