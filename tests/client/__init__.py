@@ -1,0 +1,1 @@
+"""Client SDK tests, against a live API."""

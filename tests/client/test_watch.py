@@ -1,0 +1,114 @@
+"""The watcher wakes on a stage publish and on a revert (sync thread and asyncio task)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tempoconf.client import AsyncConfigClient, ConfigClient, ConfigValue
+from tests.api.helpers import assert_eventually, publish, start_rollout
+from tests.client.conftest import LiveApi
+from tests.client.helpers import PATH, promote, revert, stable_served, wait_until
+
+# The API ignores `wait` until long-poll lands: a short poll interval keeps these tests quick.
+FAST = {"poll_interval": 0.1, "min_interval": 0.05}
+
+
+def test_watch_wakes_on_a_stage_publish_and_on_a_revert(live_api: LiveApi) -> None:
+    stable = stable_served(live_api, {"v": 1})
+    seen: list[ConfigValue] = []
+    changed = threading.Event()
+
+    def on_change(value: ConfigValue) -> None:
+        seen.append(value)
+        changed.set()
+
+    client = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary", **FAST)
+    client.subscribe(on_change)
+    with client:
+        wait_until(changed.is_set)  # the first value in use counts as a change
+        changed.clear()
+        assert (seen[-1].version, seen[-1].source) == (stable.version, "api")
+
+        staged = start_rollout(live_api.store, PATH, {"v": 2})
+        publish(live_api.store, PATH, index=0, name="canary", channel="canary")
+        wait_until(changed.is_set)
+        changed.clear()
+        assert (seen[-1].version, seen[-1].stage) == (staged.version, "canary")
+        assert client.get().version == staged.version  # get() while watching: no request, current
+
+        revert(live_api.store)
+        wait_until(changed.is_set)
+        assert (seen[-1].version, seen[-1].stage) == (stable.version, "stable")
+
+    assert [value.version for value in seen] == [stable.version, staged.version, stable.version]
+    assert not client.watching
+
+
+def test_subscribers_get_the_value_in_use_when_watching_starts(live_api: LiveApi) -> None:
+    stable = stable_served(live_api, {"v": 1})
+    client = ConfigClient(live_api.url, PATH, client_id="h1", **FAST)
+    seen: list[str] = []
+    client.subscribe(lambda value: seen.append(value.version))
+    client.subscribe(lambda value: 1 / 0)  # a failing subscriber is logged, the others still run
+    client.start()
+    try:
+        wait_until(lambda: seen)
+        staged = start_rollout(live_api.store, PATH, {"v": 2})
+        publish(live_api.store, PATH, index=0, name="all", percentile=100)
+        wait_until(lambda: len(seen) == 2)
+    finally:
+        client.close()
+    assert seen == [stable.version, staged.version]
+
+
+async def test_async_watch_wakes_on_publish_promote_and_revert(live_api: LiveApi) -> None:
+    stable = stable_served(live_api, {"v": 1})
+    seen: list[ConfigValue] = []
+
+    async def on_change(value: ConfigValue) -> None:
+        seen.append(value)
+
+    client = AsyncConfigClient(live_api.url, PATH, client_id="h1", channel="canary", **FAST)
+    client.subscribe(on_change)
+    async with client:
+        assert client.watching
+
+        async def versions_are(*expected: str) -> bool:
+            return [value.version for value in seen] == list(expected)
+
+        await assert_eventually(lambda: versions_are(stable.version), timeout=15)
+
+        staged = await asyncio.to_thread(start_rollout, live_api.store, PATH, {"v": 2})
+        await asyncio.to_thread(
+            publish, live_api.store, PATH, index=0, name="canary", channel="canary"
+        )
+        await assert_eventually(lambda: versions_are(stable.version, staged.version), timeout=15)
+        assert seen[-1].stage == "canary"
+
+        # Promotion: same version, now stable. Not a version change: no callback, stage follows.
+        await asyncio.to_thread(promote, live_api.store, staged.version)
+
+        async def stable_now() -> bool:
+            return (await client.get()).stage == "stable"
+
+        await assert_eventually(stable_now, timeout=15)
+        assert len(seen) == 2
+
+        # A second rollout, then its revert: back to the promoted version at once.
+        second = await asyncio.to_thread(
+            start_rollout, live_api.store, PATH, {"v": 3}, run_id="run-2"
+        )
+        await asyncio.to_thread(
+            publish, live_api.store, PATH, index=0, name="canary", channel="canary",
+            run_id="run-2",
+        )
+        await assert_eventually(
+            lambda: versions_are(stable.version, staged.version, second.version), timeout=15
+        )
+        await asyncio.to_thread(revert, live_api.store, run_id="run-2")
+        await assert_eventually(
+            lambda: versions_are(stable.version, staged.version, second.version, staged.version),
+            timeout=15,
+        )
+    assert not client.watching
