@@ -79,21 +79,42 @@ class RolloutActivities:
         except InvalidRequestError as error:
             raise _invalid(error.problems) from None
         schema = await asyncio.to_thread(self._store.get_schema, request.namespace, request.path)
+        existing: VersionRecord | None = None
+        if request.version is not None:
+            # A rollback: the value comes from a version the config already has.
+            existing = await asyncio.to_thread(
+                self._store.get_version, request.namespace, request.path, request.version
+            )
+            if existing is None:
+                raise _invalid(
+                    [
+                        Problem(
+                            "/version",
+                            f"config {request.namespace}/{request.path} has no version {request.version} "
+                            "(`tempoconf versions PATH` lists them)",
+                        )
+                    ]
+                )
+        value = existing.value if existing is not None else request.value
         if schema is not None:
-            problems = value_problems(schema, request.value)
+            problems = value_problems(schema, value)
             if problems:
                 raise _invalid(problems)
-        version = version_id(request.value)
+        version = existing.version if existing is not None else version_id(value)
         await self._take_lock(request.namespace, request.path, input, version)
-        record = VersionRecord(
-            version=version,
-            value=request.value,
-            author=request.author,
-            commit=request.commit,
-            message=request.message,
-            created_at=datetime.now(UTC),
+        if existing is None:
+            record = VersionRecord(
+                version=version,
+                value=value,
+                author=request.author,
+                commit=request.commit,
+                message=request.message,
+                created_at=datetime.now(UTC),
+            )
+            await asyncio.to_thread(self._store.put_version, request.namespace, request.path, record)
+        reason = request.message or (
+            f"rollback to {version}" if existing is not None else f"rollout of {version} started"
         )
-        await asyncio.to_thread(self._store.put_version, request.namespace, request.path, record)
         await asyncio.to_thread(
             lambda: self._store.begin_rollout(
                 request.namespace,
@@ -102,7 +123,7 @@ class RolloutActivities:
                 run_id=input.run_id,
                 version=version,
                 actor=request.author or "workflow",
-                reason=request.message or f"rollout of {version} started",
+                reason=reason,
                 event_key=f"{input.run_id}:begin",
             )
         )

@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.health import HealthCheckActivities
+from activities.notify import NotifyActivities
 from activities.rollout import RolloutActivities
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
@@ -54,7 +55,11 @@ def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
         client,
         task_queue=task_queue,
         workflows=[ConfigRollout],
-        activities=[*RolloutActivities(store).activities(), *HealthCheckActivities(store).activities()],
+        activities=[
+            *RolloutActivities(store).activities(),
+            *HealthCheckActivities(store).activities(),
+            *NotifyActivities().activities(),
+        ],
     )
 
 

@@ -11,6 +11,7 @@ from tempoconf.progress import Transition
 __all__ = [
     "CHECK_HEALTH_ACTIVITY",
     "INVALID_REQUEST_ERROR",
+    "NOTIFY_ACTIVITY",
     "PREPARE_ACTIVITY",
     "PROMOTE_ACTIVITY",
     "PUBLISH_STAGE_ACTIVITY",
@@ -19,6 +20,7 @@ __all__ = [
     "REVERT_ACTIVITY",
     "ROLLOUT_RUNNING_ERROR",
     "CheckHealthInput",
+    "NotifyInput",
     "PrepareInput",
     "PromoteInput",
     "PublishStageInput",
@@ -93,6 +95,12 @@ class RecordTransitionsInput:
 
 
 @dataclass
+class NotifyInput:
+    url: str
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class PromoteInput:
     plan: RolloutPlan
     workflow_id: str
@@ -121,6 +129,8 @@ CHECK_HEALTH_ACTIVITY = "check_stage_health"
 RECORD_TRANSITION_ACTIVITY = "record_transition"
 PROMOTE_ACTIVITY = "promote_version"
 REVERT_ACTIVITY = "revert_rollout"
+
+NOTIFY_ACTIVITY = "notify_webhook"
 
 # Error types the prepare activity raises (non-retryable) and the workflow passes on.
 INVALID_REQUEST_ERROR = "InvalidRolloutRequest"

@@ -48,6 +48,7 @@ class RolloutPlan:
     author: str = ""
     commit: str = ""
     message: str = ""
+    webhooks: list[str] = field(default_factory=list)
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
@@ -77,7 +78,7 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
             manual=spec.manual,
             health=checks(spec.health),
         )
-        for index, spec in enumerate(request.stages)
+        for index, spec in enumerate(request.all_stages)
     ]
     return RolloutPlan(
         namespace=request.namespace,
@@ -87,4 +88,5 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         author=request.author,
         commit=request.commit,
         message=request.message,
+        webhooks=list(request.webhooks),
     )

@@ -38,6 +38,7 @@ __all__ = [
     "ReportsCheckSpec",
     "RolloutRequest",
     "StageSpec",
+    "StrategySpec",
     "parse_rollout_request",
     "stage_display_name",
 ]
@@ -201,12 +202,70 @@ def stage_display_name(channel: str | None, percentile: float | None, labels: di
     return " ".join(parts)
 
 
+MAX_STAGES = 100
+_VERSION_ID = r"^[0-9a-f]{16}$"
+
+
+class LinearStrategy(_Strict):
+    """Percentile stages `step`, 2×`step`, ... up to 100, each held for `every`."""
+
+    step: float = Field(gt=0, le=100)
+    every: Duration | None = None
+
+
+class ExponentialStrategy(_Strict):
+    """Percentile stages `start`, `start`×`factor`, ... up to 100, each held for `every`."""
+
+    start: float = Field(gt=0, le=100)
+    factor: float = Field(gt=1, le=100)
+    every: Duration | None = None
+
+
+class StrategySpec(_Strict):
+    """A shorthand that expands to percentile stages (after any explicit `stages`)."""
+
+    linear: LinearStrategy | None = None
+    exponential: ExponentialStrategy | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> StrategySpec:
+        if (self.linear is None) == (self.exponential is None):
+            raise ValueError("a strategy is exactly one of 'linear' or 'exponential'")
+        return self
+
+    def percentiles(self) -> list[float]:
+        points: list[float] = []
+        if self.linear is not None:
+            step = self.linear.step
+            points = [min(100.0, round(step * n, 2)) for n in range(1, int(100 // step) + 2)]
+        elif self.exponential is not None:
+            current = self.exponential.start
+            while current < 100 and len(points) < MAX_STAGES:
+                points.append(round(current, 2))
+                current *= self.exponential.factor
+            points.append(100.0)
+        # rounding and capping may repeat a point; cohorts must strictly grow
+        return sorted({point for point in points if point > 0})
+
+    def expand(self) -> list[StageSpec]:
+        every = self.linear.every if self.linear is not None else self.exponential.every  # type: ignore[union-attr]
+        return [StageSpec(percentile=point, cooldown=every) for point in self.percentiles()]
+
+
 class RolloutRequest(_Strict):
-    """The input of `ConfigRollout`, exactly as DESIGN.md shows it."""
+    """The input of `ConfigRollout`, exactly as DESIGN.md shows it.
+
+    Exactly one of `value` (a new value) and `version` (an existing version: a rollback).
+    """
 
     path: str
     namespace: str = DEFAULT_NAMESPACE
-    value: Any = Field(...)
+    value: Any = None
+    version: str | None = Field(default=None, pattern=_VERSION_ID)
+    """Roll out a version the config already has (rollback) instead of a new value."""
+    strategy: StrategySpec | None = None
+    webhooks: list[str] = Field(default_factory=list, max_length=10)
+    """URLs called (POST, JSON) once per state change; a failing webhook never affects the rollout."""
     default_cooldown_time: Duration = DEFAULT_COOLDOWN
     default_expiration_time: Duration = DEFAULT_EXPIRATION
     stages: list[StageSpec] = Field(default_factory=list)
@@ -237,6 +296,19 @@ class RolloutRequest(_Strict):
         if value <= timedelta(0):
             raise ValueError("default_expiration_time must be greater than zero")
         return value
+
+    @field_validator("webhooks")
+    @classmethod
+    def _http_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"webhook {url!r} must start with http:// or https://")
+        return urls
+
+    @property
+    def all_stages(self) -> list[StageSpec]:
+        """The explicit stages, then the strategy's expansion."""
+        return [*self.stages, *(self.strategy.expand() if self.strategy else [])]
 
     @model_validator(mode="after")
     def _unique_stage_names(self) -> RolloutRequest:
@@ -269,6 +341,22 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         # fields are wrong too (the model's own check runs only once every field is valid)
         problems.extend(problems_from_validation_error(error, skip_types={_DUPLICATE_STAGE_NAME}))
     problems.extend(_stage_name_problems(raw.get("stages")))
+    has_value, has_version = "value" in raw, "version" in raw
+    if has_value == has_version:
+        problems.append(
+            Problem(
+                "",
+                "a rollout request needs exactly one of 'value' (a new value) and 'version' "
+                "(an existing version to roll back to)",
+            )
+        )
+    if request is not None and request.strategy is not None:
+        explicit = {stage.display_name for stage in request.stages}
+        repeated = [stage.display_name for stage in request.strategy.expand() if stage.display_name in explicit]
+        if repeated:
+            problems.append(Problem("/strategy", f"the strategy repeats stage(s) {repeated} of 'stages'"))
+        if len(request.all_stages) > MAX_STAGES:
+            problems.append(Problem("/strategy", f"the strategy expands to more than {MAX_STAGES} stages"))
     if problems or request is None:
         raise InvalidRequestError(problems)
     return request

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.messages import (
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
+        NOTIFY_ACTIVITY,
         PREPARE_ACTIVITY,
         PROMOTE_ACTIVITY,
         PUBLISH_STAGE_ACTIVITY,
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         REVERT_ACTIVITY,
         ROLLOUT_RUNNING_ERROR,
         CheckHealthInput,
+        NotifyInput,
         PrepareInput,
         PromoteInput,
         PublishStageInput,
@@ -81,6 +83,9 @@ REVERT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=15)
 )
 # A check's own retries happen inside the activity; the activity is retried only for worker loss.
+# Webhooks: a few tries, then given up; they never hold up or fail the rollout.
+WEBHOOK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+WEBHOOK_TIMEOUT = timedelta(seconds=10)
 HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 DEFAULT_RECHECK_SECONDS = 30.0
 # Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
@@ -126,6 +131,7 @@ class ConfigRollout:
         self._approved = False
         self._wakeup = False
         self._failures: dict[int, int] = {}
+        self._notifications: list[asyncio.Future[Any]] = []
         # Lease bookkeeping: stage index → lease length (s), and when leases were last renewed.
         self._leases: dict[int, float] = {}
         self._leases_renewed_at: datetime | None = None
@@ -177,6 +183,7 @@ class ConfigRollout:
             cause = error.cause
             refused = isinstance(cause, ApplicationError) and cause.type in (
                 INVALID_REQUEST_ERROR,
+        NOTIFY_ACTIVITY,
                 ROLLOUT_RUNNING_ERROR,
             )
             if not refused:
@@ -234,6 +241,7 @@ class ConfigRollout:
         progress_stage.published_at = result.published_at
         progress_stage.expires_at = result.expires_at
         self._progress.stage_started_at = self._now_iso()
+        self._notify("stage_published", f"stage {stage.name} reaches {stage.cohort()}")
 
     async def _hold(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         """Hold the stage for its cooldown; checks with an `interval` run during it and fail fast."""
@@ -354,6 +362,7 @@ class ConfigRollout:
         self._transition(
             RolloutState.AWAITING_APPROVAL, SYSTEM_ACTOR, f"stage {stage.name} passed; waiting for approve"
         )
+        self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
         await self._wait_until(lambda: self._approved or self._bypass is not None)
 
     async def _wait_until(
@@ -437,6 +446,8 @@ class ConfigRollout:
         self._progress.outcome = outcome.value
         self._progress.reason = reason
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
+        self._notify(outcome.value, reason)
+        await self._finish_notifications()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return RolloutResult(outcome=outcome.value, version=plan.version, reason=reason)
 
@@ -466,9 +477,47 @@ class ConfigRollout:
                 stage.status = "reverted"
         self._progress.outcome = outcome.value
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
+        self._notify(outcome.value, reason)
         if outcome is not Outcome.CANCELLED:
+            await self._finish_notifications()
             await workflow.wait_condition(workflow.all_handlers_finished)
         return RolloutResult(outcome=outcome.value, version=self._progress.version, reason=reason)
+
+    # -- notifications -------------------------------------------------------------------------
+    def _notify(self, event: str, reason: str) -> None:
+        """Start one webhook delivery per URL without waiting for it (a slow hook never holds a stage)."""
+        if self._plan is None or not self._plan.webhooks:
+            return
+        info = workflow.info()
+        progress = self._progress
+        body = {
+            "id": f"{info.run_id}:{len(self._notifications)}",
+            "event": event,
+            "workflow_id": info.workflow_id,
+            "namespace": progress.namespace,
+            "path": progress.path,
+            "version": progress.version,
+            "state": progress.state,
+            "stage": progress.stage_name,
+            "stage_index": progress.stage_index,
+            "reason": reason,
+            "at": self._now_iso(),
+        }
+        for url in self._plan.webhooks:
+            self._notifications.append(
+                workflow.start_activity(
+                    NOTIFY_ACTIVITY,
+                    NotifyInput(url=url, body=body),
+                    start_to_close_timeout=WEBHOOK_TIMEOUT,
+                    retry_policy=WEBHOOK_RETRY,
+                    summary=f"notify {event} to {url}",
+                )
+            )
+
+    async def _finish_notifications(self) -> None:
+        """Let deliveries in flight end before the workflow does; their failures are ignored."""
+        if self._notifications:
+            await asyncio.gather(*self._notifications, return_exceptions=True)
 
     # -- state bookkeeping ---------------------------------------------------------------------
     def _set_plan_progress(self, plan: RolloutPlan) -> None:

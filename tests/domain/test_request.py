@@ -145,7 +145,16 @@ def test_prometheus_query_may_use_every_placeholder() -> None:
         ({**MINIMAL, "value": float("nan")}, "/value", "not plain JSON"),
         ({**MINIMAL, "value": {"x": [1, float("inf")]}}, "/value", "not plain JSON"),
         ({**MINIMAL, "value": {"when": object()}}, "/value", "not plain JSON"),
-        ({"path": "a/b"}, "/value", "required field is missing"),
+        ({"path": "a/b"}, "", "exactly one of 'value' (a new value) and 'version'"),
+        ({"path": "a/b", "value": 1, "version": "0123456789abcdef"}, "", "exactly one of 'value'"),
+        ({"path": "a/b", "version": "not-a-version"}, "/version", "should match pattern"),
+        ({**MINIMAL, "strategy": {}}, "/strategy", "exactly one of 'linear' or 'exponential'"),
+        ({**MINIMAL, "strategy": {"linear": {"step": 0}}}, "/strategy/linear/step", "greater than 0"),
+        ({**MINIMAL, "strategy": {"exponential": {"start": 1, "factor": 1}}}, "/strategy/exponential/factor",
+         "greater than 1"),
+        ({**MINIMAL, "stages": [{"percentile": 50}], "strategy": {"linear": {"step": 50}}}, "/strategy",
+         "repeats stage(s) ['50%']"),
+        ({**MINIMAL, "webhooks": ["ftp://x"]}, "/webhooks", "must start with http"),
         ({"value": 1}, "/path", "required field is missing"),
         ({**MINIMAL, "path": "a/../b"}, "/path", "'..'"),
         ({**MINIMAL, "path": "A/b"}, "/path", "a-z"),
@@ -432,3 +441,22 @@ def test_dumped_checks_validate_again_unchanged() -> None:
         dumped = json.loads(json.dumps(check.model_dump(mode="json")))
         assert adapter.validate_python(dumped) == check
     assert request.health[0].model_dump(mode="json")["window"] == 600
+
+
+def test_strategies_expand_to_growing_percentile_stages() -> None:
+    linear = parse_rollout_request({**MINIMAL, "strategy": {"linear": {"step": 20, "every": "10m"}}})
+    assert [stage.percentile for stage in linear.all_stages] == [20, 40, 60, 80, 100]
+    assert {stage.cooldown for stage in linear.all_stages} == {timedelta(minutes=10)}
+    exponential = parse_rollout_request(
+        {**MINIMAL, "stages": [{"channel": "canary"}], "strategy": {"exponential": {"start": 1, "factor": 2}}}
+    )
+    assert [stage.display_name for stage in exponential.all_stages] == [
+        "channel:canary", "1%", "2%", "4%", "8%", "16%", "32%", "64%", "100%"
+    ]
+    odd = parse_rollout_request({**MINIMAL, "strategy": {"linear": {"step": 30}}})
+    assert [stage.percentile for stage in odd.all_stages] == [30, 60, 90, 100]
+
+
+def test_rollback_request_names_a_version_instead_of_a_value() -> None:
+    request = parse_rollout_request({"path": "a/b", "version": "0123456789abcdef"})
+    assert request.version == "0123456789abcdef"
