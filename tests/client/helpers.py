@@ -15,7 +15,7 @@ from tempoconf.store.store import Store
 from tests.api.helpers import ACTOR, NS, make_stable
 
 if TYPE_CHECKING:
-    from tests.client.conftest import LiveApi
+    from tests.client.live_api import LiveApi
 
 PATH = "myproject/server_config"
 

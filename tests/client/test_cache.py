@@ -11,8 +11,8 @@ import pytest
 
 from tempoconf.client import ConfigClient, write_file_atomically
 from tests.api.helpers import make_stable
-from tests.client.conftest import LiveApi
 from tests.client.helpers import PATH, stable_served, wait_until
+from tests.client.live_api import LiveApi
 
 FAST = {"poll_interval": 0.1, "min_interval": 0.05, "backoff_base": 0.05, "backoff_cap": 0.2}
 

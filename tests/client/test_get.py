@@ -15,8 +15,8 @@ from tempoconf.client import (
     ConfigUnavailableError,
 )
 from tests.api.helpers import publish, start_rollout
-from tests.client.conftest import LiveApi
 from tests.client.helpers import PATH, stable_served
+from tests.client.live_api import LiveApi
 
 
 def test_get_returns_what_the_api_serves(live_api: LiveApi) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tempoconf.client import ConfigClient, ConfigValue
 from tests.api.helpers import publish, start_rollout
-from tests.client.conftest import LiveApi
 from tests.client.helpers import PATH, revert, stable_served, wait_until
+from tests.client.live_api import LiveApi
 
 LEASE = timedelta(seconds=3)
 

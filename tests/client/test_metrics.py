@@ -6,8 +6,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tempoconf.client import ConfigClient
 from tests.api.helpers import publish, start_rollout
-from tests.client.conftest import LiveApi
 from tests.client.helpers import PATH, revert, stable_served, version_series
+from tests.client.live_api import LiveApi
 
 
 def test_the_gauge_shows_exactly_the_value_in_use(live_api: LiveApi) -> None:

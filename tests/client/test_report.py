@@ -6,8 +6,8 @@ import httpx
 import pytest
 
 from tempoconf.client import AsyncConfigClient, ConfigClient, ConfigUnavailableError
-from tests.client.conftest import LiveApi
 from tests.client.helpers import PATH, stable_served
+from tests.client.live_api import LiveApi
 
 
 def require_reports_route(live_api: LiveApi) -> None:

@@ -7,8 +7,8 @@ import threading
 
 from tempoconf.client import AsyncConfigClient, ConfigClient, ConfigValue
 from tests.api.helpers import assert_eventually, publish, start_rollout
-from tests.client.conftest import LiveApi
 from tests.client.helpers import PATH, promote, revert, stable_served, wait_until
+from tests.client.live_api import LiveApi
 
 # The API ignores `wait` until long-poll lands: a short poll interval keeps these tests quick.
 FAST = {"poll_interval": 0.1, "min_interval": 0.05}

@@ -1,0 +1,90 @@
+"""`LiveApi`: the distribution API (real uvicorn on 127.0.0.1) in a thread, over a real store.
+
+The API runs in a thread with its own event loop, so blocking clients can be tested from plain
+test functions; it can be stopped and started again on the same port (an outage).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import Future
+
+import httpx
+
+from api.server import serve_api
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+
+START_TIMEOUT = 15.0
+
+
+class LiveApi:
+    """`serve_api` in a background thread; `stop()` / `start()` simulate an outage."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.port = 0
+        self.url = ""
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> str:
+        """Serve (on the port of the previous run, if any); returns the base URL."""
+        assert self._thread is None, "already running"
+        started: Future[str] = Future()
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
+            await serve_api(
+                self.settings, self.store, host="127.0.0.1", port=self.port, access_log=True,
+                on_started=started.set_result,
+            )
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except asyncio.CancelledError:
+                pass
+            except BaseException as exc:
+                if not started.done():
+                    started.set_exception(exc)
+                raise
+
+        self._thread = threading.Thread(target=run, name="live-api", daemon=True)
+        self._thread.start()
+        self.url = started.result(timeout=START_TIMEOUT)
+        self.port = int(self.url.rsplit(":", 1)[1])
+        return self.url
+
+    def stop(self) -> None:
+        thread, loop, task = self._thread, self._loop, self._task
+        self._thread = self._loop = self._task = None
+        if thread is None:
+            return
+        assert loop is not None and task is not None
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "the API did not stop"
+
+    def wait_served(self, path: str, version: str, *, timeout: float = 10.0, **params: str) -> None:
+        """Wait until the API has loaded a store write and answers `version` (client "probe")."""
+        params.setdefault("client", "probe")
+        deadline = time.monotonic() + timeout
+        while not self.serves(path, version, **params):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the API did not serve {version} within {timeout}s")
+            time.sleep(0.02)
+
+    def serves(self, path: str, version: str, **params: str) -> bool:
+        """True when the API answers `version` for this query now."""
+        response = httpx.get(f"{self.url}/v1/configs/{path}", params=params, timeout=5)
+        return response.status_code == 200 and response.json()["version"] == version
