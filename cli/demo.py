@@ -102,7 +102,9 @@ async def run_demo(
         print(f"   every client runs the stable version; {fleet.canaries} are on channel canary")
 
         new_version = version_id(request["value"])
-        stages = " → ".join(stage.display_name for stage in parse_rollout_request(request).stages)
+        stages = " → ".join(
+            stage.display_name for stage in parse_rollout_request(request).all_stages
+        )
         print(
             f"4. roll out {json.dumps(request['value'])} as version {new_version}: {stages}, {cooldown} hold each"
         )

@@ -210,6 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
     _config_namespace(versions)
     versions.set_defaults(handler="schema.versions_command")
 
+    rollback = commands.add_parser(
+        "rollback",
+        parents=[connection],
+        help="put a config back on a version it had (a rollout without stages)",
+    )
+    rollback.add_argument("path", metavar="PATH")
+    rollback.add_argument(
+        "version", metavar="VERSION", help="a version id (`tempoconf versions PATH`)"
+    )
+    rollback.add_argument("--reason", default="", help="why, for the audit log")
+    rollback.add_argument("--no-wait", action="store_true", help="start it and return")
+    _config_namespace(rollback)
+    rollback.set_defaults(handler="rollout.rollback_command")
+
     from cli import agent  # its flags only: the client SDK is imported when the command runs
 
     agent.add_parser(commands, _label)

@@ -39,7 +39,14 @@ from tempoconf.schema_validation import value_problems
 from tempoconf.settings import Settings
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 
-__all__ = ["request_problems", "start_command", "status_command", "update_command"]
+__all__ = [
+    "request_problems",
+    "rollback_command",
+    "rollout_version",
+    "start_command",
+    "status_command",
+    "update_command",
+]
 
 RPC_TIMEOUT = timedelta(seconds=15)
 HISTORY_SHOWN = 6
@@ -48,22 +55,41 @@ SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
 
 # -- start -------------------------------------------------------------------------------------
 def request_problems(raw: Any, store: Any) -> tuple[RolloutRequest | None, list[Problem]]:
-    """Every problem of a raw request, the value checked against the config's schema too."""
+    """Every problem of a raw request: its fields, and its value (new, or the rollback's stored
+    one) against the config's schema, as the workflow's prepare step would find them."""
     problems: list[Problem] = []
     request: RolloutRequest | None = None
     try:
         request = parse_rollout_request(raw)
     except InvalidRequestError as error:
         problems.extend(error.problems)
-    if isinstance(raw, dict) and "value" in raw:
+    if isinstance(raw, dict):
         # Even when other fields are wrong, say what the schema thinks of the value: one pass fixes all.
         namespace = raw.get("namespace", DEFAULT_NAMESPACE)
         path = raw.get("path")
         if namespace_problem(namespace) is None and path_problem(path) is None:
             schema = store.get_schema(namespace, path)
-            if schema is not None:
-                problems.extend(value_problems(schema, raw["value"]))
+            value: Any = raw.get("value")
+            if "version" in raw and "value" not in raw and isinstance(raw["version"], str):
+                record = store.get_version(namespace, path, raw["version"])
+                if record is None:
+                    problems.append(
+                        Problem(
+                            "/version",
+                            f"config {namespace}/{path} has no version {raw['version']} "
+                            f"(`tempoconf versions {_path_args(namespace, path)}` lists them)",
+                        )
+                    )
+                value = record.value if record is not None else None
+                schema = schema if record is not None else None
+            if schema is not None and ("value" in raw or "version" in raw):
+                problems.extend(value_problems(schema, value))
     return (request if not problems else None), problems
+
+
+def rollout_version(request: RolloutRequest) -> str:
+    """The version a request rolls out: the rollback's, or the new value's id."""
+    return request.version if request.version is not None else version_id(request.value)
 
 
 def start_command(args: argparse.Namespace) -> int:
@@ -76,15 +102,43 @@ def start_command(args: argparse.Namespace) -> int:
             print("nothing was started.", file=sys.stderr)
             return 2
         lock = store.get_lock(request.namespace, request.path)
-    return asyncio.run(_start(settings, args, raw, request, lock))
+    return asyncio.run(
+        _start(settings, raw, request, lock, workflow_id=args.workflow_id, wait=args.wait)
+    )
+
+
+def rollback_command(args: argparse.Namespace) -> int:
+    """Roll a config back to a version it had: a stage-less rollout of that version."""
+    check_config_name(args.namespace, args.path)
+    settings = settings_from_args(args)
+    raw = {
+        "path": args.path,
+        "namespace": args.namespace,
+        "version": args.version,
+        "stages": [],
+        "author": actor(),
+        "message": args.reason or f"rollback to {args.version}",
+    }
+    with open_store(settings) as store:
+        request, problems = request_problems(raw, store)
+        if problems or request is None:
+            print_problems(problems, what=f"rollback of {args.namespace}/{args.path} refused")
+            print("nothing was started.", file=sys.stderr)
+            return 2
+        lock = store.get_lock(request.namespace, request.path)
+    return asyncio.run(
+        _start(settings, raw, request, lock, workflow_id=None, wait=not args.no_wait)
+    )
 
 
 async def _start(
     settings: Settings,
-    args: argparse.Namespace,
     raw: dict[str, Any],
     request: RolloutRequest,
     lock: Any,
+    *,
+    workflow_id: str | None,
+    wait: bool,
 ) -> int:
     client = await connect_temporal(settings)
     name = f"{request.namespace}/{request.path}"
@@ -94,9 +148,12 @@ async def _start(
             f"See it with `tempoconf rollout status {_path_args(request.namespace, request.path)}`; "
             "halt or bypass it before starting another."
         )
-    workflow_id = args.workflow_id or rollout_workflow_id(request.namespace, request.path)
-    version = version_id(request.value)
-    stages = " → ".join(stage.display_name for stage in request.stages) or "none: promote directly"
+    given_id = workflow_id
+    workflow_id = given_id or rollout_workflow_id(request.namespace, request.path)
+    version = rollout_version(request)
+    stages = (
+        " → ".join(stage.display_name for stage in request.all_stages) or "none: promote directly"
+    )
     try:
         handle = await client.start_workflow(
             WORKFLOW_TYPE,
@@ -117,7 +174,7 @@ async def _start(
     print(f"  run id       {handle.result_run_id}")
     print(f"  Web UI       {workflow_ui_url(settings, workflow_id, handle.result_run_id)}")
     target = _path_args(request.namespace, request.path) + (
-        f" --id '{args.workflow_id}'" if args.workflow_id else ""
+        f" --id '{given_id}'" if given_id else ""
     )
     print("next:")
     print(f"  tempoconf rollout status {target}")
@@ -125,7 +182,7 @@ async def _start(
     print(
         f"  tempoconf rollout bypass {target} --reason '...'   promote now, skipping holds and checks"
     )
-    if not args.wait:
+    if not wait:
         return 0
     print("waiting for the result...", flush=True)
     return await _print_result(handle)

@@ -68,4 +68,7 @@ def test_demo_rolls_the_example_out_to_a_small_fleet(tmp_path: Path) -> None:
     ), output
     assert re.search(r"\| 40 new$", output, re.MULTILINE), output
     assert "Traceback" not in output
-    assert processes_with(str(data_dir.resolve())) == [], "the demo left a process behind"
+    assert processes_with(str(data_dir.resolve())) == [], "the demo left its Temporal server behind"
+    api_url = re.search(r"simulated clients polling (http://\S+)", output)
+    assert api_url is not None
+    assert processes_with(f"--api-url {api_url.group(1)} ") == [], "the demo left its fleet behind"

@@ -226,3 +226,31 @@ def test_status_of_a_config_without_rollouts(dev: RunningDev) -> None:
         f"no rollout of default/{path} found (workflow id 'rollout:default/{path}')"
         in result.stderr
     )
+
+
+def test_rollback_to_an_earlier_version(dev: RunningDev) -> None:
+    path = _config(dev, "rollback")
+    promoted = dev.cli(
+        "rollout", "start", _write(dev, "rb-new.json", {"path": path, "value": NEW}), "--wait"
+    )
+    assert "outcome: promoted" in promoted.stdout, promoted.stdout + promoted.stderr
+    assert _served(dev, path)["value"] == NEW
+
+    unknown = dev.cli("rollback", path, "0123456789abcdef")
+    assert unknown.returncode == 2
+    assert f"/version: config default/{path} has no version 0123456789abcdef" in unknown.stderr
+    assert "nothing was started." in unknown.stderr
+
+    rolled_back = dev.cli("rollback", path, version_id(STABLE), "--reason", "2000 was too many")
+
+    assert rolled_back.returncode == 0, rolled_back.stdout + rolled_back.stderr
+    assert (
+        f"started the rollout of default/{path} to version {version_id(STABLE)}"
+        in rolled_back.stdout
+    )
+    assert "stages       none: promote directly" in rolled_back.stdout
+    assert "outcome: promoted" in rolled_back.stdout
+    assert _served(dev, path)["value"] == STABLE
+    versions = dev.cli("versions", path).stdout.splitlines()
+    stable_line = next(line for line in versions if line.startswith(version_id(STABLE)))
+    assert " yes " in stable_line
