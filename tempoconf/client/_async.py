@@ -50,12 +50,14 @@ async def watch_loop(
     deliver: Callable[[ConfigValue], Awaitable[None]],
     *,
     attempted: Callable[[], None] = lambda: None,
+    exclusive: asyncio.Lock | None = None,
 ) -> None:
     """Poll until cancelled: deliver the value in use first (if any), then every change.
 
-    One request at a time (this loop is the only one polling while it runs). Failures are logged
-    by `state` and retried after its backoff; nothing but cancellation ends the loop.
+    One request at a time: each poll holds `exclusive` (the lock a `get()` in flight holds).
+    Failures are logged by `state` and retried after its backoff; only cancellation ends it.
     """
+    exclusive = exclusive or asyncio.Lock()
     initial = state.current()
     if initial is not None:
         await deliver(initial)
@@ -68,7 +70,8 @@ async def watch_loop(
             await asyncio.sleep(delay)
             continue
         try:
-            changed = await fetch_async(state, http, long_poll=True)
+            async with exclusive:
+                changed = await fetch_async(state, http, long_poll=True)
         except ConfigClientError:
             changed = None  # recorded and logged by `state`; the next try waits out its backoff
         finally:
@@ -120,7 +123,7 @@ class AsyncConfigClient:
     @property
     def registry(self) -> CollectorRegistry:
         """The registry holding `tempoconf_agent_config_version` (see the package docstring)."""
-        return self._state._gauge.registry
+        return self._state.registry
 
     @property
     def client_id(self) -> str:
@@ -150,11 +153,10 @@ class AsyncConfigClient:
         ConfigResponseError only when there is no last good value to fall back on.
         """
         if self.watching:
-            if self._state.current() is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._attempted.wait(), self._state.options.timeout)
-            return self._state.fallback()
+            return await self._watched_value()
         async with self._request_lock:
+            if self.watching:  # started while this waited for the lock
+                return await self._watched_value()
             changed = self._state.tick()
             try:
                 changed = await fetch_async(self._state, self._http, long_poll=False) or changed
@@ -162,6 +164,12 @@ class AsyncConfigClient:
                 pass  # recorded by the state; fallback() serves the cache or raises the error
         if changed is not None:
             await self._deliver(changed)
+        return self._state.fallback()
+
+    async def _watched_value(self) -> ConfigValue:
+        if self._state.current() is None:  # just started: give the first poll its chance
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._attempted.wait(), self._state.options.timeout)
         return self._state.fallback()
 
     # -- watching ------------------------------------------------------------------------------
@@ -180,7 +188,10 @@ class AsyncConfigClient:
         if self.watching:
             return
         self._task = asyncio.get_running_loop().create_task(
-            watch_loop(self._state, self._http, self._deliver, attempted=self._attempted.set),
+            watch_loop(
+                self._state, self._http, self._deliver, attempted=self._attempted.set,
+                exclusive=self._request_lock,
+            ),
             name=f"tempoconf-watch:{self._state.options.path}",
         )
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from prometheus_client import CollectorRegistry
+
 from tempoconf.client._backoff import Backoff
 from tempoconf.client._cache import DiskCache
 from tempoconf.client._hold import decide
@@ -162,6 +164,10 @@ class WatchState:
         """The value the API serves that the hold rule keeps back, if any."""
         with self._lock:
             return self._pending
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self._gauge.registry
 
     def fallback(self) -> ConfigValue:
         """The last good value after a failed request, or the error of that request."""

@@ -103,7 +103,7 @@ class ConfigClient:
     @property
     def registry(self) -> CollectorRegistry:
         """The registry holding `tempoconf_agent_config_version` (see the package docstring)."""
-        return self._state._gauge.registry
+        return self._state.registry
 
     @property
     def client_id(self) -> str:
@@ -131,17 +131,19 @@ class ConfigClient:
         Raises ConfigRequestError (4xx), ConfigUnavailableError (unreachable) or
         ConfigResponseError only when there is no last good value to fall back on.
         """
-        if self.watching:
-            if self._state.current() is None:
-                self._attempted.wait(self._state.options.timeout)
-            return self._state.fallback()
+        changed: ConfigValue | None = None
         with self._request_lock:  # one request in flight per config, whatever the threads
-            changed = self._state.tick()
-            try:
-                changed = fetch_sync(self._state, self._http) or changed
-            except ConfigClientError:
-                pass  # recorded by the state; fallback() serves the cache or raises the error
-        if changed is not None:
+            watching = self.watching
+            if not watching:
+                changed = self._state.tick()
+                try:
+                    changed = fetch_sync(self._state, self._http) or changed
+                except ConfigClientError:
+                    pass  # recorded by the state; fallback() serves the cache or raises it
+        if watching:
+            if self._state.current() is None:  # just started: give the first poll its chance
+                self._attempted.wait(self._state.options.timeout)
+        elif changed is not None:
             self._deliver(changed)
         return self._state.fallback()
 
@@ -159,7 +161,9 @@ class ConfigClient:
 
     def start(self) -> None:
         """Start the watcher thread (idempotent)."""
-        with self._lifecycle:
+        # The request lock too: a get() in flight ends before the watcher polls, and any get()
+        # after this sees `watching` and makes no request of its own.
+        with self._lifecycle, self._request_lock:
             if self.watching:
                 return
             ready = threading.Event()
