@@ -135,10 +135,15 @@ class Fleet:
         await asyncio.sleep(self._random.uniform(0, self.interval))
         loop = asyncio.get_running_loop()
         next_report = loop.time() + self._random.uniform(0, self.report_interval)
+        reported: str | None = None
         while True:
             await self._poll(client)
-            if self._reports_supported and client.version and loop.time() >= next_report:
+            # Report soon after a change of version (as a process that applied it and ran a while),
+            # then every report_interval: a short hold still sees the cohort's reports.
+            due = client.version != reported or loop.time() >= next_report
+            if self._reports_supported and client.version and due:
                 await self._report(client)
+                reported = client.version
                 next_report = loop.time() + self.report_interval
             await asyncio.sleep(self.interval * self._random.uniform(0.8, 1.2))
 
