@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import httpx
 import pytest
 
 from tempoconf.client import AsyncConfigClient, ConfigClient, ConfigUnavailableError
 from tests.client.helpers import PATH, stable_served
 from tests.client.live_api import LiveApi
+
+SINCE = datetime.now(UTC) - timedelta(days=1)
 
 
 def require_reports_route(live_api: LiveApi) -> None:
@@ -27,6 +31,10 @@ def test_report_posts_for_the_version_in_use(live_api: LiveApi) -> None:
         client.report(ok=10, failed=0)
     finally:
         client.close()
+
+    stats = live_api.store.report_stats("default", PATH, stable.version, since=SINCE)
+    assert (stats.clients, stats.reports, stats.ok, stats.failed) == (1, 2, 108, 2)
+    assert stats.last_error == "timeout talking to db"
 
 
 async def test_async_report(live_api: LiveApi) -> None:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
+
+import httpx
+import pytest
 
 from tempoconf.client import AsyncConfigClient, ConfigClient, ConfigValue
 from tests.api.helpers import assert_eventually, publish, start_rollout
@@ -112,3 +117,41 @@ async def test_async_watch_wakes_on_publish_promote_and_revert(live_api: LiveApi
             timeout=15,
         )
     assert not client.watching
+
+
+def api_holds_polls(live_api: LiveApi) -> bool:
+    """True when the API long-polls (holds a conditional GET with `wait`)."""
+    url = f"{live_api.url}/v1/configs/{PATH}"
+    etag = httpx.get(url, params={"client": "probe"}, timeout=5).headers["etag"]
+    began = time.monotonic()
+    httpx.get(url, params={"client": "probe", "wait": "1"}, headers={"If-None-Match": etag},
+              timeout=5)
+    return time.monotonic() - began > 0.5
+
+
+def test_watch_long_polls_a_change_without_waiting_for_the_poll_interval(
+    live_api: LiveApi,
+) -> None:
+    stable_served(live_api, {"v": 1})
+    if not api_holds_polls(live_api):
+        pytest.xfail("this API answers `wait` at once (long-poll not served yet)")
+    # poll_interval 30 s: only a held poll can bring the change within the timeout below.
+    with ConfigClient(live_api.url, PATH, client_id="h1", channel="canary",
+                      poll_interval=30, long_poll_seconds=20) as client:
+        wait_until(lambda: client.current is not None and client.current.source == "api")
+        time.sleep(0.2)  # the watcher is now inside a held poll
+        staged = start_rollout(live_api.store, PATH, {"v": 2})
+        publish(live_api.store, PATH, index=0, name="canary", channel="canary")
+        wait_until(lambda: client.get().version == staged.version, timeout=5)
+
+
+def test_watch_never_spins(live_api: LiveApi, caplog: pytest.LogCaptureFixture) -> None:
+    stable_served(live_api, {"v": 1})
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    with ConfigClient(live_api.url, PATH, client_id="spin-check", poll_interval=0.3,
+                      long_poll_seconds=30) as client:
+        wait_until(lambda: client.current is not None)
+        time.sleep(1.5)
+    polls = [r for r in caplog.records if r.name == "uvicorn.access" and "spin-check" in str(r.args)]
+    # Held polls: 1-2 requests. Answered at once: one per poll_interval (0.3 s), never a burst.
+    assert 1 <= len(polls) <= 1.5 / 0.3 + 2
