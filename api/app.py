@@ -1,39 +1,124 @@
-"""The distribution API as an ASGI app (Starlette)."""
+"""The distribution API as an ASGI app: Starlette, with config polls answered ahead of it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
+from temporalio.client import Client
 
+from api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from api.errors import EXCEPTION_HANDLERS
-from api.routes import configs, health
+from api.metrics import ApiMetrics
+from api.polls import CONFIGS_PREFIX, ConfigPolls
+from api.routes import configs, health, metrics, openapi, reports, rollouts, schemas, versions
 from api.snapshots import DEFAULT_POLL_INTERVAL, SnapshotCache
+from api.temporal_client import TemporalConnector
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = ["create_app"]
+__all__ = ["DistributionApp", "REPORT_RETENTION", "create_app"]
+
+REPORT_RETENTION = timedelta(days=7)
+"""Health reports older than this are deleted."""
+_PRUNE_EVERY = 3600.0
+
+logger = logging.getLogger(__name__)
+
+
+class DistributionApp(Starlette):
+    """Starlette, except that `GET|HEAD /v1/configs/...` goes straight to `ConfigPolls`: every
+    client polls, and the poll path must not pay the middleware stack and routing per request."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith(CONFIGS_PREFIX)
+            and scope["method"] in ("GET", "HEAD")
+        ):
+            await self.state.config_polls(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
-    store: Store, settings: Settings, *, poll_interval: float = DEFAULT_POLL_INTERVAL
-) -> Starlette:
-    """The API over `store`. Its lifespan loads the snapshots and polls `store.revision()`
-    every `poll_interval` seconds; `app.state.snapshot_cache` is the SnapshotCache."""
+    store: Store,
+    settings: Settings,
+    *,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    listen_poll_interval: float = LISTEN_FALLBACK_POLL_INTERVAL,
+    temporal_client: Client | None = None,
+    report_retention: timedelta = REPORT_RETENTION,
+) -> DistributionApp:
+    """The API over `store`. Its lifespan loads the snapshots, then follows the store: it checks
+    `store.revision()` every `poll_interval` seconds, and on PostgreSQL listens for change
+    notifications, polling only every `listen_poll_interval` seconds while that works.
+
+    `temporal_client` (tests) replaces the lazy connection to `settings`' Temporal.
+    `app.state.snapshot_cache` is the SnapshotCache, `app.state.metrics` the metrics.
+    """
     cache = SnapshotCache(store, poll_interval=poll_interval)
+    api_metrics = ApiMetrics(cache)
+    conninfo = store.listen_conninfo()
+    listener = (
+        ChangeListener(conninfo, cache, fallback_poll_interval=listen_poll_interval)
+        if conninfo is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with cache.running():
-            yield
+            tasks = [asyncio.create_task(_prune_reports(store, report_retention), name="prune")]
+            if listener is not None:
+                tasks.append(asyncio.create_task(listener.run(), name="tempoconf-listen"))
+            try:
+                yield
+            finally:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
-    app = Starlette(
-        routes=[*configs.routes, *health.routes],
+    app = DistributionApp(
+        routes=[
+            *configs.routes,
+            *reports.routes,
+            *schemas.routes,
+            *versions.routes,
+            *rollouts.routes,
+            *health.routes,
+            *metrics.routes,
+            *openapi.routes,
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
     app.state.store = store
     app.state.settings = settings
     app.state.snapshot_cache = cache
+    app.state.metrics = api_metrics
+    app.state.config_polls = ConfigPolls(cache, settings, api_metrics)
+    app.state.temporal = TemporalConnector(settings, temporal_client)
+    app.state.change_listener = listener
+    app.state.known_versions = set()
     return app
+
+
+async def _prune_reports(store: Store, retention: timedelta) -> None:
+    """Delete old health reports now, then every hour, until cancelled."""
+    while True:
+        try:
+            deleted = await asyncio.to_thread(store.prune_reports, store.now() - retention)
+            if deleted:
+                logger.info("deleted %d health reports older than %s", deleted, retention)
+        except Exception as exc:  # the store may be down; the next round tries again
+            logger.warning("cannot prune health reports: %s", exc)
+        await asyncio.sleep(_PRUNE_EVERY)

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from api.errors import ApiError
+from api.metrics import ApiMetrics
 from api.snapshots import SnapshotCache
+from api.temporal_client import TemporalConnector
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = ["snapshot_cache", "store_of", "settings_of"]
+__all__ = [
+    "config_name",
+    "metrics_of",
+    "settings_of",
+    "snapshot_cache",
+    "store_of",
+    "temporal_of",
+]
 
 
 def snapshot_cache(request: Request) -> SnapshotCache:
@@ -24,3 +35,26 @@ def store_of(request: Request) -> Store:
 def settings_of(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+def metrics_of(request: Request) -> ApiMetrics:
+    metrics: ApiMetrics = request.app.state.metrics
+    return metrics
+
+
+def temporal_of(request: Request) -> TemporalConnector:
+    connector: TemporalConnector = request.app.state.temporal
+    return connector
+
+
+def config_name(request: Request) -> tuple[str, str]:
+    """(namespace, path) from `{path}` and `?namespace=`; ApiError(400) when either is invalid."""
+    path = request.path_params["path"]
+    problem = path_problem(path)
+    if problem is not None:
+        raise ApiError(400, f"invalid config path in the URL: {problem}")
+    namespace = request.query_params.get("namespace", DEFAULT_NAMESPACE)
+    problem = namespace_problem(namespace)
+    if problem is not None:
+        raise ApiError(400, f"invalid query parameter namespace: {problem}")
+    return namespace, path

@@ -1,33 +1,53 @@
 """What one poll asks for, and what it is answered (DESIGN.md, Distribution API).
 
-Kept apart from the route so the long-poll can re-run `serve_config` on each snapshot change.
+Answers are prepared once per config snapshot: for stable and for each stage, the body bytes and
+the ETag, so a poll is a resolution (a few comparisons and one md5) and a dict lookup.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from starlette.datastructures import QueryParams
 
 from api.errors import ApiError
 from api.etag import config_etag
-from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
-from tempoconf.resolution import STABLE, ClientIdentity, ConfigSnapshot, Resolution, resolve
+from tempoconf.resolution import (
+    STABLE,
+    ClientIdentity,
+    ConfigSnapshot,
+    PublishedStage,
+    VersionRecord,
+    stage_matches,
+)
 
-__all__ = ["ConfigQuery", "ServedConfig", "parse_config_query", "serve_config"]
+__all__ = [
+    "MAX_WAIT",
+    "ConfigQuery",
+    "PreparedAnswer",
+    "PreparedConfig",
+    "parse_config_query",
+    "prepare_config",
+]
+
+MAX_WAIT = 60.0
+"""Longest long-poll, in seconds."""
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no", ""})
+_JSON = (b"content-type", b"application/json")
+_NO_CACHE = (b"cache-control", b"no-cache")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConfigQuery:
-    """One poll: which config, who asks, and whether it wants stable regardless of stages."""
+    """One poll: which config, who asks, whether it wants stable regardless of stages, and how
+    long it may wait for a change (0: answer at once)."""
 
     namespace: str
     path: str
@@ -35,29 +55,88 @@ class ConfigQuery:
     anonymous: bool
     """No `client` given: percentile stages never match, channel and label stages may."""
     stable_only: bool = False
+    wait: float = 0.0
 
 
-@dataclass(frozen=True)
-class ServedConfig:
-    """The answer to one poll, and its ETag."""
+@dataclass(frozen=True, slots=True)
+class PreparedAnswer:
+    """The 200 (and 304) of one (config snapshot, stage), ready to write."""
 
-    namespace: str
-    path: str
-    resolution: Resolution
+    stage: str
+    version: str
     etag: str
+    body: bytes
+    headers: list[tuple[bytes, bytes]]
+    not_modified_headers: list[tuple[bytes, bytes]]
 
-    def body(self) -> dict[str, Any]:
-        record = self.resolution.record
-        expires_at = self.resolution.expires_at
-        return {
-            "namespace": self.namespace,
-            "path": self.path,
-            "version": record.version,
-            "stage": self.resolution.stage,
-            "value": record.value,
-            "expires_at": expires_at.astimezone(UTC).isoformat() if expires_at else None,
-            "metadata": record.metadata(),
-        }
+
+@dataclass(frozen=True, slots=True)
+class PreparedConfig:
+    """Every answer a config's snapshot can give, and how to choose one for a client."""
+
+    snapshot: ConfigSnapshot
+    stable: PreparedAnswer | None
+    stages: tuple[tuple[PublishedStage, PreparedAnswer], ...]
+    """In evaluation order (by index); empty when no rollout is live."""
+
+    def answer(self, query: ConfigQuery, now: datetime) -> PreparedAnswer | None:
+        """What this client gets at `now` (DESIGN.md, Stages); None: nothing to serve it."""
+        if not query.stable_only:
+            path = self.snapshot.path
+            for stage, answer in self.stages:
+                if stage.expires_at <= now:
+                    continue
+                # Every anonymous client would share one bucket, so a percentile would take all
+                # or none: anonymous clients never match percentile stages.
+                if query.anonymous and stage.percentile is not None:
+                    continue
+                if stage_matches(stage, path, query.client):
+                    return answer
+        return self.stable
+
+    def next_expiry(self, now: datetime) -> datetime | None:
+        """The earliest lease still running at `now`: when an answer may change without a write."""
+        leases = [stage.expires_at for stage, _ in self.stages if stage.expires_at > now]
+        return min(leases) if leases else None
+
+
+def prepare_config(snapshot: ConfigSnapshot) -> PreparedConfig:
+    stable = _prepare(snapshot, snapshot.stable, STABLE, None) if snapshot.stable else None
+    stages: tuple[tuple[PublishedStage, PreparedAnswer], ...] = ()
+    if snapshot.staged is not None:
+        staged = snapshot.staged
+        stages = tuple(
+            (stage, _prepare(snapshot, staged, stage.name, stage.expires_at))
+            for stage in sorted(snapshot.stages, key=lambda s: s.index)
+        )
+    return PreparedConfig(snapshot, stable, stages)
+
+
+def _prepare(
+    snapshot: ConfigSnapshot, record: VersionRecord, stage: str, expires_at: datetime | None
+) -> PreparedAnswer:
+    document = {
+        "namespace": snapshot.namespace,
+        "path": snapshot.path,
+        "version": record.version,
+        "stage": stage,
+        "value": record.value,
+        "expires_at": expires_at.astimezone(UTC).isoformat() if expires_at else None,
+        "metadata": record.metadata(),
+    }
+    body = json.dumps(
+        document, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    ).encode()
+    etag = config_etag(snapshot.namespace, snapshot.path, record.version, stage)
+    etag_header = (b"etag", etag.encode())
+    return PreparedAnswer(
+        stage=stage,
+        version=record.version,
+        etag=etag,
+        body=body,
+        headers=[_JSON, (b"content-length", str(len(body)).encode()), etag_header, _NO_CACHE],
+        not_modified_headers=[etag_header, _NO_CACHE],
+    )
 
 
 def parse_config_query(path: str, params: QueryParams) -> ConfigQuery:
@@ -76,49 +155,29 @@ def parse_config_query(path: str, params: QueryParams) -> ConfigQuery:
     channel = params.get("channel") or None
     labels = _parse_labels(params.getlist("label"))
     stable_only = _parse_bool("stable", params.get("stable", ""))
+    wait = _parse_wait(params.get("wait"))
     return ConfigQuery(
         namespace=namespace,
         path=path,
         client=ClientIdentity(client_id=client_id, channel=channel, labels=labels),
         anonymous=client_id == "",
         stable_only=stable_only,
+        wait=wait,
     )
 
 
-def serve_config(cache: SnapshotCache, query: ConfigQuery, now: datetime) -> ServedConfig:
-    """Resolve a poll against the cached snapshots at `now`.
-
-    Raises ApiError: 404 for an unknown config or one with nothing to serve this client yet,
-    503 while the snapshots have never been loaded.
-    """
-    where = f"config {query.path!r} in namespace {query.namespace!r}"
+def _parse_wait(raw: str | None) -> float:
+    if raw is None or raw == "":
+        return 0.0
     try:
-        snapshot = cache.get(query.namespace, query.path)
-    except SnapshotsNotLoadedError as exc:
-        raise ApiError(503, f"cannot serve {where}: {exc}") from exc
-    if snapshot is None:
-        raise ApiError(404, f"unknown {where}")
-    resolution = _resolve(snapshot, query, now)
-    if resolution is None:
-        if query.stable_only:
-            raise ApiError(404, f"{where} has no stable version yet")
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_WAIT:  # also refuses nan and inf
         raise ApiError(
-            404,
-            f"{where} has no stable version yet, "
-            "and no stage of its rollout applies to this client",
+            400, f"invalid query parameter wait={raw!r}: expected seconds from 0 to {MAX_WAIT:g}"
         )
-    etag = config_etag(query.namespace, query.path, resolution.record.version, resolution.stage)
-    return ServedConfig(query.namespace, query.path, resolution, etag)
-
-
-def _resolve(snapshot: ConfigSnapshot, query: ConfigQuery, now: datetime) -> Resolution | None:
-    if query.stable_only:
-        return Resolution(snapshot.stable, STABLE, None) if snapshot.stable is not None else None
-    if query.anonymous and any(stage.percentile is not None for stage in snapshot.stages):
-        # Every anonymous client would share one bucket, so a percentile would take all or none.
-        stages = tuple(stage for stage in snapshot.stages if stage.percentile is None)
-        snapshot = dataclasses.replace(snapshot, stages=stages)
-    return resolve(snapshot, query.client, now)
+    return seconds
 
 
 def _parse_labels(raw: list[str]) -> Mapping[str, str]:

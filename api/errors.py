@@ -1,36 +1,69 @@
-"""Every error the API answers is JSON: `{"error": "<what is wrong and where>"}`."""
+"""Every error the API answers is JSON: `{"error": "<what is wrong and where>"}`, plus `problems`
+(each with a JSON pointer) when an input was refused for several reasons."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["ApiError", "error_response", "EXCEPTION_HANDLERS"]
+from tempoconf.problems import Problem
+
+__all__ = ["ApiError", "error_body", "error_response", "EXCEPTION_HANDLERS"]
+
+logger = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    """An answer for the caller: `status` and a message that says what is wrong and where."""
+    """An answer for the caller: `status` and a message that says what is wrong and where;
+    `problems` lists every reason an input was refused; `headers` go into the response."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        problems: Sequence[Problem] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.status = status
         self.message = message
+        self.problems = list(problems)
+        self.headers = dict(headers or {})
         super().__init__(message)
 
 
-def error_response(status: int, message: str) -> JSONResponse:
+def error_body(message: str, problems: Sequence[Problem] = ()) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": message}
+    if problems:
+        body["problems"] = [
+            {"pointer": problem.pointer, "message": problem.message} for problem in problems
+        ]
+    return body
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    problems: Sequence[Problem] = (),
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     # no-cache: a 404 for a config mid-creation must not stick in a cache in between.
     return JSONResponse(
-        {"error": message}, status_code=status, headers={"Cache-Control": "no-cache"}
+        error_body(message, problems),
+        status_code=status,
+        headers={"Cache-Control": "no-cache", **(headers or {})},
     )
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.message)
+    return error_response(exc.status, exc.message, problems=exc.problems, headers=exc.headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -41,10 +74,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"method {request.method} is not allowed on {request.url.path}"
     else:
         message = str(exc.detail)
-    response = error_response(exc.status_code, message)
-    for name, value in (exc.headers or {}).items():
-        response.headers[name] = value
-    return response
+    return error_response(exc.status_code, message, headers=exc.headers)
 
 
-EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {ApiError: _api_error, HTTPException: _http_error}
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # A bug, not the caller's fault: logged with its traceback, answered as JSON like the rest.
+    logger.exception("unexpected error on %s %s", request.method, request.url.path)
+    return error_response(500, f"internal error: {type(exc).__name__}")
+
+
+EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+    ApiError: _api_error,
+    HTTPException: _http_error,
+    Exception: _unexpected,
+}

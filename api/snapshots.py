@@ -16,8 +16,8 @@ from tempoconf.store.store import Store
 
 __all__ = ["SnapshotCache", "SnapshotsNotLoadedError", "DEFAULT_POLL_INTERVAL"]
 
-DEFAULT_POLL_INTERVAL = 0.1
-"""Seconds between two checks of `store.revision()`."""
+DEFAULT_POLL_INTERVAL = 0.05
+"""Seconds between two checks of `store.revision()` (one row: cheap)."""
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +31,11 @@ class SnapshotsNotLoadedError(RuntimeError):
 class SnapshotCache:
     """`store.load_snapshots()` in memory, refreshed when `store.revision()` changes.
 
-    `run()` (or `running()`) checks the revision every `poll_interval` seconds; `refresh()` reloads
-    at once. Each refresh sets the event `changed()` handed out before it, and swaps in a new one,
-    so a waiter that took the event before reading a snapshot never misses a change.
+    `run()` (or `running()`) checks the revision every `poll_interval` seconds, or at once when
+    `notify()` is called (PostgreSQL's LISTEN does); `refresh()` reloads at once. Each refresh sets
+    the event `changed()` handed out before it, and swaps in a new one, so a waiter that took the
+    event before reading a snapshot never misses a change. `changed_for(namespace, path)` is the
+    same for one config: set only by a refresh that changes that config's snapshot.
     """
 
     def __init__(self, store: Store, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
@@ -42,6 +44,8 @@ class SnapshotCache:
         self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = _EMPTY
         self._revision: int | None = None
         self._changed = asyncio.Event()
+        self._config_events: dict[tuple[str, str], asyncio.Event] = {}
+        self._wake = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self.last_error: BaseException | None = None
@@ -68,6 +72,31 @@ class SnapshotCache:
         self._require_loaded()
         return self._snapshots.get((namespace, path))
 
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between two revision checks; may be changed while running."""
+        return self._poll_interval
+
+    @poll_interval.setter
+    def poll_interval(self, seconds: float) -> None:
+        self._poll_interval = seconds
+
+    def changed_for(self, namespace: str, path: str) -> asyncio.Event:
+        """The event the next refresh that changes this config's snapshot sets (its first load
+        included). Take it *before* reading the snapshot, then wait on it."""
+        key = (namespace, path)
+        event = self._config_events.get(key)
+        if event is None:
+            event = self._config_events[key] = asyncio.Event()
+        return event
+
+    def notify(self, revision: int | None = None) -> None:
+        """The store says it changed (at `revision`, when known): check it now, not at the next
+        poll. Cheap and idempotent, so a burst of notifications costs one reload."""
+        if revision is not None and self._revision is not None and revision <= self._revision:
+            return
+        self._wake.set()
+
     def changed(self) -> asyncio.Event:
         """The event the next refresh sets. Take it *before* reading a snapshot, then wait on it."""
         return self._changed
@@ -85,16 +114,37 @@ class SnapshotCache:
     async def refresh(self) -> int:
         """Reload every snapshot now; returns the revision loaded."""
         async with self._refresh_lock:
-            # Revision first: a write landing between the two reads makes the snapshots newer than
-            # the revision recorded, so the next check reloads once more; never the reverse.
-            revision = await asyncio.to_thread(self._store.revision)
-            snapshots = await asyncio.to_thread(self._store.load_snapshots)
-            self._snapshots = MappingProxyType(dict(snapshots))
+            revision, snapshots, changed_keys = await asyncio.to_thread(
+                self._load, self._snapshots
+            )
+            self._snapshots = MappingProxyType(snapshots)
             self._revision = revision
             self.last_error = None
+            for key in changed_keys:
+                event = self._config_events.pop(key, None)
+                if event is not None:
+                    event.set()
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
             return revision
+
+    def _load(
+        self, previous: Mapping[tuple[str, str], ConfigSnapshot]
+    ) -> tuple[int, dict[tuple[str, str], ConfigSnapshot], list[tuple[str, str]]]:
+        """(In a thread.) The store's snapshots, reusing each unchanged one, and the changed keys."""
+        # One consistent read: the revision recorded is exactly that of the snapshots held.
+        revision, loaded = self._store.load_snapshots_with_revision()
+        snapshots: dict[tuple[str, str], ConfigSnapshot] = {}
+        changed_keys = []
+        for key, snapshot in loaded.items():
+            old = previous.get(key)
+            if old is not None and old == snapshot:
+                # The same object as before, so whatever was derived from it stays valid.
+                snapshots[key] = old
+            else:
+                snapshots[key] = snapshot
+                changed_keys.append(key)
+        return revision, snapshots, changed_keys
 
     async def refresh_if_changed(self) -> bool:
         """Reload when the store's revision differs from the one held; True if it reloaded."""
@@ -113,7 +163,10 @@ class SnapshotCache:
         """
         failing = self.last_error is not None
         while True:
-            await asyncio.sleep(self._poll_interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._poll_interval):
+                    await self._wake.wait()
+            self._wake.clear()
             try:
                 await self.refresh_if_changed()
             except Exception as exc:  # the store may be down for a while: keep serving, keep trying

@@ -6,9 +6,9 @@ import asyncio
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from api.deps import snapshot_cache, store_of
+from api.routing import route
 
 __all__ = ["routes", "STORE_CHECK_TIMEOUT"]
 
@@ -37,4 +37,4 @@ def _unavailable(error: str) -> JSONResponse:
     return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
 
 
-routes = [Route("/healthz", healthz, methods=["GET"])]
+routes = [route("/healthz", healthz, methods=["GET"])]

@@ -101,3 +101,14 @@ async def assert_eventually(
 
 def _key(kind: str) -> str:
     return f"{kind}:{uuid.uuid4()}"
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the sample `name` with exactly `labels` in a Prometheus exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return float(found.value)
+    return None

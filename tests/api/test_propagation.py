@@ -6,10 +6,14 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from api.app import create_app
 from api.snapshots import SnapshotCache
@@ -92,3 +96,92 @@ async def test_polls_are_served_from_memory_until_a_refresh(
             await cache.refresh()
 
             assert await served_value(http) == {"v": 2}
+
+
+async def test_a_change_in_another_process_wakes_a_waiting_long_poll(
+    api_database_url: str, api_store: Store, settings: Settings
+) -> None:
+    """SQLite: the fast revision poll. PostgreSQL: NOTIFY alone (the poll is switched off here)."""
+    postgresql = api_store.dialect == "postgresql"
+    interval = 3600.0 if postgresql else 0.05
+    app = create_app(api_store, settings, poll_interval=interval, listen_poll_interval=interval)
+    make_stable(api_store, PATH, {"v": 1})
+    async with app.router.lifespan_context(app):
+        if postgresql:
+            await asyncio.wait_for(app.state.change_listener.listening.wait(), timeout=10)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test"
+        ) as http:
+            first = await http.get(URL, params={"client": "host-1"})
+            assert first.json()["value"] == {"v": 1}
+            poll = asyncio.create_task(
+                http.get(
+                    URL,
+                    params={"client": "host-1", "wait": "30"},
+                    headers={"If-None-Match": first.headers["etag"]},
+                )
+            )
+            await asyncio.sleep(0.1)
+            assert not poll.done()
+            script = textwrap.dedent(
+                f"""
+                from tempoconf.store.store import Store
+                from tests.api.helpers import make_stable
+                store = Store({api_database_url!r})
+                make_stable(store, {PATH!r}, {{"v": 2}})
+                store.close()
+                """
+            )
+            done = await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                text=True, timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+            written = time.monotonic()
+
+            response = await asyncio.wait_for(poll, timeout=10)
+            took = time.monotonic() - written
+
+    assert response.status_code == 200
+    assert response.json()["value"] == {"v": 2}
+    assert took < 5  # the wait was 30 s: it is the change that answered
+
+
+async def test_postgresql_listener_reconnects_after_losing_its_connection(
+    postgresql_url: str, settings: Settings
+) -> None:
+    store = Store(postgresql_url)
+    try:
+        app = create_app(store, settings, poll_interval=3600, listen_poll_interval=3600)
+        make_stable(store, PATH, {"v": 1})
+        async with app.router.lifespan_context(app):
+            listener = app.state.change_listener
+            await asyncio.wait_for(listener.listening.wait(), timeout=10)
+            cache: SnapshotCache = app.state.snapshot_cache
+            assert (listener.connections, cache.poll_interval) == (1, 3600)
+            # Kill every LISTEN connection of this database from the server side.
+            database = make_url(postgresql_url).database
+            with create_engine(postgresql_url, poolclass=NullPool).connect() as conn:
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :db AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'"
+                    ),
+                    {"db": database},
+                )
+
+            async def relistening() -> bool:
+                return listener.connections == 2 and cache.poll_interval == 3600
+
+            await assert_eventually(relistening, timeout=10)
+            make_stable(store, PATH, {"v": 2})
+
+            async def sees_v2() -> bool:
+                snapshot = cache.get("default", PATH)
+                return snapshot is not None and snapshot.stable is not None and (
+                    snapshot.stable.value == {"v": 2}
+                )
+
+            await assert_eventually(sees_v2, timeout=5)
+    finally:
+        store.close()

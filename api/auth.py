@@ -1,0 +1,46 @@
+"""Bearer tokens: `admin_token` guards the admin endpoints, `client_token` config reads and
+reports; each only when it is set. Compared in constant time."""
+
+from __future__ import annotations
+
+import hmac
+
+from starlette.requests import Request
+
+from api.errors import ApiError
+
+__all__ = ["WWW_AUTHENTICATE", "bearer_problem", "require_admin", "require_client"]
+
+WWW_AUTHENTICATE = 'Bearer realm="tempoconf"'
+
+
+def bearer_problem(authorization: bytes | None, token: str | None, *, what: str) -> str | None:
+    """Why `authorization` (the raw header) does not carry `token`; None when it does, or when
+    no token is configured."""
+    if token is None:
+        return None
+    if not authorization:
+        return f"missing bearer token: this endpoint needs `Authorization: Bearer <{what}>`"
+    scheme, _, credentials = authorization.strip().partition(b" ")
+    if scheme.lower() != b"bearer":
+        return f"the Authorization header must use the Bearer scheme with the {what}"
+    if not hmac.compare_digest(credentials.strip(), token.encode()):
+        return f"wrong bearer token: this endpoint needs the {what}"
+    return None
+
+
+def _require(request: Request, token: str | None, what: str) -> None:
+    header = request.headers.get("authorization")
+    problem = bearer_problem(header.encode("latin-1") if header else None, token, what=what)
+    if problem is not None:
+        raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+
+
+def require_admin(request: Request) -> None:
+    """401 unless the request carries the admin token (when one is configured)."""
+    _require(request, request.app.state.settings.admin_token, "admin token")
+
+
+def require_client(request: Request) -> None:
+    """401 unless the request carries the client token (when one is configured)."""
+    _require(request, request.app.state.settings.client_token, "client token")

@@ -1,0 +1,153 @@
+"""The API's Prometheus metrics, in a registry of its own (one per app).
+
+The poll path counts into plain dicts that a collector turns into metrics at scrape time: a dict
+increment is far cheaper than a prometheus-client child (label lookup and a lock) per poll.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from api.snapshots import SnapshotCache
+from tempoconf.resolution import STABLE
+
+__all__ = ["ApiMetrics", "LATENCY_BUCKETS", "LONG_POLL_BUCKETS"]
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LONG_POLL_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class _Histogram:
+    """Bucket counts and a sum; cumulative only when collected."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.total += seconds
+
+    def buckets(self) -> list[tuple[str, float]]:
+        cumulative = 0
+        out = []
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            cumulative += count
+            out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        return out
+
+
+class ApiMetrics:
+    """Every metric of one app, and `registry` to expose them."""
+
+    def __init__(self, cache: SnapshotCache) -> None:
+        self.registry = CollectorRegistry()
+        self.polls: defaultdict[tuple[str, str, str, int], int] = defaultdict(int)
+        """(namespace, path, stage, status code) → polls answered. Unknown or invalid configs
+        count under namespace="" and path="" (their names come from the caller: unbounded)."""
+        self.long_polls_waiting = 0
+        self.long_poll_waits = _Histogram(LONG_POLL_BUCKETS)
+        self.latency: dict[tuple[str, str], _Histogram] = {}
+        self.reports = Counter(
+            "tempoconf_reports_total",
+            "Health reports received from clients",
+            ["namespace", "path", "version"],
+            registry=self.registry,
+        )
+        self.client_operations = Counter(
+            "tempoconf_client_operations_total",
+            "Operations clients reported, by result",
+            ["namespace", "path", "version", "result"],
+            registry=self.registry,
+        )
+        self.registry.register(_Collector(self, cache))
+
+    def observe_request(self, method: str, route: str, seconds: float) -> None:
+        """Latency of one request, by route template (never the raw path)."""
+        histogram = self.latency.get((method, route))
+        if histogram is None:
+            histogram = self.latency[(method, route)] = _Histogram(LATENCY_BUCKETS)
+        histogram.observe(seconds)
+
+    def record_report(self, namespace: str, path: str, version: str, ok: int, failed: int) -> None:
+        self.reports.labels(namespace, path, version).inc()
+        if ok:
+            self.client_operations.labels(namespace, path, version, "ok").inc(ok)
+        if failed:
+            self.client_operations.labels(namespace, path, version, "failed").inc(failed)
+
+
+class _Collector(Collector):
+    def __init__(self, metrics: ApiMetrics, cache: SnapshotCache) -> None:
+        self._metrics = metrics
+        self._cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._metrics
+        polls = CounterMetricFamily(
+            "tempoconf_api_polls",
+            "Config polls answered, by namespace, path, stage and HTTP status code",
+            labels=["namespace", "path", "stage", "code"],
+        )
+        for (namespace, path, stage, code), count in list(metrics.polls.items()):
+            polls.add_metric([namespace, path, stage, str(code)], count)
+        yield polls
+        yield GaugeMetricFamily(
+            "tempoconf_api_long_polls_waiting",
+            "Long-polls waiting for a change right now",
+            value=metrics.long_polls_waiting,
+        )
+        waits = HistogramMetricFamily(
+            "tempoconf_api_long_poll_wait_seconds",
+            "How long long-polls that waited held before they were answered",
+        )
+        waits.add_metric([], metrics.long_poll_waits.buckets(), metrics.long_poll_waits.total)
+        yield waits
+        latency = HistogramMetricFamily(
+            "tempoconf_api_request_duration_seconds",
+            "Time to answer a request (long-polls: without their wait), by route template",
+            labels=["method", "route"],
+        )
+        for (method, route), histogram in list(metrics.latency.items()):
+            latency.add_metric([method, route], histogram.buckets(), histogram.total)
+        yield latency
+        yield from self._served()
+
+    def _served(self) -> Iterator[Metric]:
+        served = GaugeMetricFamily(
+            "tempoconf_api_served_version",
+            "1 for the version each stage of each config serves now (stable included)",
+            labels=["namespace", "path", "stage", "version"],
+        )
+        revision = GaugeMetricFamily(
+            "tempoconf_api_snapshot_revision", "Store revision of the snapshots served"
+        )
+        if self._cache.loaded:
+            now = datetime.now(UTC)
+            for (namespace, path), snapshot in self._cache.snapshots().items():
+                if snapshot.stable is not None:
+                    served.add_metric([namespace, path, STABLE, snapshot.stable.version], 1)
+                if snapshot.staged is not None:
+                    for stage in snapshot.stages:
+                        if stage.expires_at > now:
+                            served.add_metric(
+                                [namespace, path, stage.name, snapshot.staged.version], 1
+                            )
+            revision.add_metric([], float(self._cache.revision or 0))
+        yield served
+        yield revision

@@ -1,0 +1,187 @@
+"""`GET /v1/configs/{path}` as a raw ASGI callable, ahead of the framework.
+
+Every client polls, so this path pays no framework cost per request: the query is parsed once,
+the answer comes from `PreparedConfig` (body and ETag built once per snapshot), and a 304 is a
+dict lookup plus a header write. Long-polls (`wait`) sleep on the config's change event and on
+its next lease expiry: one coroutine per request, never a store query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any
+
+from starlette.datastructures import QueryParams
+from starlette.types import Receive, Scope, Send
+
+from api.auth import WWW_AUTHENTICATE, bearer_problem
+from api.distribution import (
+    ConfigQuery,
+    PreparedAnswer,
+    PreparedConfig,
+    parse_config_query,
+    prepare_config,
+)
+from api.errors import ApiError, error_body
+from api.etag import if_none_match
+from api.metrics import ApiMetrics
+from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.settings import Settings
+
+__all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "ConfigPolls"]
+
+CONFIGS_PREFIX = "/v1/configs/"
+CONFIG_ROUTE = "/v1/configs/{path}"
+_LEASE_SLACK = 0.002
+"""Wake this long after a lease ends, so the answer computed then no longer includes it."""
+
+logger = logging.getLogger(__name__)
+
+
+class ConfigPolls:
+    """The ASGI callable that answers `GET|HEAD /v1/configs/{path}`."""
+
+    def __init__(self, cache: SnapshotCache, settings: Settings, metrics: ApiMetrics) -> None:
+        self._cache = cache
+        self._settings = settings
+        self._metrics = metrics
+        self._prepared: dict[tuple[str, str], PreparedConfig] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = perf_counter()
+        head = scope["method"] == "HEAD"
+        try:
+            await self._serve(scope, send, head, started)
+        except ApiError as error:
+            self._metrics.polls[("", "", "", error.status)] += 1
+            await _send_error(send, error, head)
+            self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
+        except Exception:  # a bug: never let it take the connection down without an answer
+            logger.exception("unexpected error answering %s", scope.get("path"))
+            self._metrics.polls[("", "", "", 500)] += 1
+            await _send_error(send, ApiError(500, "internal error"), head)
+
+    async def _serve(self, scope: Scope, send: Send, head: bool, started: float) -> None:
+        if_none: bytes | None = None
+        authorization: bytes | None = None
+        for name, value in scope["headers"]:
+            if name == b"if-none-match":
+                if_none = value if if_none is None else if_none + b", " + value
+            elif name == b"authorization":
+                authorization = value
+        token = self._settings.client_token
+        if token is not None:
+            problem = bearer_problem(authorization, token, what="client token")
+            if problem is not None:
+                raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+        query = parse_config_query(
+            scope["path"][len(CONFIGS_PREFIX):], QueryParams(scope["query_string"])
+        )
+        prepared = self._prepared_config(query)
+        answer = _answer(prepared, query, datetime.now(UTC))
+        header = if_none.decode("latin-1") if if_none is not None else None
+        modified = not if_none_match(header, answer.etag)
+        if not modified and query.wait > 0:
+            # No await since the snapshot was read, so no refresh came in between: this event
+            # is set by the first change after that read.
+            changed = self._cache.changed_for(query.namespace, query.path)
+            answer, modified = await self._long_poll(query, prepared, answer, header, changed)
+        else:
+            self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
+        self._metrics.polls[(query.namespace, query.path, answer.stage, 200 if modified else 304)] += 1
+        if modified:
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": answer.headers}
+            )
+            await send({"type": "http.response.body", "body": b"" if head else answer.body})
+        else:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 304,
+                    "headers": answer.not_modified_headers,
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+
+    async def _long_poll(
+        self,
+        query: ConfigQuery,
+        prepared: PreparedConfig,
+        answer: PreparedAnswer,
+        if_none: str | None,
+        changed: asyncio.Event,
+    ) -> tuple[PreparedAnswer, bool]:
+        """Wait until what this client resolves to changes (True) or `wait` runs out (False)."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        deadline = began + query.wait
+        metrics = self._metrics
+        metrics.long_polls_waiting += 1
+        try:
+            while True:
+                now = datetime.now(UTC)
+                wake = deadline
+                expiry = prepared.next_expiry(now)
+                if expiry is not None:
+                    wake = min(wake, loop.time() + (expiry - now).total_seconds() + _LEASE_SLACK)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(wake):
+                        await changed.wait()
+                changed = self._cache.changed_for(query.namespace, query.path)
+                prepared = self._prepared_config(query)
+                answer = _answer(prepared, query, datetime.now(UTC))
+                if not if_none_match(if_none, answer.etag):
+                    return answer, True
+                if loop.time() >= deadline:
+                    return answer, False
+        finally:
+            metrics.long_polls_waiting -= 1
+            metrics.long_poll_waits.observe(loop.time() - began)
+
+    def _prepared_config(self, query: ConfigQuery) -> PreparedConfig:
+        where = f"config {query.path!r} in namespace {query.namespace!r}"
+        key = (query.namespace, query.path)
+        try:
+            snapshot = self._cache.get(*key)
+        except SnapshotsNotLoadedError as exc:
+            raise ApiError(503, f"cannot serve {where}: {exc}") from exc
+        if snapshot is None:
+            self._prepared.pop(key, None)
+            raise ApiError(404, f"unknown {where}")
+        prepared = self._prepared.get(key)
+        if prepared is None or prepared.snapshot is not snapshot:
+            # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so
+            # this runs once per change of this config.
+            prepared = self._prepared[key] = prepare_config(snapshot)
+        return prepared
+
+
+def _answer(prepared: PreparedConfig, query: ConfigQuery, now: datetime) -> PreparedAnswer:
+    answer = prepared.answer(query, now)
+    if answer is not None:
+        return answer
+    where = f"config {query.path!r} in namespace {query.namespace!r}"
+    if query.stable_only:
+        raise ApiError(404, f"{where} has no stable version yet")
+    raise ApiError(
+        404, f"{where} has no stable version yet, and no stage of its rollout applies to this client"
+    )
+
+
+async def _send_error(send: Send, error: ApiError, head: bool) -> None:
+    body = json.dumps(error_body(error.message, error.problems), ensure_ascii=False).encode()
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-cache"),
+    ]
+    headers.extend((name.lower().encode(), value.encode()) for name, value in error.headers.items())
+    message: dict[str, Any] = {"type": "http.response.start", "status": error.status, "headers": headers}
+    await send(message)
+    await send({"type": "http.response.body", "body": b"" if head else body})

@@ -1,0 +1,20 @@
+"""`GET /metrics`: Prometheus text exposition of this app's registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.deps import metrics_of
+from api.routing import route
+
+__all__ = ["routes"]
+
+
+async def metrics(request: Request) -> Response:
+    body = generate_latest(metrics_of(request).registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+routes = [route("/metrics", metrics, methods=["GET"])]

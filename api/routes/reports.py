@@ -1,0 +1,107 @@
+"""`POST /v1/reports`: a client's health report on the version it runs; stored for the health
+checks and counted in metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from api.auth import require_client
+from api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
+from api.deps import metrics_of, snapshot_cache, store_of
+from api.errors import ApiError
+from api.routing import route
+from api.snapshots import SnapshotsNotLoadedError
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+
+__all__ = ["MAX_COUNT", "MAX_ERROR_LENGTH", "ReportBody", "routes"]
+
+MAX_COUNT = 10**12
+"""Largest `ok` or `failed` of one report."""
+MAX_ERROR_LENGTH = 1000
+_KNOWN_VERSIONS_KEPT = 10_000
+
+
+class ReportBody(BaseModel):
+    """The report a client POSTs (DESIGN.md, Distribution API). Unknown fields are ignored, so
+    newer clients can send more."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    path: str
+    namespace: str = DEFAULT_NAMESPACE
+    client: str = Field(min_length=1, max_length=255)
+    version: str = Field(min_length=1, max_length=64)
+    ok: int = Field(ge=0, le=MAX_COUNT)
+    failed: int = Field(ge=0, le=MAX_COUNT)
+    error: str | None = Field(default=None, max_length=MAX_ERROR_LENGTH)
+
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, value: str) -> str:
+        problem = path_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str) -> str:
+        problem = namespace_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+async def post_report(request: Request) -> JSONResponse:
+    require_client(request)
+    raw = await read_json(request, limit=REPORT_BODY_LIMIT)
+    report = validate_body(ReportBody, raw, what="report")
+    await _require_version(request, report)
+    await asyncio.to_thread(
+        store_of(request).add_report,
+        report.namespace,
+        report.path,
+        client=report.client,
+        version=report.version,
+        ok=report.ok,
+        failed=report.failed,
+        error=report.error,
+    )
+    metrics_of(request).record_report(
+        report.namespace, report.path, report.version, report.ok, report.failed
+    )
+    return JSONResponse({"accepted": True}, status_code=202)
+
+
+async def _require_version(request: Request, report: ReportBody) -> None:
+    """404 unless the config has that version: metrics are labelled by version, and a label
+    value must come from the store, not from whatever a client sends."""
+    key = (report.namespace, report.path, report.version)
+    known: set[tuple[str, str, str]] = request.app.state.known_versions
+    if key in known:
+        return
+    try:
+        snapshot = snapshot_cache(request).get(report.namespace, report.path)
+    except SnapshotsNotLoadedError:
+        snapshot = None
+    served = {record.version for record in (snapshot.stable, snapshot.staged) if record} if snapshot else set()
+    if report.version not in served:
+        stored = await asyncio.to_thread(
+            store_of(request).get_version, report.namespace, report.path, report.version
+        )
+        if stored is None:
+            raise ApiError(
+                404,
+                f"config {report.path!r} in namespace {report.namespace!r} has no version "
+                f"{report.version!r}",
+            )
+    if len(known) >= _KNOWN_VERSIONS_KEPT:
+        known.clear()
+    known.add(key)
+
+
+routes = [route("/v1/reports", post_report, methods=["POST"])]

@@ -1,0 +1,283 @@
+"""Rollouts through Temporal: `POST /v1/admin/rollouts` starts one, `GET
+/v1/admin/rollouts/{path}` shows the active one, `POST /v1/admin/rollouts/{path}/{signal}`
+sends halt, bypass, advance, pause, resume or approve as an update."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from api.auth import require_admin
+from api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from api.deps import config_name, settings_of, store_of, temporal_of
+from api.errors import ApiError
+from api.routing import Endpoint, route
+from api.temporal_client import rpc_errors, temporal_unavailable
+from tempoconf.canonical import version_id
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.request import RolloutRequest, parse_rollout_request
+from tempoconf.schema_validation import value_problems
+from tempoconf.store.records import LockRecord, RolloutRecord
+from tempoconf.store.store import Store
+from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+
+__all__ = ["RPC_TIMEOUT", "SIGNALS", "CommandBody", "request_problems", "routes"]
+
+SIGNALS = ("halt", "bypass", "advance", "pause", "resume", "approve")
+RPC_TIMEOUT = timedelta(seconds=15)
+STATUS_TIMEOUT = timedelta(seconds=5)
+"""A status query needs a worker; without one it would hang until this."""
+_MAX_WORKFLOW_ID = 1000
+
+
+class CommandBody(BaseModel):
+    """The argument of every signal: why, and who (both optional)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    reason: str = Field(default="", max_length=2000)
+    by: str = Field(default="", max_length=200)
+
+
+def request_problems(raw: Any, store: Store) -> tuple[RolloutRequest | None, list[Problem]]:
+    """Every problem of a raw rollout request, its value checked against the config's schema."""
+    problems: list[Problem] = []
+    request: RolloutRequest | None = None
+    try:
+        request = parse_rollout_request(raw)
+    except InvalidRequestError as error:
+        problems.extend(error.problems)
+    if isinstance(raw, dict) and "value" in raw:
+        # Even when other fields are wrong, say what the schema thinks of the value.
+        namespace = raw.get("namespace", DEFAULT_NAMESPACE)
+        path = raw.get("path")
+        if namespace_problem(namespace) is None and path_problem(path) is None:
+            schema = store.get_schema(namespace, path)
+            if schema is not None:
+                problems.extend(value_problems(schema, raw["value"]))
+    return (request if not problems else None), problems
+
+
+# -- start --------------------------------------------------------------------------------------
+async def start_rollout(request: Request) -> JSONResponse:
+    require_admin(request)
+    workflow_id = _workflow_id_param(request)
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    store = store_of(request)
+    parsed, problems = await asyncio.to_thread(request_problems, raw, store)
+    if problems or parsed is None:
+        raise invalid("rollout request", problems)
+    namespace, path = parsed.namespace, parsed.path
+    workflow_id = workflow_id or rollout_workflow_id(namespace, path)
+    connector = temporal_of(request)
+    client = await connector.client()
+    lock = await asyncio.to_thread(store.get_lock, namespace, path)
+    if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id, connector.where):
+        raise ApiError(
+            409,
+            f"config {path!r} in namespace {namespace!r} already has a running rollout: "
+            f"workflow {lock.workflow_id!r} (run {lock.run_id}) of version {lock.version}; "
+            "halt or bypass it first",
+        )
+    version = version_id(parsed.value)
+    stages = [stage.display_name for stage in parsed.stages]
+    try:
+        with rpc_errors(connector.where):
+            handle = await client.start_workflow(
+                WORKFLOW_TYPE,
+                raw,
+                id=workflow_id,
+                task_queue=settings_of(request).task_queue,
+                static_summary=f"{namespace}/{path} → {version}"[:400],
+                rpc_timeout=RPC_TIMEOUT,
+            )
+    except WorkflowAlreadyStartedError:
+        raise ApiError(409, f"workflow {workflow_id!r} is already running") from None
+    return JSONResponse(
+        {
+            "namespace": namespace,
+            "path": path,
+            "version": version,
+            "stages": stages,
+            "workflow_id": workflow_id,
+            "run_id": handle.result_run_id,
+        },
+        status_code=202,
+    )
+
+
+async def _is_running(client: Client, workflow_id: str, run_id: str | None, where: str) -> bool:
+    try:
+        with rpc_errors(where):
+            description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe(
+                rpc_timeout=RPC_TIMEOUT
+            )
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return description.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+
+# -- state --------------------------------------------------------------------------------------
+async def rollout_state(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    store = store_of(request)
+    lock, rollout = await asyncio.to_thread(_lock_and_rollout, store, namespace, path)
+    workflow_id = _workflow_id_param(request) or _target_workflow(namespace, path, lock, rollout)
+    return JSONResponse(
+        {
+            "namespace": namespace,
+            "path": path,
+            "rollout": _rollout(rollout),
+            "lock": _lock(lock),
+            "workflow": await _workflow_state(request, workflow_id),
+        }
+    )
+
+
+def _lock_and_rollout(
+    store: Store, namespace: str, path: str
+) -> tuple[LockRecord | None, RolloutRecord | None]:
+    return store.get_lock(namespace, path), store.get_rollout(namespace, path)
+
+
+async def _workflow_state(request: Request, workflow_id: str) -> dict[str, Any]:
+    """What Temporal says of the workflow; `error` says why not when it cannot."""
+    state: dict[str, Any] = {
+        "workflow_id": workflow_id, "run_id": None, "execution_status": None, "status": None,
+        "error": None,
+    }
+    connector = temporal_of(request)
+    try:
+        client = await connector.client()
+        handle = client.get_workflow_handle(workflow_id)
+        description = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        state["run_id"] = description.run_id
+        state["execution_status"] = description.status.name if description.status else None
+        state["status"] = await handle.query("status", rpc_timeout=STATUS_TIMEOUT)
+    except ApiError as error:
+        state["error"] = error.message
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            state["error"] = f"no workflow {workflow_id!r} in {connector.where}"
+        elif temporal_unavailable(error):
+            state["error"] = f"{connector.where} did not answer (is a worker running?): {error.message}"
+        else:
+            state["error"] = f"{connector.where}: {error.message}"
+    except WorkflowQueryFailedError as error:
+        state["error"] = f"the workflow could not answer `status`: {error}"
+    return state
+
+
+# -- signals ------------------------------------------------------------------------------------
+def _signal_endpoint(name: str) -> Endpoint:
+    async def endpoint(request: Request) -> JSONResponse:
+        return await _send(request, name)
+
+    endpoint.__name__ = f"{name}_rollout"
+    return endpoint
+
+
+async def _send(request: Request, name: str) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    explicit = _workflow_id_param(request)
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
+    command = validate_body(CommandBody, raw, what=f"{name} request")
+    store = store_of(request)
+    lock, rollout = await asyncio.to_thread(_lock_and_rollout, store, namespace, path)
+    workflow_id = explicit or _target_workflow(namespace, path, lock, rollout)
+    connector = temporal_of(request)
+    client = await connector.client()
+    handle = client.get_workflow_handle(workflow_id)
+    argument = {"reason": command.reason, "by": command.by or "api"}
+    try:
+        with rpc_errors(connector.where):
+            progress = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)
+    except WorkflowUpdateFailedError as error:
+        raise ApiError(409, f"{name} refused by rollout {workflow_id!r}: {_failure(error)}") from None
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise ApiError(
+                404,
+                f"no running rollout of config {path!r} in namespace {namespace!r} "
+                f"(workflow {workflow_id!r}): {error.message}",
+            ) from None
+        raise ApiError(502, f"{name} could not be delivered to {workflow_id!r}: {error.message}") from None
+    return JSONResponse(
+        {"signal": name, "accepted": True, "workflow_id": workflow_id, "status": progress}
+    )
+
+
+def _failure(error: BaseException) -> str:
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__
+    return str(cause.message) if isinstance(cause, ApplicationError) else str(error)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _workflow_id_param(request: Request) -> str | None:
+    raw = request.query_params.get("workflow_id")
+    if raw is None:
+        return None
+    if not 1 <= len(raw) <= _MAX_WORKFLOW_ID:
+        raise ApiError(
+            400, f"invalid query parameter workflow_id: 1-{_MAX_WORKFLOW_ID} characters expected"
+        )
+    return raw
+
+
+def _target_workflow(
+    namespace: str, path: str, lock: LockRecord | None, rollout: RolloutRecord | None
+) -> str:
+    """The lock holder's workflow, else the active rollout's, else the CLI's default id."""
+    if lock is not None:
+        return lock.workflow_id
+    if rollout is not None:
+        return rollout.workflow_id
+    return rollout_workflow_id(namespace, path)
+
+
+def _rollout(record: RolloutRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    values = asdict(record)
+    values["started_at"] = record.started_at.isoformat()
+    values["updated_at"] = record.updated_at.isoformat()
+    return values
+
+
+def _lock(record: LockRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    values = asdict(record)
+    values["acquired_at"] = record.acquired_at.isoformat()
+    return values
+
+
+routes = [
+    route("/v1/admin/rollouts", start_rollout, methods=["POST"]),
+    *(
+        route(f"/v1/admin/rollouts/{{path:path}}/{name}", _signal_endpoint(name), methods=["POST"])
+        for name in SIGNALS
+    ),
+    route("/v1/admin/rollouts/{path:path}", rollout_state, methods=["GET"]),
+]

@@ -1,0 +1,63 @@
+"""`GET|PUT /v1/admin/schemas/{path}`: a config's JSON Schema."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from api.auth import require_admin
+from api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from api.deps import config_name, store_of
+from api.errors import ApiError
+from api.routing import route
+from tempoconf.problems import Problem
+from tempoconf.schema_validation import schema_problems
+
+__all__ = ["SchemaBody", "routes"]
+
+
+class SchemaBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    schema_: Any = Field(alias="schema")
+    """A draft 2020-12 JSON Schema (an object or a boolean)."""
+    reason: str = Field(default="", max_length=2000)
+    by: str = Field(default="", max_length=200)
+
+
+async def get_schema(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    schema = await asyncio.to_thread(store_of(request).get_schema, namespace, path)
+    if schema is None:
+        raise ApiError(404, f"config {path!r} in namespace {namespace!r} has no schema")
+    return JSONResponse({"namespace": namespace, "path": path, "schema": schema})
+
+
+async def put_schema(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    body = validate_body(
+        SchemaBody, await read_json(request, limit=ADMIN_BODY_LIMIT), what="schema request"
+    )
+    problems = [
+        Problem("/schema" + problem.pointer, problem.message)
+        for problem in schema_problems(body.schema_)
+    ]
+    if problems:
+        raise invalid("schema", problems)
+    await asyncio.to_thread(
+        store_of(request).set_schema, namespace, path, body.schema_,
+        actor=body.by or "api", reason=body.reason,
+    )
+    return JSONResponse({"namespace": namespace, "path": path, "schema": body.schema_})
+
+
+routes = [
+    route("/v1/admin/schemas/{path:path}", get_schema, methods=["GET"]),
+    route("/v1/admin/schemas/{path:path}", put_schema, methods=["PUT"]),
+]

@@ -1,0 +1,100 @@
+"""`GET /v1/admin/versions/{path}` (every version, stable marked) and
+`GET /v1/admin/history/{path}` (the audit log)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from api.auth import require_admin
+from api.deps import config_name, store_of
+from api.errors import ApiError
+from api.routing import route
+from tempoconf.store.records import AuditEntry, VersionInfo
+
+__all__ = ["DEFAULT_HISTORY_LIMIT", "MAX_HISTORY_LIMIT", "routes"]
+
+DEFAULT_HISTORY_LIMIT = 100
+MAX_HISTORY_LIMIT = 1000
+
+
+async def list_versions(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    versions = await asyncio.to_thread(store_of(request).list_versions, namespace, path)
+    if not versions:
+        raise ApiError(404, f"unknown config {path!r} in namespace {namespace!r}")
+    stable = next((info.version for info in versions if info.is_stable), None)
+    return JSONResponse(
+        {
+            "namespace": namespace,
+            "path": path,
+            "stable": stable,
+            "versions": [_version(info) for info in versions],
+        }
+    )
+
+
+async def history(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    limit = _limit(request.query_params.get("limit"))
+    entries = await asyncio.to_thread(store_of(request).history, namespace, path, limit=limit)
+    return JSONResponse(
+        {"namespace": namespace, "path": path, "entries": [_entry(entry) for entry in entries]}
+    )
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_HISTORY_LIMIT
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_HISTORY_LIMIT:
+        raise ApiError(
+            400,
+            f"invalid query parameter limit={raw!r}: expected an integer from 1 to "
+            f"{MAX_HISTORY_LIMIT}",
+        )
+    return limit
+
+
+def _when(at: datetime) -> str:
+    return at.isoformat()
+
+
+def _version(info: VersionInfo) -> dict[str, Any]:
+    return {
+        "version": info.version,
+        "author": info.author,
+        "commit": info.commit,
+        "message": info.message,
+        "created_at": _when(info.created_at),
+        "is_stable": info.is_stable,
+        "stable_since": [_when(at) for at in info.stable_since],
+    }
+
+
+def _entry(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "at": _when(entry.at),
+        "actor": entry.actor,
+        "action": entry.action,
+        "reason": entry.reason,
+        "version": entry.version,
+        "workflow_id": entry.workflow_id,
+        "details": entry.details,
+    }
+
+
+routes = [
+    route("/v1/admin/versions/{path:path}", list_versions, methods=["GET"]),
+    route("/v1/admin/history/{path:path}", history, methods=["GET"]),
+]

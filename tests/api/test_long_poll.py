@@ -1,0 +1,196 @@
+"""Long-polls (`wait` with If-None-Match): they answer as soon as what *this* client resolves to
+changes, and only then; else 304 at the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import httpx
+
+from api.snapshots import SnapshotCache
+from tempoconf.store.store import Store
+from tests.api.helpers import assert_eventually, client_in, make_stable, publish, start_rollout
+
+PATH = "myproject/server_config"
+URL = f"/v1/configs/{PATH}"
+STABLE_VALUE = {"max_connections": 1000}
+NEW_VALUE = {"max_connections": 2000}
+WAIT = 20.0
+"""Long enough that a wake-up is clearly the change, not the deadline."""
+
+
+async def etag_of(http: httpx.AsyncClient, **params: str) -> str:
+    response = await http.get(URL, params=params)
+    assert response.status_code == 200, response.text
+    return response.headers["etag"]
+
+
+async def long_poll(
+    http: httpx.AsyncClient, etag: str, *, wait: float = WAIT, **params: str
+) -> tuple[httpx.Response, float]:
+    began = time.monotonic()
+    response = await http.get(
+        URL, params={**params, "wait": str(wait)}, headers={"If-None-Match": etag}
+    )
+    return response, time.monotonic() - began
+
+
+async def waiting(http: httpx.AsyncClient, count: int) -> None:
+    async def check() -> bool:
+        text = (await http.get("/metrics")).text
+        return f"tempoconf_api_long_polls_waiting {float(count)}" in text
+
+    await assert_eventually(check)
+
+
+async def test_wakes_on_a_stage_that_matches_this_client(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    staged = start_rollout(api_store, PATH, NEW_VALUE)
+    host = client_in(PATH, 50, inside=True)
+    await cache.refresh()
+    etag = await etag_of(client, client=host)
+    poll = asyncio.create_task(long_poll(client, etag, client=host))
+    await waiting(client, 1)
+
+    publish(api_store, PATH, index=0, name="50%", percentile=50)
+    response, took = await poll
+
+    assert response.status_code == 200
+    assert (response.json()["version"], response.json()["stage"]) == (staged.version, "50%")
+    assert response.headers["etag"] != etag
+    assert took < WAIT / 2
+    await waiting(client, 0)
+
+
+async def test_a_change_that_does_not_reach_this_client_does_not_wake_it(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    start_rollout(api_store, PATH, NEW_VALUE)
+    host = client_in(PATH, 10, inside=False)
+    await cache.refresh()
+    etag = await etag_of(client, client=host)
+    poll = asyncio.create_task(long_poll(client, etag, wait=1.5, client=host))
+    await waiting(client, 1)
+
+    # Stages that match other clients: the snapshot changes, this client's answer does not.
+    publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
+    publish(api_store, PATH, index=1, name="10%", percentile=10)
+    response, took = await poll
+
+    assert response.status_code == 304
+    assert response.headers["etag"] == etag
+    assert response.content == b""
+    assert took >= 1.4
+
+
+async def test_wakes_on_a_revert(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    stable = make_stable(api_store, PATH, STABLE_VALUE)
+    start_rollout(api_store, PATH, NEW_VALUE)
+    publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
+    await cache.refresh()
+    etag = await etag_of(client, client="host-1", channel="canary")
+    poll = asyncio.create_task(long_poll(client, etag, client="host-1", channel="canary"))
+    await waiting(client, 1)
+
+    api_store.revert(
+        "default", PATH, run_id="run-1", workflow_id=f"rollout:default/{PATH}", actor="tests",
+        reason="halted", outcome="halted", event_key="revert-1",
+    )
+    response, took = await poll
+
+    assert response.status_code == 200
+    assert (response.json()["version"], response.json()["stage"]) == (stable.version, "stable")
+    assert took < WAIT / 2
+
+
+async def test_wakes_on_a_promotion(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    staged = start_rollout(api_store, PATH, NEW_VALUE)
+    await cache.refresh()
+    etag = await etag_of(client, client="host-1")
+    poll = asyncio.create_task(long_poll(client, etag, client="host-1"))
+    await waiting(client, 1)
+
+    api_store.promote(
+        "default", PATH, run_id="run-1", workflow_id=f"rollout:default/{PATH}",
+        version=staged.version, actor="tests", reason="done", event_key="promote-1",
+    )
+    response, _ = await poll
+
+    assert response.status_code == 200
+    assert (response.json()["version"], response.json()["stage"]) == (staged.version, "stable")
+
+
+async def test_wakes_when_the_lease_of_its_stage_expires(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    stable = make_stable(api_store, PATH, STABLE_VALUE)
+    staged = start_rollout(api_store, PATH, NEW_VALUE)
+    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=1.5))
+    await cache.refresh()
+    staged_response = await client.get(URL, params={"client": "host-1"})
+    assert staged_response.json()["version"] == staged.version
+
+    # Nothing is written to the store: only the lease's end changes the answer.
+    response, took = await long_poll(client, staged_response.headers["etag"], client="host-1")
+
+    assert response.status_code == 200
+    assert (response.json()["version"], response.json()["stage"]) == (stable.version, "stable")
+    assert took < WAIT / 2
+
+
+async def test_without_if_none_match_it_answers_at_once(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    await cache.refresh()
+    began = time.monotonic()
+
+    response = await client.get(URL, params={"wait": "30"})
+
+    assert response.status_code == 200
+    assert time.monotonic() - began < 5
+
+
+async def test_a_stale_etag_is_answered_at_once(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    await cache.refresh()
+
+    response, took = await long_poll(client, 'W/"0000000000000000.old"', client="host-1")
+
+    assert response.status_code == 200
+    assert took < 5
+
+
+async def test_many_waiting_clients_each_get_their_own_answer(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    staged = start_rollout(api_store, PATH, NEW_VALUE)
+    inside = [client_in(PATH, 50, inside=True, prefix=f"in{n}-") for n in range(5)]
+    outside = [client_in(PATH, 50, inside=False, prefix=f"out{n}-") for n in range(5)]
+    await cache.refresh()
+    etags = {host: await etag_of(client, client=host) for host in inside + outside}
+    polls = {
+        host: asyncio.create_task(long_poll(client, etags[host], wait=2.0, client=host))
+        for host in inside + outside
+    }
+    await waiting(client, 10)
+
+    publish(api_store, PATH, index=0, name="50%", percentile=50)
+    results = {host: (await task)[0] for host, task in polls.items()}
+
+    assert all(results[host].status_code == 200 for host in inside)
+    assert all(results[host].json()["version"] == staged.version for host in inside)
+    assert all(results[host].status_code == 304 for host in outside)
