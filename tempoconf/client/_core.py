@@ -257,12 +257,17 @@ class WatchState:
             if status == 304:
                 if self._seen_etag is None:
                     raise self._failed(ConfigResponseError("304 without a prior ETag"))
-                self._succeeded(started, changed=False)
+                # A poll the API held until its deadline is followed at once (min_interval); one
+                # answered at once (long-poll off, or an API that ignores `wait`) waits out
+                # poll_interval: never spin.
+                held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
+                options = self.options
+                self._succeeded(started, options.min_interval if held else options.poll_interval)
                 self._confirm(now)
                 return None
             if status == 200:
                 incoming = self._parse(content, headers, now)
-                self._succeeded(started, changed=True)
+                self._succeeded(started, self.options.min_interval)
                 return self._receive(incoming, now)
             message = _error_message(content)
             if 400 <= status < 500:
@@ -351,15 +356,12 @@ class WatchState:
             if self._cache.save(self._applied):
                 self._cache_confirmed_at = now
 
-    def _succeeded(self, started: float, *, changed: bool) -> None:
+    def _succeeded(self, started: float, interval: float) -> None:
         if self.last_error is not None:
             logger.info("%s: the API answers again", self._describe())
         self.last_error = None
         self._api_ok = True
         self._backoff.reset()
-        # A long-poll that the API held is followed at once; an answer that came back at once
-        # (long-poll off, or an API that ignores `wait`) waits out the interval: never spin.
-        interval = self.options.min_interval if changed else self.options.poll_interval
         self._next_request_at = started + interval
 
     def _parse(self, content: bytes, headers: Mapping[str, str], now: float) -> ConfigValue:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from tempoconf.client import ConfigValue
+from tempoconf.client import ConfigUnavailableError, ConfigValue
 from tempoconf.client._backoff import Backoff
-from tempoconf.client._core import ClientOptions
+from tempoconf.client._core import ClientOptions, WatchState
 from tempoconf.client._hold import decide
+from tempoconf.client._metrics import VersionGauge
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -89,3 +92,91 @@ def test_the_client_imports_httpx_and_prometheus_only() -> None:
     assert "httpx" in loaded and "prometheus_client" in loaded
     bad = [m for m in loaded if any(m == f or m.startswith(f"{f}.") for f in FORBIDDEN)]
     assert bad == []
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.mono = 1000.0
+        self.wall = NOW.timestamp()
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall += seconds
+
+
+def body(version: str, stage: str = "stable", expires_in: float | None = None) -> bytes:
+    expires_at = None if expires_in is None else (NOW + timedelta(seconds=expires_in)).isoformat()
+    return json.dumps({
+        "namespace": "default", "path": "p", "version": version, "stage": stage,
+        "value": {"v": version}, "expires_at": expires_at, "metadata": {},
+    }).encode()
+
+
+def make_state(clock: Clock) -> WatchState:
+    options = ClientOptions(api_url="http://api", path="p", client_id="h1",
+                            long_poll_seconds=30, poll_interval=5, min_interval=0.5)
+    return WatchState(options, cache=None, gauge=VersionGauge(CollectorRegistry()),
+                      backoff=Backoff(base=0.5, cap=30, rng=random.Random(3)),
+                      wall=lambda: clock.wall, monotonic=lambda: clock.mono)
+
+
+def answer(state: WatchState, clock: Clock, status: int, content: bytes = b"", *,
+           took: float = 0.0, etag: str = 'W/"x"') -> ConfigValue | None:
+    request = state.config_request(long_poll=True)
+    started = clock.mono
+    clock.advance(took)
+    return state.on_response(request, status, {"etag": etag}, content, started=started)
+
+
+def test_schedule_never_spins_and_follows_held_polls_at_once() -> None:
+    clock = Clock()
+    state = make_state(clock)
+    first = state.config_request(long_poll=True)
+    assert first.wait == 0 and "If-None-Match" not in first.headers  # nothing to long-poll on yet
+    assert answer(state, clock, 200, body("A"), etag='W/"a"') is not None
+    assert state.delay() == pytest.approx(0.5)  # min_interval after a change
+
+    clock.advance(0.5)
+    request = state.config_request(long_poll=True)
+    assert request.wait == 30 and request.headers["If-None-Match"] == 'W/"a"'
+    answer(state, clock, 304, took=30)  # held to its deadline: ask again at once
+    assert state.delay() == 0
+    answer(state, clock, 304, took=0.01)  # answered at once: wait out poll_interval
+    assert state.delay() == pytest.approx(5 - 0.01)
+
+
+def test_schedule_backs_off_on_errors() -> None:
+    clock = Clock()
+    state = make_state(clock)
+    answer(state, clock, 200, body("A"), etag='W/"a"')
+    delays = []
+    for _ in range(8):
+        with pytest.raises(ConfigUnavailableError):
+            answer(state, clock, 503, b'{"error": "down"}')
+        delays.append(state.delay())
+        current = state.current()
+        assert current is not None and current.source == "cache"  # last good value, marked
+    assert all(0 <= d <= 30 for d in delays) and max(delays) > 2  # grows, capped
+    answer(state, clock, 304)
+    assert state.last_error is None and state.current().source == "api"  # type: ignore[union-attr]
+
+
+def test_schedule_wakes_when_a_hold_ends() -> None:
+    clock = Clock()
+    state = make_state(clock)
+    answer(state, clock, 200, body("A", "canary", expires_in=10), etag='W/"a"')
+    held = answer(state, clock, 200, body("B", "canary", expires_in=600), etag='W/"b"')
+    assert held is None and state.pending is not None
+    clock.advance(1)
+    request = state.config_request(long_poll=True)
+    # The long-poll ends with the hold, and asks about B (not A: that would be answered 200).
+    assert request.wait == 9 and request.headers["If-None-Match"] == 'W/"b"'
+    answer(state, clock, 304, took=0.01)  # t=1.01; the hold ends at t=10
+    assert state.delay() == pytest.approx(5 - 0.01)  # the poll interval comes first
+    clock.advance(5 - 0.01)
+    answer(state, clock, 304, took=0.01)  # t=6.01: the next poll would be at t=11
+    assert state.tick() is None and state.delay() == pytest.approx(3.99)  # woken by the hold
+    clock.advance(3.99)
+    assert state.delay() == 0
+    applied = state.tick()
+    assert applied is not None and applied.version == "B" and state.pending is None
