@@ -66,7 +66,7 @@ def test_demo_rolls_the_example_out_to_a_small_fleet(tmp_path: Path) -> None:
     assert re.search(
         r"stage 1/3 channel:canary .*\| 2 new \(channel:canary\), 38 stable", output
     ), output
-    assert re.search(r"\| 40 new$", output, re.MULTILINE), output
+    assert re.search(r"\| 40 new \(as stable\)$", output, re.MULTILINE), output
     assert "Traceback" not in output
     assert processes_with(str(data_dir.resolve())) == [], "the demo left its Temporal server behind"
     api_url = re.search(r"simulated clients polling (http://\S+)", output)
