@@ -52,6 +52,9 @@ _UNAUTHORIZED = {
 _ADMIN = [{"adminToken": []}, {}]
 _CLIENT = [{"clientToken": []}, {}]
 _NULLABLE_STRING = {"type": ["string", "null"]}
+_PATH = {"type": "string", "minLength": 1, "maxLength": 255,
+         "pattern": "^[a-z0-9._-]+(/[a-z0-9._-]+)*$"}
+_NAMESPACE = {"type": "string", "default": "default", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}$"}
 _TIME = {"type": "string", "format": "date-time"}
 _DURATION = {
     "description": 'Seconds (300), a string ("300s", "15m", "1h30m", "250ms") or {"seconds": 300}',
@@ -110,8 +113,8 @@ def _schemas() -> dict[str, Any]:
             "required": ["path", "client", "version", "ok", "failed"],
             "description": "Unknown fields are ignored.",
             "properties": {
-                "path": {"type": "string", "minLength": 1, "maxLength": 255},
-                "namespace": {"type": "string", "default": "default"},
+                "path": _PATH,
+                "namespace": _NAMESPACE,
                 "client": {"type": "string", "minLength": 1, "maxLength": 255},
                 "version": {"type": "string", "minLength": 1, "maxLength": 64},
                 "ok": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
@@ -147,7 +150,8 @@ def _schemas() -> dict[str, Any]:
             "required": ["schema"],
             "additionalProperties": False,
             "properties": {
-                "schema": {"description": "A JSON Schema (draft 2020-12): an object or a boolean"},
+                "schema": {"type": ["object", "boolean"],
+                           "description": "A JSON Schema (draft 2020-12)"},
                 "reason": {"type": "string", "maxLength": 2000},
                 "by": {"type": "string", "maxLength": 200},
             },
@@ -201,8 +205,8 @@ def _schemas() -> dict[str, Any]:
             "additionalProperties": False,
             "description": "The input of the ConfigRollout workflow (DESIGN.md)",
             "properties": {
-                "path": {"type": "string"},
-                "namespace": {"type": "string", "default": "default"},
+                "path": _PATH,
+                "namespace": _NAMESPACE,
                 "value": {"description": "The new config value (any JSON)"},
                 "default_cooldown_time": _DURATION,
                 "default_expiration_time": _DURATION,
@@ -317,13 +321,13 @@ def _parameters() -> dict[str, Any]:
             "name": "path", "in": "path", "required": True,
             "description": "Config path: 1-255 characters of [a-z0-9._-] segments joined by '/', "
                            "written as is (slashes not encoded)",
-            "schema": {"type": "string", "pattern": "^[a-z0-9._-]+(/[a-z0-9._-]+)*$"},
+            "schema": _PATH,
         },
-        "Namespace": query("namespace", {"type": "string", "default": "default"}, "Config namespace"),
+        "Namespace": query("namespace", _NAMESPACE, "Config namespace"),
         "Client": query("client", {"type": "string"},
                         "Client id (default: anonymous, never in a percentile stage)"),
         "Channel": query("channel", {"type": "string"}, "The client's channel"),
-        "Label": query("label", {"type": "array", "items": {"type": "string"}},
+        "Label": query("label", {"type": "array", "items": {"type": "string", "pattern": "^[^=]+="}},
                        "A label key=value; repeatable", style="form", explode=True),
         "Wait": query("wait", {"type": "number", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
                       "Long-poll: with If-None-Match, hold the request up to this many seconds "

@@ -6,18 +6,37 @@ import re
 from collections.abc import Awaitable, Callable
 from time import perf_counter
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-__all__ = ["Endpoint", "route", "template_of"]
+__all__ = ["CONFIG_PATH", "Endpoint", "route", "template_of"]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _CONVERTOR = re.compile(r"\{(\w+):\w+\}")
 
 
+class _ConfigPathConvertor(Convertor[str]):
+    """Like Starlette's `path`, but newlines included: an invalid config path must reach the
+    endpoint and get its 400, not fall through to a 404 "no such route"."""
+
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("tempoconf_config_path", _ConfigPathConvertor())
+CONFIG_PATH = "{path:tempoconf_config_path}"
+"""The `{path}` segment of a route: a config path, slashes included."""
+
+
 def template_of(path: str) -> str:
-    """`/v1/admin/schemas/{path:path}` → `/v1/admin/schemas/{path}` (as OpenAPI writes it)."""
+    """`/v1/admin/schemas/{path:...}` → `/v1/admin/schemas/{path}` (as OpenAPI writes it)."""
     return _CONVERTOR.sub(r"{\1}", path)
 
 

@@ -4,8 +4,9 @@ checks and counted in metrics."""
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -25,6 +26,14 @@ MAX_ERROR_LENGTH = 1000
 _KNOWN_VERSIONS_KEPT = 10_000
 
 
+def _integral(value: Any) -> Any:
+    # JSON has one number type: 3.0 is the integer 3 (true and "3" stay refused: strict mode).
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Count = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=MAX_COUNT)]
+
+
 class ReportBody(BaseModel):
     """The report a client POSTs (DESIGN.md, Distribution API). Unknown fields are ignored, so
     newer clients can send more."""
@@ -35,8 +44,8 @@ class ReportBody(BaseModel):
     namespace: str = DEFAULT_NAMESPACE
     client: str = Field(min_length=1, max_length=255)
     version: str = Field(min_length=1, max_length=64)
-    ok: int = Field(ge=0, le=MAX_COUNT)
-    failed: int = Field(ge=0, le=MAX_COUNT)
+    ok: Count
+    failed: Count
     error: str | None = Field(default=None, max_length=MAX_ERROR_LENGTH)
 
     @field_validator("path")

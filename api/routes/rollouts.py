@@ -25,7 +25,7 @@ from api.auth import require_admin
 from api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from api.deps import config_name, settings_of, store_of, temporal_of
 from api.errors import ApiError
-from api.routing import Endpoint, route
+from api.routing import CONFIG_PATH, Endpoint, route
 from api.temporal_client import rpc_errors, temporal_unavailable
 from tempoconf.canonical import version_id
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
@@ -276,8 +276,8 @@ def _lock(record: LockRecord | None) -> dict[str, Any] | None:
 routes = [
     route("/v1/admin/rollouts", start_rollout, methods=["POST"]),
     *(
-        route(f"/v1/admin/rollouts/{{path:path}}/{name}", _signal_endpoint(name), methods=["POST"])
+        route(f"/v1/admin/rollouts/{CONFIG_PATH}/{name}", _signal_endpoint(name), methods=["POST"])
         for name in SIGNALS
     ),
-    route("/v1/admin/rollouts/{path:path}", rollout_state, methods=["GET"]),
+    route(f"/v1/admin/rollouts/{CONFIG_PATH}", rollout_state, methods=["GET"]),
 ]

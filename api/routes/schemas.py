@@ -13,7 +13,7 @@ from api.auth import require_admin
 from api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from api.deps import config_name, store_of
 from api.errors import ApiError
-from api.routing import route
+from api.routing import CONFIG_PATH, route
 from tempoconf.problems import Problem
 from tempoconf.schema_validation import schema_problems
 
@@ -57,7 +57,9 @@ async def put_schema(request: Request) -> JSONResponse:
     return JSONResponse({"namespace": namespace, "path": path, "schema": body.schema_})
 
 
-routes = [
-    route("/v1/admin/schemas/{path:path}", get_schema, methods=["GET"]),
-    route("/v1/admin/schemas/{path:path}", put_schema, methods=["PUT"]),
-]
+async def schema(request: Request) -> JSONResponse:
+    # One route for both methods, so a 405 lists both in its Allow header.
+    return await (put_schema if request.method == "PUT" else get_schema)(request)
+
+
+routes = [route(f"/v1/admin/schemas/{CONFIG_PATH}", schema, methods=["GET", "PUT"])]

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from api.auth import require_admin
 from api.deps import config_name, store_of
 from api.errors import ApiError
-from api.routing import route
+from api.routing import CONFIG_PATH, route
 from tempoconf.store.records import AuditEntry, VersionInfo
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "MAX_HISTORY_LIMIT", "routes"]
@@ -95,6 +95,6 @@ def _entry(entry: AuditEntry) -> dict[str, Any]:
 
 
 routes = [
-    route("/v1/admin/versions/{path:path}", list_versions, methods=["GET"]),
-    route("/v1/admin/history/{path:path}", history, methods=["GET"]),
+    route(f"/v1/admin/versions/{CONFIG_PATH}", list_versions, methods=["GET"]),
+    route(f"/v1/admin/history/{CONFIG_PATH}", history, methods=["GET"]),
 ]

@@ -1,0 +1,265 @@
+"""Admin endpoints: schemas, versions, history, and rollouts started, watched and signalled
+through a real Temporal server with a real worker (rollout_harness)."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+
+from api.app import create_app
+from tempoconf.canonical import version_id
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tests.api.helpers import assert_eventually, make_stable
+from tests.fixtures.temporal import RolloutHarness
+
+STABLE_VALUE = {"max_connections": 1000}
+NEW_VALUE = {"max_connections": 2000}
+SCHEMA = {
+    "type": "object",
+    "properties": {"max_connections": {"type": "integer", "minimum": 1}},
+    "required": ["max_connections"],
+}
+
+
+def unique_path() -> str:
+    return f"admin/config-{uuid.uuid4().hex[:8]}"
+
+
+@pytest_asyncio.fixture
+async def admin(
+    rollout_harness: RolloutHarness, tmp_path: Path
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The API over the harness's store, starting workflows on the harness's task queue."""
+    settings = Settings(data_dir=tmp_path, task_queue=rollout_harness.task_queue)
+    app = create_app(
+        rollout_harness.store, settings, poll_interval=0.05,
+        temporal_client=rollout_harness.realtime_client,
+    )
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test", timeout=30
+        ) as http:
+            yield http
+
+
+def rollout_request(path: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "path": path,
+        "value": NEW_VALUE,
+        "default_cooldown_time": "1h",
+        "stages": [{"channel": "canary"}, {"percentile": 50, "manual": True}],
+        "author": "alice@example.com",
+        "commit": "3f2a9c1",
+        "message": "raise max_connections",
+        **overrides,
+    }
+
+
+async def state_of(http: httpx.AsyncClient, path: str) -> dict[str, Any]:
+    response = await http.get(f"/v1/admin/rollouts/{path}")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def wait_for_state(http: httpx.AsyncClient, path: str, state: str) -> dict[str, Any]:
+    async def reached() -> bool:
+        status = (await state_of(http, path))["workflow"]["status"]
+        return status is not None and status["state"] == state
+
+    await assert_eventually(reached, timeout=20, interval=0.1)
+    return await state_of(http, path)
+
+
+# -- schemas, versions, history -----------------------------------------------------------------
+
+
+async def test_schema_set_get_and_refused(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
+    path = unique_path()
+    url = f"/v1/admin/schemas/{path}"
+
+    missing = await admin.get(url)
+    stored = await admin.put(url, json={"schema": SCHEMA, "by": "alice", "reason": "first"})
+    fetched = await admin.get(url)
+    broken = await admin.put(url, json={"schema": {"type": "nope", "minimum": "x"}})
+    not_a_schema = await admin.put(url, json={"schema": 3})
+    extra = await admin.put(url, json={"schema": SCHEMA, "why": "typo"})
+    no_schema = await admin.put(url, json={"reason": "x"})
+
+    assert missing.status_code == 404
+    assert stored.status_code == 200 and stored.json()["schema"] == SCHEMA
+    assert fetched.json() == {"namespace": "default", "path": path, "schema": SCHEMA}
+    assert broken.status_code == 400
+    pointers = {problem["pointer"] for problem in broken.json()["problems"]}
+    assert {"/schema/type", "/schema/minimum"} <= pointers
+    assert not_a_schema.status_code == 400 and "object or a boolean" in not_a_schema.text
+    assert extra.status_code == 400 and "/why" in extra.json()["error"]
+    assert no_schema.status_code == 400 and "/schema" in no_schema.json()["error"]
+    assert rollout_harness.store.get_schema("default", path) == SCHEMA  # refusals changed nothing
+    history = rollout_harness.store.history("default", path)
+    assert [(e.action, e.actor, e.reason) for e in history] == [("schema.set", "alice", "first")]
+
+
+async def test_versions_and_history(rollout_harness: RolloutHarness, admin: httpx.AsyncClient) -> None:
+    path = unique_path()
+    first = make_stable(rollout_harness.store, path, STABLE_VALUE)
+    second = make_stable(rollout_harness.store, path, NEW_VALUE)
+
+    versions = await admin.get(f"/v1/admin/versions/{path}")
+    history = await admin.get(f"/v1/admin/history/{path}")
+    last = await admin.get(f"/v1/admin/history/{path}", params={"limit": "1"})
+    unknown = await admin.get("/v1/admin/versions/no/such-config")
+    other_namespace = await admin.get(f"/v1/admin/history/{path}", params={"namespace": "team"})
+
+    assert versions.status_code == 200
+    body = versions.json()
+    assert body["stable"] == second.version
+    assert {v["version"]: v["is_stable"] for v in body["versions"]} == {
+        first.version: False, second.version: True,
+    }
+    assert all(len(v["stable_since"]) == 1 for v in body["versions"])
+    assert [e["action"] for e in history.json()["entries"]] == ["stable.set", "stable.set"]
+    assert history.json()["entries"][1]["version"] == second.version
+    assert len(last.json()["entries"]) == 1
+    assert unknown.status_code == 404
+    assert other_namespace.json()["entries"] == []
+
+
+# -- rollouts -----------------------------------------------------------------------------------
+
+
+async def test_start_watch_and_signal_a_rollout(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
+    path = unique_path()
+    stable = make_stable(rollout_harness.store, path, STABLE_VALUE)
+
+    started = await admin.post("/v1/admin/rollouts", json=rollout_request(path))
+
+    assert started.status_code == 202, started.text
+    body = started.json()
+    assert body["workflow_id"] == f"rollout:default/{path}"
+    assert body["version"] == version_id(NEW_VALUE)
+    assert body["stages"] == ["channel:canary", "50%"]
+    state = await wait_for_state(admin, path, "holding")
+    assert state["rollout"]["version"] == body["version"]
+    assert state["lock"]["workflow_id"] == body["workflow_id"]
+    assert state["workflow"]["execution_status"] == "RUNNING"
+    assert state["workflow"]["run_id"] == body["run_id"]
+
+    # The canary stage reaches clients through the API.
+    async def canary_served() -> bool:
+        response = await admin.get(f"/v1/configs/{path}", params={"channel": "canary"})
+        return response.status_code == 200 and response.json()["version"] == body["version"]
+
+    await assert_eventually(canary_served)
+
+    paused = await admin.post(
+        f"/v1/admin/rollouts/{path}/pause", json={"reason": "lunch", "by": "bob"}
+    )
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["status"]["pause_reasons"] == ["lunch"]
+    resumed = await admin.post(f"/v1/admin/rollouts/{path}/resume")  # no body: fine
+    assert resumed.status_code == 200 and resumed.json()["status"]["pause_reasons"] == []
+
+    refused = await admin.post(f"/v1/admin/rollouts/{path}/approve", json={})
+    assert refused.status_code == 409
+    assert "cannot approve: nothing is waiting for approval" in refused.json()["error"]
+
+    again = await admin.post("/v1/admin/rollouts", json=rollout_request(path, value={"max_connections": 3}))
+    assert again.status_code == 409
+    assert "already has a running rollout" in again.json()["error"]
+
+    advanced = await admin.post(f"/v1/admin/rollouts/{path}/advance", json={"reason": "looks fine"})
+    assert advanced.status_code == 200
+    await wait_for_state(admin, path, "holding")  # the 50% stage's hold
+
+    halted = await admin.post(f"/v1/admin/rollouts/{path}/halt", json={"reason": "bad numbers"})
+    assert halted.status_code == 200, halted.text
+    handle = rollout_harness.realtime_client.get_workflow_handle(body["workflow_id"])
+    result = await handle.result()
+    assert result["outcome"] == "halted"
+    assert rollout_harness.store.get_stable("default", path).version == stable.version
+
+    after = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "too late"})
+    assert after.status_code in (404, 409)
+    final = await state_of(admin, path)
+    assert final["rollout"] is None and final["lock"] is None
+    assert final["workflow"]["status"]["state"] == "halted"
+
+
+async def test_bypass_promotes_now(rollout_harness: RolloutHarness, admin: httpx.AsyncClient) -> None:
+    path = unique_path()
+    make_stable(rollout_harness.store, path, STABLE_VALUE)
+    started = await admin.post("/v1/admin/rollouts", json=rollout_request(path))
+    assert started.status_code == 202
+    await wait_for_state(admin, path, "holding")
+
+    bypassed = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "hotfix"})
+
+    assert bypassed.status_code == 200, bypassed.text
+    handle = rollout_harness.realtime_client.get_workflow_handle(started.json()["workflow_id"])
+    assert (await handle.result())["outcome"] == "bypassed"
+    assert rollout_harness.store.get_stable("default", path).version == version_id(NEW_VALUE)
+
+
+async def test_invalid_rollout_requests_list_every_problem_and_start_nothing(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
+    path = unique_path()
+    rollout_harness.store.set_schema("default", path, SCHEMA, actor="tests")
+    request = rollout_request(
+        path, value={"max_connections": 0}, stages=[{"percentile": 150}, {"cooldwon": "1m"}]
+    )
+
+    response = await admin.post("/v1/admin/rollouts", json=request)
+
+    assert response.status_code == 400
+    pointers = {problem["pointer"] for problem in response.json()["problems"]}
+    assert {"/value/max_connections", "/stages/0/percentile", "/stages/1/cooldwon"} <= pointers
+    state = await state_of(admin, path)
+    assert state["lock"] is None and state["rollout"] is None
+    assert "no workflow" in state["workflow"]["error"]
+
+
+async def test_signals_without_a_rollout_are_404(admin: httpx.AsyncClient) -> None:
+    response = await admin.post(f"/v1/admin/rollouts/{unique_path()}/halt", json={"reason": "x"})
+
+    assert response.status_code == 404
+    assert "no running rollout" in response.json()["error"]
+
+
+async def test_temporal_unreachable_is_503_while_the_rest_works(
+    api_store: Store, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    settings = Settings(data_dir=tmp_path, temporal_address=f"127.0.0.1:{port}")
+    path = unique_path()
+    make_stable(api_store, path, STABLE_VALUE)
+    app = create_app(api_store, settings, poll_interval=0.05)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test", timeout=30
+        ) as http:
+            start = await http.post("/v1/admin/rollouts", json=rollout_request(path))
+            signal = await http.post(f"/v1/admin/rollouts/{path}/halt")
+            state = await http.get(f"/v1/admin/rollouts/{path}")
+            versions = await http.get(f"/v1/admin/versions/{path}")
+
+    assert start.status_code == 503 and f"127.0.0.1:{port}" in start.json()["error"]
+    assert "unreachable" in start.json()["error"]
+    assert signal.status_code == 503
+    assert state.status_code == 200 and "unreachable" in state.json()["workflow"]["error"]
+    assert versions.status_code == 200
+

@@ -1,0 +1,184 @@
+"""Bad input never gets a 5xx and never changes what is served: each gets a 4xx that says what
+is wrong (over real HTTP here, where body limits and chunked uploads are real)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
+from api.server import serve_api
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tests.api.helpers import make_stable
+
+PATH = "myproject/server_config"
+URL = f"/v1/configs/{PATH}"
+
+
+@pytest_asyncio.fixture
+async def live(api_store: Store, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    make_stable(api_store, PATH, {"v": 1})
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve_api(settings, api_store, port=0, on_started=started.set_result)
+    )
+    base_url = await asyncio.wait_for(asyncio.shield(started), timeout=10)
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+            yield http
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"wait": "abc"}, "wait='abc'"),
+        ({"wait": "61"}, "wait='61'"),
+        ({"wait": "-1"}, "wait='-1'"),
+        ({"wait": "nan"}, "wait='nan'"),
+        ({"wait": "inf"}, "wait='inf'"),
+        ({"wait": "1e400"}, "wait='1e400'"),
+        ({"stable": "maybe"}, "stable='maybe'"),
+        ({"namespace": "../etc"}, "namespace"),
+    ],
+)
+async def test_bad_poll_parameters_are_400(
+    params: dict[str, str], fragment: str, live: httpx.AsyncClient
+) -> None:
+    response = await live.get(URL, params=params, headers={"If-None-Match": "*"})
+
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]
+
+
+async def test_wait_at_its_bounds_is_fine(live: httpx.AsyncClient) -> None:
+    for wait in ("0", "60", "0.5", ""):
+        assert (await live.get(URL, params={"wait": wait})).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "params", "fragment"),
+    [
+        ("/v1/admin/history/Bad/Path", {}, "may use only a-z"),
+        (f"/v1/admin/history/{PATH}", {"limit": "0"}, "limit='0'"),
+        (f"/v1/admin/history/{PATH}", {"limit": "lots"}, "limit='lots'"),
+        (f"/v1/admin/versions/{PATH}", {"namespace": "Team A"}, "namespace 'Team A'"),
+        (f"/v1/admin/schemas/{PATH}/", {}, "empty segment"),
+        (f"/v1/admin/rollouts/{PATH}", {"workflow_id": ""}, "workflow_id"),
+    ],
+)
+async def test_bad_admin_parameters_are_400(
+    url: str, params: dict[str, str], fragment: str, live: httpx.AsyncClient
+) -> None:
+    response = await live.get(url, params=params)
+
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["error"]
+
+
+def _report(**fields: Any) -> dict[str, Any]:
+    return {"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, **fields}
+
+
+@pytest.mark.parametrize(
+    ("url", "limit"),
+    [("/v1/reports", REPORT_BODY_LIMIT), ("/v1/admin/rollouts", ADMIN_BODY_LIMIT),
+     (f"/v1/admin/schemas/{PATH}", ADMIN_BODY_LIMIT)],
+)
+async def test_bodies_over_the_limit_are_413_by_length_and_while_chunked(
+    url: str, limit: int, live: httpx.AsyncClient
+) -> None:
+    big = json.dumps(_report(error="x" * limit)).encode()
+    method = "PUT" if "schemas" in url else "POST"
+
+    declared = await live.request(method, url, content=big)
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: Transfer-Encoding chunked
+        for start in range(0, len(big), 8192):
+            yield big[start:start + 8192]
+
+    chunked = await live.request(method, url, content=chunks())
+
+    for response in (declared, chunked):
+        assert response.status_code == 413, response.text
+        assert f"the limit is {limit} bytes" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b'{"path": "a", "ok": 1,', "malformed JSON in the request body at line 1 column 23"),
+        (b'{"path": "a"\n "ok": 1}', "line 2 column 2"),
+        (b"", "the request body is empty"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"path": "a", "ok": NaN}', "NaN is not a JSON number"),
+        (b"[" * 20_000 + b"]" * 20_000, "nested too deeply"),
+        (b'"just a string"', "a JSON object, not"),
+    ],
+)
+async def test_malformed_bodies_are_400_with_the_position(
+    content: bytes, fragment: str, live: httpx.AsyncClient
+) -> None:
+    for url, method in (("/v1/reports", "POST"), ("/v1/admin/rollouts", "POST"),
+                        (f"/v1/admin/schemas/{PATH}", "PUT")):
+        response = await live.request(method, url, content=content,
+                                      headers={"Content-Type": "application/json"})
+        assert response.status_code == 400, (url, response.text)
+        assert fragment in response.json()["error"], url
+
+
+async def test_wrong_types_list_every_field(live: httpx.AsyncClient) -> None:
+    response = await live.post(
+        "/v1/reports",
+        json={"path": 3, "namespace": [], "client": None, "version": {}, "ok": "1", "failed": 1.5},
+    )
+
+    assert response.status_code == 400
+    pointers = [problem["pointer"] for problem in response.json()["problems"]]
+    assert pointers == ["/path", "/namespace", "/client", "/version", "/ok", "/failed"]
+
+
+async def test_bad_signal_bodies_are_400(live: httpx.AsyncClient) -> None:
+    unknown_field = await live.post(f"/v1/admin/rollouts/{PATH}/halt", json={"raeson": "typo"})
+    wrong_type = await live.post(f"/v1/admin/rollouts/{PATH}/halt", json={"reason": 5})
+    not_object = await live.post(f"/v1/admin/rollouts/{PATH}/halt", json=["halt"])
+
+    assert unknown_field.status_code == 400 and "/raeson" in unknown_field.json()["error"]
+    assert wrong_type.status_code == 400 and "/reason" in wrong_type.json()["error"]
+    assert not_object.status_code == 400
+
+
+async def test_no_bad_request_changes_what_is_served(
+    api_store: Store, live: httpx.AsyncClient
+) -> None:
+    before = await live.get(URL, params={"client": "host-1"})
+    revision = api_store.revision()
+    garbage = [
+        live.get("/v1/configs/" + "%00" * 10),
+        live.get("/v1/configs/a/%2e%2e/%2e%2e/etc/passwd"),
+        live.get(URL, params=[("label", "a=b"), ("label", "a=c")]),
+        live.get(URL, params={"client": "\u0000" * 5000, "channel": "💥"}),
+        live.get(URL, headers={"If-None-Match": "W/" + '"' * 1000}),
+        live.post("/v1/reports", content=b"{" * 5000),
+        live.put(f"/v1/admin/schemas/{PATH}", json={"schema": {"$ref": "#/nowhere"}}),
+        live.post("/v1/admin/rollouts", content=b'{"path": "a/b", "value": 1e400}'),
+        live.delete(URL),
+        live.post(URL, json={}),
+    ]
+    statuses = [(await call).status_code for call in garbage]
+
+    assert all(400 <= status < 500 or status == 200 for status in statuses), statuses
+    after = await live.get(URL, params={"client": "host-1"})
+    assert (after.status_code, after.content) == (before.status_code, before.content)
+    assert api_store.revision() == revision
+    assert (await live.get("/healthz")).status_code == 200

@@ -1,0 +1,63 @@
+"""/metrics: polls by namespace, path, stage and code; versions served per stage; request latency
+by route template; the registry is the app's own."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client import REGISTRY
+from starlette.applications import Starlette
+
+from api.app import create_app
+from api.snapshots import SnapshotCache
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tests.api.helpers import make_stable, publish, sample, start_rollout
+
+PATH = "myproject/server_config"
+URL = f"/v1/configs/{PATH}"
+
+
+async def test_polls_served_versions_and_latency(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    stable = make_stable(api_store, PATH, {"v": 1})
+    staged = start_rollout(api_store, PATH, {"v": 2})
+    publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
+    await cache.refresh()
+
+    first = await client.get(URL, params={"client": "h"})
+    await client.get(URL, params={"client": "h"}, headers={"If-None-Match": first.headers["etag"]})
+    await client.get(URL, params={"client": "h", "channel": "canary"})
+    await client.get("/v1/configs/unknown/config")
+    await client.get(URL, params={"stable": "maybe"})
+    await client.get(f"/v1/admin/versions/{PATH}")
+    text = (await client.get("/metrics")).text
+
+    def polls(**labels: str) -> float | None:
+        return sample(text, "tempoconf_api_polls_total", **labels)
+
+    config = {"namespace": "default", "path": PATH}
+    assert polls(**config, stage="stable", code="200") == 1
+    assert polls(**config, stage="stable", code="304") == 1
+    assert polls(**config, stage="channel:canary", code="200") == 1
+    # Unknown or invalid names never become label values.
+    assert polls(namespace="", path="", stage="", code="404") == 1
+    assert polls(namespace="", path="", stage="", code="400") == 1
+    served = "tempoconf_api_served_version"
+    assert sample(text, served, **config, stage="stable", version=stable.version) == 1
+    assert sample(text, served, **config, stage="channel:canary", version=staged.version) == 1
+    assert sample(text, "tempoconf_api_long_polls_waiting") == 0
+    assert sample(text, "tempoconf_api_snapshot_revision") == api_store.revision()
+    latency = "tempoconf_api_request_duration_seconds_count"
+    assert sample(text, latency, method="GET", route="/v1/configs/{path}") == 5
+    assert sample(text, latency, method="GET", route="/v1/admin/versions/{path}") == 1
+    assert "/v1/admin/versions/myproject" not in text  # templates, never raw paths
+
+
+async def test_each_app_has_its_own_registry(
+    app: Starlette, api_store: Store, settings: Settings
+) -> None:
+    other = create_app(api_store, settings)
+
+    assert app.state.metrics.registry is not other.state.metrics.registry
+    assert app.state.metrics.registry is not REGISTRY
