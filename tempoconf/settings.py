@@ -27,6 +27,8 @@ class Settings:
     """`TEMPOCONF_API_URL`; None means http://host:api_port."""
     admin_token: str | None = None
     client_token: str | None = None
+    ui_url: str | None = None
+    """`TEMPOCONF_UI_URL`, the Temporal Web UI for links; None means http://host:ui_port."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -41,6 +43,7 @@ class Settings:
             api_url=env.get("TEMPOCONF_API_URL") or None,
             admin_token=env.get("TEMPOCONF_ADMIN_TOKEN") or None,
             client_token=env.get("TEMPOCONF_CLIENT_TOKEN") or None,
+            ui_url=env.get("TEMPOCONF_UI_URL") or None,
         )
         given = {key: value for key, value in overrides.items() if value is not None}
         if "data_dir" in given:
@@ -54,6 +57,10 @@ class Settings:
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'tempoconf.db').resolve()}"
+
+    @property
+    def resolved_ui_url(self) -> str:
+        return (self.ui_url or f"http://{self.host}:{self.ui_port}").rstrip("/")
 
     @property
     def resolved_api_url(self) -> str:
