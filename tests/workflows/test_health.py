@@ -227,15 +227,16 @@ async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tm
     await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
         with prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus:
-            await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - failed, failed=failed)
-            await _wait_for_scrape(prometheus.url, path)
             handle = await rollout_harness.start(
                 canary_request(
                     path,
                     [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1}],
-                    cooldown="1s",
+                    cooldown="6s",
                 )
             )
+            await wait_for_state(handle, "holding", stage_index=0)
+            await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - failed, failed=failed)
+            await _wait_for_scrape(prometheus.url, path)
             result = await outcome_of(handle)
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
