@@ -36,13 +36,15 @@ class DistributionApp(Starlette):
     """Starlette, except that `GET|HEAD /v1/configs/...` goes straight to `ConfigPolls`: every
     client polls, and the poll path must not pay the middleware stack and routing per request."""
 
+    config_polls: ConfigPolls
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] == "http"
             and scope["path"].startswith(CONFIGS_PREFIX)
             and scope["method"] in ("GET", "HEAD")
         ):
-            await self.state.config_polls(scope, receive, send)
+            await self.config_polls(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -105,7 +107,7 @@ def create_app(
     app.state.settings = settings
     app.state.snapshot_cache = cache
     app.state.metrics = api_metrics
-    app.state.config_polls = ConfigPolls(cache, settings, api_metrics)
+    app.config_polls = app.state.config_polls = ConfigPolls(cache, settings, api_metrics)
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener
     app.state.known_versions = set()

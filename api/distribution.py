@@ -37,6 +37,9 @@ __all__ = [
 
 MAX_WAIT = 60.0
 """Longest long-poll, in seconds."""
+ANSWERS_KEPT = 65_536
+"""Per config: distinct queries whose answer is remembered (then the memory starts over)."""
+_FOREVER = datetime.max.replace(tzinfo=UTC)
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no", ""})
@@ -65,19 +68,50 @@ class PreparedAnswer:
     stage: str
     version: str
     etag: str
+    etag_bytes: bytes
     body: bytes
     headers: list[tuple[bytes, bytes]]
     not_modified_headers: list[tuple[bytes, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
 class PreparedConfig:
-    """Every answer a config's snapshot can give, and how to choose one for a client."""
+    """Every answer a config's snapshot can give, and how to choose one for a client.
 
-    snapshot: ConfigSnapshot
-    stable: PreparedAnswer | None
-    stages: tuple[tuple[PublishedStage, PreparedAnswer], ...]
-    """In evaluation order (by index); empty when no rollout is live."""
+    `answer_for` remembers each query's answer until the next lease ends (the only thing that
+    changes an answer without a new snapshot): a repeated poll costs no resolution at all.
+    """
+
+    __slots__ = ("snapshot", "stable", "stages", "_answers", "_valid_until")
+
+    def __init__(
+        self,
+        snapshot: ConfigSnapshot,
+        stable: PreparedAnswer | None,
+        stages: tuple[tuple[PublishedStage, PreparedAnswer], ...],
+    ) -> None:
+        self.snapshot = snapshot
+        self.stable = stable
+        self.stages = stages
+        """In evaluation order (by index); empty when no rollout is live."""
+        self._answers: dict[bytes, PreparedAnswer | None] = {}
+        self._valid_until: datetime | None = None
+
+    def answer_for(self, key: bytes, query: ConfigQuery, now: datetime) -> PreparedAnswer | None:
+        """`answer(query, now)`, remembered under `key` (the raw query string of `query`)."""
+        valid_until = self._valid_until
+        if valid_until is None or now >= valid_until:
+            self._answers.clear()
+            self._valid_until = self.next_expiry(now) or _FOREVER
+        else:
+            try:
+                return self._answers[key]
+            except KeyError:
+                pass
+        answer = self.answer(query, now)
+        if len(self._answers) >= ANSWERS_KEPT:
+            self._answers.clear()
+        self._answers[key] = answer
+        return answer
 
     def answer(self, query: ConfigQuery, now: datetime) -> PreparedAnswer | None:
         """What this client gets at `now` (DESIGN.md, Stages); None: nothing to serve it."""
@@ -133,6 +167,7 @@ def _prepare(
         stage=stage,
         version=record.version,
         etag=etag,
+        etag_bytes=etag_header[1],
         body=body,
         headers=[_JSON, (b"content-length", str(len(body)).encode()), etag_header, _NO_CACHE],
         not_modified_headers=[etag_header, _NO_CACHE],

@@ -37,6 +37,8 @@ __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "ConfigPolls"]
 
 CONFIGS_PREFIX = "/v1/configs/"
 CONFIG_ROUTE = "/v1/configs/{path}"
+QUERIES_KEPT = 65_536
+"""Distinct (path, query string) pairs whose parsed query is remembered."""
 _LEASE_SLACK = 0.002
 """Wake this long after a lease ends, so the answer computed then no longer includes it."""
 
@@ -51,6 +53,14 @@ class ConfigPolls:
         self._settings = settings
         self._metrics = metrics
         self._prepared: dict[tuple[str, str], PreparedConfig] = {}
+        self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._closing = False
+
+    def close(self) -> None:
+        """Shutting down: answer every waiting long-poll now (304 unless it changed), and let new
+        ones answer at once, so they do not hold up a graceful shutdown."""
+        self._closing = True
+        self._cache.release_waiters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = perf_counter()
@@ -79,14 +89,20 @@ class ConfigPolls:
             problem = bearer_problem(authorization, token, what="client token")
             if problem is not None:
                 raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-        query = parse_config_query(
-            scope["path"][len(CONFIGS_PREFIX):], QueryParams(scope["query_string"])
-        )
+        path: str = scope["path"]
+        query_string: bytes = scope["query_string"]
+        query = self._queries.get((path, query_string))
+        if query is None:
+            # Clients repeat the same query on every poll: parse it once.
+            query = parse_config_query(path[len(CONFIGS_PREFIX):], QueryParams(query_string))
+            if len(self._queries) >= QUERIES_KEPT:
+                self._queries.clear()
+            self._queries[(path, query_string)] = query
         prepared = self._prepared_config(query)
-        answer = _answer(prepared, query, datetime.now(UTC))
+        answer = _answer(prepared.answer_for(query_string, query, datetime.now(UTC)), query)
         header = if_none.decode("latin-1") if if_none is not None else None
-        modified = not if_none_match(header, answer.etag)
-        if not modified and query.wait > 0:
+        modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
+        if not modified and query.wait > 0 and not self._closing:
             # No await since the snapshot was read, so no refresh came in between: this event
             # is set by the first change after that read.
             changed = self._cache.changed_for(query.namespace, query.path)
@@ -135,10 +151,10 @@ class ConfigPolls:
                         await changed.wait()
                 changed = self._cache.changed_for(query.namespace, query.path)
                 prepared = self._prepared_config(query)
-                answer = _answer(prepared, query, datetime.now(UTC))
+                answer = _answer(prepared.answer(query, datetime.now(UTC)), query)
                 if not if_none_match(if_none, answer.etag):
                     return answer, True
-                if loop.time() >= deadline:
+                if loop.time() >= deadline or self._closing:
                     return answer, False
         finally:
             metrics.long_polls_waiting -= 1
@@ -162,8 +178,8 @@ class ConfigPolls:
         return prepared
 
 
-def _answer(prepared: PreparedConfig, query: ConfigQuery, now: datetime) -> PreparedAnswer:
-    answer = prepared.answer(query, now)
+def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer:
+    """The answer, or the 404 that says why there is none."""
     if answer is not None:
         return answer
     where = f"config {query.path!r} in namespace {query.namespace!r}"

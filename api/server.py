@@ -69,8 +69,9 @@ async def serve_api(
     display_host = f"[{bind_host}]" if ":" in bind_host else bind_host
     base_url = f"http://{display_host}:{bound_port}"
 
+    app = create_app(store, settings)
     config = uvicorn.Config(
-        create_app(store, settings),
+        app,
         loop="auto",  # only used by uvicorn.run; here the caller's loop serves
         http="auto",
         lifespan="on",
@@ -94,6 +95,7 @@ async def serve_api(
         await asyncio.shield(serving)
     finally:
         if not serving.done():
+            app.state.config_polls.close()  # waiting long-polls answer now, not in up to 60 s
             server.should_exit = True
             # A second cancellation while we wait here cancels `serving` too: a forced stop.
             await serving

@@ -90,6 +90,14 @@ class SnapshotCache:
             event = self._config_events[key] = asyncio.Event()
         return event
 
+    def release_waiters(self) -> None:
+        """Set every event handed out (shutdown: waiters answer now instead of at their deadline)."""
+        events, self._config_events = self._config_events, {}
+        for event in events.values():
+            event.set()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     def notify(self, revision: int | None = None) -> None:
         """The store says it changed (at `revision`, when known): check it now, not at the next
         poll. Cheap and idempotent, so a burst of notifications costs one reload."""

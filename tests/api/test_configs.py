@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -324,3 +325,19 @@ async def test_unknown_routes_and_methods_answer_json(client: httpx.AsyncClient)
 
     assert missing.status_code == 404 and "error" in missing.json()
     assert wrong_method.status_code == 405 and "error" in wrong_method.json()
+
+
+async def test_a_repeated_poll_sees_its_lease_end(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    stable = make_stable(api_store, PATH, STABLE_VALUE)
+    staged = start_rollout(api_store, PATH, NEW_VALUE)
+    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=0.5))
+    await cache.refresh()
+
+    during = await get(client, client="host-1")  # its answer is remembered...
+    await asyncio.sleep(0.6)
+    after = await get(client, client="host-1")  # ...only until the lease ends
+
+    assert during.json()["version"] == staged.version
+    assert (after.json()["version"], after.json()["stage"]) == (stable.version, "stable")

@@ -99,3 +99,41 @@ async def test_a_port_in_use_is_an_error_not_an_exit(api_store: Store, settings:
 
         with pytest.raises(ApiServerError, match=f"cannot listen on 127.0.0.1:{port}"):
             await serve_api(settings, api_store, port=port)
+
+
+async def test_long_polls_over_http_wake_on_a_change_and_do_not_hold_up_shutdown(
+    api_store: Store, settings: Settings
+) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    task, base_url = await start(settings, api_store)
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        first = await http.get(f"/v1/configs/{PATH}", params={"client": "host-1"})
+        etag = first.headers["etag"]
+
+        def long_poll() -> asyncio.Task[httpx.Response]:
+            return asyncio.create_task(
+                http.get(
+                    f"/v1/configs/{PATH}",
+                    params={"client": "host-1", "wait": "30"},
+                    headers={"If-None-Match": etag},
+                )
+            )
+
+        woken = long_poll()
+        await asyncio.sleep(0.2)
+        staged = start_rollout(api_store, PATH, {"v": 2})
+        publish(api_store, PATH, index=0, name="all", percentile=100)
+        changed = await asyncio.wait_for(woken, timeout=10)
+        assert changed.status_code == 200 and changed.json()["version"] == staged.version
+
+        etag = changed.headers["etag"]
+        held = long_poll()
+        await asyncio.sleep(0.2)
+        assert not held.done()
+        began = time.monotonic()
+        await stop(task)
+        released = await held
+        took = time.monotonic() - began
+
+    assert released.status_code == 304
+    assert took < GRACEFUL_SHUTDOWN_SECONDS  # answered at shutdown, not after its 30 s wait
