@@ -1,0 +1,131 @@
+"""The operator's path of DESIGN.md: the Temporal CLI (from the venv) against `tempoconf dev`.
+
+`temporal workflow start --type ConfigRollout --task-queue tempoconf --input '...'` as typed, the
+API serving each stage, `update execute --name advance`, `signal --name halt`, `workflow list -q`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tempoconf.bucketing import bucket
+from tempoconf.canonical import version_id
+from tempoconf.temporal import temporal_cli_path
+from tests.cli.conftest import RunningDev
+
+pytestmark = pytest.mark.timeout(180)
+
+STABLE = {"is_debug": False, "max_connections": 1000}
+NEW = {"is_debug": False, "max_connections": 2000}
+
+
+def temporal(dev: RunningDev, *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(temporal_cli_path()), *args, "--address", dev.temporal_address],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 0, f"temporal {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def client_in(path: str, low: int, high: int) -> str:
+    return next(f"host-{n}" for n in itertools.count() if low <= bucket(path, f"host-{n}") < high)
+
+
+def served(dev: RunningDev, path: str, client: str, channel: str | None = None) -> tuple[str, str]:
+    params = {"client": client, **({"channel": channel} if channel else {})}
+    body = httpx.get(f"{dev.api_url}/v1/configs/{path}", params=params, timeout=10).json()
+    return body["version"], body["stage"]
+
+
+def wait_for(dev: RunningDev, workflow_id: str, state: str, stage_index: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = temporal(dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json")
+        progress = json.loads(answer.stdout)["queryResult"][0]
+        if progress["state"] == state and progress["stage_index"] == stage_index:
+            return dict(progress)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{workflow_id} never reached {state} at stage {stage_index}: {progress}")
+        time.sleep(0.2)
+
+
+def start(dev: RunningDev, workflow_id: str, request: dict[str, Any]) -> None:
+    temporal(dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
+             "--workflow-id", workflow_id, "--input", json.dumps(request))
+
+
+def result_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
+    answer = temporal(dev, "workflow", "result", "-w", workflow_id, "-o", "json")
+    return dict(json.loads(answer.stdout)["result"])
+
+
+def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(dev: RunningDev) -> None:
+    path = f"myproject/server_config_{uuid.uuid4().hex[:6]}"
+    start(dev, f"stable-{path}", {"path": path, "value": STABLE})
+    stable = result_of(dev, f"stable-{path}")["version"]
+    assert stable == version_id(STABLE)
+
+    # DESIGN.md's request, as typed (hour-long holds; `advance` steps through them).
+    workflow_id = f"rollout:default/{path}"
+    request = {
+        "path": path, "namespace": "default", "value": NEW,
+        "default_cooldown_time": "1h", "default_expiration_time": "3600s",
+        "stages": [{"channel": "canary"}, {"percentile": 10}, {"percentile": 50, "cooldown": "900s"}],
+        "author": "alice@example.com", "commit": "3f2a9c1", "message": "raise max_connections",
+    }
+    start(dev, workflow_id, request)
+    new = version_id(NEW)
+    canary, in_10, in_50, outside = (client_in(path, 9000, 10000), client_in(path, 0, 1000),
+                                     client_in(path, 1000, 5000), client_in(path, 5000, 10000))
+
+    wait_for(dev, workflow_id, "holding", 0)
+    assert served(dev, path, canary, "canary") == (new, "channel:canary")
+    assert served(dev, path, in_10) == (stable, "stable")
+    temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
+
+    wait_for(dev, workflow_id, "holding", 1)
+    assert served(dev, path, in_10) == (new, "10%")
+    assert served(dev, path, in_50) == (stable, "stable")
+    temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
+
+    wait_for(dev, workflow_id, "holding", 2)
+    assert served(dev, path, in_50) == (new, "50%")
+    assert served(dev, path, outside) == (stable, "stable")
+    assert served(dev, path, canary, "canary") == (new, "channel:canary")
+
+    listed = temporal(dev, "workflow", "list", "-q", f'TempoconfPath="{path}" AND TempoconfState="holding"')
+    assert workflow_id in listed.stdout
+
+    temporal(dev, "workflow", "signal", "-w", workflow_id, "--name", "halt", "--input", '{"reason": "error rate up"}')
+    result = result_of(dev, workflow_id)
+    assert result == {"outcome": "halted", "version": new, "reason": "error rate up"}
+    for client, channel in ((canary, "canary"), (in_10, None), (in_50, None), (outside, None)):
+        assert served(dev, path, client, channel) == (stable, "stable")
+
+
+def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
+    path = f"myproject/server_config_{uuid.uuid4().hex[:6]}"
+    start(dev, f"stable-{path}", {"path": path, "value": STABLE})
+    result_of(dev, f"stable-{path}")
+    workflow_id = f"rollout:default/{path}"
+    start(dev, workflow_id, {"path": path, "value": NEW, "default_cooldown_time": "1s",
+                             "stages": [{"channel": "canary"}, {"percentile": 10}]})
+    assert result_of(dev, workflow_id) == {
+        "outcome": "promoted", "version": version_id(NEW), "reason": "every stage passed its hold and checks"
+    }
+    assert served(dev, path, "anyone") == (version_id(NEW), "stable")
+    described = json.loads(temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json").stdout)
+    info = described["workflowExecutionInfo"]
+    assert info["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+    assert set(info["searchAttributes"]["indexedFields"]) >= {
+        "TempoconfPath", "TempoconfVersion", "TempoconfStage", "TempoconfState"
+    }
