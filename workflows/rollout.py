@@ -212,7 +212,7 @@ class ConfigRollout:
             if self._bypass:
                 return True
             await self._check_health(plan, stage)
-            if stage.manual:
+            if stage.manual and self._bypass is None:
                 await self._await_approval(stage)
             if self._bypass:
                 return True
@@ -668,6 +668,9 @@ class ConfigRollout:
         if self._halt is None and not self._is_final_or_promoting():
             self._halt = command
             self._note(command.by or "operator", f"halt requested: {command.reason or 'no reason given'}")
+        elif self._halt is None:
+            # Signals cannot be refused; say in the history why this one changed nothing.
+            self._note(command.by or "operator", f"halt ignored: the rollout is already {self._progress.state}")
 
     def _apply_bypass(self, command: OperatorCommand) -> None:
         if self._bypass is None and self._halt is None and not self._is_final_or_promoting():
