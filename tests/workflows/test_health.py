@@ -307,3 +307,27 @@ async def test_invalid_check_definitions_fail_before_anything_is_published(
     assert rollout_harness.store.get_rollout(NAMESPACE, path) is None
     assert all(e.action != "stage.published" for e in rollout_harness.store.history(NAMESPACE, path)
                if e.version == NEW_VERSION)
+
+
+@pytest.mark.parametrize("state", ["holding", "paused", "checking_health", "awaiting_approval"])
+async def test_halt_wins_from_every_waiting_state(rollout_harness: RolloutHarness, state: str) -> None:
+    store = rollout_harness.store
+    path = unique_path()
+    stable = await make_stable(rollout_harness, path)
+    with http_judge() as judge:
+        stage: dict[str, Any] = {"channel": "canary", "cooldown": "1h" if state in ("holding", "paused") else "0s"}
+        if state == "awaiting_approval":
+            stage["manual"] = True
+        checks = [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}] if state == "checking_health" else []
+        handle = await rollout_harness.start(example_request(path, stages=[stage], health=checks))
+        if state == "paused":
+            await wait_for_state(handle, "holding", stage_index=0)
+            await handle.execute_update("pause", {"reason": "look closer"})
+        else:
+            await wait_for_state(handle, state, stage_index=0)
+        progress = await handle.execute_update("halt", {"reason": f"halt from {state}", "by": "oncall"})
+        assert progress["state"] in ("reverting", "halted")
+        result = await outcome_of(handle)
+    assert result["outcome"] == "halted" and result["reason"] == f"halt from {state}"
+    assert store.get_stable(NAMESPACE, path).version == stable
+    assert store.get_rollout(NAMESPACE, path) is None and store.get_lock(NAMESPACE, path) is None
