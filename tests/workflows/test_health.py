@@ -331,3 +331,19 @@ async def test_halt_wins_from_every_waiting_state(rollout_harness: RolloutHarnes
     assert result["outcome"] == "halted" and result["reason"] == f"halt from {state}"
     assert store.get_stable(NAMESPACE, path).version == stable
     assert store.get_rollout(NAMESPACE, path) is None and store.get_lock(NAMESPACE, path) is None
+
+
+async def test_bypass_skips_the_remaining_checks(rollout_harness: RolloutHarness) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    with http_judge() as judge:
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "http", "url": judge + "/fail"}], cooldown="1h")
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        await handle.execute_update("bypass", {"reason": "the judge is down, ship it", "by": "cto"})
+        result = await outcome_of(handle)
+    assert result["outcome"] == "bypassed"
+    progress = await handle.query("status", result_type=dict)
+    assert progress["last_health"] is None  # no check ran
+    assert rollout_harness.store.get_stable(NAMESPACE, path).version == NEW_VERSION
