@@ -125,7 +125,8 @@ def open_store(settings: Settings) -> Iterator[Any]:
 
 
 def ui_base_url(settings: Settings) -> str:
-    return f"http://{settings.host}:{settings.ui_port}"
+    """The Temporal Web UI: TEMPOCONF_UI_URL, else http://host:ui_port."""
+    return settings.resolved_ui_url
 
 
 def workflow_ui_url(settings: Settings, workflow_id: str, run_id: str | None = None) -> str:

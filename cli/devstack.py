@@ -149,7 +149,8 @@ class DevStack:
 
     @property
     def ui_url(self) -> str:
-        return f"http://{self.settings.host}:{self.settings.ui_port}"
+        """The Web UI for links: TEMPOCONF_UI_URL (e.g. behind a proxy), else this stack's own."""
+        return self.settings.resolved_ui_url
 
     @property
     def log_path(self) -> Path:
@@ -193,7 +194,7 @@ class DevStack:
         """The environment that points `tempoconf` and `temporal` in another shell at this stack."""
         return (
             f"export TEMPORAL_ADDRESS={self.temporal_address} TEMPOCONF_API_URL={self.api_url} "
-            f"TEMPOCONF_DATA_DIR={self.settings.data_dir.resolve()}"
+            f"TEMPOCONF_DATA_DIR={self.settings.data_dir.resolve()} TEMPOCONF_UI_URL={self.ui_url}"
         )
 
     async def wait(self) -> None:

@@ -164,12 +164,42 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", metavar="PATH")
     status.add_argument("--json", action="store_true", help="print the raw status object")
     status.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw until the rollout ends, then exit with its outcome (0 if promoted or bypassed)",
+    )
+    status.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between refreshes (default 2)"
+    )
+    status.add_argument(
         "--id",
         dest="workflow_id",
-        help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
+        help="workflow id (default: the lock holder, else the newest in the audit log, "
+        "else rollout:{namespace}/{path})",
     )
     _config_namespace(status)
-    status.set_defaults(handler="rollout.status_command")
+    status.set_defaults(handler="status.status_command")
+
+    plan = rollout_commands.add_parser(
+        "plan",
+        parents=[connection],
+        help="validate a request and show what it would do, publishing nothing",
+    )
+    plan.add_argument("file", metavar="FILE", help="rollout request (JSON; - for stdin)")
+    plan.add_argument(
+        "--clients",
+        dest="clients_file",
+        metavar="FILE",
+        help='clients to count per stage: a JSON list of {"client", "channel", "labels"} '
+        "(added to the clients that reported recently)",
+    )
+    plan.add_argument(
+        "--since",
+        default="1h",
+        help="how recent a client's report must be to count it (default 1h)",
+    )
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.set_defaults(handler="plan.plan_command")
 
     for name in UPDATE_NAMES:
         update = rollout_commands.add_parser(name, parents=[connection], help=_UPDATE_HELP[name])
@@ -207,19 +237,47 @@ def build_parser() -> argparse.ArgumentParser:
         "versions", parents=[connection], help="the versions of a config, newest first"
     )
     versions.add_argument("path", metavar="PATH")
+    versions.add_argument("--json", action="store_true", help="print the versions as JSON")
     _config_namespace(versions)
     versions.set_defaults(handler="schema.versions_command")
+
+    history = commands.add_parser(
+        "history", parents=[connection], help="the audit log of a config, oldest first"
+    )
+    history.add_argument("path", metavar="PATH")
+    history.add_argument("--limit", type=int, default=50, help="the last N entries (default 50)")
+    history.add_argument("--json", action="store_true", help="print the entries as JSON")
+    _config_namespace(history)
+    history.set_defaults(handler="schema.history_command")
 
     rollback = commands.add_parser(
         "rollback",
         parents=[connection],
-        help="put a config back on a version it had (a rollout without stages)",
+        help="put a config back on a version it had: at once, or through stages with --staged",
     )
     rollback.add_argument("path", metavar="PATH")
     rollback.add_argument(
         "version", metavar="VERSION", help="a version id (`tempoconf versions PATH`)"
     )
     rollback.add_argument("--reason", default="", help="why, for the audit log")
+    rollback.add_argument(
+        "--staged",
+        action="store_true",
+        help="roll back through stages (canary channel → 10%% → 50%%) instead of at once",
+    )
+    rollback.add_argument(
+        "--cooldown", help="hold of each stage of a --staged rollback (default 5m)"
+    )
+    rollback.add_argument(
+        "--stages-from",
+        metavar="FILE",
+        help="a --staged rollback takes 'stages' (and 'strategy') of this request file",
+    )
+    rollback.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the result (an immediate rollback waits unless --no-wait)",
+    )
     rollback.add_argument("--no-wait", action="store_true", help="start it and return")
     _config_namespace(rollback)
     rollback.set_defaults(handler="rollout.rollback_command")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
@@ -14,7 +13,6 @@ from temporalio.client import (
     Client,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -41,15 +39,14 @@ from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 
 __all__ = [
     "request_problems",
+    "rollback_request",
     "rollback_command",
     "rollout_version",
     "start_command",
-    "status_command",
     "update_command",
 ]
 
 RPC_TIMEOUT = timedelta(seconds=15)
-HISTORY_SHOWN = 6
 SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
 
 
@@ -107,11 +104,20 @@ def start_command(args: argparse.Namespace) -> int:
     )
 
 
-def rollback_command(args: argparse.Namespace) -> int:
-    """Roll a config back to a version it had: a stage-less rollout of that version."""
-    check_config_name(args.namespace, args.path)
-    settings = settings_from_args(args)
-    raw = {
+DEFAULT_ROLLBACK_STAGES: list[dict[str, Any]] = [
+    {"channel": "canary"},
+    {"percentile": 10},
+    {"percentile": 50},
+]
+DEFAULT_ROLLBACK_COOLDOWN = "5m"
+# What --stages-from takes from a request file: who is reached, and for how long.
+_STAGE_FIELDS = ("stages", "strategy", "default_cooldown_time", "default_expiration_time")
+
+
+def rollback_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The request of `tempoconf rollback`: a rollout of an existing version, stage-less unless
+    --staged (then canary → 10% → 50%, or the stages of --stages-from)."""
+    raw: dict[str, Any] = {
         "path": args.path,
         "namespace": args.namespace,
         "version": args.version,
@@ -119,6 +125,30 @@ def rollback_command(args: argparse.Namespace) -> int:
         "author": actor(),
         "message": args.reason or f"rollback to {args.version}",
     }
+    if not args.staged:
+        if args.stages_from or args.cooldown:
+            die("--stages-from and --cooldown apply to a --staged rollback only", exit_code=2)
+        return raw
+    if args.stages_from:
+        source = read_json_file(args.stages_from, what="request file")
+        if not isinstance(source, dict) or not (source.get("stages") or source.get("strategy")):
+            die(
+                f"{args.stages_from} has no 'stages' (or 'strategy') to roll back through",
+                exit_code=2,
+            )
+        raw.update({key: source[key] for key in _STAGE_FIELDS if key in source})
+    else:
+        raw["stages"] = [dict(stage) for stage in DEFAULT_ROLLBACK_STAGES]
+    if args.cooldown or "default_cooldown_time" not in raw:
+        raw["default_cooldown_time"] = args.cooldown or DEFAULT_ROLLBACK_COOLDOWN
+    return raw
+
+
+def rollback_command(args: argparse.Namespace) -> int:
+    """Roll a config back to a version it had: at once, or through stages with --staged."""
+    check_config_name(args.namespace, args.path)
+    settings = settings_from_args(args)
+    raw = rollback_request(args)
     with open_store(settings) as store:
         request, problems = request_problems(raw, store)
         if problems or request is None:
@@ -126,9 +156,9 @@ def rollback_command(args: argparse.Namespace) -> int:
             print("nothing was started.", file=sys.stderr)
             return 2
         lock = store.get_lock(request.namespace, request.path)
-    return asyncio.run(
-        _start(settings, raw, request, lock, workflow_id=None, wait=not args.no_wait)
-    )
+    # An immediate rollback is quick, so it waits unless told not to; a staged one waits if asked.
+    wait = args.wait or (not args.staged and not args.no_wait)
+    return asyncio.run(_start(settings, raw, request, lock, workflow_id=None, wait=wait))
 
 
 async def _start(
@@ -177,7 +207,7 @@ async def _start(
         f" --id '{given_id}'" if given_id else ""
     )
     print("next:")
-    print(f"  tempoconf rollout status {target}")
+    print(f"  tempoconf rollout status {target} --watch   follow it stage by stage")
     print(f"  tempoconf rollout halt {target} --reason '...'     revert every client to stable")
     print(
         f"  tempoconf rollout bypass {target} --reason '...'   promote now, skipping holds and checks"
@@ -252,43 +282,6 @@ def _workflow_id(args: argparse.Namespace, settings: Settings) -> str:
     return lock.workflow_id if lock is not None else rollout_workflow_id(args.namespace, args.path)
 
 
-def status_command(args: argparse.Namespace) -> int:
-    check_config_name(args.namespace, args.path)
-    settings = settings_from_args(args)
-    workflow_id = _workflow_id(args, settings)
-    return asyncio.run(_status(settings, args, workflow_id))
-
-
-async def _status(settings: Settings, args: argparse.Namespace, workflow_id: str) -> int:
-    client = await connect_temporal(settings)
-    handle = client.get_workflow_handle(workflow_id)
-    try:
-        description = await handle.describe(rpc_timeout=RPC_TIMEOUT)
-        progress = await handle.query("status", rpc_timeout=RPC_TIMEOUT)
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            die(f"no rollout of {args.namespace}/{args.path} found (workflow id {workflow_id!r})")
-        if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            die(
-                f"no worker answered the status query of {workflow_id!r} in time: is the worker running?"
-            )
-        die(f"cannot read the status of {workflow_id!r}: {error.message}")
-    except WorkflowQueryFailedError as error:
-        die(f"the workflow {workflow_id!r} could not answer `status`: {error}")
-    if args.json:
-        print(json.dumps(progress, indent=2))
-        return 0
-    execution = description.status.name.title() if description.status else "unknown"
-    print(
-        format_status(
-            progress,
-            execution=execution,
-            ui_url=workflow_ui_url(settings, workflow_id, description.run_id),
-        )
-    )
-    return 0
-
-
 def update_command(args: argparse.Namespace) -> int:
     check_config_name(args.namespace, args.path)
     settings = settings_from_args(args)
@@ -320,98 +313,3 @@ async def _update(settings: Settings, args: argparse.Namespace, workflow_id: str
     if progress.get("pause_reasons"):
         print(f"  paused  {'; '.join(progress['pause_reasons'])}")
     return 0
-
-
-# -- the readable status view -------------------------------------------------------------------
-def format_status(progress: dict[str, Any], *, execution: str = "", ui_url: str = "") -> str:
-    """A person's view of the `status` query's object."""
-    lines = [
-        f"rollout of {progress.get('namespace')}/{progress.get('path')}  (workflow {progress.get('workflow_id')}"
-        + (f", {execution}" if execution else "")
-        + ")"
-    ]
-    lines.append(f"  state      {progress.get('state')}: {progress.get('phase')}")
-    lines.append(f"  version    {progress.get('version') or '-'}")
-    count = progress.get("stage_count") or 0
-    index = progress.get("stage_index", -1)
-    if count:
-        stage = (
-            f"{index + 1}/{count} {progress.get('stage_name')}"
-            if index >= 0
-            else f"not started (0/{count})"
-        )
-        if progress.get("stage_started_at"):
-            stage += f", since {_when(progress['stage_started_at'])}"
-        lines.append(f"  stage      {stage}")
-    else:
-        lines.append("  stage      none (promote directly)")
-    if progress.get("hold_deadline") and progress.get("state") not in (
-        "promoted",
-        "bypassed",
-        "reverted",
-        "halted",
-        "cancelled",
-        "failed",
-    ):
-        lines.append(f"  hold until {_when(progress['hold_deadline'], relative=True)}")
-    reasons = progress.get("pause_reasons") or []
-    lines.append(f"  paused     {'yes: ' + '; '.join(reasons) if reasons else 'no'}")
-    health = progress.get("last_health")
-    if health:
-        verdict = "healthy" if health.get("healthy") else "UNHEALTHY"
-        lines.append(
-            f"  health     {verdict} at {_when(health.get('checked_at'))}"
-            + (f" ({health.get('stage')})" if health.get("stage") else "")
-            + f": {health.get('summary')}"
-        )
-    else:
-        lines.append("  health     not checked yet")
-    if progress.get("outcome"):
-        lines.append(
-            f"  outcome    {progress['outcome']}"
-            + (f": {progress['reason']}" if progress.get("reason") else "")
-        )
-    stages = progress.get("stages") or []
-    if stages:
-        lines.append("  stages")
-        lines.append(
-            f"    {'#':>2}  {'NAME':<22} {'COHORT':<26} {'HOLD':>7}  {'STATUS':<8} {'PUBLISHED':<19} EXPIRES"
-        )
-        for stage in stages:
-            hold = f"{stage.get('cooldown_seconds', 0):g}s" + (
-                " +ok" if stage.get("manual") else ""
-            )
-            lines.append(
-                f"    {stage.get('index', 0) + 1:>2}  {str(stage.get('name'))[:22]:<22} {str(stage.get('cohort'))[:26]:<26} "
-                f"{hold:>7}  {stage.get('status', ''):<8} {_when(stage.get('published_at')):<19} {_when(stage.get('expires_at'))}"
-            )
-    history = progress.get("history") or []
-    if history:
-        shown = history[-HISTORY_SHOWN:]
-        lines.append(f"  transitions (last {len(shown)} of {len(history)})")
-        for item in shown:
-            where = f" [{item['stage']}]" if item.get("stage") else ""
-            why = f": {item['reason']}" if item.get("reason") else ""
-            lines.append(
-                f"    {_when(item.get('at'))}  {item.get('from_state')} → {item.get('to_state')}{where}  by {item.get('by')}{why}"
-            )
-    if ui_url:
-        lines.append(f"  Web UI     {ui_url}")
-    return "\n".join(lines)
-
-
-def _when(iso: str | None, *, relative: bool = False) -> str:
-    """An ISO time as `YYYY-MM-DD HH:MM:SS` UTC, with `(in 12s)` when asked."""
-    if not iso:
-        return "-"
-    try:
-        moment = datetime.fromisoformat(iso)
-    except ValueError:
-        return iso
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    text = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    if relative:
-        seconds = (moment - datetime.now(UTC)).total_seconds()
-        text += f" (in {seconds:.0f}s)" if seconds >= 0 else f" ({-seconds:.0f}s ago)"
-    return text

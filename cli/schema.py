@@ -1,4 +1,4 @@
-"""`tempoconf schema set|get` and `tempoconf versions`: what the store keeps about a config."""
+"""`tempoconf schema set|get`, `versions` and `history`: what the store keeps about a config."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import json
 import sys
 
 from cli._common import actor, die, open_store, print_problems, read_json_file, settings_from_args
+from cli._format import table, utc_text
 from tempoconf.paths import namespace_problem, path_problem
 from tempoconf.schema_validation import schema_problems, value_problems
 
-__all__ = ["check_config_name", "get_command", "set_command", "versions_command"]
+__all__ = ["check_config_name", "get_command", "set_command", "history_command", "versions_command"]
 
 
 def check_config_name(namespace: str, path: str) -> None:
@@ -62,19 +63,88 @@ def get_command(args: argparse.Namespace) -> int:
 
 
 def versions_command(args: argparse.Namespace) -> int:
+    """The versions of a config, newest first, with when each became stable (`yes`: stable now)."""
     check_config_name(args.namespace, args.path)
     with open_store(settings_from_args(args)) as store:
         versions = store.list_versions(args.namespace, args.path)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "version": info.version,
+                        "author": info.author,
+                        "commit": info.commit,
+                        "message": info.message,
+                        "created_at": info.created_at.isoformat(),
+                        "stable_since": [moment.isoformat() for moment in info.stable_since],
+                        "is_stable": info.is_stable,
+                    }
+                    for info in versions
+                ],
+                indent=2,
+            )
+        )
+        return 0 if versions else 1
     if not versions:
         print(f"no versions of {args.namespace}/{args.path}")
         return 1
     print(
-        f"{'VERSION':<18} {'CREATED (UTC)':<20} {'STABLE':<7} {'AUTHOR':<20} {'COMMIT':<10} MESSAGE"
+        f"{'VERSION':<18} {'CREATED (UTC)':<20} {'STABLE':<7} {'STABLE SINCE (UTC)':<25} "
+        f"{'AUTHOR':<24} {'COMMIT':<10} MESSAGE"
     )
     for info in versions:
-        created = info.created_at.strftime("%Y-%m-%d %H:%M:%S")
         stable = "yes" if info.is_stable else ("was" if info.stable_since else "")
+        since = utc_text(info.stable_since[-1]) if info.stable_since else "-"
+        if len(info.stable_since) > 1:
+            since += f" ({len(info.stable_since)}x)"
         print(
-            f"{info.version:<18} {created:<20} {stable:<7} {info.author[:20]:<20} {info.commit[:10]:<10} {info.message}"
+            f"{info.version:<18} {utc_text(info.created_at):<20} {stable:<7} {since:<25} "
+            f"{info.author[:24] or '-':<24} {info.commit[:10] or '-':<10} {info.message}".rstrip()
         )
+    return 0
+
+
+def history_command(args: argparse.Namespace) -> int:
+    """The audit log of a config: who did what, to which version, and why."""
+    check_config_name(args.namespace, args.path)
+    if args.limit < 1:
+        die("--limit must be at least 1", exit_code=2)
+    with open_store(settings_from_args(args)) as store:
+        entries = store.history(args.namespace, args.path, limit=args.limit)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": entry.id,
+                        "at": entry.at.isoformat(),
+                        "actor": entry.actor,
+                        "action": entry.action,
+                        "version": entry.version,
+                        "reason": entry.reason,
+                        "workflow_id": entry.workflow_id,
+                        "details": entry.details,
+                    }
+                    for entry in entries
+                ],
+                indent=2,
+            )
+        )
+        return 0 if entries else 1
+    if not entries:
+        print(f"no history of {args.namespace}/{args.path}")
+        return 1
+    rows = [
+        [
+            utc_text(entry.at),
+            entry.actor,
+            entry.action,
+            entry.version or "-",
+            (f"[{entry.details['stage']}] " if entry.details.get("stage") else "") + entry.reason,
+        ]
+        for entry in entries
+    ]
+    for line in table(["WHEN (UTC)", "ACTOR", "ACTION", "VERSION", "REASON"], rows):
+        print(line)
     return 0

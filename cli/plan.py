@@ -1,0 +1,327 @@
+"""`tempoconf rollout plan FILE`: what a rollout request would do, with nothing published.
+
+The request is checked exactly as `rollout start` checks it (`request_problems`); then the plan
+shows the version it would create or reuse, the value's diff against stable, the expanded stages,
+and which known clients each stage would reach (cumulative: a client is counted at the first
+stage that matches it, as the API resolves it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cli._clients import KnownClient, clients_from_file, recent_clients
+from cli._common import die, open_store, print_problems, read_json_file, settings_from_args
+from cli._format import duration_text, table
+from cli.rollout import request_problems, rollout_version
+from tempoconf.durations import parse_duration
+from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
+from tempoconf.resolution import ClientIdentity, PublishedStage, stage_matches
+
+__all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
+
+CLIENTS_LISTED = 8
+# Check fields worth showing in a one-line summary (the rest are tuning with defaults).
+_CHECK_FIELDS = (
+    "max_error_ratio",
+    "min_clients",
+    "max_baseline_factor",
+    "query",
+    "max",
+    "min",
+    "url",
+)
+
+
+@dataclass
+class StageReach:
+    """The known clients a stage would reach first, and how many stages 1..k reach together."""
+
+    new: list[str] = field(default_factory=list)
+    cumulative: int = 0
+
+
+def stage_reach(
+    path: str, stages: list[PlannedStage], clients: list[KnownClient]
+) -> tuple[list[StageReach], list[str]]:
+    """Per stage, the clients it reaches first (in order, as `resolve` picks stages); and the
+    clients no stage reaches (they stay on stable)."""
+    far_future = datetime.max.replace(tzinfo=UTC)
+    published = [
+        PublishedStage(
+            index=stage.index,
+            name=stage.name,
+            channel=stage.channel,
+            percentile=stage.percentile,
+            labels=stage.labels,
+            expires_at=far_future,
+        )
+        for stage in stages
+    ]
+    reach = [StageReach() for _ in stages]
+    untouched: list[str] = []
+    for client in clients:
+        identity = ClientIdentity(client.client, client.channel, client.labels)
+        first = next(
+            (stage.index for stage in published if stage_matches(stage, path, identity)), None
+        )
+        if first is None:
+            untouched.append(client.client)
+        else:
+            reach[first].new.append(client.client)
+    total = 0
+    for item in reach:
+        total += len(item.new)
+        item.cumulative = total
+    return reach, untouched
+
+
+def value_diff(old: Any, new: Any, *, old_name: str, new_name: str) -> list[str]:
+    """A unified diff of two values as pretty JSON with sorted keys ([] when equal)."""
+
+    def lines(value: Any) -> list[str]:
+        return [] if value is None else json.dumps(value, indent=2, sort_keys=True).splitlines()
+
+    return list(
+        difflib.unified_diff(
+            lines(old), lines(new), fromfile=old_name, tofile=new_name, lineterm=""
+        )
+    )
+
+
+def _check_text(check: dict[str, Any]) -> str:
+    fields = [f"{key}={check[key]}" for key in _CHECK_FIELDS if check.get(key) is not None]
+    if check.get("interval"):
+        fields.append(f"every {duration_text(float(check['interval']))}")
+    return f"{check.get('kind')}({', '.join(fields)})"
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    raw = read_json_file(args.file, what="rollout request")
+    try:
+        since = parse_duration(args.since)
+    except ValueError as error:
+        die(f"--since: {error}", exit_code=2)
+    listed = clients_from_file(args.clients_file) if args.clients_file else []
+    with open_store(settings) as store:
+        request, problems = request_problems(raw, store)
+        if problems or request is None:
+            print_problems(problems, what=f"rollout request {args.file} refused")
+            print("nothing was published.", file=sys.stderr)
+            return 2
+        version = rollout_version(request)
+        namespace, path = request.namespace, request.path
+        stored = store.get_version(namespace, path, version)
+        value = stored.value if request.version is not None and stored else request.value
+        stable = store.get_stable(namespace, path)
+        lock = store.get_lock(namespace, path)
+        reported = recent_clients(store, namespace, path, since=datetime.now(UTC) - since)
+    plan = plan_from_request(request, version)
+    # A client listed in --clients wins over the same id seen in reports: the file knows its channel.
+    by_id = {client.client: client for client in reported}
+    by_id.update({client.client: client for client in listed})
+    clients = sorted(by_id.values(), key=lambda client: client.client)
+    reach, untouched = stage_reach(path, plan.stages, clients)
+    explicit = len(request.stages)
+    diff = value_diff(
+        stable.value if stable else None,
+        value,
+        old_name=f"stable {stable.version}" if stable else "stable (none yet)",
+        new_name=f"version {version}",
+    )
+    warnings = []
+    if lock is not None:
+        warnings.append(
+            f"a rollout of {namespace}/{path} is running (workflow {lock.workflow_id!r}, version "
+            f"{lock.version}): `rollout start` would be refused until it ends"
+        )
+    if stable is not None and stable.version == version:
+        warnings.append(f"version {version} is already stable: the rollout would change no value")
+    if args.json:
+        print(
+            json.dumps(
+                _plan_json(
+                    plan,
+                    request.version is not None,
+                    stored is not None,
+                    stable,
+                    diff,
+                    reach,
+                    untouched,
+                    clients,
+                    len(reported),
+                    len(listed),
+                    explicit,
+                    warnings,
+                ),
+                indent=2,
+            )
+        )
+        return 0
+    _print_plan(
+        args,
+        plan,
+        request.version is not None,
+        stored is not None,
+        stable,
+        diff,
+        reach,
+        untouched,
+        clients,
+        len(reported),
+        len(listed),
+        explicit,
+        warnings,
+        since,
+    )
+    return 0
+
+
+def _version_note(rollback: bool, stored: bool) -> str:
+    if rollback:
+        return "an existing version (a rollback)"
+    return "already stored: reused" if stored else "new: stored when the rollout starts"
+
+
+def _plan_json(
+    plan: RolloutPlan, rollback: bool, stored: bool, stable: Any, diff: list[str],
+    reach: list[StageReach], untouched: list[str], clients: list[KnownClient], reported: int,
+    listed: int, explicit: int, warnings: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    return {
+        "namespace": plan.namespace,
+        "path": plan.path,
+        "version": plan.version,
+        "version_exists": stored,
+        "rollback": rollback,
+        "stable": stable.version if stable else None,
+        "diff": "\n".join(diff),
+        "stages": [
+            {
+                "index": stage.index,
+                "name": stage.name,
+                "from_strategy": stage.index >= explicit,
+                "cohort": stage.cohort(),
+                "channel": stage.channel,
+                "percentile": stage.percentile,
+                "labels": stage.labels,
+                "cooldown_seconds": stage.cooldown_seconds,
+                "expiration_seconds": stage.expiration_seconds,
+                "manual": stage.manual,
+                "health": stage.health,
+                "new_clients": item.new,
+                "clients": item.cumulative,
+            }
+            for stage, item in zip(plan.stages, reach, strict=True)
+        ],
+        "clients": {
+            "known": len(clients),
+            "reported": reported,
+            "listed": listed,
+            "stay_on_stable": untouched,
+        },
+        "webhooks": plan.webhooks,
+        "warnings": warnings,
+        "published": False,
+    }
+
+
+def _print_plan(
+    args: argparse.Namespace, plan: RolloutPlan, rollback: bool, stored: bool, stable: Any,
+    diff: list[str], reach: list[StageReach], untouched: list[str], clients: list[KnownClient],
+    reported: int, listed: int, explicit: int, warnings: list[str], since: timedelta,
+) -> None:  # fmt: skip
+    print(f"plan of {args.file} for {plan.namespace}/{plan.path} (nothing was published)")
+    print(f"  version    {plan.version}  ({_version_note(rollback, stored)})")
+    print(f"  stable     {stable.version if stable else 'none yet'}")
+    for label, text in (
+        ("author", plan.author),
+        ("commit", plan.commit),
+        ("message", plan.message),
+    ):
+        if text:
+            print(f"  {label:<10} {text}")
+    for url in plan.webhooks:
+        print(f"  webhook    {url}")
+    for warning in warnings:
+        print(f"  warning: {warning}")
+    print()
+    if diff:
+        print("value diff against stable:")
+        for line in diff:
+            print(f"  {line}")
+    else:
+        print("value: the same as stable (no diff)")
+    print()
+    count = len(plan.stages)
+    if not count:
+        print("stages: none: the version would be promoted to stable directly")
+    else:
+        strategy = f", {count - explicit} from the strategy" if count > explicit else ""
+        print(
+            f"stages ({count}{strategy}); each client is counted at the first stage that reaches it:"
+        )
+        total = len(clients)
+        rows = []
+        for stage, item in zip(plan.stages, reach, strict=True):
+            share = f" ({item.cumulative / total:.0%})" if total else ""
+            rows.append(
+                [
+                    stage.index + 1,
+                    stage.name + (" *" if stage.index >= explicit else ""),
+                    stage.cohort(),
+                    duration_text(stage.cooldown_seconds),
+                    duration_text(stage.expiration_seconds),
+                    "yes" if stage.manual else "-",
+                    "; ".join(_check_text(check) for check in stage.health) or "-",
+                    f"+{len(item.new)}",
+                    f"{item.cumulative}/{total}{share}",
+                ]
+            )
+        headers = [
+            "#",
+            "STAGE",
+            "COHORT",
+            "COOLDOWN",
+            "EXPIRES",
+            "MANUAL",
+            "CHECKS",
+            "NEW",
+            "CLIENTS",
+        ]
+        # CLIENTS last so the table stays aligned however long the checks are
+        for line in table(headers, rows, indent="  "):
+            print(line)
+        if count > explicit:
+            print("  * expanded from the request's strategy")
+    print()
+    sources = [f"{reported} reported in the last {duration_text(since.total_seconds())}"]
+    if args.clients_file:
+        sources.append(f"{listed} listed in {args.clients_file}")
+    print(f"known clients: {len(clients)} ({', '.join(sources)})")
+    if reported:
+        print(
+            "  (reporting clients carry no channel or labels: list them with --clients to count them in those stages)"
+        )
+    for stage, item in zip(plan.stages, reach, strict=True):
+        if item.new:
+            shown = ", ".join(item.new[:CLIENTS_LISTED]) + (
+                " ..." if len(item.new) > CLIENTS_LISTED else ""
+            )
+            print(f"  {stage.name}: {shown}")
+    if clients:
+        shown = ", ".join(untouched[:CLIENTS_LISTED]) + (
+            " ..." if len(untouched) > CLIENTS_LISTED else ""
+        )
+        print(
+            f"  stay on stable until promotion: {len(untouched)}"
+            + (f" ({shown})" if untouched else "")
+        )
+    print(f"\nto start it: tempoconf rollout start {args.file}")

@@ -1,0 +1,471 @@
+"""`tempoconf rollout status PATH [--watch] [--json]`: a rollout's progress, as a person reads it.
+
+The view joins three sources: the workflow (`describe`, the `status` query, and its result once it
+ended), the store (who started it and why, the version's metadata, the current stable) and the
+settings (the Web UI link and the exact commands that steer the rollout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
+from temporalio.service import RPCError, RPCStatusCode
+
+from cli._common import connect_temporal, die, open_store, settings_from_args, workflow_ui_url
+from cli._format import duration_text, relative_text, table, utc_text
+from cli.schema import check_config_name
+from tempoconf.paths import DEFAULT_NAMESPACE
+from tempoconf.settings import Settings
+from tempoconf.temporal import rollout_workflow_id
+
+__all__ = [
+    "RolloutSnapshot",
+    "fetch_snapshot",
+    "find_workflow_id",
+    "format_view",
+    "status_command",
+    "steering_commands",
+]
+
+RPC_TIMEOUT = timedelta(seconds=15)
+# A closed workflow's query needs a worker to replay it; without one, show the result only.
+CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
+TRANSITIONS_SHOWN = 6
+SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+
+@dataclass
+class RolloutSnapshot:
+    """What the workflow says about one rollout at one moment."""
+
+    workflow_id: str
+    run_id: str | None
+    execution: str
+    """Running, Completed, Failed, Canceled, Terminated, ... (as Temporal names it)."""
+    running: bool
+    progress: dict[str, Any] | None = None
+    """The `status` query's object; None when no worker could answer for a closed run."""
+    outcome: str | None = None
+    """The result's outcome once the run closed (or failed/cancelled/terminated/timed_out)."""
+    result_version: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class StoreContext:
+    """What the store adds to the view: who started the run, the version's metadata, the stable."""
+
+    started_by: str = ""
+    started_at: datetime | None = None
+    start_reason: str = ""
+    author: str = ""
+    commit: str = ""
+    message: str = ""
+    stable: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def find_workflow_id(store: Any, namespace: str, path: str, explicit: str | None = None) -> str:
+    """--id, else the lock holder (running), else the newest workflow of the audit log, else the
+    CLI's default id: so an ended rollout started with any id is still found."""
+    if explicit:
+        return explicit
+    lock = store.get_lock(namespace, path)
+    if lock is not None:
+        return str(lock.workflow_id)
+    for entry in reversed(store.history(namespace, path, limit=50)):
+        if entry.workflow_id:
+            return str(entry.workflow_id)
+    return rollout_workflow_id(namespace, path)
+
+
+def store_context(
+    store: Any, namespace: str, path: str, workflow_id: str, run_id: str | None, version: str | None
+) -> StoreContext:
+    context = StoreContext()
+    for entry in reversed(store.history(namespace, path, limit=500)):
+        if entry.action != "rollout.started" or entry.workflow_id != workflow_id:
+            continue
+        if run_id and entry.details.get("run_id") not in (None, run_id):
+            continue
+        context.started_by, context.started_at, context.start_reason = (
+            entry.actor,
+            entry.at,
+            entry.reason,
+        )
+        break
+    if version:
+        record = store.get_version(namespace, path, version)
+        if record is not None:
+            context.author, context.commit, context.message = (
+                record.author,
+                record.commit,
+                record.message,
+            )
+    stable = store.get_stable(namespace, path)
+    context.stable = stable.version if stable is not None else None
+    return context
+
+
+async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
+    """Describe the newest run of `workflow_id`, query its status and, once closed, its result.
+
+    Raises RPCError (NOT_FOUND when there is no such workflow) and WorkflowQueryFailedError."""
+    description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
+    running = description.status == _RUNNING
+    execution = description.status.name.title() if description.status else "Unknown"
+    handle = client.get_workflow_handle(workflow_id, run_id=description.run_id)
+    snapshot = RolloutSnapshot(workflow_id, description.run_id, execution, running)
+    if running:
+        snapshot.progress = dict(await handle.query("status", rpc_timeout=RPC_TIMEOUT))
+        return snapshot
+    try:
+        snapshot.progress = dict(await handle.query("status", rpc_timeout=CLOSED_QUERY_TIMEOUT))
+    except (RPCError, WorkflowQueryFailedError):
+        snapshot.progress = None  # no worker to replay it: the result below still tells the end
+    try:
+        result = await handle.result(follow_runs=False, rpc_timeout=RPC_TIMEOUT)
+    except WorkflowFailureError as error:
+        snapshot.outcome, snapshot.reason = _closed_without_result(error)
+    else:
+        snapshot.outcome = str(result.get("outcome"))
+        snapshot.result_version = result.get("version")
+        snapshot.reason = str(result.get("reason") or "")
+    return snapshot
+
+
+def _closed_without_result(error: WorkflowFailureError) -> tuple[str, str]:
+    cause: BaseException | None = error.cause
+    if isinstance(cause, CancelledError):
+        return "cancelled", "the workflow was cancelled"
+    if isinstance(cause, TerminatedError):
+        return "terminated", str(cause.message or "the workflow was terminated")
+    if isinstance(cause, WorkflowTimeoutError):
+        return "timed_out", str(cause.message or "the workflow timed out")
+    while cause is not None and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return "failed", str(getattr(cause, "message", None) or cause or error)
+
+
+# -- the view ----------------------------------------------------------------------------------
+def _path_args(namespace: str, path: str) -> str:
+    return path if namespace == DEFAULT_NAMESPACE else f"{path} --namespace {namespace}"
+
+
+def steering_commands(
+    settings: Settings, namespace: str, path: str, workflow_id: str, *, approve: bool
+) -> list[str]:
+    """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI."""
+    from cli.devstack import tempoconf_command, temporal_command
+
+    tempoconf, temporal = tempoconf_command(), temporal_command()
+    target = _path_args(namespace, path)
+    if workflow_id != rollout_workflow_id(namespace, path):
+        target += f" --id '{workflow_id}'"
+    where = f"--address {settings.resolved_temporal_address}" + (
+        f" --namespace {settings.temporal_namespace}"
+        if settings.temporal_namespace != "default"
+        else ""
+    )
+    lines = [
+        f"halt     {tempoconf} rollout halt {target} --reason '...'",
+        f"         {temporal} workflow signal {where} -w '{workflow_id}' --name halt "
+        """--input '{"reason": "..."}'""",
+        f"bypass   {tempoconf} rollout bypass {target} --reason '...'",
+        f"         {temporal} workflow signal {where} -w '{workflow_id}' --name bypass "
+        """--input '{"reason": "..."}'""",
+    ]
+    if approve:
+        lines += [
+            f"approve  {tempoconf} rollout approve {target} --reason '...'",
+            f"         {temporal} workflow update execute {where} -w '{workflow_id}' --name approve",
+        ]
+    return lines
+
+
+def _figures(figures: dict[str, Any]) -> str:
+    def text(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k}={text(v)}" for k, v in sorted(value.items())) + "}"
+        return "-" if value is None else str(value)
+
+    return " ".join(f"{key}={text(value)}" for key, value in sorted(figures.items()))
+
+
+def _hold_cell(stage: dict[str, Any], progress: dict[str, Any], now: datetime) -> str:
+    current = stage.get("index") == progress.get("stage_index")
+    if current and progress.get("state") == "holding" and progress.get("hold_deadline"):
+        return relative_text(progress["hold_deadline"], now=now)
+    if stage.get("hold_deadline"):
+        return "done"  # the planned deadline; an `advance` or bypass may have ended it earlier
+    return f"{duration_text(float(stage.get('cooldown_seconds') or 0))} hold"
+
+
+def format_view(
+    snapshot: RolloutSnapshot,
+    *,
+    namespace: str,
+    path: str,
+    context: StoreContext | None = None,
+    settings: Settings | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The readable status view (every time UTC)."""
+    now = now or datetime.now(UTC)
+    context = context or StoreContext()
+    progress = snapshot.progress or {}
+    state = progress.get("state") or snapshot.outcome or "?"
+    version = progress.get("version") or snapshot.result_version
+    lines = [
+        f"rollout of {namespace}/{path}  (workflow {snapshot.workflow_id}, {snapshot.execution})"
+    ]
+    phase = progress.get("phase") or (
+        f"{snapshot.outcome}: {snapshot.reason}" if snapshot.outcome else ""
+    )
+    lines.append(f"  state      {state}: {phase}" if progress else f"  state      {phase or state}")
+    about = [part for part in (context.author, context.commit, context.message) if part]
+    lines.append(
+        f"  version    {version or '-'}"
+        + (f"  ({', '.join(about)})" if about else "")
+        + (
+            f"; stable is {context.stable}"
+            if context.stable and context.stable != version
+            else ("; now stable" if context.stable and context.stable == version else "")
+        )
+    )
+    if context.started_by:
+        lines.append(
+            f"  started    by {context.started_by} at {utc_text(context.started_at)}"
+            + (f": {context.start_reason}" if context.start_reason else "")
+        )
+    count = progress.get("stage_count") or 0
+    index = progress.get("stage_index", -1)
+    if progress:
+        if count:
+            stage_text = (
+                f"{index + 1}/{count} {progress.get('stage_name')}"
+                if index is not None and index >= 0
+                else f"not started (0/{count})"
+            )
+            if progress.get("stage_started_at") and snapshot.running:
+                stage_text += f", since {utc_text(progress['stage_started_at'])}"
+            lines.append(f"  stage      {stage_text}")
+        elif state not in ("preparing", "failed"):
+            lines.append("  stage      none (promote directly)")
+        if snapshot.running and progress.get("hold_deadline"):
+            lines.append(
+                f"  hold       ends {relative_text(progress['hold_deadline'], now=now)} "
+                f"({utc_text(progress['hold_deadline'])})"
+            )
+        reasons = progress.get("pause_reasons") or []
+        lines.append(f"  paused     {'yes: ' + '; '.join(reasons) if reasons else 'no'}")
+    outcome = progress.get("outcome") or snapshot.outcome
+    if outcome or not snapshot.running:
+        reason = progress.get("reason") or snapshot.reason
+        lines.append(
+            f"  outcome    {outcome or snapshot.execution.lower()}"
+            + (f": {reason}" if reason else "")
+        )
+
+    stages = progress.get("stages") or []
+    if stages:
+        lines.append("")
+        rows = [
+            [
+                stage.get("index", 0) + 1,
+                stage.get("name"),
+                stage.get("cohort"),
+                stage.get("status", ""),
+                utc_text(stage.get("published_at"), date=False),
+                _hold_cell(stage, progress, now),
+                "manual" if stage.get("manual") else "",
+            ]
+            for stage in stages
+        ]
+        lines += table(
+            ["#", "STAGE", "COHORT", "STATUS", "PUBLISHED", "HOLD", "APPROVAL"], rows, indent="  "
+        )
+
+    health = progress.get("last_health")
+    lines.append("")
+    if health:
+        verdict = "healthy" if health.get("healthy") else "UNHEALTHY"
+        lines.append(
+            f"  health     {verdict} at {utc_text(health.get('checked_at'))}"
+            + (f" ({health.get('stage')})" if health.get("stage") else "")
+            + ("" if health.get("final", True) else ", interval check")
+        )
+        checks = health.get("checks") or []
+        if not checks:
+            lines[-1] += f": {health.get('summary')}"
+        if checks:
+            lines += table(
+                ["CHECK", "KIND", "VERDICT", "FIGURES"],
+                [
+                    [
+                        check.get("name"),
+                        check.get("kind"),
+                        check.get("verdict"),
+                        _figures(check.get("figures") or {}) or check.get("summary", ""),
+                    ]
+                    for check in checks
+                ],
+                indent="    ",
+            )
+            for check in checks:
+                lines.append(f"    {check.get('name')}: {check.get('summary')}")
+    elif progress:
+        lines.append("  health     not checked yet")
+
+    history = progress.get("history") or []
+    if history:
+        shown = history[-TRANSITIONS_SHOWN:]
+        lines.append(f"  transitions (last {len(shown)} of {len(history)})")
+        for item in shown:
+            where = f" [{item['stage']}]" if item.get("stage") else ""
+            why = f": {item['reason']}" if item.get("reason") else ""
+            lines.append(
+                f"    {utc_text(item.get('at'))}  {item.get('from_state')} → {item.get('to_state')}"
+                f"{where}  by {item.get('by')}{why}"
+            )
+    if settings is not None:
+        if snapshot.running:
+            approve = state == "awaiting_approval" or any(
+                stage.get("manual") and stage.get("status") in ("pending", "live")
+                for stage in stages
+            )
+            lines.append("  commands")
+            lines += [
+                f"    {line}"
+                for line in steering_commands(
+                    settings, namespace, path, snapshot.workflow_id, approve=approve
+                )
+            ]
+        lines.append(
+            f"  Web UI     {workflow_ui_url(settings, snapshot.workflow_id, snapshot.run_id)}"
+        )
+    lines += [f"  note: {note}" for note in context.notes]
+    return "\n".join(lines)
+
+
+# -- the command -------------------------------------------------------------------------------
+def status_command(args: argparse.Namespace) -> int:
+    check_config_name(args.namespace, args.path)
+    if args.interval <= 0:
+        die("--interval must be greater than zero", exit_code=2)
+    settings = settings_from_args(args)
+    return asyncio.run(_status(settings, args))
+
+
+async def _status(settings: Settings, args: argparse.Namespace) -> int:
+    namespace, path = args.namespace, args.path
+    client = await connect_temporal(settings)
+    with open_store(settings) as store:
+        workflow_id = find_workflow_id(store, namespace, path, args.workflow_id)
+        snapshot = await _fetch_or_die(client, workflow_id, namespace, path)
+        if not args.watch:
+            if args.json:
+                print(json.dumps(_json_object(snapshot), indent=2))
+            else:
+                print(_render(store, snapshot, settings, namespace, path))
+            return 0
+        return await _watch(client, store, settings, args, snapshot)
+
+
+async def _fetch_or_die(
+    client: Client, workflow_id: str, namespace: str, path: str
+) -> RolloutSnapshot:
+    try:
+        return await fetch_snapshot(client, workflow_id)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            die(f"no rollout of {namespace}/{path} found (workflow id {workflow_id!r})")
+        if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            die(
+                f"no worker answered the status query of {workflow_id!r} in time: is the worker running?"
+            )
+        die(f"cannot read the status of {workflow_id!r}: {error.message}")
+    except WorkflowQueryFailedError as error:
+        die(f"the workflow {workflow_id!r} could not answer `status`: {error}")
+
+
+def _json_object(snapshot: RolloutSnapshot) -> dict[str, Any]:
+    """The raw `status` object; for a closed run no worker could replay, its result instead."""
+    if snapshot.progress is not None:
+        return snapshot.progress
+    return {
+        "workflow_id": snapshot.workflow_id,
+        "state": snapshot.outcome,
+        "outcome": snapshot.outcome,
+        "version": snapshot.result_version,
+        "reason": snapshot.reason,
+    }
+
+
+def _render(
+    store: Any, snapshot: RolloutSnapshot, settings: Settings, namespace: str, path: str
+) -> str:
+    version = (snapshot.progress or {}).get("version") or snapshot.result_version
+    context = store_context(store, namespace, path, snapshot.workflow_id, snapshot.run_id, version)
+    return format_view(snapshot, namespace=namespace, path=path, context=context, settings=settings)
+
+
+async def _watch(
+    client: Client,
+    store: Any,
+    settings: Settings,
+    args: argparse.Namespace,
+    snapshot: RolloutSnapshot,
+) -> int:
+    """Redraw until the run closes (TTY: in place; otherwise a new block per change); the exit code
+    is the outcome's (0 when promoted or bypassed)."""
+    tty = sys.stdout.isatty()
+    last_key: str | None = None
+    problem: str | None = None
+    while True:
+        key = json.dumps([_json_object(snapshot), snapshot.execution], sort_keys=True)
+        if args.json:
+            if key != last_key:
+                print(json.dumps(_json_object(snapshot)), flush=True)
+        elif tty:
+            view = _render(store, snapshot, settings, args.namespace, args.path)
+            footer = (
+                f"\n\nwatching every {args.interval:g}s; Ctrl-C stops watching (not the rollout)"
+            )
+            print(CLEAR_SCREEN + view + (f"\n{problem}" if problem else "") + footer, flush=True)
+        elif key != last_key:
+            if last_key is not None:
+                print(f"\n--- {utc_text(datetime.now(UTC))} ---")
+            print(_render(store, snapshot, settings, args.namespace, args.path), flush=True)
+        last_key = key
+        if not snapshot.running:
+            break
+        await asyncio.sleep(args.interval)
+        try:
+            snapshot = await fetch_snapshot(client, snapshot.workflow_id)
+            problem = None
+        except (RPCError, WorkflowQueryFailedError) as error:
+            # A worker restart or a slow query is no reason to stop watching: say so and retry.
+            problem = f"(could not refresh at {time.strftime('%H:%M:%S')}: {error})"
+            if not tty:
+                print(problem, file=sys.stderr, flush=True)
+    outcome = (snapshot.progress or {}).get("outcome") or snapshot.outcome or "unknown"
+    reason = (snapshot.progress or {}).get("reason") or snapshot.reason
+    if not args.json:
+        print(f"\nrollout ended: {outcome}" + (f" ({reason})" if reason else ""), flush=True)
+    return 0 if outcome in SUCCESSFUL_OUTCOMES else 1
