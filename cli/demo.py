@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from cli._common import die, run_until_signal, settings_from_args, workflow_ui_url
-from cli.devstack import DevStack, DevStackError, tempoconf_command
+from cli._format import relative_text
+from cli.devstack import DevStack, DevStackError, tempoconf_command, temporal_command
 from cli.fleet import UNSERVED, FleetProcess
 from tempoconf.canonical import version_id
 from tempoconf.durations import parse_duration
 from tempoconf.request import parse_rollout_request
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 
-__all__ = ["demo_command", "load_example", "run_demo"]
+__all__ = ["LiveView", "demo_command", "fleet_table", "load_example", "next_steps", "run_demo"]
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEMO_NAMESPACE = "default"
@@ -29,6 +32,8 @@ DEMO_ACTOR = "tempoconf-demo"
 PROGRESS_INTERVAL_SECONDS = 0.5
 SETTLE_SECONDS = 15.0
 FLEET_START_SECONDS = 30.0
+FOLLOW_INTERVAL_SECONDS = 1.0
+BAR_WIDTH = 40
 
 
 def load_example(name: str) -> Any:
@@ -125,30 +130,67 @@ async def run_demo(
             f"   Web UI: {workflow_ui_url(stack.settings, workflow_id, handle.result_run_id)}\n",
             flush=True,
         )
-        result = await _watch(handle, fleet, stable=version_id(stable_value), new=new_version)
+        view = LiveView(sys.stdout)
+        result = await _watch(handle, fleet, view, stable=version_id(stable_value), new=new_version)
 
-    outcome = result.get("outcome") if result else None
-    print(
-        f"\nrollout ended: {outcome}"
-        + (f" ({result.get('reason')})" if result and result.get("reason") else "")
-    )
-    code = 0 if outcome in ("promoted", "bypassed") else 1
-    if exit_after_rollout:
-        return code
-    tempoconf = tempoconf_command()
-    print(
-        "\nThe stack stays up until Ctrl-C. Next, in another terminal:\n"
-        f"  {stack.shell_exports()}\n"
-        f"  open {stack.ui_url}/namespaces/{stack.settings.temporal_namespace}/workflows\n"
-        f"  {tempoconf} get {DEMO_PATH} --client host-0001 --channel canary\n"
-        f"  {tempoconf} rollout start examples/rollout-manual.json --ui-port {stack.settings.ui_port}\n"
-        f"  {tempoconf} rollout status {DEMO_PATH}\n"
-        f"  {tempoconf} rollout approve {DEMO_PATH} --reason 'looks good'   (when it waits for approval)\n"
-        f"  {tempoconf} rollout start examples/rollout-bad.json   (every problem listed, nothing started)",
-        flush=True,
-    )
-    await stack.wait()
+        outcome = result.get("outcome") if result else None
+        view.log(
+            f"\nrollout ended: {outcome}"
+            + (f" ({result.get('reason')})" if result and result.get("reason") else "")
+        )
+        code = 0 if outcome in ("promoted", "bypassed") else 1
+        if exit_after_rollout:
+            return code
+        view.log(next_steps(stack))
+        # The fleet keeps polling: a rollout started, halted or approved from another terminal
+        # shows here, until Ctrl-C stops the stack.
+        tasks = {
+            asyncio.ensure_future(_follow_fleet(stack, fleet, view)),
+            # raises DevStackError when a component stops: the live view must not hide that
+            asyncio.ensure_future(stack.wait()),
+        }
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     return code
+
+
+def next_steps(stack: DevStack) -> str:
+    """What to try next, copy-pasteable: the Temporal CLI with the right --address, and tempoconf."""
+    temporal, tempoconf = temporal_command(), tempoconf_command()
+    address = f"--address {stack.temporal_address}"
+    workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
+    manual = EXAMPLES_DIR / "rollout-manual.json"
+    with contextlib.suppress(ValueError):
+        manual = manual.relative_to(Path.cwd())
+    return "\n".join(
+        [
+            "",
+            "The stack stays up, and the fleet keeps polling, until Ctrl-C.",
+            f"  Web UI   {stack.ui_url}/namespaces/{stack.settings.temporal_namespace}/workflows",
+            "Try next, in another terminal:",
+            f"  {stack.shell_exports()}",
+            "  # a rollout that waits for your approval after 25% of the fleet:",
+            f"  {temporal} workflow start {address} --type {WORKFLOW_TYPE} "
+            f"--task-queue {stack.settings.task_queue} --workflow-id '{workflow_id}' "
+            f"--input-file {manual}",
+            f"  {tempoconf} rollout status {DEMO_PATH} --watch",
+            f"  {temporal} workflow update execute {address} -w '{workflow_id}' --name approve",
+            "  # or stop it in an emergency, or skip what is left of it:",
+            f"  {temporal} workflow signal {address} -w '{workflow_id}' --name halt "
+            """--input '{"reason": "error rate on the canary"}'""",
+            f"  {temporal} workflow signal {address} -w '{workflow_id}' --name bypass "
+            """--input '{"reason": "hotfix"}'""",
+            f"  {tempoconf} get {DEMO_PATH} --client host-0001 --channel canary",
+            f"  {tempoconf} history {DEMO_PATH}",
+            "",
+        ]
+    )
 
 
 async def _ensure_stable(stack: DevStack, value: Any) -> bool:
@@ -189,21 +231,103 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
     return result.get("outcome") == "promoted"
 
 
+class LiveView:
+    """The fleet table, redrawn in place on a terminal; elsewhere only the log lines are printed
+    (one per change), so a log file or a pipe reads as a plain story."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.tty = stream.isatty()
+        self._drawn = 0
+
+    def log(self, text: str) -> None:
+        """A line that stays (above the live table on a terminal)."""
+        self._clear()
+        print(text, file=self._stream, flush=True)
+        self._drawn = 0
+
+    def draw(self, lines: list[str]) -> None:
+        if not self.tty:
+            return
+        self._clear()
+        print("\n".join(lines), file=self._stream, flush=True)
+        self._drawn = len(lines)
+
+    def _clear(self) -> None:
+        if self.tty and self._drawn:
+            # Up to the first line of the table, then erase to the end of the screen.
+            self._stream.write(f"\x1b[{self._drawn}F\x1b[J")
+
+
+def fleet_table(
+    counts: Counter[tuple[str, str]], *, stable: str, new: str | None, header: str
+) -> list[str]:
+    """One row per (version, stage) with its count and a bar: the fleet at a glance."""
+    total = sum(counts.values()) or 1
+    rows = []
+    for (version, stage), n in sorted(
+        counts.items(), key=lambda item: (item[0][0] != new, item[0][0], item[0][1])
+    ):
+        if (version, stage) == UNSERVED:
+            name, where = "not served yet", ""
+        else:
+            tag = "new" if version == new else ("stable" if version == stable else "")
+            name = f"{version[:8]} {tag}".rstrip()
+            where = "as stable" if stage in ("stable", "-") else stage
+        bar = "█" * max(1, round(BAR_WIDTH * n / total)) if n else ""
+        rows.append(f"  {name:<16} {where:<18} {n:>5}  {bar}")
+    return [header, f"  {'VERSION':<16} {'SERVED AS':<18} {'HOSTS':>5}", *rows]
+
+
+def _rollout_header(progress: dict[str, Any]) -> str:
+    if not progress:
+        return "no rollout running"
+    count = progress.get("stage_count") or 0
+    index = progress.get("stage_index", -1)
+    where = (
+        f"stage {index + 1}/{count} {progress.get('stage_name')}"
+        if index is not None and index >= 0 and count
+        else "no stage yet"
+    )
+    hold = ""
+    if progress.get("state") == "holding" and progress.get("hold_deadline"):
+        hold = f", hold ends {relative_text(progress['hold_deadline'])}"
+    target = f" → {progress['version']}" if progress.get("version") else ""
+    return f"{progress.get('path')}{target}: {where}, {progress.get('state')}{hold}"
+
+
 async def _watch(
-    handle: WorkflowHandle[Any, Any], fleet: FleetProcess, *, stable: str, new: str
+    handle: WorkflowHandle[Any, Any],
+    fleet: FleetProcess,
+    view: LiveView,
+    *,
+    stable: str,
+    new: str,
 ) -> dict[str, Any] | None:
-    """Print a line whenever the fleet's versions or the workflow's stage change; return the result."""
+    """Show the fleet while the rollout runs (a log line per change); return the result."""
     result_task: asyncio.Task[Any] = asyncio.ensure_future(handle.result())
     started = time.monotonic()
     last_line = ""
+
+    def show(progress: dict[str, Any], counts: Counter[tuple[str, str]]) -> None:
+        nonlocal last_line
+        line = _progress_line(progress, counts, stable=stable, new=new)
+        if line != last_line:
+            view.log(f"[{time.monotonic() - started:6.1f}s] {line}")
+            last_line = line
+        view.draw(
+            fleet_table(
+                counts,
+                stable=stable,
+                new=new,
+                header=f"fleet of {fleet.size}: {_rollout_header(progress)}",
+            )
+        )
+
     try:
         while True:
             done = result_task.done()
-            progress = await _query_status(handle)
-            line = _progress_line(progress, fleet.counts(), stable=stable, new=new)
-            if line != last_line:
-                print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
-                last_line = line
+            show(await _query_status(handle), fleet.counts())
             if done:
                 break
             await asyncio.wait({result_task}, timeout=PROGRESS_INTERVAL_SECONDS)
@@ -212,20 +336,53 @@ async def _watch(
         deadline = time.monotonic() + SETTLE_SECONDS
         while time.monotonic() < deadline:
             counts = fleet.counts()
-            line = _progress_line(progress, counts, stable=stable, new=new)
-            if line != last_line:
-                print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True)
-                last_line = line
+            show(progress, counts)
             if len(counts) == 1:
                 break
             await asyncio.sleep(PROGRESS_INTERVAL_SECONDS)
         try:
             return dict(result_task.result())
         except WorkflowFailureError as error:
-            print(f"the rollout failed: {error.cause or error}")
+            view.log(f"the rollout failed: {error.cause or error}")
             return None
     finally:
         result_task.cancel()
+
+
+async def _follow_fleet(stack: DevStack, fleet: FleetProcess, view: LiveView) -> None:
+    """Until cancelled (Ctrl-C): the fleet and whichever rollout of the demo config runs."""
+    started = time.monotonic()
+    last_line = ""
+    while True:
+        stable_record = stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH)
+        stable = stable_record.version if stable_record is not None else ""
+        lock = stack.store.get_lock(DEMO_NAMESPACE, DEMO_PATH)
+        progress: dict[str, Any] = {}
+        if lock is not None:
+            progress = await _query_status(
+                stack.client.get_workflow_handle(lock.workflow_id, run_id=lock.run_id)
+            )
+        new = progress.get("version") or (lock.version if lock is not None else None)
+        counts = fleet.counts()
+        line = (
+            _progress_line(progress, counts, stable=stable, new=new or "")
+            if progress
+            else (
+                "no rollout running          | " + _fleet_text(counts, stable=stable, new=new or "")
+            )
+        )
+        if line != last_line:
+            view.log(f"[{time.monotonic() - started:6.1f}s] {line}")
+            last_line = line
+        view.draw(
+            fleet_table(
+                counts,
+                stable=stable,
+                new=new,
+                header=f"fleet of {fleet.size}: {_rollout_header(progress)}  (Ctrl-C stops the stack)",
+            )
+        )
+        await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
 
 
 async def _query_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
@@ -235,21 +392,11 @@ async def _query_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
         return {}
 
 
-def _progress_line(
-    progress: dict[str, Any], counts: Counter[tuple[str, str]], *, stable: str, new: str
-) -> str:
+def _fleet_text(counts: Counter[tuple[str, str]], *, stable: str, new: str) -> str:
     def label(version: str) -> str:
         return "new" if version == new else ("stable" if version == stable else version[:8])
 
-    count = progress.get("stage_count") or 0
-    index = progress.get("stage_index", -1)
-    state = progress.get("state", "?")
-    where = (
-        f"stage {index + 1}/{count} {progress.get('stage_name')}"
-        if index >= 0 and count
-        else "no stage yet"
-    )
-    fleet = ", ".join(
+    return ", ".join(
         f"{n} {label(version)}"
         + (
             f" ({stage})"
@@ -262,4 +409,17 @@ def _progress_line(
             counts.items(), key=lambda item: (item[0][0] != new, item[0][1])
         )
     )
-    return f"{where:<28} {state:<17} | {fleet}"
+
+
+def _progress_line(
+    progress: dict[str, Any], counts: Counter[tuple[str, str]], *, stable: str, new: str
+) -> str:
+    count = progress.get("stage_count") or 0
+    index = progress.get("stage_index", -1)
+    state = progress.get("state", "?")
+    where = (
+        f"stage {index + 1}/{count} {progress.get('stage_name')}"
+        if index >= 0 and count
+        else "no stage yet"
+    )
+    return f"{where:<28} {state:<17} | {_fleet_text(counts, stable=stable, new=new)}"
