@@ -93,6 +93,13 @@ LEASE_RENEWAL_FRACTION = 0.5
 SYSTEM_ACTOR = "workflow"
 
 
+def _clock(iso: str | None) -> str:
+    """`2026-11-29T10:11:12.97+00:00` → `10:11:12 UTC` (the date when it is not today's is noise here)."""
+    if not iso:
+        return "?"
+    return iso[11:19] + " UTC"
+
+
 def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
     """Long enough for the slowest check's every attempt (checks of one call run concurrently)."""
     slowest = max(
@@ -132,6 +139,7 @@ class ConfigRollout:
         self._wakeup = False
         self._failures: dict[int, int] = {}
         self._notifications: list[asyncio.Future[Any]] = []
+        self._search_attributes: dict[str, str] = {}
         # Lease bookkeeping: stage index → lease length (s), and when leases were last renewed.
         self._leases: dict[int, float] = {}
         self._leases_renewed_at: datetime | None = None
@@ -606,49 +614,88 @@ class ConfigRollout:
         )
 
     def _upsert_search_attributes(self) -> None:
+        """Upsert the attributes whose value changed (each upsert is a history event)."""
         progress = self._progress
-        updates = [STATE_ATTRIBUTE.value_set(progress.state)]
-        if progress.path:
-            updates.append(PATH_ATTRIBUTE.value_set(progress.path))
-        if progress.version:
-            updates.append(VERSION_ATTRIBUTE.value_set(progress.version))
-        if progress.stage_name:
-            updates.append(STAGE_ATTRIBUTE.value_set(progress.stage_name))
-        workflow.upsert_search_attributes(updates)
+        wanted = {
+            STATE_ATTRIBUTE: progress.state,
+            PATH_ATTRIBUTE: progress.path,
+            VERSION_ATTRIBUTE: progress.version,
+            STAGE_ATTRIBUTE: progress.stage_name,
+        }
+        updates = [
+            key.value_set(value)
+            for key, value in wanted.items()
+            if value and self._search_attributes.get(key.name) != value
+        ]
+        if updates:
+            workflow.upsert_search_attributes(updates)
+            self._search_attributes.update({key.name: value for key, value in wanted.items() if value})
 
     def _current_details(self) -> str:
+        """Markdown for the Web UI (User Metadata → Current Details): what is live for whom, what the
+        rollout waits for, the last health result, and the commands to steer it."""
         progress = self._progress
         workflow_id = progress.workflow_id
-        lines = [
-            f"## {progress.namespace}/{progress.path} → `{progress.version or '?'}`",
-            f"**{progress.phase}**",
-            "",
-        ]
+        plan = self._plan
+        lines = [f"## {progress.namespace}/{progress.path} → `{progress.version or '?'}`", ""]
+        if plan is not None and (plan.author or plan.message):
+            lines += [f"{plan.message or 'no message'} — {plan.author or 'unknown author'}"
+                      + (f" (commit `{plan.commit}`)" if plan.commit else ""), ""]
+        lines += [f"**{progress.phase}**", ""]
+        waits_for = self._waits_for()
+        if waits_for:
+            lines += [f"Waiting for: {waits_for}", ""]
+        marks = {"passed": "✅", "live": "▶️", "pending": "⏳", "reverted": "↩️"}
+        for stage in progress.stages:
+            manual = ", manual approval" if stage.manual else ""
+            hold = f", hold until {_clock(stage.hold_deadline)}" if stage.status == "live" and stage.hold_deadline else ""
+            lines.append(
+                f"- {marks.get(stage.status, '')} {stage.index + 1}. **{stage.name}**: {stage.cohort} "
+                f"({stage.status}{hold}{manual})"
+            )
         if progress.stages:
-            lines.append("| # | stage | cohort | status | hold until |")
-            lines.append("|---|---|---|---|---|")
-            for stage in progress.stages:
-                manual = " (manual)" if stage.manual else ""
-                lines.append(
-                    f"| {stage.index + 1} | {stage.name}{manual} | {stage.cohort} | {stage.status} "
-                    f"| {stage.hold_deadline or ''} |"
-                )
             lines.append("")
         if progress.last_health:
             verdict = "healthy" if progress.last_health.healthy else "UNHEALTHY"
-            lines.append(f"Last health check: **{verdict}**: {progress.last_health.summary}")
-            lines.append("")
+            lines += [f"Last health check ({_clock(progress.last_health.checked_at)}): **{verdict}**", ""]
+            for check in progress.last_health.checks:
+                lines.append(f"- {check.name}: {check.verdict}: {check.summary}")
+            if progress.last_health.checks:
+                lines.append("")
         if RolloutState(progress.state) not in FINAL_STATES:
+            quoted = workflow_id.replace("'", "'\\''")
             lines += [
-                "Emergency commands:",
-                f"- halt: `temporal workflow signal -w '{workflow_id}' --name halt "
+                "Commands:",
+                "",
+                f"- halt (back to stable): `temporal workflow signal -w '{quoted}' --name halt "
                 "--input '{\"reason\": \"...\"}'`",
-                f"- bypass: `temporal workflow signal -w '{workflow_id}' --name bypass "
+                f"- bypass (promote now): `temporal workflow signal -w '{quoted}' --name bypass "
                 "--input '{\"reason\": \"...\"}'`",
             ]
+            if progress.state == RolloutState.HOLDING:
+                lines.append(f"- end this hold now: `temporal workflow update execute -w '{quoted}' --name advance`")
             if progress.state == RolloutState.AWAITING_APPROVAL:
-                lines.append(f"- approve: `temporal workflow update execute -w '{workflow_id}' --name approve`")
+                lines.append(f"- approve: `temporal workflow update execute -w '{quoted}' --name approve`")
+            if progress.pause_reasons:
+                lines.append(f"- resume: `temporal workflow update execute -w '{quoted}' --name resume`")
+        elif progress.outcome:
+            lines.append(f"Outcome: **{progress.outcome}** — {progress.reason}")
         return "\n".join(lines)
+
+    def _waits_for(self) -> str | None:
+        progress = self._progress
+        state = RolloutState(progress.state)
+        if progress.pause_reasons and state not in FINAL_STATES:
+            return "resume (paused: " + "; ".join(progress.pause_reasons) + ")"
+        stage = self._plan.stages[progress.stage_index] if self._plan and progress.stage_index >= 0 else None
+        if state == RolloutState.HOLDING and progress.hold_deadline:
+            checks = f", then {len(stage.health)} health check(s)" if stage and stage.health else ""
+            return f"the hold to end at {_clock(progress.hold_deadline)}{checks}"
+        if state == RolloutState.CHECKING_HEALTH:
+            return "the health checks of this stage"
+        if state == RolloutState.AWAITING_APPROVAL:
+            return "an operator's approve"
+        return None
 
     def _raise_if_halted(self) -> None:
         if self._halt is not None:
