@@ -150,6 +150,11 @@ class RolloutResult:
     reason: str = ""
 
 
+def _clock(iso: str | None) -> str:
+    """`2026-11-29T10:11:12.97+00:00` → `2026-11-29 10:11:12 UTC`."""
+    return f"{iso[:10]} {iso[11:19]} UTC" if iso else "?"
+
+
 def describe_phase(progress: RolloutProgress) -> str:
     """What a person should read as the rollout's phase: one pure function of the state."""
     state = RolloutState(progress.state)
@@ -159,7 +164,7 @@ def describe_phase(progress: RolloutProgress) -> str:
     return {
         RolloutState.PREPARING: "Preparing: validating the request and taking the config's lock",
         RolloutState.PUBLISHING: f"Publishing stage{stage}",
-        RolloutState.HOLDING: f"Holding stage{stage} until {progress.hold_deadline}",
+        RolloutState.HOLDING: f"Holding stage{stage} until {_clock(progress.hold_deadline)}",
         RolloutState.CHECKING_HEALTH: f"Checking the health of stage{stage}",
         RolloutState.AWAITING_APPROVAL: f"Waiting for approval to leave stage{stage}",
         RolloutState.PROMOTING: "Promoting the version to stable",

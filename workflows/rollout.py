@@ -645,12 +645,11 @@ class ConfigRollout:
         waits_for = self._waits_for()
         if waits_for:
             lines += [f"Waiting for: {waits_for}", ""]
-        marks = {"passed": "✅", "live": "▶️", "pending": "⏳", "reverted": "↩️"}
         for stage in progress.stages:
             manual = ", manual approval" if stage.manual else ""
             hold = f", hold until {_clock(stage.hold_deadline)}" if stage.status == "live" and stage.hold_deadline else ""
             lines.append(
-                f"- {marks.get(stage.status, '')} {stage.index + 1}. **{stage.name}**: {stage.cohort} "
+                f"- {stage.index + 1}. **{stage.name}**: {stage.cohort} "
                 f"({stage.status}{hold}{manual})"
             )
         if progress.stages:
