@@ -6,11 +6,13 @@ that lists every problem with its JSON pointer, so a user fixes them all in one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -29,6 +31,9 @@ from tempoconf.problems import InvalidRequestError, Problem, json_pointer
 from tempoconf.promql import template_problems
 
 __all__ = [
+    "ConfigPath",
+    "HttpUrl",
+    "Namespace",
     "DEFAULT_COOLDOWN",
     "DEFAULT_EXPIRATION",
     "Duration",
@@ -54,6 +59,28 @@ Duration = Annotated[
     BeforeValidator(parse_duration),
     PlainSerializer(lambda value: value.total_seconds(), return_type=float, when_used="json"),
 ]
+
+
+def _refuse(problem_of: Callable[[Any], str | None]) -> Callable[[Any], Any]:
+    """A pydantic validator from a `..._problem` function (None: fine, else the message)."""
+
+    def check(value: Any) -> Any:
+        problem = problem_of(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return check
+
+
+def _url_problem(value: str) -> str | None:
+    return None if value.startswith(("http://", "https://")) else "url must start with http:// or https://"
+
+
+ConfigPath = Annotated[str, AfterValidator(_refuse(path_problem))]
+"""A config path (DESIGN.md: 1-255 chars of [a-z0-9._-] segments joined by /)."""
+Namespace = Annotated[str, AfterValidator(_refuse(namespace_problem))]
+HttpUrl = Annotated[str, Field(min_length=1), AfterValidator(_refuse(_url_problem))]
 
 
 class _Strict(BaseModel):
@@ -103,18 +130,11 @@ class PrometheusCheckSpec(_CheckBase):
     """A PromQL query against a Prometheus HTTP API, judged against `max` and/or `min`."""
 
     kind: Literal["prometheus"]
-    url: str = Field(min_length=1)
+    url: HttpUrl
     query: str = Field(min_length=1)
     max: float | None = None
     min: float | None = None
     timeout: Duration = timedelta(seconds=10)
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("url must start with http:// or https://")
-        return value
 
     @field_validator("query")
     @classmethod
@@ -135,15 +155,8 @@ class HttpCheckSpec(_CheckBase):
     """An external judge: the URL must answer 2xx within `timeout`."""
 
     kind: Literal["http"]
-    url: str = Field(min_length=1)
+    url: HttpUrl
     timeout: Duration = timedelta(seconds=10)
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("url must start with http:// or https://")
-        return value
 
 
 HealthCheckSpec = Annotated[
@@ -258,13 +271,13 @@ class RolloutRequest(_Strict):
     Exactly one of `value` (a new value) and `version` (an existing version: a rollback).
     """
 
-    path: str
-    namespace: str = DEFAULT_NAMESPACE
+    path: ConfigPath
+    namespace: Namespace = DEFAULT_NAMESPACE
     value: Any = None
     version: str | None = Field(default=None, pattern=_VERSION_ID)
     """Roll out a version the config already has (rollback) instead of a new value."""
     strategy: StrategySpec | None = None
-    webhooks: list[str] = Field(default_factory=list, max_length=10)
+    webhooks: list[HttpUrl] = Field(default_factory=list, max_length=10)
     """URLs called (POST, JSON) once per state change; a failing webhook never affects the rollout."""
     default_cooldown_time: Duration = DEFAULT_COOLDOWN
     default_expiration_time: Duration = DEFAULT_EXPIRATION
@@ -274,36 +287,12 @@ class RolloutRequest(_Strict):
     commit: str = Field(default="", max_length=200)
     message: str = Field(default="", max_length=2000)
 
-    @field_validator("path")
-    @classmethod
-    def _valid_path(cls, value: str) -> str:
-        problem = path_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("namespace")
-    @classmethod
-    def _valid_namespace(cls, value: str) -> str:
-        problem = namespace_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
     @field_validator("default_expiration_time")
     @classmethod
     def _positive_expiration(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise ValueError("default_expiration_time must be greater than zero")
         return value
-
-    @field_validator("webhooks")
-    @classmethod
-    def _http_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"webhook {url!r} must start with http:// or https://")
-        return urls
 
     @property
     def all_stages(self) -> list[StageSpec]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -16,7 +16,8 @@ from api.deps import metrics_of, snapshot_cache, store_of
 from api.errors import ApiError
 from api.routing import route
 from api.snapshots import SnapshotsNotLoadedError
-from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+from tempoconf.paths import DEFAULT_NAMESPACE
+from tempoconf.request import ConfigPath, Namespace
 
 __all__ = ["MAX_COUNT", "MAX_ERROR_LENGTH", "ReportBody", "routes"]
 
@@ -40,29 +41,13 @@ class ReportBody(BaseModel):
 
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
-    path: str
-    namespace: str = DEFAULT_NAMESPACE
+    path: ConfigPath
+    namespace: Namespace = DEFAULT_NAMESPACE
     client: str = Field(min_length=1, max_length=255)
     version: str = Field(min_length=1, max_length=64)
     ok: Count
     failed: Count
     error: str | None = Field(default=None, max_length=MAX_ERROR_LENGTH)
-
-    @field_validator("path")
-    @classmethod
-    def _valid_path(cls, value: str) -> str:
-        problem = path_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("namespace")
-    @classmethod
-    def _valid_namespace(cls, value: str) -> str:
-        problem = namespace_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 async def post_report(request: Request) -> JSONResponse:

@@ -154,7 +154,7 @@ def test_prometheus_query_may_use_every_placeholder() -> None:
          "greater than 1"),
         ({**MINIMAL, "stages": [{"percentile": 50}], "strategy": {"linear": {"step": 50}}}, "/strategy",
          "repeats stage(s) ['50%']"),
-        ({**MINIMAL, "webhooks": ["ftp://x"]}, "/webhooks", "must start with http"),
+        ({**MINIMAL, "webhooks": ["ftp://x"]}, "/webhooks/0", "must start with http"),
         ({"value": 1}, "/path", "required field is missing"),
         ({**MINIMAL, "path": "a/../b"}, "/path", "'..'"),
         ({**MINIMAL, "path": "A/b"}, "/path", "a-z"),
