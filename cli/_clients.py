@@ -47,16 +47,20 @@ def clients_from_file(path: str) -> list[KnownClient]:
     return clients
 
 
-def recent_clients(store: Any, namespace: str, path: str, *, since: datetime) -> list[KnownClient]:
-    """Distinct clients that sent a health report for this config since `since`.
+def recent_clients(
+    store: Any, namespace: str, path: str, *, since: datetime
+) -> tuple[list[KnownClient], bool]:
+    """Distinct clients seen on this config since `since`, and whether their channel and labels
+    are known.
 
-    Uses `Store.recent_clients` when the store has it; otherwise reads the reports table
-    read-only. Reports carry no channel or labels, so these clients have none.
+    `Store.recent_clients` (clients seen polling, with their identity, and clients that only
+    reported) when the store has it; otherwise the reports table, read-only: reports carry no
+    channel or labels.
     """
     method = getattr(store, "recent_clients", None)
     if callable(method):
         found = method(namespace, path, since=since)
-        return [
+        clients = [
             KnownClient(
                 str(_field(item, "client")),
                 _field(item, "channel"),
@@ -64,6 +68,7 @@ def recent_clients(store: Any, namespace: str, path: str, *, since: datetime) ->
             )
             for item in found
         ]
+        return clients, True
     from sqlalchemy import create_engine, select
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -83,10 +88,10 @@ def recent_clients(store: Any, namespace: str, path: str, *, since: datetime) ->
                 .distinct()
             ).all()
     except SQLAlchemyError:
-        return []  # an older store without the reports table: only --clients counts
+        return [], False  # an older store without the reports table: only --clients counts
     finally:
         engine.dispose()
-    return [KnownClient(str(row.client)) for row in rows]
+    return [KnownClient(str(row.client)) for row in rows], False
 
 
 def _field(item: Any, name: str) -> Any:

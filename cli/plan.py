@@ -122,7 +122,9 @@ def plan_command(args: argparse.Namespace) -> int:
         value = stored.value if request.version is not None and stored else request.value
         stable = store.get_stable(namespace, path)
         lock = store.get_lock(namespace, path)
-        reported = recent_clients(store, namespace, path, since=datetime.now(UTC) - since)
+        reported, identified = recent_clients(
+            store, namespace, path, since=datetime.now(UTC) - since
+        )
     plan = plan_from_request(request, version)
     # A client listed in --clients wins over the same id seen in reports: the file knows its channel.
     by_id = {client.client: client for client in reported}
@@ -166,6 +168,7 @@ def plan_command(args: argparse.Namespace) -> int:
         )
         return 0
     _print_plan(
+        identified,
         args,
         plan,
         request.version is not None,
@@ -234,6 +237,7 @@ def _plan_json(
 
 
 def _print_plan(
+    identified: bool,
     args: argparse.Namespace, plan: RolloutPlan, rollback: bool, stored: bool, stable: Any,
     diff: list[str], reach: list[StageReach], untouched: list[str], clients: list[KnownClient],
     reported: int, listed: int, explicit: int, warnings: list[str], since: timedelta,
@@ -302,11 +306,12 @@ def _print_plan(
         if count > explicit:
             print("  * expanded from the request's strategy")
     print()
-    sources = [f"{reported} reported in the last {duration_text(since.total_seconds())}"]
+    seen = "seen (polls or reports)" if identified else "reported"
+    sources = [f"{reported} {seen} in the last {duration_text(since.total_seconds())}"]
     if args.clients_file:
         sources.append(f"{listed} listed in {args.clients_file}")
     print(f"known clients: {len(clients)} ({', '.join(sources)})")
-    if reported:
+    if reported and not identified:
         print(
             "  (reporting clients carry no channel or labels: list them with --clients to count them in those stages)"
         )
