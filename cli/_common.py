@@ -102,7 +102,10 @@ async def connect_temporal(settings: Settings) -> Client:
 
     address = settings.resolved_temporal_address
     try:
-        return await Client.connect(address, namespace=settings.temporal_namespace)
+        # The identity shows in the workflow's history and the Web UI: who started or signalled it.
+        return await Client.connect(
+            address, namespace=settings.temporal_namespace, identity=f"tempoconf:{actor()}"
+        )
     except RuntimeError as error:
         die(
             f"cannot reach Temporal at {address} (namespace {settings.temporal_namespace}): {error}\n"

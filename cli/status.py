@@ -62,6 +62,8 @@ class RolloutSnapshot:
     """The result's outcome once the run closed (or failed/cancelled/terminated/timed_out)."""
     result_version: str | None = None
     reason: str = ""
+    starter: str = ""
+    """The identity of whoever started the run (e.g. `temporal-cli:alice@laptop`), from its history."""
 
 
 @dataclass
@@ -129,6 +131,7 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     execution = description.status.name.title() if description.status else "Unknown"
     handle = client.get_workflow_handle(workflow_id, run_id=description.run_id)
     snapshot = RolloutSnapshot(workflow_id, description.run_id, execution, running)
+    snapshot.starter = await _starter_identity(handle)
     if running:
         snapshot.progress = dict(await handle.query("status", rpc_timeout=RPC_TIMEOUT))
         return snapshot
@@ -145,6 +148,15 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
         snapshot.result_version = result.get("version")
         snapshot.reason = str(result.get("reason") or "")
     return snapshot
+
+
+async def _starter_identity(handle: Any) -> str:
+    try:
+        async for event in handle.fetch_history_events(page_size=1, rpc_timeout=RPC_TIMEOUT):
+            return str(event.workflow_execution_started_event_attributes.identity)
+    except RPCError:
+        pass  # only a nicety of the header
+    return ""
 
 
 def _closed_without_result(error: WorkflowFailureError) -> tuple[str, str]:
@@ -248,9 +260,15 @@ def format_view(
             else ("; now stable" if context.stable and context.stable == version else "")
         )
     )
-    if context.started_by:
+    # The audit log names the request's author ("workflow" when it gave none); the run's history
+    # names the client that started it (the Temporal CLI, tempoconf, the Web UI).
+    author = context.started_by if context.started_by not in ("", "workflow") else ""
+    starter = "" if author and author in snapshot.starter else snapshot.starter
+    who = " via ".join(part for part in (author, starter) if part)
+    if who or context.started_at:
         lines.append(
-            f"  started    by {context.started_by} at {utc_text(context.started_at)}"
+            f"  started    by {who or 'unknown'}"
+            + (f" at {utc_text(context.started_at)}" if context.started_at else "")
             + (f": {context.start_reason}" if context.start_reason else "")
         )
     count = progress.get("stage_count") or 0

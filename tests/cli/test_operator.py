@@ -113,7 +113,7 @@ def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: Runn
         "state      awaiting_approval: Waiting for approval to leave stage channel:canary",
         f"version    {new}  (alice@example.com, 3f2a9c1, triple max_connections); "
         f"stable is {version_id(STABLE)}",
-        "started    by alice@example.com at ",
+        f"started    by alice@example.com via tempoconf:{ME} at ",
         "stage      1/3 channel:canary",
         "health     healthy at ",
         f"by {ME}: advance: hold ended early (reports are in)",
