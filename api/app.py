@@ -17,7 +17,18 @@ from api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from api.errors import EXCEPTION_HANDLERS
 from api.metrics import ApiMetrics
 from api.polls import CONFIGS_PREFIX, ConfigPolls
-from api.routes import configs, health, metrics, openapi, reports, rollouts, schemas, versions
+from api.routes import (
+    clients,
+    configs,
+    health,
+    metrics,
+    openapi,
+    reports,
+    rollouts,
+    schemas,
+    versions,
+)
+from api.seen import SEEN_CLIENT_RETENTION, SEEN_FLUSH_INTERVAL, record_seen_clients
 from api.snapshots import DEFAULT_POLL_INTERVAL, SnapshotCache
 from api.temporal_client import TemporalConnector
 from tempoconf.settings import Settings
@@ -57,10 +68,15 @@ def create_app(
     listen_poll_interval: float = LISTEN_FALLBACK_POLL_INTERVAL,
     temporal_client: Client | None = None,
     report_retention: timedelta = REPORT_RETENTION,
+    seen_flush_interval: float = SEEN_FLUSH_INTERVAL,
+    seen_client_retention: timedelta = SEEN_CLIENT_RETENTION,
 ) -> DistributionApp:
     """The API over `store`. Its lifespan loads the snapshots, then follows the store: it checks
     `store.revision()` every `poll_interval` seconds, and on PostgreSQL listens for change
     notifications, polling only every `listen_poll_interval` seconds while that works.
+
+    The clients seen polling are written to the store every `seen_flush_interval` seconds (and
+    at shutdown); they and health reports are pruned after their retention.
 
     `temporal_client` (tests) replaces the lazy connection to `settings`' Temporal.
     `app.state.snapshot_cache` is the SnapshotCache, `app.state.metrics` the metrics.
@@ -73,26 +89,41 @@ def create_app(
         if conninfo is not None
         else None
     )
+    config_polls = ConfigPolls(cache, settings, api_metrics)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with cache.running():
-            tasks = [asyncio.create_task(_prune_reports(store, report_retention), name="prune")]
+            tasks = [
+                asyncio.create_task(
+                    _prune(store, report_retention, seen_client_retention), name="prune"
+                )
+            ]
             if listener is not None:
                 tasks.append(asyncio.create_task(listener.run(), name="tempoconf-listen"))
+            stop_seen = asyncio.Event()
+            seen = asyncio.create_task(
+                record_seen_clients(config_polls, store, api_metrics, stop=stop_seen,
+                                    interval=seen_flush_interval),
+                name="tempoconf-seen-clients",
+            )
             try:
                 yield
             finally:
+                # Not cancelled: told to stop, it writes what the last polls left, then ends.
+                stop_seen.set()
                 for task in tasks:
                     task.cancel()
                 for task in tasks:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                await seen
 
     app = DistributionApp(
         routes=[
             *configs.routes,
             *reports.routes,
+            *clients.routes,
             *schemas.routes,
             *versions.routes,
             *rollouts.routes,
@@ -107,20 +138,29 @@ def create_app(
     app.state.settings = settings
     app.state.snapshot_cache = cache
     app.state.metrics = api_metrics
-    app.config_polls = app.state.config_polls = ConfigPolls(cache, settings, api_metrics)
+    app.config_polls = app.state.config_polls = config_polls
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener
     app.state.known_versions = set()
     return app
 
 
-async def _prune_reports(store: Store, retention: timedelta) -> None:
-    """Delete old health reports now, then every hour, until cancelled."""
+async def _prune(store: Store, report_retention: timedelta, seen_retention: timedelta) -> None:
+    """Delete old health reports and forget clients not seen for long, now, then every hour,
+    until cancelled."""
     while True:
         try:
-            deleted = await asyncio.to_thread(store.prune_reports, store.now() - retention)
+            deleted = await asyncio.to_thread(store.prune_reports, store.now() - report_retention)
             if deleted:
-                logger.info("deleted %d health reports older than %s", deleted, retention)
+                logger.info("deleted %d health reports older than %s", deleted, report_retention)
         except Exception as exc:  # the store may be down; the next round tries again
             logger.warning("cannot prune health reports: %s", exc)
+        try:
+            forgotten = await asyncio.to_thread(
+                store.prune_seen_clients, store.now() - seen_retention
+            )
+            if forgotten:
+                logger.info("forgot %d clients not seen for %s", forgotten, seen_retention)
+        except Exception as exc:  # as above
+            logger.warning("cannot prune the clients seen: %s", exc)
         await asyncio.sleep(_PRUNE_EVERY)

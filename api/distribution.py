@@ -47,10 +47,13 @@ _JSON = (b"content-type", b"application/json")
 _NO_CACHE = (b"cache-control", b"no-cache")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ConfigQuery:
     """One poll: which config, who asks, whether it wants stable regardless of stages, and how
-    long it may wait for a change (0: answer at once)."""
+    long it may wait for a change (0: answer at once).
+
+    Compared and hashed by identity: the poll path parses each distinct query string once, and
+    keys per-query memory (the clients seen) by that object, which costs no hashing of fields."""
 
     namespace: str
     path: str

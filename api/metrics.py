@@ -61,6 +61,8 @@ class ApiMetrics:
         """(namespace, path, stage, status code) → polls answered. Unknown or invalid configs
         count under namespace="" and path="" (their names come from the caller: unbounded)."""
         self.long_polls_waiting = 0
+        self.seen_clients_dropped = 0
+        """Client identities from polls not recorded as seen (pending limit, or not storable)."""
         self.long_poll_waits = _Histogram(LONG_POLL_BUCKETS)
         self.latency: dict[tuple[str, str], _Histogram] = {}
         self.reports = Counter(
@@ -111,6 +113,12 @@ class _Collector(Collector):
             "tempoconf_api_long_polls_waiting",
             "Long-polls waiting for a change right now",
             value=metrics.long_polls_waiting,
+        )
+        yield CounterMetricFamily(
+            "tempoconf_api_seen_clients_dropped",
+            "Client identities from polls not recorded as seen: over the pending limit between "
+            "two flushes, or not storable",
+            value=metrics.seen_clients_dropped,
         )
         waits = HistogramMetricFamily(
             "tempoconf_api_long_poll_wait_seconds",

@@ -11,6 +11,7 @@ from typing import Any
 
 from api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
 from api.distribution import MAX_WAIT
+from api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
 from api.routes.reports import MAX_COUNT, MAX_ERROR_LENGTH
 from api.routes.rollouts import SIGNALS
 from api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
@@ -199,6 +200,31 @@ def _schemas() -> dict[str, Any]:
                 "entries": {"type": "array", "items": _ref("AuditEntry"), "description": "Oldest first"},
             },
         },
+        "SeenClient": {
+            "type": "object",
+            "required": ["client", "channel", "labels", "last_seen", "last_version"],
+            "properties": {
+                "client": {"type": "string"},
+                "channel": {"type": ["string", "null"],
+                            "description": "null for a client known only from its reports"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "last_seen": _TIME,
+                "last_version": {"type": ["string", "null"],
+                                 "description": "The version it was last served, or last "
+                                                "reported on"},
+            },
+        },
+        "Clients": {
+            "type": "object",
+            "required": ["namespace", "path", "since", "clients"],
+            "properties": {
+                "namespace": {"type": "string"},
+                "path": {"type": "string"},
+                "since": _TIME,
+                "clients": {"type": "array", "items": _ref("SeenClient"),
+                            "description": "Each client once, sorted by client id"},
+            },
+        },
         "RolloutRequest": {
             "type": "object",
             "required": ["path", "value"],
@@ -338,6 +364,12 @@ def _parameters() -> dict[str, Any]:
                         "schema": {"type": "string"}, "description": "ETag of the copy held"},
         "Limit": query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY_LIMIT,
                                  "default": DEFAULT_HISTORY_LIMIT}, "Newest entries to return"),
+        "SinceSeconds": query(
+            "since_seconds",
+            {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SINCE_SECONDS,
+             "default": DEFAULT_SINCE_SECONDS},
+            "How far back, in seconds, a client must have been seen",
+        ),
         "WorkflowId": query("workflow_id", {"type": "string", "minLength": 1, "maxLength": 1000},
                             "Workflow id (default: the lock holder's, else rollout:{namespace}/{path})"),
     }
@@ -442,6 +474,22 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json(_ref("History"), "The audit log"),
                     "400": _error("Invalid path, namespace or limit"),
+                    **admin_errors,
+                },
+            }
+        },
+        "/v1/admin/clients/{path}": {
+            "get": {
+                "operationId": "listRecentClients",
+                "summary": "Clients seen recently (from their polls or their health reports): "
+                           "who a rollout plan counts",
+                "tags": ["admin"],
+                "security": _ADMIN,
+                "parameters": _params("ConfigPath", "Namespace", "SinceSeconds"),
+                "responses": {
+                    "200": _json(_ref("Clients"),
+                                 "The clients; polls reach the store within a few seconds"),
+                    "400": _error("Invalid path, namespace or since_seconds"),
                     **admin_errors,
                 },
             }

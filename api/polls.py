@@ -33,16 +33,22 @@ from api.metrics import ApiMetrics
 from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
 from tempoconf.settings import Settings
 
-__all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "ConfigPolls"]
+__all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
 
 CONFIGS_PREFIX = "/v1/configs/"
 CONFIG_ROUTE = "/v1/configs/{path}"
 QUERIES_KEPT = 65_536
 """Distinct (path, query string) pairs whose parsed query is remembered."""
+SEEN_PENDING_MAX = 100_000
+"""Named clients' distinct queries remembered between two flushes to the store (one per client
+unless it varies its query); more are dropped until the next flush, and counted."""
 _LEASE_SLACK = 0.002
 """Wake this long after a lease ends, so the answer computed then no longer includes it."""
 
 logger = logging.getLogger(__name__)
+
+PendingSeen = dict[ConfigQuery, PreparedAnswer]
+"""Named clients seen polling: the parsed query (config and identity) → the answer it got."""
 
 
 class ConfigPolls:
@@ -54,7 +60,13 @@ class ConfigPolls:
         self._metrics = metrics
         self._prepared: dict[tuple[str, str], PreparedConfig] = {}
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._seen: PendingSeen = {}
         self._closing = False
+
+    def take_seen(self) -> PendingSeen:
+        """The clients seen polling since the last call (api/seen.py writes them to the store)."""
+        seen, self._seen = self._seen, {}
+        return seen
 
     def close(self) -> None:
         """Shutting down: answer every waiting long-poll now (304 unless it changed), and let new
@@ -110,6 +122,14 @@ class ConfigPolls:
         else:
             self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
         self._metrics.polls[(query.namespace, query.path, answer.stage, 200 if modified else 304)] += 1
+        if not query.anonymous:
+            # For rollout plans (api/seen.py flushes it): keyed by the cached query object, which
+            # hashes by identity, a poll pays one dict assignment and builds nothing.
+            seen = self._seen
+            if len(seen) < SEEN_PENDING_MAX or query in seen:
+                seen[query] = answer
+            else:
+                self._metrics.seen_clients_dropped += 1
         if modified:
             await send(
                 {"type": "http.response.start", "status": 200, "headers": answer.headers}

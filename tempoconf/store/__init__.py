@@ -7,6 +7,7 @@ from tempoconf.store.records import (
     LockRecord,
     ReportStats,
     RolloutRecord,
+    SeenClient,
     StageLease,
     VersionInfo,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "LockRecord",
     "ReportStats",
     "RolloutRecord",
+    "SeenClient",
     "StageLease",
     "Store",
     "UnknownVersionError",

@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["AuditEntry", "LockRecord", "ReportStats", "RolloutRecord", "StageLease", "VersionInfo"]
+__all__ = [
+    "AuditEntry",
+    "LockRecord",
+    "ReportStats",
+    "RolloutRecord",
+    "SeenClient",
+    "StageLease",
+    "VersionInfo",
+]
 
 
 @dataclass(frozen=True)
@@ -83,3 +91,15 @@ class ReportStats:
     """The error text of the newest report that carried one."""
     reports: int = 0
     """Reports received."""
+
+
+@dataclass(frozen=True)
+class SeenClient:
+    """A client the API saw recently (`Store.record_seen_clients`, `Store.recent_clients`)."""
+
+    client: str
+    channel: str | None
+    labels: dict[str, str]
+    last_seen: datetime
+    last_version: str | None = None
+    """The version it was last served (polls) or last reported on (report-only clients)."""

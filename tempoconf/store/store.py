@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,14 @@ from tempoconf.store.records import (
     LockRecord,
     ReportStats,
     RolloutRecord,
+    SeenClient,
     StageLease,
     VersionInfo,
 )
 from tempoconf.store.tables import (
     AuditLog,
     ClientReport,
+    ClientSeen,
     ConfigLock,
     ConfigSchema,
     ConfigVersion,
@@ -87,6 +90,7 @@ _LOCK = table(ConfigLock)
 _AUDIT = table(AuditLog)
 _REVISION = table(StoreRevision)
 _REPORT = table(ClientReport)
+_SEEN = table(ClientSeen)
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _WRITE_OPTION = "tempoconf_write"
@@ -600,6 +604,90 @@ class Store:
         cutoff = _aware(older_than, "older_than")
         with self._write() as conn:
             return int(conn.execute(delete(_REPORT).where(_REPORT.c.received_at < cutoff)).rowcount)
+
+    # -- clients seen ----------------------------------------------------------------------------
+    def record_seen_clients(self, namespace: str, path: str, clients: list[SeenClient]) -> None:
+        """Upsert the clients the API saw polling a config, in one transaction. A row only moves
+        forward: an entry older than the stored one changes nothing, so last_seen never goes back.
+        Not a client-visible change: revision is not bumped."""
+        latest: dict[str, SeenClient] = {}
+        for seen in clients:
+            kept = latest.get(seen.client)
+            if kept is None or seen.last_seen >= kept.last_seen:
+                # PostgreSQL refuses to upsert one row twice in one statement.
+                latest[seen.client] = seen
+        if not latest:
+            return
+        rows = [
+            {"namespace": namespace, "path": path, "client": seen.client, "channel": seen.channel,
+             "labels": canonical_json(dict(seen.labels)),
+             "last_seen": _aware(seen.last_seen, "last_seen"), "last_version": seen.last_version}
+            for seen in latest.values()
+        ]
+        with self._write() as conn:
+            statement = _insert(conn, _SEEN)
+            new = statement.excluded
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["namespace", "path", "client"],
+                    set_={
+                        "channel": new.channel,
+                        "labels": new.labels,
+                        "last_seen": new.last_seen,
+                        "last_version": func.coalesce(new.last_version, _SEEN.c.last_version),
+                    },
+                    where=_SEEN.c.last_seen <= new.last_seen,
+                ),
+                rows,
+            )
+
+    def recent_clients(self, namespace: str, path: str, *, since: datetime) -> list[SeenClient]:
+        """Clients seen polling the config at or after `since`, and clients that only sent health
+        reports on it since then (channel None, labels {}: a report carries neither), each once,
+        sorted by client id. A client found in both keeps its polled identity and version, and the
+        later of the two times."""
+        cutoff = _aware(since, "since")
+        with self._read(consistent=True) as conn:
+            polled = conn.execute(
+                select(_SEEN).where(*_config(_SEEN, namespace, path), _SEEN.c.last_seen >= cutoff)
+            ).all()
+            scope = (*_config(_REPORT, namespace, path), _REPORT.c.received_at >= cutoff)
+            newest = (
+                select(_REPORT.c.client, func.max(_REPORT.c.received_at).label("at"))
+                .where(*scope)
+                .group_by(_REPORT.c.client)
+                .subquery()
+            )
+            # The newest report of each client (its version); a tie on the time picks either.
+            reported = conn.execute(
+                select(_REPORT.c.client, _REPORT.c.version, _REPORT.c.received_at)
+                .join(newest, and_(_REPORT.c.client == newest.c.client,
+                                   _REPORT.c.received_at == newest.c.at))
+                .where(*scope)
+            ).all()
+        clients = {
+            row.client: SeenClient(
+                client=row.client, channel=row.channel, labels=json.loads(row.labels),
+                last_seen=row.last_seen, last_version=row.last_version,
+            )
+            for row in polled
+        }
+        for row in reported:
+            known = clients.get(row.client)
+            if known is None:
+                clients[row.client] = SeenClient(
+                    client=row.client, channel=None, labels={}, last_seen=row.received_at,
+                    last_version=row.version,
+                )
+            elif row.received_at > known.last_seen:
+                clients[row.client] = replace(known, last_seen=row.received_at)
+        return [clients[client] for client in sorted(clients)]
+
+    def prune_seen_clients(self, older_than: datetime) -> int:
+        """Forget clients last seen before `older_than`; returns how many."""
+        cutoff = _aware(older_than, "older_than")
+        with self._write() as conn:
+            return int(conn.execute(delete(_SEEN).where(_SEEN.c.last_seen < cutoff)).rowcount)
 
     # -- distribution --------------------------------------------------------------------------
     def load_snapshot(self, namespace: str, path: str) -> ConfigSnapshot | None:

@@ -25,6 +25,7 @@ from sqlmodel import Field, SQLModel
 __all__ = [
     "AuditLog",
     "ClientReport",
+    "ClientSeen",
     "ConfigLock",
     "ConfigSchema",
     "ConfigVersion",
@@ -218,6 +219,24 @@ class ClientReport(SQLModel, table=True):
     failed: int = Field(default=0, sa_type=BigInteger)
     error: str | None = Field(default=None, sa_type=Text)
     received_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class ClientSeen(SQLModel, table=True):
+    """A client identity the API served (from its polls), kept to count who a stage would reach."""
+
+    __tablename__ = "client_seen"
+    __table_args__ = (
+        Index("ix_client_seen_config", "namespace", "path", "last_seen"),
+        Index("ix_client_seen_last_seen", "last_seen"),
+    )
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    client: str = Field(primary_key=True, max_length=255)
+    channel: str | None = Field(default=None, sa_type=Text)
+    labels: str = Field(default="{}", sa_type=Text)
+    last_seen: datetime = Field(sa_type=UTCDateTime)
+    last_version: str | None = Field(default=None, max_length=64)
 
 
 class StoreRevision(SQLModel, table=True):

@@ -76,7 +76,7 @@ def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
     try:
         with engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
-                "0002_client_reports"
+                "0003_client_seen"
             ]
     finally:
         engine.dispose()
@@ -91,7 +91,7 @@ def test_migrations_create_exactly_the_tables_the_models_describe(store: Store) 
             assert set(inspect(conn).get_table_names()) >= {
                 "config_schema", "config_version", "stable", "stable_history", "rollout",
                 "rollout_stage", "config_lock", "audit_log", "store_revision", "alembic_version",
-                "client_report",
+                "client_report", "client_seen",
             }
     finally:
         engine.dispose()

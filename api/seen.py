@@ -1,0 +1,97 @@
+"""Clients seen polling, written to the store so a rollout plan can count who each stage would
+reach (`Store.recent_clients`).
+
+`ConfigPolls` remembers each named client's identity in memory (one dict assignment per poll);
+`record_seen_clients` takes that dict every few seconds and upserts it in a thread, so the poll
+path never waits for the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+
+from api.metrics import ApiMetrics
+from api.polls import ConfigPolls, PendingSeen
+from tempoconf.store import SeenClient, Store
+
+__all__ = [
+    "MAX_CLIENT_ID_LENGTH",
+    "SEEN_CLIENT_RETENTION",
+    "SEEN_FLUSH_INTERVAL",
+    "flush_seen_clients",
+    "record_seen_clients",
+    "seen_batches",
+]
+
+SEEN_FLUSH_INTERVAL = 5.0
+"""Seconds between two writes of the clients seen polling."""
+SEEN_CLIENT_RETENTION = timedelta(days=7)
+"""Clients not seen for this long are forgotten."""
+MAX_CLIENT_ID_LENGTH = 255
+"""Longest client id the store keeps (a poll's `client` parameter is not limited)."""
+
+logger = logging.getLogger(__name__)
+
+
+def seen_batches(
+    pending: PendingSeen, at: datetime
+) -> tuple[dict[tuple[str, str], list[SeenClient]], int]:
+    """`pending` as one list per (namespace, path), every client seen at `at` and listed once
+    (a client that polled with several query strings comes once per string); and how many
+    clients were left out because the store cannot keep their id."""
+    configs: dict[tuple[str, str], dict[str, SeenClient]] = {}
+    unstorable = 0
+    for query, answer in pending.items():
+        identity = query.client
+        if len(identity.client_id) > MAX_CLIENT_ID_LENGTH:
+            unstorable += 1
+            continue
+        configs.setdefault((query.namespace, query.path), {})[identity.client_id] = SeenClient(
+            client=identity.client_id, channel=identity.channel, labels=dict(identity.labels),
+            last_seen=at, last_version=answer.version,
+        )
+    return {config: list(clients.values()) for config, clients in configs.items()}, unstorable
+
+
+async def flush_seen_clients(polls: ConfigPolls, store: Store, metrics: ApiMetrics) -> int:
+    """Write the clients seen since the last flush; returns how many were written. A config whose
+    write fails is logged and skipped (its clients poll again and are seen at the next flush)."""
+    pending = polls.take_seen()  # swapped first: polls go on recording into a fresh dict
+    if not pending:
+        return 0
+    batches, unstorable = seen_batches(pending, store.now())
+    metrics.seen_clients_dropped += unstorable
+    return await asyncio.to_thread(_write, store, batches)
+
+
+def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> int:
+    written = 0
+    for (namespace, path), clients in batches.items():
+        try:
+            store.record_seen_clients(namespace, path, clients)
+        except Exception as exc:  # the store may be down: keep serving, try the next config
+            logger.warning(
+                "cannot record %d clients seen polling %s/%s: %s", len(clients), namespace, path, exc
+            )
+            continue
+        written += len(clients)
+    return written
+
+
+async def record_seen_clients(
+    polls: ConfigPolls, store: Store, metrics: ApiMetrics, *, stop: asyncio.Event,
+    interval: float = SEEN_FLUSH_INTERVAL,
+) -> None:
+    """Flush every `interval` seconds until `stop` is set, then once more.
+
+    Stopped by an event, not by cancellation: a flush cut off mid-write would lose its batch."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        try:
+            await flush_seen_clients(polls, store, metrics)
+        except Exception:  # a bug, not the store (handled per config): log it, keep the loop
+            logger.exception("cannot flush the clients seen polling")
