@@ -32,6 +32,9 @@ SEEN_CLIENT_RETENTION = timedelta(days=7)
 """Clients not seen for this long are forgotten."""
 MAX_CLIENT_ID_LENGTH = 255
 """Longest client id the store keeps (a poll's `client` parameter is not limited)."""
+WRITE_CHUNK = 500
+"""Clients per store call: short transactions, so SQLite's one write lock is never held long
+enough to make the worker's stage publish wait out its busy timeout."""
 
 logger = logging.getLogger(__name__)
 
@@ -70,14 +73,16 @@ async def flush_seen_clients(polls: ConfigPolls, store: Store, metrics: ApiMetri
 def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> int:
     written = 0
     for (namespace, path), clients in batches.items():
-        try:
-            store.record_seen_clients(namespace, path, clients)
-        except Exception as exc:  # the store may be down: keep serving, try the next config
-            logger.warning(
-                "cannot record %d clients seen polling %s/%s: %s", len(clients), namespace, path, exc
-            )
-            continue
-        written += len(clients)
+        for start in range(0, len(clients), WRITE_CHUNK):
+            chunk = clients[start : start + WRITE_CHUNK]
+            try:
+                store.record_seen_clients(namespace, path, chunk)
+            except Exception as exc:  # the store may be down: keep serving, try the next config
+                logger.warning(
+                    "cannot record %d clients seen polling %s/%s: %s", len(chunk), namespace, path, exc
+                )
+                break
+            written += len(chunk)
     return written
 
 
