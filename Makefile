@@ -20,7 +20,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
+# wrk (Debian package) drives bench_poll_cost.py; installed here when run as root.
 bench: $(STAMP)
+	@command -v wrk >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; \
+	  else echo "wrk is missing: run 'sudo apt-get install -y wrk', then make bench again" >&2; exit 1; fi; }
 	@for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
 lint: $(STAMP)

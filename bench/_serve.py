@@ -1,0 +1,91 @@
+"""Child process of the benchmarks: one uvicorn server (httptools, uvloop, one worker) serving
+either the tempoconf API over a store, or the floor app: raw ASGI answering a fixed 304.
+
+    python bench/_serve.py api DATABASE_URL
+    python bench/_serve.py floor
+
+It binds 127.0.0.1 on a free port, prints that port as its first stdout line, then serves until
+SIGTERM or SIGINT. Started by `_common.ApiProcess`; not meant to be run by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+
+# The floor answers with the same headers the API's 304 carries, so both put the same bytes
+# on the wire and the difference is only what Python does per request.
+FLOOR_HEADERS = [
+    (b"etag", b'W/"0123456789abcdef.0123456789ab"'),
+    (b"cache-control", b"no-cache"),
+]
+LISTEN_BACKLOG = 4096
+"""Large enough that 10,000 clients connecting at once are not dropped to SYN retries."""
+
+
+async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The least an ASGI app can do for a request: a fixed 304, nothing read, nothing parsed."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    await send({"type": "http.response.start", "status": 304, "headers": FLOOR_HEADERS})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def build_app(kind: str, database_url: str | None) -> Any:
+    if kind == "floor":
+        return floor_app
+    if kind == "api" and database_url:
+        from api.app import create_app
+        from tempoconf.settings import Settings
+        from tempoconf.store.store import Store
+
+        # Settings() and not from_env: a token or URL in the caller's environment must not
+        # change what is measured.
+        return create_app(Store(database_url), Settings(database_url=database_url))
+    raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py floor")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that, on SIGTERM, first answers the API's waiting long-polls (as `serve_api`
+    does), so a stop neither waits for them nor cancels them mid-wait."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        polls = getattr(getattr(self.config.app, "state", None), "config_polls", None)
+        if polls is not None and self.started:
+            # In a signal handler: hand the call to the loop rather than touch its events here.
+            asyncio.get_event_loop().call_soon_threadsafe(polls.close)
+        super().handle_exit(sig, frame)
+
+
+def main() -> None:
+    kind = sys.argv[1] if len(sys.argv) > 1 else ""
+    app = build_app(kind, sys.argv[2] if len(sys.argv) > 2 else None)
+    sock = socket.create_server(("127.0.0.1", 0), backlog=LISTEN_BACKLOG)
+    print(sock.getsockname()[1], flush=True)
+    config = uvicorn.Config(
+        app,
+        http="httptools",
+        loop="uvloop",
+        workers=1,
+        lifespan="on",
+        access_log=False,
+        log_level="warning",
+        # Long-polls would hold a graceful shutdown for up to their wait; the bench is done
+        # with them by the time it stops the server.
+        timeout_graceful_shutdown=1,
+    )
+    _Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

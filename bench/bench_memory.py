@@ -1,0 +1,78 @@
+"""Memory: resident memory (VmRSS) of one API process idle, and while it holds 10,000 open
+long-polls (`wait=60`). Goal: <= 300 MB with the 10,000 long-polls.
+
+The API (uvicorn, httptools, uvloop, one worker) serves a config with a live rollout (canary and
+10% stages) from SQLite; the clients are load-generator processes, so their memory is not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from _common import (
+    ApiProcess,
+    BenchRollout,
+    LoadGen,
+    bounded,
+    database,
+    emit,
+    log,
+    require_fds,
+    seed_config,
+)
+
+from tempoconf.store.store import Store
+
+CLIENTS = 10_000
+GOAL_MB = 300.0
+LONG_POLL_WAIT = 60.0
+HOLD_SECONDS = 3.0
+"""Sample RSS over this long once every long-poll waits, and keep the highest."""
+RUN_TIMEOUT = 150.0
+
+
+def prepare_store(url: str) -> None:
+    store = Store(url)
+    try:
+        seed_config(store)
+        rollout = BenchRollout(store)
+        rollout.begin()
+        rollout.publish(rollout.stage(0, channel="canary"))
+        rollout.publish(rollout.stage(1, percentile=10))
+    finally:
+        store.close()
+
+
+async def main() -> None:
+    require_fds(CLIENTS + 2000)
+    with database("sqlite") as url:
+        prepare_store(url)
+        async with bounded(RUN_TIMEOUT, "the memory benchmark"), ApiProcess("api", url) as api:
+            await asyncio.sleep(1.0)  # let start-up garbage settle before the idle figure
+            idle_mb = api.rss_mb()
+            log(f"idle: {idle_mb} MB")
+            async with LoadGen(api.port, CLIENTS, wait=LONG_POLL_WAIT, spread=False) as fleet:
+                await fleet.ready(api, timeout=90)
+                waiting = int(await api.metric("tempoconf_api_long_polls_waiting"))
+                held_mb = 0.0
+                for _ in range(int(HOLD_SECONDS / 0.5)):
+                    held_mb = max(held_mb, api.rss_mb())
+                    await asyncio.sleep(0.5)
+                log(f"{waiting} long-polls waiting: {held_mb} MB")
+            errors = fleet.totals()["connection_errors"]
+    emit({
+        "bench": "memory",
+        "clients": CLIENTS,
+        "long_polls_waiting": waiting,
+        "rss_idle_mb": idle_mb,
+        "rss_with_long_polls_mb": held_mb,
+        "kb_per_long_poll": round((held_mb - idle_mb) * 1000 / CLIENTS, 1),
+        "connection_errors": errors,
+        "goal": f"RSS <= {GOAL_MB:g} MB with {CLIENTS} open long-polls",
+        "goal_met": held_mb <= GOAL_MB,
+    })
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

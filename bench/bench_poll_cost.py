@@ -1,0 +1,171 @@
+"""Poll cost: requests/s of one API process answering conditional GETs with 304, for 1,000
+distinct clients, next to the floor of Python on this machine (a raw ASGI app answering a fixed
+304 on the same server settings). Goal: the API reaches at least 0.5 of the floor.
+
+Both servers are uvicorn (httptools, uvloop, one worker) in their own processes; wrk drives both
+with the same threads, connections and duration, each run after its own warm-up. The machine is
+shared (2 cores, wrk on them too), so the two are measured in back-to-back pairs and the ratio is
+the median of the pairs' ratios: what else the machine does shifts both sides of a pair alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+from _common import (
+    CONFIG_PATH,
+    ApiProcess,
+    BenchRollout,
+    bounded,
+    client_identity,
+    database,
+    emit,
+    log,
+    raise_fd_limit,
+    require_wrk,
+    seed_config,
+)
+
+from tempoconf.store.store import Store
+
+CLIENTS = 1000
+GOAL_RATIO = 0.5
+THREADS = 2
+CONNECTIONS = 64
+WARMUP_SECONDS = 2
+DURATION_SECONDS = 8
+ROUNDS = 3
+"""Pairs (floor, then API) measured."""
+
+_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
+_NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
+_SOCKET_ERRORS = re.compile(r"Socket errors: (.*)")
+
+
+def poll_target(i: int) -> str:
+    identity = client_identity(i)
+    target = f"/v1/configs/{CONFIG_PATH}?client={identity.client_id}"
+    return target + (f"&channel={identity.channel}" if identity.channel else "")
+
+
+def prepare_store(url: str) -> None:
+    """Stable, plus a live rollout with a canary stage and a 10% stage: each client's answer is
+    a real resolution (channel, then bucket), not the stable shortcut."""
+    store = Store(url)
+    try:
+        seed_config(store)
+        rollout = BenchRollout(store)
+        rollout.begin()
+        rollout.publish(rollout.stage(0, channel="canary"))
+        rollout.publish(rollout.stage(1, percentile=10))
+    finally:
+        store.close()
+
+
+async def fetch_etags(api: ApiProcess) -> list[str]:
+    """Each client's ETag, as its first poll would get it; checks that it earns a 304."""
+    etags: list[str] = []
+    stages: dict[str, int] = {}
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=10) as http:
+        for i in range(CLIENTS):
+            answer = await http.get(poll_target(i))
+            answer.raise_for_status()
+            etags.append(answer.headers["etag"])
+            stage = answer.json()["stage"]
+            stages[stage] = stages.get(stage, 0) + 1
+        check = await http.get(poll_target(0), headers={"If-None-Match": etags[0]})
+        if check.status_code != 304:
+            raise SystemExit(f"a matching If-None-Match got {check.status_code}, not 304")
+    log(f"clients per stage: {stages}")
+    return etags
+
+
+def write_lua(directory: Path, etags: list[str]) -> Path:
+    """A wrk script that cycles through the clients, each with its own If-None-Match."""
+    rows = ",\n".join(
+        f'  {{"{poll_target(i)}", "{etag.replace(chr(34), chr(92) + chr(34))}"}}'
+        for i, etag in enumerate(etags)
+    )
+    script = directory / "polls.lua"
+    script.write_text(
+        f"local clients = {{\n{rows}\n}}\n"
+        "local requests = {}\n"
+        "local n = 0\n"
+        "local i = 0\n"
+        "function init(args)\n"
+        "  for k, c in ipairs(clients) do\n"
+        '    requests[k] = wrk.format("GET", c[1], {["If-None-Match"] = c[2]})\n'
+        "  end\n"
+        "  n = #requests\n"
+        "  i = math.random(n) - 1\n"  # threads start at different clients
+        "end\n"
+        "function request()\n"
+        "  i = i % n + 1\n"
+        "  return requests[i]\n"
+        "end\n"
+    )
+    return script
+
+
+async def run_wrk(wrk: str, url: str, script: Path, seconds: int) -> float:
+    """Requests/s that wrk measured; refuses a run with errors or non-304 answers."""
+    process = await asyncio.create_subprocess_exec(
+        wrk, f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "-s", str(script), url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    output = (await process.communicate())[0].decode()
+    rps = _RPS.search(output)
+    if process.returncode != 0 or rps is None:
+        raise SystemExit(f"wrk failed:\n{output}")
+    for pattern in (_NON_2XX, _SOCKET_ERRORS):
+        if (found := pattern.search(output)) is not None:
+            log(f"wrk reports {found.group(0)}")
+    return float(rps.group(1))
+
+
+async def main() -> None:
+    wrk = require_wrk()
+    raise_fd_limit()
+    with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
+        prepare_store(url)
+        async with bounded(300, "the poll-cost benchmark"), ApiProcess("api", url) as api, ApiProcess("floor") as floor:
+            etags = await fetch_etags(api)
+            script = write_lua(Path(scratch), etags)
+            rounds: list[dict[str, float]] = []
+            for number in range(1, ROUNDS + 1):
+                measured: dict[str, float] = {}
+                for name, server in (("floor", floor), ("api", api)):
+                    await run_wrk(wrk, server.base_url, script, WARMUP_SECONDS)
+                    measured[name] = await run_wrk(wrk, server.base_url, script, DURATION_SECONDS)
+                    log(f"round {number}: {name} {measured[name]:.0f} requests/s")
+                rounds.append(measured)
+            not_modified = await api.metric("tempoconf_api_polls_total",
+                                            lambda labels: 'code="304"' in labels)
+            modified = await api.metric("tempoconf_api_polls_total",
+                                        lambda labels: 'code="200"' in labels)
+    ratio = statistics.median(r["api"] / r["floor"] for r in rounds)
+    emit({
+        "bench": "poll_cost",
+        "clients": CLIENTS,
+        "wrk": {"threads": THREADS, "connections": CONNECTIONS, "duration_s": DURATION_SECONDS,
+                "warmup_s": WARMUP_SECONDS, "rounds": ROUNDS},
+        "api_rps": round(statistics.median(r["api"] for r in rounds)),
+        "floor_rps": round(statistics.median(r["floor"] for r in rounds)),
+        "ratio": round(ratio, 3),
+        "rounds": [{"floor": round(r["floor"]), "api": round(r["api"]),
+                    "ratio": round(r["api"] / r["floor"], 3)} for r in rounds],
+        "api_polls_304": int(not_modified),
+        "api_polls_200": int(modified),
+        "goal": f"ratio >= {GOAL_RATIO}",
+        "goal_met": ratio >= GOAL_RATIO,
+    })
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
