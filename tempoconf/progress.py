@@ -115,7 +115,8 @@ class StageProgress:
     cooldown_seconds: float
     manual: bool
     status: str = "pending"
-    """pending | live | passed (live stages stay live until promotion: stages are cumulative)."""
+    """pending | live (published; the current stage) | passed (its hold and checks passed; it still
+    serves its cohort until promotion, since stages are cumulative) | reverted."""
     published_at: str | None = None
     hold_deadline: str | None = None
     expires_at: str | None = None

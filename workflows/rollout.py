@@ -191,7 +191,6 @@ class ConfigRollout:
             cause = error.cause
             refused = isinstance(cause, ApplicationError) and cause.type in (
                 INVALID_REQUEST_ERROR,
-        NOTIFY_ACTIVITY,
                 ROLLOUT_RUNNING_ERROR,
             )
             if not refused:
@@ -742,7 +741,8 @@ class ConfigRollout:
     def _apply_approve(self, command: OperatorCommand) -> None:
         if self._progress.state == RolloutState.AWAITING_APPROVAL and not self._approved:
             self._approved = True
-            self._note(command.by or "operator", f"approved {self._progress.stage_name}: {command.reason}")
+            why = f": {command.reason}" if command.reason else ""
+            self._note(command.by or "operator", f"approved {self._progress.stage_name}{why}")
         else:
             self._note(command.by or "operator", "approve ignored: nothing is waiting for approval")
 

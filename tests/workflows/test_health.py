@@ -4,6 +4,7 @@ HTTP judge (the rollouts run on the real clock, with short holds)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -109,7 +110,11 @@ async def test_failing_canary_is_reverted_during_the_hold(rollout_harness: Rollo
     # Reverted by an interval check within seconds, not at the end of the one-hour hold.
     assert time.monotonic() - started < 30
     assert result["outcome"] == "reverted"
-    assert "error ratio 0.5 (15 failed of 30 operations, 3 client(s)) exceeds max_error_ratio 0.1" in result["reason"]
+    # An interval check may run while the reports arrive: 2 or 3 clients, the same ratio.
+    assert re.search(
+        r"error ratio 0\.5 \(\d+ failed of \d+ operations, [23] client\(s\)\) exceeds max_error_ratio 0\.1",
+        result["reason"],
+    ), result["reason"]
     assert rollout_harness.store.get_lock(NAMESPACE, path) is None
 
 
