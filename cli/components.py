@@ -63,4 +63,4 @@ def api_command(args: argparse.Namespace) -> int:
             await serve_api(settings, store, host=settings.host, port=settings.api_port)
         return 0
 
-    return run_until_signal(run)
+    return run_until_signal(run, fast_loop=True)
