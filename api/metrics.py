@@ -61,6 +61,8 @@ class ApiMetrics:
         """(namespace, path, stage, status code) → polls answered. Unknown or invalid configs
         count under namespace="" and path="" (their names come from the caller: unbounded)."""
         self.long_polls_waiting = 0
+        self.long_polls_abandoned = 0
+        """Long-polls whose client disconnected before an answer."""
         self.seen_clients_dropped = 0
         """Client identities from polls not recorded as seen (pending limit, or not storable)."""
         self.long_poll_waits = _Histogram(LONG_POLL_BUCKETS)
@@ -113,6 +115,11 @@ class _Collector(Collector):
             "tempoconf_api_long_polls_waiting",
             "Long-polls waiting for a change right now",
             value=metrics.long_polls_waiting,
+        )
+        yield CounterMetricFamily(
+            "tempoconf_api_long_polls_abandoned",
+            "Long-polls whose client disconnected before it was answered",
+            value=metrics.long_polls_abandoned,
         )
         yield CounterMetricFamily(
             "tempoconf_api_seen_clients_dropped",

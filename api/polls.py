@@ -9,7 +9,6 @@ its next lease expiry: one coroutine per request, never a store query.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from datetime import UTC, datetime
@@ -78,7 +77,7 @@ class ConfigPolls:
         started = perf_counter()
         head = scope["method"] == "HEAD"
         try:
-            await self._serve(scope, send, head, started)
+            await self._serve(scope, receive, send, head, started)
         except ApiError as error:
             self._metrics.polls[("", "", "", error.status)] += 1
             await _send_error(send, error, head)
@@ -88,7 +87,7 @@ class ConfigPolls:
             self._metrics.polls[("", "", "", 500)] += 1
             await _send_error(send, ApiError(500, "internal error"), head)
 
-    async def _serve(self, scope: Scope, send: Send, head: bool, started: float) -> None:
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, head: bool, started: float) -> None:
         if_none: bytes | None = None
         authorization: bytes | None = None
         for name, value in scope["headers"]:
@@ -118,7 +117,9 @@ class ConfigPolls:
             # No await since the snapshot was read, so no refresh came in between: this event
             # is set by the first change after that read.
             changed = self._cache.changed_for(query.namespace, query.path)
-            answer, modified = await self._long_poll(query, prepared, answer, header, changed)
+            answer, modified = await self._long_poll(query, prepared, answer, header, changed, receive)
+            if answer is None:
+                return  # the client went away while it waited: nobody to answer
         else:
             self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
         self._metrics.polls[(query.namespace, query.path, answer.stage, 200 if modified else 304)] += 1
@@ -152,13 +153,16 @@ class ConfigPolls:
         answer: PreparedAnswer,
         if_none: str | None,
         changed: asyncio.Event,
-    ) -> tuple[PreparedAnswer, bool]:
-        """Wait until what this client resolves to changes (True) or `wait` runs out (False)."""
+        receive: Receive,
+    ) -> tuple[PreparedAnswer | None, bool]:
+        """Wait until what this client resolves to changes (True) or `wait` runs out (False);
+        (None, False) when the client disconnected first, so its waiter does not linger."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         deadline = began + query.wait
         metrics = self._metrics
         metrics.long_polls_waiting += 1
+        gone = loop.create_task(_disconnected(receive))
         try:
             while True:
                 now = datetime.now(UTC)
@@ -166,9 +170,14 @@ class ConfigPolls:
                 expiry = prepared.next_expiry(now)
                 if expiry is not None:
                     wake = min(wake, loop.time() + (expiry - now).total_seconds() + _LEASE_SLACK)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout_at(wake):
-                        await changed.wait()
+                waiter = loop.create_task(changed.wait())
+                await asyncio.wait(
+                    (waiter, gone), timeout=max(0.0, wake - loop.time()), return_when=asyncio.FIRST_COMPLETED
+                )
+                waiter.cancel()
+                if gone.done():
+                    metrics.long_polls_abandoned += 1
+                    return None, False
                 changed = self._cache.changed_for(query.namespace, query.path)
                 prepared = self._prepared_config(query)
                 answer = _answer(prepared.answer(query, datetime.now(UTC)), query)
@@ -177,6 +186,7 @@ class ConfigPolls:
                 if loop.time() >= deadline or self._closing:
                     return answer, False
         finally:
+            gone.cancel()
             metrics.long_polls_waiting -= 1
             metrics.long_poll_waits.observe(loop.time() - began)
 
@@ -196,6 +206,12 @@ class ConfigPolls:
             # this runs once per change of this config.
             prepared = self._prepared[key] = prepare_config(snapshot)
         return prepared
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns once the client has gone away (a GET's body is empty: the next message is that)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer:

@@ -13,7 +13,7 @@ import pytest
 from api.server import GRACEFUL_SHUTDOWN_SECONDS, ApiServerError, serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import assert_eventually, make_stable, publish, start_rollout
+from tests.api.helpers import assert_eventually, make_stable, publish, sample, start_rollout
 
 PATH = "myproject/server_config"
 
@@ -137,3 +137,32 @@ async def test_long_polls_over_http_wake_on_a_change_and_do_not_hold_up_shutdown
 
     assert released.status_code == 304
     assert took < GRACEFUL_SHUTDOWN_SECONDS  # answered at shutdown, not after its 30 s wait
+
+
+async def test_a_long_poll_whose_client_disconnects_is_dropped_at_once(
+    api_store: Store, settings: Settings
+) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    task, base_url = await start(settings, api_store)
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+            etag = (await http.get(f"/v1/configs/{PATH}", params={"client": "h"})).headers["etag"]
+            parts = urlsplit(base_url)
+            reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+            writer.write(
+                f"GET /v1/configs/{PATH}?client=h&wait=60 HTTP/1.1\r\nHost: x\r\n"
+                f"If-None-Match: {etag}\r\n\r\n".encode()
+            )
+            await writer.drain()
+
+            async def waiting(count: float) -> bool:
+                text = (await http.get("/metrics")).text
+                return sample(text, "tempoconf_api_long_polls_waiting") == count
+
+            await assert_eventually(lambda: waiting(1))
+            writer.close()  # the client goes away without waiting for its answer
+            await assert_eventually(lambda: waiting(0), timeout=5)
+            text = (await http.get("/metrics")).text
+            assert sample(text, "tempoconf_api_long_polls_abandoned_total") == 1
+    finally:
+        await stop(task)
