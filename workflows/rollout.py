@@ -189,6 +189,8 @@ class ConfigRollout:
             )
         except ActivityError as error:
             cause = error.cause
+            if isinstance(cause, CancelledError):
+                raise  # the workflow is being cancelled: run() reverts and ends it as cancelled
             refused = isinstance(cause, ApplicationError) and cause.type in (
                 INVALID_REQUEST_ERROR,
                 ROLLOUT_RUNNING_ERROR,
@@ -330,6 +332,8 @@ class ConfigRollout:
                 summary=f"{'final' if final else 'interval'} health check of {stage.name} ({len(indices)} check(s))",
             )
         except ActivityError as error:
+            if isinstance(error.cause, CancelledError):
+                raise  # the workflow is being cancelled, not the checks failing
             # The checks could not even run (worker lost, say) past their retries: that is a failure.
             reason = f"health checks could not run: {error.cause or error}"
             report = HealthReport(

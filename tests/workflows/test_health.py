@@ -352,3 +352,25 @@ async def test_bypass_skips_the_remaining_checks(rollout_harness: RolloutHarness
     progress = await handle.query("status", result_type=dict)
     assert progress["last_health"] is None  # no check ran
     assert rollout_harness.store.get_stable(NAMESPACE, path).version == NEW_VERSION
+
+
+async def test_cancellation_during_a_health_check_reverts_and_ends_cancelled(
+    rollout_harness: RolloutHarness,
+) -> None:
+    from temporalio.exceptions import CancelledError
+
+    store = rollout_harness.store
+    path = unique_path()
+    stable = await make_stable(rollout_harness, path)
+    with http_judge() as judge:
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}], cooldown="0s")
+        )
+        await wait_for_state(handle, "checking_health", stage_index=0)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    assert isinstance(failure.value.cause, CancelledError)
+    assert store.get_stable(NAMESPACE, path).version == stable
+    assert store.get_rollout(NAMESPACE, path) is None
+    assert any(entry.action == "rollout.cancelled" for entry in store.history(NAMESPACE, path))
