@@ -93,6 +93,19 @@ LEASE_RENEWAL_FRACTION = 0.5
 SYSTEM_ACTOR = "workflow"
 
 
+async def _finish_despite_cancellation(step: asyncio.Future[Any]) -> bool:
+    """Await `step` to its end even if the workflow is cancelled meanwhile (compensation and
+    promotion must not stop halfway); True when a cancellation arrived."""
+    cancelled = False
+    while not step.done():
+        try:
+            await asyncio.shield(step)
+        except asyncio.CancelledError:
+            cancelled = True
+    step.result()  # re-raise the step's own failure, if any
+    return cancelled
+
+
 def _clock(iso: str | None) -> str:
     """`2026-11-29T10:11:12.97+00:00` → `10:11:12 UTC` (the date when it is not today's is noise here)."""
     if not iso:
@@ -159,21 +172,13 @@ class ConfigRollout:
             return await self._revert(stop.outcome, stop.reason, stop.by)
         except ActivityError as error:
             if isinstance(error.cause, CancelledError):
-                await asyncio.shield(
-                    asyncio.ensure_future(
-                        self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
-                    )
-                )
+                await self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
                 raise
             # A step failed past its retries (e.g. the lock was taken over): never leave it half-done.
             return await self._revert(Outcome.REVERTED, f"{error.cause or error}", SYSTEM_ACTOR)
         except asyncio.CancelledError:
             # Cancellation (e.g. from the Web UI): put every client back on stable, then end as cancelled.
-            await asyncio.shield(
-                asyncio.ensure_future(
-                    self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
-                )
-            )
+            await self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
             raise
 
     async def _prepare(self, request: Any) -> RolloutPlan:
@@ -442,13 +447,18 @@ class ConfigRollout:
         )
         self._transition(RolloutState.PROMOTING, by, reason)
         await self._audit_transitions()
-        await workflow.execute_activity(
-            PROMOTE_ACTIVITY,
-            PromoteInput(plan=plan, workflow_id=info.workflow_id, run_id=info.run_id, actor=by, reason=reason),
-            start_to_close_timeout=STORE_WRITE_TIMEOUT,
-            retry_policy=STORE_RETRY,
-            summary=f"promote {plan.version} to stable",
+        promotion = asyncio.ensure_future(
+            workflow.execute_activity(
+                PROMOTE_ACTIVITY,
+                PromoteInput(plan=plan, workflow_id=info.workflow_id, run_id=info.run_id, actor=by, reason=reason),
+                start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                summary=f"promote {plan.version} to stable",
+            )
         )
+        if await _finish_despite_cancellation(promotion):
+            # Too late to cancel: the version is (being made) stable. Say so, and end promoted.
+            self._note("temporal", "cancellation requested while promoting: ignored, the promotion completed")
         self._leases.clear()
         for stage in self._progress.stages:
             if stage.status == "live":
@@ -463,6 +473,14 @@ class ConfigRollout:
         return RolloutResult(outcome=outcome.value, version=plan.version, reason=reason)
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
+        """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
+        client back on stable first), then ends the workflow as cancelled."""
+        revert = asyncio.ensure_future(self._revert_now(outcome, reason, by))
+        if await _finish_despite_cancellation(revert):
+            raise asyncio.CancelledError()
+        return revert.result()
+
+    async def _revert_now(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         info = workflow.info()
         self._progress.reason = reason
         self._transition(RolloutState.REVERTING, by, reason)

@@ -123,10 +123,11 @@ async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness
     stable = await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05}], cooldown="2s")
+            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05}], cooldown="1h")
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await send_reports(api, path, NEW_VERSION, clients=2, ok=90, failed=10)
+        await handle.execute_update("advance")  # the reports are in: end the hold, check
         result = await outcome_of(handle)
         async with httpx.AsyncClient(base_url=api) as http:
             served = (await http.get(f"/v1/configs/{path}", params={"client": "c", "channel": "canary"})).json()
@@ -140,10 +141,11 @@ async def test_healthy_reports_promote(rollout_harness: RolloutHarness) -> None:
     await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 2}], cooldown="2s")
+            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 2}], cooldown="1h")
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await send_reports(api, path, NEW_VERSION, clients=3, ok=100, failed=1)
+        await handle.execute_update("advance")
         result = await outcome_of(handle)
     assert result["outcome"] == "promoted"
     progress = await handle.query("status", result_type=dict)
@@ -160,13 +162,16 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
             canary_request(
                 path,
                 [{"kind": "reports", "max_error_ratio": 0.05, "interval": "500ms", "on_no_data": "fail"}],
-                cooldown="4s",
+                cooldown="1h",
             )
         )
         await wait_for_state(handle, "holding", stage_index=0)
         # Interval checks see no data for a while; only the end of the hold applies the policy.
         await asyncio.sleep(2)
+        progress = await handle.query("status", result_type=dict)
+        assert progress["state"] == "holding" and progress["last_health"]["checks"][0]["verdict"] == "no_data"
         await send_reports(api, path, NEW_VERSION, clients=1, ok=50, failed=0)
+        await handle.execute_update("advance")
         result = await outcome_of(handle)
     assert result["outcome"] == "promoted", result
 
@@ -181,11 +186,12 @@ async def test_too_few_reporters_is_no_data_judged_by_policy(
         handle = await rollout_harness.start(
             canary_request(
                 path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 3, "on_no_data": policy}],
-                cooldown="2s",
+                cooldown="1h",
             )
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await send_reports(api, path, NEW_VERSION, clients=1, ok=10, failed=0)
+        await handle.execute_update("advance")
         result = await outcome_of(handle)
     assert result["outcome"] == outcome
     if outcome == "reverted":
@@ -198,11 +204,12 @@ async def test_baseline_comparison(rollout_harness: RolloutHarness, cohort_faile
     stable = await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="2s")
+            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h")
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await send_reports(api, path, stable, clients=4, ok=90, failed=10, prefix="stable")  # baseline 0.1
         await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - cohort_failed, failed=cohort_failed)
+        await handle.execute_update("advance")
         result = await outcome_of(handle)
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
@@ -236,12 +243,13 @@ async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tm
                 canary_request(
                     path,
                     [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1}],
-                    cooldown="6s",
+                    cooldown="1h",
                 )
             )
             await wait_for_state(handle, "holding", stage_index=0)
             await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - failed, failed=failed)
             await _wait_for_scrape(prometheus.url, path)
+            await handle.execute_update("advance")
             result = await outcome_of(handle)
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
