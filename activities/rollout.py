@@ -15,7 +15,6 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempoconf.canonical import version_id
 from tempoconf.messages import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
@@ -36,11 +35,10 @@ from tempoconf.messages import (
 )
 from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import PublishedStage, VersionRecord
-from tempoconf.schema_validation import value_problems
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
+from tempoconf.validation import validate_rollout
 
 __all__ = ["RolloutActivities"]
 
@@ -75,32 +73,15 @@ class RolloutActivities:
         """Validate everything first (nothing is written for a bad request), then store the version
         and take the config's lock."""
         try:
-            request = parse_rollout_request(input.request)
+            validated = await asyncio.to_thread(validate_rollout, input.request, self._store)
         except InvalidRequestError as error:
             raise _invalid(error.problems) from None
-        schema = await asyncio.to_thread(self._store.get_schema, request.namespace, request.path)
-        existing: VersionRecord | None = None
-        if request.version is not None:
-            # A rollback: the value comes from a version the config already has.
-            existing = await asyncio.to_thread(
-                self._store.get_version, request.namespace, request.path, request.version
-            )
-            if existing is None:
-                raise _invalid(
-                    [
-                        Problem(
-                            "/version",
-                            f"config {request.namespace}/{request.path} has no version {request.version} "
-                            "(`tempoconf versions PATH` lists them)",
-                        )
-                    ]
-                )
-        value = existing.value if existing is not None else request.value
-        if schema is not None:
-            problems = value_problems(schema, value)
-            if problems:
-                raise _invalid(problems)
-        version = existing.version if existing is not None else version_id(value)
+        request, version, value, existing = (
+            validated.request,
+            validated.version,
+            validated.value,
+            validated.existing,
+        )
         await self._take_lock(request.namespace, request.path, input, version)
         if existing is None:
             record = VersionRecord(

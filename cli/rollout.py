@@ -30,12 +30,12 @@ from cli._common import (
 )
 from cli.schema import check_config_name
 from tempoconf.canonical import version_id
-from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import RolloutRequest, parse_rollout_request
-from tempoconf.schema_validation import value_problems
+from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+from tempoconf.validation import validate_rollout
 
 __all__ = [
     "request_problems",
@@ -52,36 +52,12 @@ SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
 
 # -- start -------------------------------------------------------------------------------------
 def request_problems(raw: Any, store: Any) -> tuple[RolloutRequest | None, list[Problem]]:
-    """Every problem of a raw request: its fields, and its value (new, or the rollback's stored
-    one) against the config's schema, as the workflow's prepare step would find them."""
-    problems: list[Problem] = []
-    request: RolloutRequest | None = None
+    """Every problem of a raw request, exactly as the workflow's prepare step finds them
+    (tempoconf.validation: its fields, and its value or the rollback's against the schema)."""
     try:
-        request = parse_rollout_request(raw)
+        return validate_rollout(raw, store).request, []
     except InvalidRequestError as error:
-        problems.extend(error.problems)
-    if isinstance(raw, dict):
-        # Even when other fields are wrong, say what the schema thinks of the value: one pass fixes all.
-        namespace = raw.get("namespace", DEFAULT_NAMESPACE)
-        path = raw.get("path")
-        if namespace_problem(namespace) is None and path_problem(path) is None:
-            schema = store.get_schema(namespace, path)
-            value: Any = raw.get("value")
-            if "version" in raw and "value" not in raw and isinstance(raw["version"], str):
-                record = store.get_version(namespace, path, raw["version"])
-                if record is None:
-                    problems.append(
-                        Problem(
-                            "/version",
-                            f"config {namespace}/{path} has no version {raw['version']} "
-                            f"(`tempoconf versions {_path_args(namespace, path)}` lists them)",
-                        )
-                    )
-                value = record.value if record is not None else None
-                schema = schema if record is not None else None
-            if schema is not None and ("value" in raw or "version" in raw):
-                problems.extend(value_problems(schema, value))
-    return (request if not problems else None), problems
+        return None, error.problems
 
 
 def rollout_version(request: RolloutRequest) -> str:

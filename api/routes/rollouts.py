@@ -27,16 +27,13 @@ from api.deps import config_name, settings_of, store_of, temporal_of
 from api.errors import ApiError
 from api.routing import CONFIG_PATH, Endpoint, route
 from api.temporal_client import rpc_errors, temporal_unavailable
-from tempoconf.canonical import version_id
-from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
-from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import RolloutRequest, parse_rollout_request
-from tempoconf.schema_validation import value_problems
+from tempoconf.problems import InvalidRequestError
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+from tempoconf.validation import validate_rollout
 
-__all__ = ["RPC_TIMEOUT", "SIGNALS", "CommandBody", "request_problems", "routes"]
+__all__ = ["RPC_TIMEOUT", "SIGNALS", "CommandBody", "routes"]
 
 SIGNALS = ("halt", "bypass", "advance", "pause", "resume", "approve")
 RPC_TIMEOUT = timedelta(seconds=15)
@@ -54,34 +51,17 @@ class CommandBody(BaseModel):
     by: str = Field(default="", max_length=200)
 
 
-def request_problems(raw: Any, store: Store) -> tuple[RolloutRequest | None, list[Problem]]:
-    """Every problem of a raw rollout request, its value checked against the config's schema."""
-    problems: list[Problem] = []
-    request: RolloutRequest | None = None
-    try:
-        request = parse_rollout_request(raw)
-    except InvalidRequestError as error:
-        problems.extend(error.problems)
-    if isinstance(raw, dict) and "value" in raw:
-        # Even when other fields are wrong, say what the schema thinks of the value.
-        namespace = raw.get("namespace", DEFAULT_NAMESPACE)
-        path = raw.get("path")
-        if namespace_problem(namespace) is None and path_problem(path) is None:
-            schema = store.get_schema(namespace, path)
-            if schema is not None:
-                problems.extend(value_problems(schema, raw["value"]))
-    return (request if not problems else None), problems
-
-
 # -- start --------------------------------------------------------------------------------------
 async def start_rollout(request: Request) -> JSONResponse:
     require_admin(request)
     workflow_id = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
     store = store_of(request)
-    parsed, problems = await asyncio.to_thread(request_problems, raw, store)
-    if problems or parsed is None:
-        raise invalid("rollout request", problems)
+    try:
+        validated = await asyncio.to_thread(validate_rollout, raw, store)
+    except InvalidRequestError as error:
+        raise invalid("rollout request", error.problems) from None
+    parsed = validated.request
     namespace, path = parsed.namespace, parsed.path
     workflow_id = workflow_id or rollout_workflow_id(namespace, path)
     connector = temporal_of(request)
@@ -94,8 +74,8 @@ async def start_rollout(request: Request) -> JSONResponse:
             f"workflow {lock.workflow_id!r} (run {lock.run_id}) of version {lock.version}; "
             "halt or bypass it first",
         )
-    version = version_id(parsed.value)
-    stages = [stage.display_name for stage in parsed.stages]
+    version = validated.version
+    stages = [stage.display_name for stage in parsed.all_stages]
     try:
         with rpc_errors(connector.where):
             handle = await client.start_workflow(

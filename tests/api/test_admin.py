@@ -212,6 +212,23 @@ async def test_bypass_promotes_now(rollout_harness: RolloutHarness, admin: httpx
     assert rollout_harness.store.get_stable("default", path).version == version_id(NEW_VALUE)
 
 
+async def test_a_rollback_through_strategy_stages_reports_its_version_and_stages(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
+    path = unique_path()
+    first = make_stable(rollout_harness.store, path, STABLE_VALUE)
+    request = {"path": path, "version": first.version, "stages": [{"channel": "canary"}],
+               "strategy": {"linear": {"step": 50, "every": "1h"}}}
+
+    started = await admin.post("/v1/admin/rollouts", json=request)
+
+    assert started.status_code == 202, started.text
+    assert started.json()["version"] == first.version
+    assert started.json()["stages"] == ["channel:canary", "50%", "100%"]
+    bypassed = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "done"})
+    assert bypassed.status_code == 200, bypassed.text
+
+
 async def test_invalid_rollout_requests_list_every_problem_and_start_nothing(
     rollout_harness: RolloutHarness, admin: httpx.AsyncClient
 ) -> None:
