@@ -102,3 +102,36 @@ async def test_webhooks_are_called_once_per_state_change_and_a_failing_one_chang
     assert len({body["id"] for body in receiver.received}) == 4
     assert {body["version"] for body in receiver.received} == {version_id(NEW_VALUE)}
     assert all(body["path"] == path for body in receiver.received)
+
+
+async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted_ones(
+    rollout_harness: RolloutHarness,
+) -> None:
+    from tests.fixtures.temporal import assert_eventually
+
+    client = rollout_harness.realtime_client
+    waiting_path, halted_path = unique_path(), unique_path()
+    await make_stable(rollout_harness, waiting_path)
+    await make_stable(rollout_harness, halted_path)
+    waiting = await rollout_harness.start(
+        example_request(waiting_path, stages=[{"channel": "canary", "cooldown": "0s", "manual": True}])
+    )
+    halted = await rollout_harness.start(example_request(halted_path))
+    await wait_for_state(waiting, "awaiting_approval", stage_index=0)
+    await wait_for_state(halted, "holding", stage_index=0)
+    await halted.execute_update("halt", {"reason": "bad idea"})
+    await halted.result()
+
+    async def ids(query: str) -> set[str]:
+        return {execution.id async for execution in client.list_workflows(query)}
+
+    async def found() -> bool:
+        awaiting = await ids('TempoconfState="awaiting_approval"')
+        done = await ids('TempoconfState="halted"')
+        return waiting.id in awaiting and halted.id not in awaiting and halted.id in done
+
+    await assert_eventually(found)
+    of_halted_path = await ids(f'TempoconfPath="{halted_path}"')
+    assert halted.id in of_halted_path and waiting.id not in of_halted_path
+    await waiting.execute_update("approve")
+    assert (await waiting.result())["outcome"] == "promoted"
