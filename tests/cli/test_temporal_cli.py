@@ -40,10 +40,18 @@ def client_in(path: str, low: int, high: int) -> str:
     return next(f"host-{n}" for n in itertools.count() if low <= bucket(path, f"host-{n}") < high)
 
 
-def served(dev: RunningDev, path: str, client: str, channel: str | None = None) -> tuple[str, str]:
+def served(dev: RunningDev, path: str, client: str, channel: str | None = None,
+           *, expect: tuple[str, str] | None = None) -> tuple[str, str]:
+    """(version, stage) the API serves this client; with `expect`, wait up to 5 s for it (the API
+    follows the store within its refresh interval, so right after a change it may lag briefly)."""
     params = {"client": client, **({"channel": channel} if channel else {})}
-    body = httpx.get(f"{dev.api_url}/v1/configs/{path}", params=params, timeout=10).json()
-    return body["version"], body["stage"]
+    deadline = time.monotonic() + 5
+    while True:
+        body = httpx.get(f"{dev.api_url}/v1/configs/{path}", params=params, timeout=10).json()
+        answer = (body["version"], body["stage"])
+        if expect is None or answer == expect or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.05)
 
 
 def wait_for(dev: RunningDev, workflow_id: str, state: str, stage_index: int) -> dict[str, Any]:
@@ -88,19 +96,19 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
                                      client_in(path, 1000, 5000), client_in(path, 5000, 10000))
 
     wait_for(dev, workflow_id, "holding", 0)
-    assert served(dev, path, canary, "canary") == (new, "channel:canary")
-    assert served(dev, path, in_10) == (stable, "stable")
+    assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (new, "channel:canary")
+    assert served(dev, path, in_10, expect=(stable, "stable")) == (stable, "stable")
     temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
 
     wait_for(dev, workflow_id, "holding", 1)
-    assert served(dev, path, in_10) == (new, "10%")
-    assert served(dev, path, in_50) == (stable, "stable")
+    assert served(dev, path, in_10, expect=(new, "10%")) == (new, "10%")
+    assert served(dev, path, in_50, expect=(stable, "stable")) == (stable, "stable")
     temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
 
     wait_for(dev, workflow_id, "holding", 2)
-    assert served(dev, path, in_50) == (new, "50%")
-    assert served(dev, path, outside) == (stable, "stable")
-    assert served(dev, path, canary, "canary") == (new, "channel:canary")
+    assert served(dev, path, in_50, expect=(new, "50%")) == (new, "50%")
+    assert served(dev, path, outside, expect=(stable, "stable")) == (stable, "stable")
+    assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (new, "channel:canary")
 
     listed = temporal(dev, "workflow", "list", "-q", f'TempoconfPath="{path}" AND TempoconfState="holding"')
     assert workflow_id in listed.stdout
@@ -109,7 +117,7 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     result = result_of(dev, workflow_id)
     assert result == {"outcome": "halted", "version": new, "reason": "error rate up"}
     for client, channel in ((canary, "canary"), (in_10, None), (in_50, None), (outside, None)):
-        assert served(dev, path, client, channel) == (stable, "stable")
+        assert served(dev, path, client, channel, expect=(stable, "stable")) == (stable, "stable")
 
 
 def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
@@ -122,7 +130,7 @@ def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
     assert result_of(dev, workflow_id) == {
         "outcome": "promoted", "version": version_id(NEW), "reason": "every stage passed its hold and checks"
     }
-    assert served(dev, path, "anyone") == (version_id(NEW), "stable")
+    assert served(dev, path, "anyone", expect=(version_id(NEW), "stable")) == (version_id(NEW), "stable")
     described = json.loads(temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json").stdout)
     info = described["workflowExecutionInfo"]
     assert info["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from tempoconf.canonical import version_id
 from tests.fixtures.services import free_port, http_judge, live_api, prometheus_server
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, assert_eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
     NEW_VALUE,
@@ -130,10 +130,16 @@ async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness
         await handle.execute_update("advance")  # the reports are in: end the hold, check
         result = await outcome_of(handle)
         async with httpx.AsyncClient(base_url=api) as http:
-            served = (await http.get(f"/v1/configs/{path}", params={"client": "c", "channel": "canary"})).json()
+
+            async def canary_back_on_stable() -> bool:
+                # The API follows the store within its refresh interval (50 ms on SQLite).
+                params = {"client": "c", "channel": "canary"}
+                served = (await http.get(f"/v1/configs/{path}", params=params)).json()
+                return bool(served["version"] == stable and served["stage"] == "stable")
+
+            await assert_eventually(canary_back_on_stable, timeout=5)
     assert result["outcome"] == "reverted"
     assert "exceeds max_error_ratio 0.05" in result["reason"]
-    assert served["version"] == stable and served["stage"] == "stable"
 
 
 async def test_healthy_reports_promote(rollout_harness: RolloutHarness) -> None:
