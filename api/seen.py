@@ -32,6 +32,12 @@ SEEN_CLIENT_RETENTION = timedelta(days=7)
 """Clients not seen for this long are forgotten."""
 MAX_CLIENT_ID_LENGTH = 255
 """Longest client id the store keeps (a poll's `client` parameter is not limited)."""
+REWRITE_AFTER = timedelta(seconds=60)
+"""A client whose identity and version have not changed is written again only this often: its
+last_seen then lags by at most this much, and a steady fleet costs the store a row a minute per
+client instead of one per flush."""
+WRITTEN_KEPT = 200_000
+"""Clients remembered as written; past that the memory is dropped (and everyone written again)."""
 WRITE_CHUNK = 500
 """Clients per store call: short transactions, so SQLite's one write lock is never held long
 enough to make the worker's stage publish wait out its busy timeout."""
@@ -59,15 +65,45 @@ def seen_batches(
     return {config: list(clients.values()) for config, clients in configs.items()}, unstorable
 
 
-async def flush_seen_clients(polls: ConfigPolls, store: Store, metrics: ApiMetrics) -> int:
+WrittenClients = dict[tuple[str, str, str], tuple[object, datetime]]
+"""(namespace, path, client) → (what was written: channel, labels, version; when)."""
+
+
+async def flush_seen_clients(
+    polls: ConfigPolls, store: Store, metrics: ApiMetrics, written: WrittenClients | None = None
+) -> int:
     """Write the clients seen since the last flush; returns how many were written. A config whose
-    write fails is logged and skipped (its clients poll again and are seen at the next flush)."""
+    write fails is logged and skipped (its clients poll again and are seen at the next flush).
+
+    With `written` (kept across flushes by the caller), a client unchanged since it was written
+    less than REWRITE_AFTER ago is skipped."""
     pending = polls.take_seen()  # swapped first: polls go on recording into a fresh dict
     if not pending:
         return 0
-    batches, unstorable = seen_batches(pending, store.now())
+    now = store.now()
+    batches, unstorable = seen_batches(pending, now)
     metrics.seen_clients_dropped += unstorable
+    if written is not None:
+        batches = _changed_or_due(batches, written, now)
     return await asyncio.to_thread(_write, store, batches)
+
+
+def _changed_or_due(
+    batches: dict[tuple[str, str], list[SeenClient]], written: WrittenClients, now: datetime
+) -> dict[tuple[str, str], list[SeenClient]]:
+    if len(written) > WRITTEN_KEPT:
+        written.clear()
+    kept: dict[tuple[str, str], list[SeenClient]] = {}
+    for (namespace, path), clients in batches.items():
+        for seen in clients:
+            key = (namespace, path, seen.client)
+            identity = (seen.channel, tuple(sorted(seen.labels.items())), seen.last_version)
+            before = written.get(key)
+            if before is not None and before[0] == identity and now - before[1] < REWRITE_AFTER:
+                continue
+            written[key] = (identity, now)
+            kept.setdefault((namespace, path), []).append(seen)
+    return kept
 
 
 def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> int:
@@ -93,10 +129,11 @@ async def record_seen_clients(
     """Flush every `interval` seconds until `stop` is set, then once more.
 
     Stopped by an event, not by cancellation: a flush cut off mid-write would lose its batch."""
+    written: WrittenClients = {}
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
         try:
-            await flush_seen_clients(polls, store, metrics)
+            await flush_seen_clients(polls, store, metrics, written)
         except Exception:  # a bug, not the store (handled per config): log it, keep the loop
             logger.exception("cannot flush the clients seen polling")

@@ -224,3 +224,18 @@ async def test_a_store_error_is_logged_and_the_other_configs_are_written(
         store.close()
 
 
+
+
+async def test_an_unchanged_client_is_not_rewritten_within_a_minute_but_a_changed_one_is(
+    app: Starlette, api_store: Store, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    written: dict = {}
+    polls = app.state.config_polls
+    await poll_all(app, client)
+    assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 2
+    await poll_all(app, client)
+    assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 0  # nothing new
+    await poll_all(app, client, ["client=host-1&channel=beta"])  # host-1 changed its channel
+    assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 1
+    assert {seen.client: seen.channel for seen in recent(api_store)}["host-1"] == "beta"
