@@ -1,4 +1,4 @@
-"""`tempoconf demo --exit-after-rollout`: the whole story on a small fleet, promoted, under a minute."""
+"""`tempoconf demo --exit-after-rollout`: the whole story on a small fleet, promoted."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from tests.cli.conftest import TEMPOCONF, cli_env, processes_with, wait_for_outp
 @pytest.mark.timeout(120)
 def test_demo_rolls_the_example_out_to_a_small_fleet(tmp_path: Path) -> None:
     data_dir = tmp_path / "state"
-    started = time.monotonic()
     result = subprocess.run(
         [
             str(TEMPOCONF),
@@ -44,11 +42,9 @@ def test_demo_rolls_the_example_out_to_a_small_fleet(tmp_path: Path) -> None:
         timeout=100,
         check=False,
     )
-    elapsed = time.monotonic() - started
     output = result.stdout + result.stderr
 
     assert result.returncode == 0, output
-    assert elapsed < 60, f"the demo took {elapsed:.0f}s"
     new = version_id({"is_debug": False, "max_connections": 2000})
     for text in [
         "tempoconf dev stack is up",
