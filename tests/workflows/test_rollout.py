@@ -300,13 +300,16 @@ async def test_leases_stay_live_through_a_hold_longer_than_the_expiration(
         example_request(path, stages=[{"channel": "canary", "cooldown": "11s", "expiration": "5s"}])
     )
     await wait_for_state(handle, "holding", stage_index=0)
+    first_seen = time.monotonic()
     observed = []
     while (await status(handle))["state"] == "holding":
         observed.append(served(store, path, "c1", channel="canary"))
         await asyncio.sleep(0.1)
+    watched = time.monotonic() - first_seen
     # Server timers have about one second of granularity: a 5 s lease renewed every 2.5 s
-    # stays live through an 11 s hold, which without renewal would lapse after 5 s.
-    assert len(observed) > 70
+    # stays live through an 11 s hold, which without renewal would lapse after 5 s. What counts
+    # is that the watch outlasted the lease, not how many reads a loaded machine managed.
+    assert watched > 8, watched
     assert all(version == new for version, _ in observed), observed
     assert (await handle.result())["outcome"] == "promoted"
 
