@@ -172,7 +172,15 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
             )
         )
         await wait_for_state(handle, "holding", stage_index=0)
-        # Interval checks see no data for a while; only the end of the hold applies the policy.
+
+        async def an_interval_check_saw_no_data() -> bool:
+            health = (await handle.query("status", result_type=dict))["last_health"]
+            return health is not None and health["checks"][0]["verdict"] == "no_data"
+
+        # Interval checks see no data, 500 ms apart, and the hold goes on; only its end applies
+        # the policy. Wait for the first check (a loaded worker may take longer than 2 s), then
+        # let a few more run.
+        await assert_eventually(an_interval_check_saw_no_data, timeout=10)
         await asyncio.sleep(2)
         progress = await handle.query("status", result_type=dict)
         assert progress["state"] == "holding" and progress["last_health"]["checks"][0]["verdict"] == "no_data"
