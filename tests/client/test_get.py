@@ -130,15 +130,10 @@ def test_client_token(sqlite_store: Store, tmp_path: Path) -> None:
         try:
             wait_until(lambda: _served(right))  # the API's snapshot poll has the write
             assert right.get().version == stable.version
-            try:
-                anonymous.get()
-            except ConfigRequestError as exc:
-                assert exc.status == 401
-            else:
-                pytest.xfail("this API does not require TEMPOCONF_CLIENT_TOKEN yet")
-            with pytest.raises(ConfigRequestError) as caught:
-                wrong.get()
-            assert caught.value.status == 401
+            for refused in (anonymous, wrong):
+                with pytest.raises(ConfigRequestError) as caught:
+                    refused.get()
+                assert caught.value.status == 401
         finally:
             for client in (anonymous, wrong, right):
                 client.close()
