@@ -13,7 +13,7 @@ from types import TracebackType
 import httpx
 from prometheus_client import CollectorRegistry
 
-from tempoconf.client._common import build_state
+from tempoconf.client._common import StateReads, build_state
 from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
 from tempoconf.client._model import ConfigClientError, ConfigValue
 
@@ -80,7 +80,7 @@ async def watch_loop(
             await deliver(changed)
 
 
-class AsyncConfigClient:
+class AsyncConfigClient(StateReads):
     """One config for one client identity, for asyncio programs.
 
     `await get()` reads once; `async with client:` (or `start()` / `aclose()`) runs a watch task
@@ -120,31 +120,6 @@ class AsyncConfigClient:
         self._attempted = asyncio.Event()
 
     # -- reading -------------------------------------------------------------------------------
-    @property
-    def registry(self) -> CollectorRegistry:
-        """The registry holding `tempoconf_agent_config_version` (see the package docstring)."""
-        return self._state.registry
-
-    @property
-    def client_id(self) -> str:
-        """The id this client polls as (it decides its percentile bucket)."""
-        return self._state.options.client_id
-
-    @property
-    def last_error(self) -> ConfigClientError | None:
-        """The error of the last failed request; None once one succeeds."""
-        return self._state.last_error
-
-    @property
-    def current(self) -> ConfigValue | None:
-        """The value in use now (no request), or None before any is known."""
-        return self._state.current()
-
-    @property
-    def pending(self) -> ConfigValue | None:
-        """The value the API serves that the hold rule keeps back, if any."""
-        return self._state.pending
-
     async def get(self) -> ConfigValue:
         """The value to use: from the API, else the last good value (`source == "cache"`).
 

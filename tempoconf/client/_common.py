@@ -1,4 +1,5 @@
-"""Construction both flavours share: options, cache, gauge and backoff from keyword arguments."""
+"""What both flavours share: construction (options, cache, gauge and backoff from keyword
+arguments) and the read-only properties over the state."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from tempoconf.client._backoff import Backoff
 from tempoconf.client._cache import DiskCache, identity_key
 from tempoconf.client._core import ClientOptions, WatchState
 from tempoconf.client._metrics import VersionGauge
+from tempoconf.client._model import ConfigClientError, ConfigValue
 
-__all__ = ["build_state"]
+__all__ = ["StateReads", "build_state"]
 
 
 def build_state(
@@ -59,3 +61,34 @@ def build_state(
     return WatchState(
         options, cache=cache, gauge=gauge, backoff=Backoff(base=backoff_base, cap=backoff_cap)
     )
+
+
+class StateReads:
+    """The reads both clients answer from their state alone, without a request."""
+
+    _state: WatchState
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry holding `tempoconf_agent_config_version` (see the package docstring)."""
+        return self._state.registry
+
+    @property
+    def client_id(self) -> str:
+        """The id this client polls as (it decides its percentile bucket)."""
+        return self._state.options.client_id
+
+    @property
+    def last_error(self) -> ConfigClientError | None:
+        """The error of the last failed request; None once one succeeds."""
+        return self._state.last_error
+
+    @property
+    def current(self) -> ConfigValue | None:
+        """The value in use now (no request), or None before any is known."""
+        return self._state.current()
+
+    @property
+    def pending(self) -> ConfigValue | None:
+        """The value the API serves that the hold rule keeps back, if any."""
+        return self._state.pending
