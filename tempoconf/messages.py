@@ -29,7 +29,6 @@ __all__ = [
     "RenewLeasesInput",
     "RenewLeasesResult",
     "RevertInput",
-    "RolloutPlan",
 ]
 
 

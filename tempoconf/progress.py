@@ -11,7 +11,6 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
-    "ACTIVE_STATES",
     "CheckResult",
     "FINAL_STATES",
     "HealthReport",
@@ -60,7 +59,6 @@ FINAL_STATES = frozenset(
         RolloutState.FAILED,
     }
 )
-ACTIVE_STATES = frozenset(set(RolloutState) - FINAL_STATES)
 WAITING_STATES = frozenset(
     {RolloutState.HOLDING, RolloutState.CHECKING_HEALTH, RolloutState.AWAITING_APPROVAL}
 )

@@ -149,7 +149,6 @@ class ConfigRollout:
         self._bypass: OperatorCommand | None = None
         self._advance_requested = False
         self._approved = False
-        self._wakeup = False
         self._failures: dict[int, int] = {}
         self._notifications: list[asyncio.Future[Any]] = []
         self._search_attributes: dict[str, str] = {}
@@ -392,25 +391,22 @@ class ConfigRollout:
         while True:
             self._raise_if_halted()
             await self._audit_transitions()
-            if done() or (deadline is not None and workflow.now() >= deadline):
+            now = workflow.now()
+            if done() or (deadline is not None and now >= deadline):
                 return
-            wake_at = [moment for moment in (deadline, self._next_lease_renewal()) if moment is not None]
-            timeout = (min(wake_at) - workflow.now()) if wake_at else None
-            if timeout is not None and timeout <= timedelta(0):
-                timeout = None
-            self._wakeup = False
-            if timeout is not None or not wake_at:
-                try:
-                    await workflow.wait_condition(
-                        lambda: self._halt is not None or self._wakeup or done(),
-                        timeout=timeout,
-                        timeout_summary=summary,
-                    )
-                except TimeoutError:
-                    pass
             renewal = self._next_lease_renewal()
-            if renewal is not None and workflow.now() >= renewal:
+            if renewal is not None and now >= renewal:
                 await self._renew_leases()
+                continue
+            wake_at = min((moment for moment in (deadline, renewal) if moment is not None), default=None)
+            try:
+                await workflow.wait_condition(
+                    lambda: self._halt is not None or done(),
+                    timeout=None if wake_at is None else wake_at - now,
+                    timeout_summary=summary,
+                )
+            except TimeoutError:
+                pass
 
     def _next_lease_renewal(self) -> datetime | None:
         if not self._leases or self._leases_renewed_at is None:
@@ -757,7 +753,6 @@ class ConfigRollout:
     def _apply_resume(self, command: OperatorCommand) -> None:
         if self._progress.pause_reasons:
             self._progress.pause_reasons.clear()
-            self._wakeup = True
             self._note(command.by or "operator", f"resume: {command.reason or 'no reason given'}")
 
     def _apply_approve(self, command: OperatorCommand) -> None:
