@@ -109,16 +109,12 @@ class HealthCheckActivities:
         plan = input.plan
         since = datetime.now(UTC) - spec.window
         try:
-            cohort = await asyncio.to_thread(
-                lambda: self._store.report_stats(plan.namespace, plan.path, plan.version, since=since)
-            )
+            stats = self._store.report_stats
+            where = (plan.namespace, plan.path, plan.version)
+            cohort = await asyncio.to_thread(stats, *where, since=since)
             baseline = None
             if spec.max_baseline_factor is not None:
-                baseline = await asyncio.to_thread(
-                    lambda: self._store.report_stats(
-                        plan.namespace, plan.path, plan.version, since=since, exclude_version=True
-                    )
-                )
+                baseline = await asyncio.to_thread(stats, *where, since=since, exclude_version=True)
         except Exception as error:  # the store is the source here: any failure to read it is "unreachable"
             raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
         return judge_reports(spec, cohort, baseline)

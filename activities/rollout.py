@@ -45,6 +45,11 @@ __all__ = ["RolloutActivities"]
 LOCK_LOST_ERROR = "RolloutLockLost"
 
 
+def _lock_lost(error: LockHeldError) -> ApplicationError:
+    # Another run owns the config now: writing would overwrite its work. Retrying can't help.
+    return ApplicationError(f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True)
+
+
 def _invalid(problems: list[Problem]) -> ApplicationError:
     error = InvalidRequestError(problems)
     return ApplicationError(
@@ -97,16 +102,15 @@ class RolloutActivities:
             f"rollback to {version}" if existing is not None else f"rollout of {version} started"
         )
         await asyncio.to_thread(
-            lambda: self._store.begin_rollout(
-                request.namespace,
-                request.path,
-                workflow_id=input.workflow_id,
-                run_id=input.run_id,
-                version=version,
-                actor=request.author or "workflow",
-                reason=reason,
-                event_key=f"{input.run_id}:begin",
-            )
+            self._store.begin_rollout,
+            request.namespace,
+            request.path,
+            workflow_id=input.workflow_id,
+            run_id=input.run_id,
+            version=version,
+            actor=request.author or "workflow",
+            reason=reason,
+            event_key=f"{input.run_id}:begin",
         )
         return plan_from_request(request, version)
 
@@ -131,16 +135,15 @@ class RolloutActivities:
             activity.logger.warning("reclaiming the lock of %s/%s from ended run %s", namespace, path, holder.run_id)
             await asyncio.to_thread(acquire, holder.run_id)
             await asyncio.to_thread(
-                lambda: self._store.record_event(
-                    namespace,
-                    path,
-                    action="lock.reclaimed",
-                    actor="workflow",
-                    reason=f"the holder {holder.workflow_id} (run {holder.run_id}) is no longer running",
-                    version=version,
-                    workflow_id=input.workflow_id,
-                    event_key=f"{input.run_id}:reclaim",
-                )
+                self._store.record_event,
+                namespace,
+                path,
+                action="lock.reclaimed",
+                actor="workflow",
+                reason=f"the holder {holder.workflow_id} (run {holder.run_id}) is no longer running",
+                version=version,
+                workflow_id=input.workflow_id,
+                event_key=f"{input.run_id}:reclaim",
             )
 
     async def _is_running(self, holder: LockRecord) -> bool:
@@ -168,17 +171,16 @@ class RolloutActivities:
         )
         try:
             await asyncio.to_thread(
-                lambda: self._store.publish_stage(
-                    input.plan.namespace,
-                    input.plan.path,
-                    run_id=input.run_id,
-                    stage=published,
-                    actor=input.actor,
-                    event_key=f"{input.run_id}:publish:{stage.index}",
-                )
+                self._store.publish_stage,
+                input.plan.namespace,
+                input.plan.path,
+                run_id=input.run_id,
+                stage=published,
+                actor=input.actor,
+                event_key=f"{input.run_id}:publish:{stage.index}",
             )
         except LockHeldError as error:
-            raise ApplicationError(f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True) from None
+            raise _lock_lost(error) from None
         return PublishStageResult(expires_at=expires_at.isoformat(), published_at=now.isoformat())
 
     @activity.defn(name=RENEW_LEASES_ACTIVITY)
@@ -189,7 +191,7 @@ class RolloutActivities:
             for index, seconds in input.expirations.items()
         ]
         await asyncio.to_thread(
-            lambda: self._store.renew_leases(input.namespace, input.path, run_id=input.run_id, leases=leases)
+            self._store.renew_leases, input.namespace, input.path, run_id=input.run_id, leases=leases
         )
         return RenewLeasesResult(expires_at={lease.index: lease.expires_at.isoformat() for lease in leases})
 
@@ -216,32 +218,29 @@ class RolloutActivities:
     async def promote_version(self, input: PromoteInput) -> None:
         try:
             await asyncio.to_thread(
-                lambda: self._store.promote(
-                    input.plan.namespace,
-                    input.plan.path,
-                    run_id=input.run_id,
-                    workflow_id=input.workflow_id,
-                    version=input.plan.version,
-                    actor=input.actor,
-                    reason=input.reason,
-                    event_key=f"{input.run_id}:promote",
-                )
+                self._store.promote,
+                input.plan.namespace,
+                input.plan.path,
+                run_id=input.run_id,
+                workflow_id=input.workflow_id,
+                version=input.plan.version,
+                actor=input.actor,
+                reason=input.reason,
+                event_key=f"{input.run_id}:promote",
             )
         except LockHeldError as error:
-            # Another run owns the config now: promoting would overwrite its work. Retrying can't help.
-            raise ApplicationError(f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True) from None
+            raise _lock_lost(error) from None
 
     @activity.defn(name=REVERT_ACTIVITY)
     async def revert_rollout(self, input: RevertInput) -> None:
         await asyncio.to_thread(
-            lambda: self._store.revert(
-                input.namespace,
-                input.path,
-                run_id=input.run_id,
-                workflow_id=input.workflow_id,
-                actor=input.actor,
-                reason=input.reason,
-                outcome=input.outcome,
-                event_key=f"{input.run_id}:revert",
-            )
+            self._store.revert,
+            input.namespace,
+            input.path,
+            run_id=input.run_id,
+            workflow_id=input.workflow_id,
+            actor=input.actor,
+            reason=input.reason,
+            outcome=input.outcome,
+            event_key=f"{input.run_id}:revert",
         )
