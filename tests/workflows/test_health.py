@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -53,6 +56,30 @@ async def outcome_of(handle: Any) -> dict[str, Any]:
     return await handle.result()
 
 
+@dataclass
+class HoldingCanary:
+    path: str
+    stable: str
+    api: str
+    handle: Any
+
+    async def end_hold(self) -> dict[str, Any]:
+        """End the hold (the reports are in), so the checks judge; the rollout's outcome."""
+        await self.handle.execute_update("advance")
+        return await outcome_of(self.handle)
+
+
+@asynccontextmanager
+async def holding_canary(harness: RolloutHarness, checks: list[dict[str, Any]]) -> AsyncIterator[HoldingCanary]:
+    """A config with a stable version, a live API, and a canary rollout holding for an hour."""
+    path = unique_path()
+    stable = await make_stable(harness, path)
+    async with live_api(harness.store) as api:
+        handle = await harness.start(canary_request(path, checks, cooldown="1h"))
+        await wait_for_state(handle, "holding", stage_index=0)
+        yield HoldingCanary(path, stable, api, handle)
+
+
 # -- http ---------------------------------------------------------------------------------------
 
 
@@ -93,20 +120,11 @@ async def test_http_check(rollout_harness: RolloutHarness, route: str, timeout: 
 
 
 async def test_failing_canary_is_reverted_during_the_hold(rollout_harness: RolloutHarness) -> None:
-    path = unique_path()
-    await make_stable(rollout_harness, path)
-    async with live_api(rollout_harness.store) as api:
-        handle = await rollout_harness.start(
-            canary_request(
-                path,
-                [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 2, "interval": "1s"}],
-                cooldown="1h",
-            )
-        )
-        await wait_for_state(handle, "holding", stage_index=0)
+    checks = [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 2, "interval": "1s"}]
+    async with holding_canary(rollout_harness, checks) as canary:
         started = time.monotonic()
-        await send_reports(api, path, NEW_VERSION, clients=3, ok=5, failed=5)
-        result = await outcome_of(handle)
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=3, ok=5, failed=5)
+        result = await outcome_of(canary.handle)
     # Reverted by an interval check within seconds, not at the end of the one-hour hold.
     assert time.monotonic() - started < 30
     assert result["outcome"] == "reverted"
@@ -115,27 +133,20 @@ async def test_failing_canary_is_reverted_during_the_hold(rollout_harness: Rollo
         r"error ratio 0\.5 \(\d+ failed of \d+ operations, [23] client\(s\)\) exceeds max_error_ratio 0\.1",
         result["reason"],
     ), result["reason"]
-    assert rollout_harness.store.get_lock(NAMESPACE, path) is None
+    assert rollout_harness.store.get_lock(NAMESPACE, canary.path) is None
 
 
 async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness: RolloutHarness) -> None:
-    path = unique_path()
-    stable = await make_stable(rollout_harness, path)
-    async with live_api(rollout_harness.store) as api:
-        handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05}], cooldown="1h")
-        )
-        await wait_for_state(handle, "holding", stage_index=0)
-        await send_reports(api, path, NEW_VERSION, clients=2, ok=90, failed=10)
-        await handle.execute_update("advance")  # the reports are in: end the hold, check
-        result = await outcome_of(handle)
-        async with httpx.AsyncClient(base_url=api) as http:
+    async with holding_canary(rollout_harness, [{"kind": "reports", "max_error_ratio": 0.05}]) as canary:
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=2, ok=90, failed=10)
+        result = await canary.end_hold()
+        async with httpx.AsyncClient(base_url=canary.api) as http:
 
             async def canary_back_on_stable() -> bool:
                 # The API follows the store within its refresh interval (50 ms on SQLite).
                 params = {"client": "c", "channel": "canary"}
-                served = (await http.get(f"/v1/configs/{path}", params=params)).json()
-                return bool(served["version"] == stable and served["stage"] == "stable")
+                served = (await http.get(f"/v1/configs/{canary.path}", params=params)).json()
+                return bool(served["version"] == canary.stable and served["stage"] == "stable")
 
             await assert_eventually(canary_back_on_stable, timeout=5)
     assert result["outcome"] == "reverted"
@@ -143,18 +154,12 @@ async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness
 
 
 async def test_healthy_reports_promote(rollout_harness: RolloutHarness) -> None:
-    path = unique_path()
-    await make_stable(rollout_harness, path)
-    async with live_api(rollout_harness.store) as api:
-        handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 2}], cooldown="1h")
-        )
-        await wait_for_state(handle, "holding", stage_index=0)
-        await send_reports(api, path, NEW_VERSION, clients=3, ok=100, failed=1)
-        await handle.execute_update("advance")
-        result = await outcome_of(handle)
+    checks = [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 2}]
+    async with holding_canary(rollout_harness, checks) as canary:
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=3, ok=100, failed=1)
+        result = await canary.end_hold()
     assert result["outcome"] == "promoted"
-    progress = await handle.query("status", result_type=dict)
+    progress = await canary.handle.query("status", result_type=dict)
     check = progress["last_health"]["checks"][0]
     assert check["verdict"] == "healthy"
     assert check["figures"]["clients"] == 3
@@ -194,19 +199,10 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
 async def test_too_few_reporters_is_no_data_judged_by_policy(
     rollout_harness: RolloutHarness, policy: str, outcome: str
 ) -> None:
-    path = unique_path()
-    await make_stable(rollout_harness, path)
-    async with live_api(rollout_harness.store) as api:
-        handle = await rollout_harness.start(
-            canary_request(
-                path, [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 3, "on_no_data": policy}],
-                cooldown="1h",
-            )
-        )
-        await wait_for_state(handle, "holding", stage_index=0)
-        await send_reports(api, path, NEW_VERSION, clients=1, ok=10, failed=0)
-        await handle.execute_update("advance")
-        result = await outcome_of(handle)
+    checks = [{"kind": "reports", "max_error_ratio": 0.05, "min_clients": 3, "on_no_data": policy}]
+    async with holding_canary(rollout_harness, checks) as canary:
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=1, ok=10, failed=0)
+        result = await canary.end_hold()
     assert result["outcome"] == outcome
     if outcome == "reverted":
         assert "min_clients is 3" in result["reason"] and "on_no_data=fail" in result["reason"]
@@ -214,17 +210,11 @@ async def test_too_few_reporters_is_no_data_judged_by_policy(
 
 @pytest.mark.parametrize(("cohort_failed", "outcome"), [(15, "promoted"), (50, "reverted")])
 async def test_baseline_comparison(rollout_harness: RolloutHarness, cohort_failed: int, outcome: str) -> None:
-    path = unique_path()
-    stable = await make_stable(rollout_harness, path)
-    async with live_api(rollout_harness.store) as api:
-        handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h")
-        )
-        await wait_for_state(handle, "holding", stage_index=0)
-        await send_reports(api, path, stable, clients=4, ok=90, failed=10, prefix="stable")  # baseline 0.1
+    async with holding_canary(rollout_harness, [{"kind": "reports", "max_baseline_factor": 2}]) as canary:
+        api, path = canary.api, canary.path
+        await send_reports(api, path, canary.stable, clients=4, ok=90, failed=10, prefix="stable")  # baseline 0.1
         await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - cohort_failed, failed=cohort_failed)
-        await handle.execute_update("advance")
-        result = await outcome_of(handle)
+        result = await canary.end_hold()
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
         assert "more than 2x the stable clients' 0.1" in result["reason"]
