@@ -15,19 +15,15 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.cli.conftest import TEMPOCONF, cli_env, free_port
 from tests.client.helpers import PATH, stable_served, wait_until
-from tests.client.live_api import LiveApi
+from tests.client.live_api import LiveApi, running_api
 
 STOP_TIMEOUT = 15.0
 
 
 @pytest.fixture
 def live_api(sqlite_store: Store, tmp_path: Path) -> Iterator[LiveApi]:
-    api = LiveApi(sqlite_store, Settings(data_dir=tmp_path / "api"))
-    api.start()
-    try:
+    with running_api(sqlite_store, Settings(data_dir=tmp_path / "api")) as api:
         yield api
-    finally:
-        api.stop()
 
 
 class Agent:

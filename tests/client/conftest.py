@@ -9,17 +9,13 @@ import pytest
 
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.client.live_api import LiveApi
+from tests.client.live_api import LiveApi, running_api
 
 
 @pytest.fixture
 def live_api(sqlite_store: Store, tmp_path: Path) -> Iterator[LiveApi]:
-    api = LiveApi(sqlite_store, Settings(data_dir=tmp_path / "api"))
-    api.start()
-    try:
+    with running_api(sqlite_store, Settings(data_dir=tmp_path / "api")) as api:
         yield api
-    finally:
-        api.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 import httpx
 
@@ -88,3 +90,14 @@ class LiveApi:
         """True when the API answers `version` for this query now."""
         response = httpx.get(f"{self.url}/v1/configs/{path}", params=params, timeout=5)
         return response.status_code == 200 and response.json()["version"] == version
+
+
+@contextmanager
+def running_api(store: Store, settings: Settings) -> Iterator[LiveApi]:
+    """A started `LiveApi`, stopped on exit."""
+    api = LiveApi(store, settings)
+    api.start()
+    try:
+        yield api
+    finally:
+        api.stop()

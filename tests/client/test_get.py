@@ -18,7 +18,7 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable, publish, start_rollout
 from tests.client.helpers import PATH, stable_served, wait_until
-from tests.client.live_api import LiveApi
+from tests.client.live_api import LiveApi, running_api
 
 
 def test_get_returns_what_the_api_serves(live_api: LiveApi) -> None:
@@ -120,9 +120,8 @@ def test_second_get_sends_the_etag_and_keeps_the_value_on_304(
 
 
 def test_client_token(sqlite_store: Store, tmp_path: Path) -> None:
-    api = LiveApi(sqlite_store, Settings(data_dir=tmp_path / "api", client_token="s3cret"))
-    api.start()
-    try:
+    settings = Settings(data_dir=tmp_path / "api", client_token="s3cret")
+    with running_api(sqlite_store, settings) as api:
         stable = make_stable(sqlite_store, PATH, {"v": 1})
         anonymous = ConfigClient(api.url, PATH, client_id="h1")
         wrong = ConfigClient(api.url, PATH, client_id="h1", token="nope")
@@ -137,8 +136,6 @@ def test_client_token(sqlite_store: Store, tmp_path: Path) -> None:
         finally:
             for client in (anonymous, wrong, right):
                 client.close()
-    finally:
-        api.stop()
 
 
 def _served(client: ConfigClient) -> bool:
