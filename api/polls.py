@@ -191,15 +191,14 @@ class ConfigPolls:
             metrics.long_poll_waits.observe(loop.time() - began)
 
     def _prepared_config(self, query: ConfigQuery) -> PreparedConfig:
-        where = f"config {query.path!r} in namespace {query.namespace!r}"
         key = (query.namespace, query.path)
         try:
             snapshot = self._cache.get(*key)
         except SnapshotsNotLoadedError as exc:
-            raise ApiError(503, f"cannot serve {where}: {exc}") from exc
+            raise ApiError(503, f"cannot serve {_where(query)}: {exc}") from exc
         if snapshot is None:
             self._prepared.pop(key, None)
-            raise ApiError(404, f"unknown {where}")
+            raise ApiError(404, f"unknown {_where(query)}")
         prepared = self._prepared.get(key)
         if prepared is None or prepared.snapshot is not snapshot:
             # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so
@@ -218,12 +217,16 @@ def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer
     """The answer, or the 404 that says why there is none."""
     if answer is not None:
         return answer
-    where = f"config {query.path!r} in namespace {query.namespace!r}"
+    where = _where(query)
     if query.stable_only:
         raise ApiError(404, f"{where} has no stable version yet")
     raise ApiError(
         404, f"{where} has no stable version yet, and no stage of its rollout applies to this client"
     )
+
+
+def _where(query: ConfigQuery) -> str:
+    return f"config {query.path!r} in namespace {query.namespace!r}"
 
 
 async def _send_error(send: Send, error: ApiError, head: bool) -> None:
