@@ -264,6 +264,20 @@ class BenchRollout:
         return time.time_ns()
 
 
+def seed_live_rollout(url: str) -> None:
+    """Stable, plus a live rollout with a canary stage and a 10% stage: each client's answer is
+    a real resolution (channel, then bucket), not the stable shortcut."""
+    store = Store(url)
+    try:
+        seed_config(store)
+        rollout = BenchRollout(store)
+        rollout.begin()
+        rollout.publish(rollout.stage(0, channel="canary"))
+        rollout.publish(rollout.stage(1, percentile=10))
+    finally:
+        store.close()
+
+
 # -- the API process ------------------------------------------------------------------------
 class ApiProcess:
     """`bench/_serve.py` in a subprocess: the API over `database_url` (kind "api") or the fixed

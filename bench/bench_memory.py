@@ -12,17 +12,14 @@ import sys
 
 from _common import (
     ApiProcess,
-    BenchRollout,
     LoadGen,
     bounded,
     database,
     emit,
     log,
     require_fds,
-    seed_config,
+    seed_live_rollout,
 )
-
-from tempoconf.store.store import Store
 
 CLIENTS = 10_000
 GOAL_MB = 300.0
@@ -32,22 +29,10 @@ HOLD_SECONDS = 3.0
 RUN_TIMEOUT = 150.0
 
 
-def prepare_store(url: str) -> None:
-    store = Store(url)
-    try:
-        seed_config(store)
-        rollout = BenchRollout(store)
-        rollout.begin()
-        rollout.publish(rollout.stage(0, channel="canary"))
-        rollout.publish(rollout.stage(1, percentile=10))
-    finally:
-        store.close()
-
-
 async def main() -> None:
     require_fds(CLIENTS + 2000)
     with database("sqlite") as url:
-        prepare_store(url)
+        seed_live_rollout(url)
         async with bounded(RUN_TIMEOUT, "the memory benchmark"), ApiProcess("api", url) as api:
             await asyncio.sleep(1.0)  # let start-up garbage settle before the idle figure
             idle_mb = api.rss_mb()

@@ -21,7 +21,6 @@ import httpx
 from _common import (
     CONFIG_PATH,
     ApiProcess,
-    BenchRollout,
     bounded,
     client_identity,
     database,
@@ -29,10 +28,8 @@ from _common import (
     log,
     raise_fd_limit,
     require_wrk,
-    seed_config,
+    seed_live_rollout,
 )
-
-from tempoconf.store.store import Store
 
 CLIENTS = 1000
 GOAL_RATIO = 0.5
@@ -52,20 +49,6 @@ def poll_target(i: int) -> str:
     identity = client_identity(i)
     target = f"/v1/configs/{CONFIG_PATH}?client={identity.client_id}"
     return target + (f"&channel={identity.channel}" if identity.channel else "")
-
-
-def prepare_store(url: str) -> None:
-    """Stable, plus a live rollout with a canary stage and a 10% stage: each client's answer is
-    a real resolution (channel, then bucket), not the stable shortcut."""
-    store = Store(url)
-    try:
-        seed_config(store)
-        rollout = BenchRollout(store)
-        rollout.begin()
-        rollout.publish(rollout.stage(0, channel="canary"))
-        rollout.publish(rollout.stage(1, percentile=10))
-    finally:
-        store.close()
 
 
 async def fetch_etags(api: ApiProcess) -> list[str]:
@@ -133,7 +116,7 @@ async def main() -> None:
     wrk = require_wrk()
     raise_fd_limit()
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
-        prepare_store(url)
+        seed_live_rollout(url)
         async with bounded(300, "the poll-cost benchmark"), ApiProcess("api", url) as api, ApiProcess("floor") as floor:
             etags = await fetch_etags(api)
             script = write_lua(Path(scratch), etags)
