@@ -566,35 +566,28 @@ class ConfigRollout:
 
     def _transition(self, to_state: RolloutState, by: str, reason: str, *, audit: bool = True) -> None:
         """Move to a named state, recording who and why (history, audit log, search attributes, UI)."""
+        if not audit:
+            # Written by the activity that made it happen (promote/revert): don't write it twice.
+            self._unaudited.add(len(self._progress.history))
+        self._record(to_state.value, by, reason)
+
+    def _note(self, by: str, reason: str) -> None:
+        """Record an operator command that does not change the state (pause, approve, ...)."""
+        self._record(self._progress.state, by, reason)
+
+    def _record(self, to_state: str, by: str, reason: str) -> None:
         progress = self._progress
         progress.history.append(
             Transition(
                 at=self._now_iso(),
                 from_state=progress.state,
-                to_state=to_state.value,
+                to_state=to_state,
                 by=by,
                 reason=reason,
                 stage=progress.stage_name,
             )
         )
-        if not audit:
-            # Written by the activity that made it happen (promote/revert): don't write it twice.
-            self._unaudited.add(len(progress.history) - 1)
-        progress.state = to_state.value
-        self._refresh_view()
-
-    def _note(self, by: str, reason: str) -> None:
-        """Record an operator command that does not change the state (pause, approve, ...)."""
-        self._progress.history.append(
-            Transition(
-                at=self._now_iso(),
-                from_state=self._progress.state,
-                to_state=self._progress.state,
-                by=by,
-                reason=reason,
-                stage=self._progress.stage_name,
-            )
-        )
+        progress.state = to_state
         self._refresh_view()
 
     def _refresh_view(self) -> None:
