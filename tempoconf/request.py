@@ -22,7 +22,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from tempoconf.canonical import canonical_json
 from tempoconf.durations import parse_duration
@@ -50,7 +49,6 @@ __all__ = [
 
 DEFAULT_COOLDOWN = timedelta(seconds=300)
 DEFAULT_EXPIRATION = timedelta(seconds=3600)
-_DUPLICATE_STAGE_NAME = "duplicate_stage_name"
 
 # In JSON a duration is written as seconds (pydantic's default, ISO 8601 "PT5M", is a form that
 # parse_duration does not read), so a dumped check or stage validates again as it was.
@@ -299,18 +297,6 @@ class RolloutRequest(_Strict):
         """The explicit stages, then the strategy's expansion."""
         return [*self.stages, *(self.strategy.expand() if self.strategy else [])]
 
-    @model_validator(mode="after")
-    def _unique_stage_names(self) -> RolloutRequest:
-        seen: set[str] = set()
-        for stage in self.stages:
-            if stage.display_name in seen:
-                raise PydanticCustomError(
-                    _DUPLICATE_STAGE_NAME,
-                    f"two stages are named {stage.display_name!r}; give one a distinct name",
-                )
-            seen.add(stage.display_name)
-        return self
-
 
 def parse_rollout_request(raw: Any) -> RolloutRequest:
     """Validate raw JSON into a request, or raise InvalidRequestError listing every problem."""
@@ -326,9 +312,9 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     try:
         request = RolloutRequest.model_validate(raw)
     except ValidationError as error:
-        # duplicate names are reported below, at the stage that repeats a name, even when other
-        # fields are wrong too (the model's own check runs only once every field is valid)
-        problems.extend(problems_from_validation_error(error, skip_types={_DUPLICATE_STAGE_NAME}))
+        problems.extend(problems_from_validation_error(error))
+    # Checked on the raw stages, not by the model: reported at the stage that repeats a name even
+    # when other fields are wrong too (a model validator would run only once every field is valid).
     problems.extend(_stage_name_problems(raw.get("stages")))
     has_value, has_version = "value" in raw, "version" in raw
     if has_value == has_version:
@@ -377,16 +363,12 @@ def _stage_name_problems(raw_stages: Any) -> list[Problem]:
     return problems
 
 
-def problems_from_validation_error(
-    error: ValidationError, *, skip_types: frozenset[str] | set[str] = frozenset()
-) -> list[Problem]:
+def problems_from_validation_error(error: ValidationError) -> list[Problem]:
     """Turn pydantic's errors into Problems with JSON pointers and plain messages."""
     problems = []
     for detail in error.errors(include_url=False):
         location = _strip_union_tags(list(detail["loc"]))
         kind = detail["type"]
-        if kind in skip_types:
-            continue
         if kind == "extra_forbidden":
             message = f"unknown field {location[-1]!r}" if location else "unknown field"
         elif kind == "missing":
