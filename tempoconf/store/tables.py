@@ -70,6 +70,15 @@ class ConfigSchema(SQLModel, table=True):
     updated_by: str = Field(default="", sa_type=Text)
 
 
+def _references_version(name: str) -> ForeignKeyConstraint:
+    """(namespace, path, version) must name a stored version of the config."""
+    return ForeignKeyConstraint(
+        ["namespace", "path", "version"],
+        ["config_version.namespace", "config_version.path", "config_version.version"],
+        name=name,
+    )
+
+
 class ConfigVersion(SQLModel, table=True):
     __tablename__ = "config_version"
 
@@ -86,11 +95,7 @@ class ConfigVersion(SQLModel, table=True):
 class Stable(SQLModel, table=True):
     __tablename__ = "stable"
     __table_args__ = (
-        ForeignKeyConstraint(
-            ["namespace", "path", "version"],
-            ["config_version.namespace", "config_version.path", "config_version.version"],
-            name="fk_stable_version",
-        ),
+        _references_version("fk_stable_version"),
     )
 
     namespace: str = Field(primary_key=True, max_length=255)
@@ -102,11 +107,7 @@ class Stable(SQLModel, table=True):
 class StableHistory(SQLModel, table=True):
     __tablename__ = "stable_history"
     __table_args__ = (
-        ForeignKeyConstraint(
-            ["namespace", "path", "version"],
-            ["config_version.namespace", "config_version.path", "config_version.version"],
-            name="fk_stable_history_version",
-        ),
+        _references_version("fk_stable_history_version"),
         Index("ix_stable_history_config", "namespace", "path", "id"),
     )
 
@@ -125,11 +126,7 @@ class Rollout(SQLModel, table=True):
 
     __tablename__ = "rollout"
     __table_args__ = (
-        ForeignKeyConstraint(
-            ["namespace", "path", "version"],
-            ["config_version.namespace", "config_version.path", "config_version.version"],
-            name="fk_rollout_version",
-        ),
+        _references_version("fk_rollout_version"),
     )
 
     namespace: str = Field(primary_key=True, max_length=255)
