@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
+from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.problems import Problem
 from tempoconf.settings import Settings
 
@@ -22,17 +23,22 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
 __all__ = [
+    "SUCCESSFUL_OUTCOMES",
     "CommandError",
     "actor",
     "connect_temporal",
     "die",
     "open_store",
+    "path_args",
     "print_problems",
     "read_json_file",
     "run_until_signal",
     "settings_from_args",
     "workflow_ui_url",
 ]
+
+# The outcomes a command that waits for a rollout reports with exit code 0.
+SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
 
 # Flag name (argparse dest) → Settings field; a flag left unset (None) lets the environment decide.
 _SETTINGS_FLAGS = {
@@ -125,6 +131,11 @@ def open_store(settings: Settings) -> Iterator[Any]:
         yield store
     finally:
         store.close()
+
+
+def path_args(namespace: str, path: str) -> str:
+    """A config's arguments on a command line: the path, and --namespace unless it is the default."""
+    return path if namespace == DEFAULT_NAMESPACE else f"{path} --namespace {namespace}"
 
 
 def ui_base_url(settings: Settings) -> str:

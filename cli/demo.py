@@ -14,7 +14,13 @@ from typing import Any, TextIO
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from cli._common import die, run_until_signal, settings_from_args, workflow_ui_url
+from cli._common import (
+    SUCCESSFUL_OUTCOMES,
+    die,
+    run_until_signal,
+    settings_from_args,
+    workflow_ui_url,
+)
 from cli._format import relative_text
 from cli.devstack import DevStack, DevStackError, tempoconf_command, temporal_command
 from cli.fleet import UNSERVED, FleetProcess
@@ -138,7 +144,7 @@ async def run_demo(
             f"\nrollout ended: {outcome}"
             + (f" ({result.get('reason')})" if result and result.get("reason") else "")
         )
-        code = 0 if outcome in ("promoted", "bypassed") else 1
+        code = 0 if outcome in SUCCESSFUL_OUTCOMES else 1
         if exit_after_rollout:
             return code
         view.log(next_steps(stack))

@@ -19,10 +19,12 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from cli._common import (
+    SUCCESSFUL_OUTCOMES,
     actor,
     connect_temporal,
     die,
     open_store,
+    path_args,
     print_problems,
     read_json_file,
     settings_from_args,
@@ -30,7 +32,6 @@ from cli._common import (
 )
 from cli.schema import check_config_name
 from tempoconf.canonical import version_id
-from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 RPC_TIMEOUT = timedelta(seconds=15)
-SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
 
 
 # -- start -------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ async def _start(
     if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id):
         die(
             f"{name} already has a running rollout: workflow {lock.workflow_id!r} (version {lock.version}).\n"
-            f"See it with `tempoconf rollout status {_path_args(request.namespace, request.path)}`; "
+            f"See it with `tempoconf rollout status {path_args(request.namespace, request.path)}`; "
             "halt or bypass it before starting another."
         )
     given_id = workflow_id
@@ -172,14 +172,14 @@ async def _start(
     except WorkflowAlreadyStartedError:
         die(
             f"workflow {workflow_id!r} is already running: see `tempoconf rollout status "
-            f"{_path_args(request.namespace, request.path)}`, or pass --id for another id."
+            f"{path_args(request.namespace, request.path)}`, or pass --id for another id."
         )
     print(f"started the rollout of {name} to version {version}")
     print(f"  stages       {stages}")
     print(f"  workflow id  {workflow_id}")
     print(f"  run id       {handle.result_run_id}")
     print(f"  Web UI       {workflow_ui_url(settings, workflow_id, handle.result_run_id)}")
-    target = _path_args(request.namespace, request.path) + (
+    target = path_args(request.namespace, request.path) + (
         f" --id '{given_id}'" if given_id else ""
     )
     print("next:")
@@ -242,10 +242,6 @@ async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> b
             return False
         raise
     return description.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
-
-
-def _path_args(namespace: str, path: str) -> str:
-    return path if namespace == DEFAULT_NAMESPACE else f"{path} --namespace {namespace}"
 
 
 # -- status and updates -----------------------------------------------------------------------

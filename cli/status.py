@@ -22,10 +22,17 @@ from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
-from cli._common import connect_temporal, die, open_store, settings_from_args, workflow_ui_url
+from cli._common import (
+    SUCCESSFUL_OUTCOMES,
+    connect_temporal,
+    die,
+    open_store,
+    path_args,
+    settings_from_args,
+    workflow_ui_url,
+)
 from cli._format import duration_text, relative_text, table, utc_text
 from cli.schema import check_config_name
-from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.settings import Settings
 from tempoconf.temporal import rollout_workflow_id
 
@@ -42,7 +49,6 @@ RPC_TIMEOUT = timedelta(seconds=15)
 # A closed workflow's query needs a worker to replay it; without one, show the result only.
 CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
 TRANSITIONS_SHOWN = 6
-SUCCESSFUL_OUTCOMES = ("promoted", "bypassed")
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 _RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 
@@ -173,10 +179,6 @@ def _closed_without_result(error: WorkflowFailureError) -> tuple[str, str]:
 
 
 # -- the view ----------------------------------------------------------------------------------
-def _path_args(namespace: str, path: str) -> str:
-    return path if namespace == DEFAULT_NAMESPACE else f"{path} --namespace {namespace}"
-
-
 def steering_commands(
     settings: Settings, namespace: str, path: str, workflow_id: str, *, approve: bool
 ) -> list[str]:
@@ -184,7 +186,7 @@ def steering_commands(
     from cli.devstack import tempoconf_command, temporal_command
 
     tempoconf, temporal = tempoconf_command(), temporal_command()
-    target = _path_args(namespace, path)
+    target = path_args(namespace, path)
     if workflow_id != rollout_workflow_id(namespace, path):
         target += f" --id '{workflow_id}'"
     where = f"--address {settings.resolved_temporal_address}" + (
