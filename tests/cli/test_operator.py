@@ -87,6 +87,23 @@ def _row(output: str, *cells: str) -> str:
     pytest.fail(f"no row starting {cells} in:\n{output}")
 
 
+def _watch_while(dev: RunningDev, watch: list[str], *steer: str) -> tuple[int, str, str]:
+    """Run `tempoconf rollout status --watch ...`, steer the rollout with `tempoconf *steer` a
+    second later, and return the watch's exit code and output once it ends."""
+    process = subprocess.Popen(
+        [str(TEMPOCONF), "rollout", "status", *watch],
+        env=dev.env, cwd=dev.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)
+        _ok(dev.cli(*steer))
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, stdout, stderr
+
+
 def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: RunningDev) -> None:
     path = _config(dev, "status")
     new = version_id(NEW)
@@ -134,18 +151,12 @@ def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: Runn
     assert figures.rstrip().endswith("clients=1 error_ratio=0.1 failed=1 ok=9"), figures
     assert "reports #1: error ratio 0.1 (1 failed of 10 operations, 1 client(s))" in view
 
-    watch = subprocess.Popen(
-        [str(TEMPOCONF), "rollout", "status", path, "--watch", "--interval", "0.3"],
-        env=dev.env, cwd=dev.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        time.sleep(1.0)
-        _ok(dev.cli("rollout", "approve", path, "--reason", "canary is fine"))
-        stdout, stderr = watch.communicate(timeout=60)
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-    assert watch.returncode == 0, stdout + stderr
+    code, stdout, stderr = _watch_while(
+        dev,
+        [path, "--watch", "--interval", "0.3"],
+        *("rollout", "approve", path, "--reason", "canary is fine"),
+    )
+    assert code == 0, stdout + stderr
     assert "\x1b[" not in stdout, "no screen control codes when stdout is not a terminal"
     blocks = stdout.split("\n--- ")
     assert len(blocks) >= 3, stdout  # a new block per change, not per refresh
@@ -170,18 +181,12 @@ def test_watch_exits_non_zero_on_a_halt(dev: RunningDev) -> None:
     request = {"path": path, "value": NEW, "stages": [{"channel": "canary", "cooldown": "120s"}]}
     _ok(dev.cli("rollout", "start", _write(dev, "watchhalt.json", request)))
     _wait_for_state(dev, path, "holding")
-    watch = subprocess.Popen(
-        [str(TEMPOCONF), "rollout", "status", path, "--watch", "--json", "--interval", "0.3"],
-        env=dev.env, cwd=dev.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        time.sleep(1.0)
-        _ok(dev.cli("rollout", "halt", path, "--reason", "pager went off"))
-        stdout, stderr = watch.communicate(timeout=60)
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-    assert watch.returncode == 1, stdout + stderr
+    code, stdout, stderr = _watch_while(
+        dev,
+        [path, "--watch", "--json", "--interval", "0.3"],
+        *("rollout", "halt", path, "--reason", "pager went off"),
+    )
+    assert code == 1, stdout + stderr
     states = [json.loads(line)["state"] for line in stdout.splitlines()]
     assert states[0] == "holding" and states[-1] == "halted", states
 
