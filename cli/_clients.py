@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cli._common import die, read_json_file
+
+if TYPE_CHECKING:
+    from tempoconf.store.store import Store
 
 __all__ = ["KnownClient", "clients_from_file", "recent_clients"]
 
@@ -48,51 +51,11 @@ def clients_from_file(path: str) -> list[KnownClient]:
 
 
 def recent_clients(
-    store: Any, namespace: str, path: str, *, since: datetime
-) -> tuple[list[KnownClient], bool]:
-    """Distinct clients seen on this config since `since`, and whether their channel and labels
-    are known.
-
-    `Store.recent_clients` (clients seen polling, with their identity, and clients that only
-    reported) when the store has it; otherwise the reports table, read-only: reports carry no
-    channel or labels.
-    """
-    method = getattr(store, "recent_clients", None)
-    if callable(method):
-        found = method(namespace, path, since=since)
-        clients = [
-            KnownClient(
-                str(_field(item, "client")),
-                _field(item, "channel"),
-                dict(_field(item, "labels") or {}),
-            )
-            for item in found
-        ]
-        return clients, True
-    from sqlalchemy import create_engine, select
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from tempoconf.store.tables import ClientReport
-
-    report = ClientReport.__table__  # type: ignore[attr-defined]
-    engine = create_engine(store.url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                select(report.c.client)
-                .where(
-                    report.c.namespace == namespace,
-                    report.c.path == path,
-                    report.c.received_at >= since,
-                )
-                .distinct()
-            ).all()
-    except SQLAlchemyError:
-        return [], False  # an older store without the reports table: only --clients counts
-    finally:
-        engine.dispose()
-    return [KnownClient(str(row.client)) for row in rows], False
-
-
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+    store: Store, namespace: str, path: str, *, since: datetime
+) -> list[KnownClient]:
+    """Distinct clients seen on this config since `since` (`Store.recent_clients`: clients seen
+    polling, with their channel and labels, and clients that only reported, without)."""
+    return [
+        KnownClient(seen.client, seen.channel, dict(seen.labels))
+        for seen in store.recent_clients(namespace, path, since=since)
+    ]

@@ -122,9 +122,7 @@ def plan_command(args: argparse.Namespace) -> int:
         value = stored.value if request.version is not None and stored else request.value
         stable = store.get_stable(namespace, path)
         lock = store.get_lock(namespace, path)
-        reported, identified = recent_clients(
-            store, namespace, path, since=datetime.now(UTC) - since
-        )
+        reported = recent_clients(store, namespace, path, since=datetime.now(UTC) - since)
     plan = plan_from_request(request, version)
     # A client listed in --clients wins over the same id seen in reports: the file knows its channel.
     by_id = {client.client: client for client in reported}
@@ -168,7 +166,6 @@ def plan_command(args: argparse.Namespace) -> int:
         )
         return 0
     _print_plan(
-        identified,
         args,
         plan,
         request.version is not None,
@@ -237,7 +234,6 @@ def _plan_json(
 
 
 def _print_plan(
-    identified: bool,
     args: argparse.Namespace, plan: RolloutPlan, rollback: bool, stored: bool, stable: Any,
     diff: list[str], reach: list[StageReach], untouched: list[str], clients: list[KnownClient],
     reported: int, listed: int, explicit: int, warnings: list[str], since: timedelta,
@@ -306,15 +302,12 @@ def _print_plan(
         if count > explicit:
             print("  * expanded from the request's strategy")
     print()
-    seen = "seen (polls or reports)" if identified else "reported"
-    sources = [f"{reported} {seen} in the last {duration_text(since.total_seconds())}"]
+    sources = [
+        f"{reported} seen (polls or reports) in the last {duration_text(since.total_seconds())}"
+    ]
     if args.clients_file:
         sources.append(f"{listed} listed in {args.clients_file}")
     print(f"known clients: {len(clients)} ({', '.join(sources)})")
-    if reported and not identified:
-        print(
-            "  (reporting clients carry no channel or labels: list them with --clients to count them in those stages)"
-        )
     for stage, item in zip(plan.stages, reach, strict=True):
         if item.new:
             shown = ", ".join(item.new[:CLIENTS_LISTED]) + (
