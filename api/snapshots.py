@@ -32,10 +32,9 @@ class SnapshotCache:
     """`store.load_snapshots()` in memory, refreshed when `store.revision()` changes.
 
     `run()` (or `running()`) checks the revision every `poll_interval` seconds, or at once when
-    `notify()` is called (PostgreSQL's LISTEN does); `refresh()` reloads at once. Each refresh sets
-    the event `changed()` handed out before it, and swaps in a new one, so a waiter that took the
-    event before reading a snapshot never misses a change. `changed_for(namespace, path)` is the
-    same for one config: set only by a refresh that changes that config's snapshot.
+    `notify()` is called (PostgreSQL's LISTEN does); `refresh()` reloads at once. The event
+    `changed_for(namespace, path)` hands out is set by the next refresh that changes that config's
+    snapshot, so a waiter that took it before reading the snapshot never misses a change.
     """
 
     def __init__(self, store: Store, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
@@ -43,7 +42,6 @@ class SnapshotCache:
         self._poll_interval = poll_interval
         self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = _EMPTY
         self._revision: int | None = None
-        self._changed = asyncio.Event()
         self._config_events: dict[tuple[str, str], asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
@@ -95,8 +93,6 @@ class SnapshotCache:
         events, self._config_events = self._config_events, {}
         for event in events.values():
             event.set()
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
 
     def notify(self, revision: int | None = None) -> None:
         """The store says it changed (at `revision`, when known): check it now, not at the next
@@ -104,19 +100,6 @@ class SnapshotCache:
         if revision is not None and self._revision is not None and revision <= self._revision:
             return
         self._wake.set()
-
-    def changed(self) -> asyncio.Event:
-        """The event the next refresh sets. Take it *before* reading a snapshot, then wait on it."""
-        return self._changed
-
-    async def wait_changed(self, timeout: float | None = None) -> bool:
-        """Wait for the next refresh; False when `timeout` seconds pass first."""
-        event = self._changed
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
 
     # -- loading -------------------------------------------------------------------------------
     async def refresh(self) -> int:
@@ -132,8 +115,6 @@ class SnapshotCache:
                 event = self._config_events.pop(key, None)
                 if event is not None:
                     event.set()
-            changed, self._changed = self._changed, asyncio.Event()
-            changed.set()
             return revision
 
     def _load(

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.resolution import ConfigSnapshot
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
 
@@ -30,27 +31,39 @@ async def test_refresh_loads_every_config_and_records_the_revision(api_store: St
     assert cache.get("default", "nope") is None
 
 
-async def test_each_refresh_sets_the_event_taken_before_it(api_store: Store) -> None:
+async def test_a_refresh_sets_the_event_of_each_config_it_changes(api_store: Store) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    make_stable(api_store, "other/config", {"v": 1})
     cache = SnapshotCache(api_store)
     await cache.refresh()
-    before = cache.changed()
-    waiter = asyncio.create_task(cache.wait_changed(timeout=5))
-    await asyncio.sleep(0)
+    changed = cache.changed_for("default", PATH)
+    unchanged = cache.changed_for("default", "other/config")
 
+    make_stable(api_store, PATH, {"v": 2})
     await cache.refresh()
 
-    assert before.is_set()
-    assert await waiter is True
-    assert not cache.changed().is_set()  # a fresh event for the next change
-    assert await cache.wait_changed(timeout=0.05) is False
+    assert changed.is_set()
+    assert not unchanged.is_set()  # its snapshot is the same: its waiters sleep on
+    assert not cache.changed_for("default", PATH).is_set()  # a fresh event for the next change
 
 
-async def test_the_poller_refreshes_only_when_the_revision_moves(api_store: Store) -> None:
+async def test_the_poller_refreshes_only_when_the_revision_moves(
+    api_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = 0
+    load = api_store.load_snapshots_with_revision
+
+    def counted() -> tuple[int, dict[tuple[str, str], ConfigSnapshot]]:
+        nonlocal loads
+        loads += 1
+        return load()
+
+    monkeypatch.setattr(api_store, "load_snapshots_with_revision", counted)
     cache = SnapshotCache(api_store, poll_interval=0.02)
     async with cache.running():
-        event = cache.changed()
+        event = cache.changed_for("default", PATH)
         await asyncio.sleep(0.15)
-        assert not event.is_set()  # nothing written: no reload, no wake-up
+        assert loads == 1 and not event.is_set()  # nothing written: no reload after the first
 
         make_stable(api_store, PATH, {"v": 2})
 
