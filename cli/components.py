@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 
 from cli._common import connect_temporal, open_store, run_until_signal, settings_from_args
 from cli.devstack import DevStack, DevStackError
 
-__all__ = ["api_command", "dev_command", "worker_command"]
+__all__ = ["api_command", "dev_command", "run_dev_stack", "worker_command"]
 
 
-def dev_command(args: argparse.Namespace) -> int:
+def run_dev_stack(
+    args: argparse.Namespace, body: Callable[[DevStack], Awaitable[int]], *, command: str
+) -> int:
+    """Start the dev stack (saying so, then its banner), run `body(stack)` until it returns or
+    Ctrl-C; a component that stops prints `tempoconf {command}: why` and the exit code is 1."""
     settings = settings_from_args(args)
 
     async def run() -> int:
@@ -21,13 +26,20 @@ def dev_command(args: argparse.Namespace) -> int:
         try:
             async with DevStack(settings) as stack:
                 print(stack.banner(), flush=True)
-                await stack.wait()
+                return await body(stack)
         except DevStackError as error:
-            print(f"tempoconf dev: {error}", flush=True)
+            print(f"tempoconf {command}: {error}", flush=True)
             return 1
-        return 0
 
     return run_until_signal(run)
+
+
+def dev_command(args: argparse.Namespace) -> int:
+    async def serve(stack: DevStack) -> int:
+        await stack.wait()
+        return 0
+
+    return run_dev_stack(args, serve, command="dev")
 
 
 def worker_command(args: argparse.Namespace) -> int:

@@ -17,12 +17,11 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from cli._common import (
     SUCCESSFUL_OUTCOMES,
     die,
-    run_until_signal,
-    settings_from_args,
     workflow_ui_url,
 )
 from cli._format import relative_text
-from cli.devstack import DevStack, DevStackError, tempoconf_command, temporal_command
+from cli.components import run_dev_stack
+from cli.devstack import DevStack, tempoconf_command, temporal_command
 from cli.fleet import UNSERVED, FleetProcess
 from tempoconf.canonical import version_id
 from tempoconf.durations import parse_duration
@@ -54,7 +53,6 @@ def load_example(name: str) -> Any:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
     if args.clients < 1:
         die("--clients must be at least 1", exit_code=2)
     try:
@@ -62,25 +60,15 @@ def demo_command(args: argparse.Namespace) -> int:
     except ValueError as error:
         die(f"--cooldown: {error}", exit_code=2)
 
-    async def run() -> int:
-        print(
-            f"starting the Temporal dev server, worker and API (data dir {settings.data_dir})...",
-            flush=True,
+    async def demo(stack: DevStack) -> int:
+        return await run_demo(
+            stack,
+            clients=args.clients,
+            cooldown=args.cooldown,
+            exit_after_rollout=args.exit_after_rollout,
         )
-        try:
-            async with DevStack(settings) as stack:
-                print(stack.banner(), flush=True)
-                return await run_demo(
-                    stack,
-                    clients=args.clients,
-                    cooldown=args.cooldown,
-                    exit_after_rollout=args.exit_after_rollout,
-                )
-        except DevStackError as error:
-            print(f"tempoconf demo: {error}", flush=True)
-            return 1
 
-    return run_until_signal(run)
+    return run_dev_stack(args, demo, command="demo")
 
 
 async def run_demo(
