@@ -1,4 +1,13 @@
-"""`tempoconf demo`: the dev stack, a simulated fleet, and the example rollout with live progress."""
+"""`tempoconf demo`: the dev stack, a simulated fleet, and two rollouts with live progress.
+
+Act one rolls examples/rollout.json out stage by stage until it is promoted. Act two rolls out a
+bad value (examples/demo-bad-value.json): valid for the schema, but the simulated servers fail
+with it (cli/fleet.py, `failure_ratio`); the canaries report errors, the health check fails, the
+rollout reverts, and the demo says how many hosts ever ran it, as the fleet observed.
+
+The demo has its own config, `demo/server_config` (the examples' schema), so the README's
+walkthrough of `myproject/server_config` starts clean after `make run`.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +16,10 @@ import asyncio
 import contextlib
 import json
 import sys
+import textwrap
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,23 +33,37 @@ from cli._common import (
 from cli._format import relative_text
 from cli.components import run_dev_stack
 from cli.devstack import DevStack, tempoconf_command, temporal_command
-from cli.fleet import UNSERVED, FleetProcess
+from cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.canonical import version_id
 from tempoconf.durations import parse_duration
 from tempoconf.request import parse_rollout_request
+from tempoconf.resolution import STABLE
+from tempoconf.schema_validation import value_problems
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 
-__all__ = ["LiveView", "demo_command", "fleet_table", "load_example", "next_steps", "run_demo"]
+__all__ = [
+    "LiveView",
+    "StageOrder",
+    "demo_command",
+    "fleet_table",
+    "load_example",
+    "next_steps",
+    "run_demo",
+]
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEMO_NAMESPACE = "default"
-DEMO_PATH = "myproject/server_config"
+DEMO_PATH = "demo/server_config"
 DEMO_ACTOR = "tempoconf-demo"
+FIRST_ROLLOUT = "rollout.json"
+BAD_ROLLOUT = "demo-bad-value.json"
+MANUAL_ROLLOUT = "demo-manual.json"
 PROGRESS_INTERVAL_SECONDS = 0.5
 SETTLE_SECONDS = 15.0
 FLEET_START_SECONDS = 30.0
 FOLLOW_INTERVAL_SECONDS = 1.0
 BAR_WIDTH = 40
+HOSTS_LISTED = 12
 
 
 def load_example(name: str) -> Any:
@@ -52,6 +77,18 @@ def load_example(name: str) -> Any:
         )
 
 
+def demo_request(name: str, *, cooldown: str | None = None) -> dict[str, Any]:
+    """An example request aimed at the demo's own config (and, with `cooldown`, every hold set
+    to it); a broken example fails here, loudly."""
+    request = dict(load_example(name))
+    request["path"], request["namespace"] = DEMO_PATH, DEMO_NAMESPACE
+    if cooldown is not None:
+        request["default_cooldown_time"] = cooldown
+        request["stages"] = [{**stage, "cooldown": cooldown} for stage in request["stages"]]
+    parse_rollout_request(request)
+    return request
+
+
 def demo_command(args: argparse.Namespace) -> int:
     if args.clients < 1:
         die("--clients must be at least 1", exit_code=2)
@@ -59,6 +96,12 @@ def demo_command(args: argparse.Namespace) -> int:
         parse_duration(args.cooldown)
     except ValueError as error:
         die(f"--cooldown: {error}", exit_code=2)
+    if args.exit_after_rollout and args.exit_after_demo:
+        die(
+            "--exit-after-rollout (ends after the first rollout) and --exit-after-demo (ends after "
+            "both) contradict each other: give one",
+            exit_code=2,
+        )
 
     async def demo(stack: DevStack) -> int:
         return await run_demo(
@@ -66,22 +109,31 @@ def demo_command(args: argparse.Namespace) -> int:
             clients=args.clients,
             cooldown=args.cooldown,
             exit_after_rollout=args.exit_after_rollout,
+            happy_path_only=args.happy_path_only,
+            exit_after_demo=args.exit_after_demo,
         )
 
     return run_dev_stack(args, demo, command="demo")
 
 
 async def run_demo(
-    stack: DevStack, *, clients: int, cooldown: str, exit_after_rollout: bool
+    stack: DevStack,
+    *,
+    clients: int,
+    cooldown: str,
+    exit_after_rollout: bool = False,
+    happy_path_only: bool = False,
+    exit_after_demo: bool = False,
 ) -> int:
-    """The demo on a running stack; returns the exit code (0 when the rollout was promoted)."""
+    """The demo on a running stack; returns the exit code: 0 when the first rollout was promoted
+    and (unless `happy_path_only`) the bad one was caught by the canaries and reverted."""
     schema = load_example("server_config.schema.json")
     stable_value = load_example("server_config.stable.json")
-    request = load_example("rollout.json")
-    request["default_cooldown_time"] = cooldown
-    for stage in request["stages"]:
-        stage["cooldown"] = cooldown
-    parse_rollout_request(request)  # the example must be valid; a broken one fails here, loudly
+    request = demo_request(FIRST_ROLLOUT, cooldown=cooldown)
+    bad_request = demo_request(BAD_ROLLOUT)
+    problems = value_problems(schema, bad_request["value"])
+    if problems:  # the second act's point is a value the schema lets through
+        die(f"examples/{BAD_ROLLOUT}: its value must be valid for the schema: {problems[0]}")
 
     print(f"\n1. register the schema of {DEMO_PATH} (examples/server_config.schema.json)")
     stack.store.set_schema(DEMO_NAMESPACE, DEMO_PATH, schema, actor=DEMO_ACTOR, reason="demo")
@@ -105,35 +157,17 @@ async def run_demo(
             )
         print(f"   every client runs the stable version; {fleet.canaries} are on channel canary")
 
-        new_version = version_id(request["value"])
-        stages = " → ".join(
-            stage.display_name for stage in parse_rollout_request(request).all_stages
-        )
-        print(
-            f"4. roll out {json.dumps(request['value'])} as version {new_version}: {stages}, {cooldown} hold each"
-        )
-        workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
-        handle = await stack.client.start_workflow(
-            WORKFLOW_TYPE,
-            request,
-            id=workflow_id,
-            task_queue=stack.settings.task_queue,
-            static_summary=f"demo: {DEMO_NAMESPACE}/{DEMO_PATH} → {new_version}",
-        )
-        print(
-            f"   Web UI: {workflow_ui_url(stack.settings, workflow_id, handle.result_run_id)}\n",
-            flush=True,
-        )
         view = LiveView(sys.stdout)
-        result = await _watch(handle, fleet, view, stable=version_id(stable_value), new=new_version)
-
-        outcome = result.get("outcome") if result else None
-        view.log(
-            f"\nrollout ended: {outcome}"
-            + (f" ({result.get('reason')})" if result and result.get("reason") else "")
-        )
-        code = 0 if outcome in SUCCESSFUL_OUTCOMES else 1
+        promoted = await _first_act(stack, fleet, view, request, cooldown=cooldown)
+        code = 0 if promoted else 1
         if exit_after_rollout:
+            return code
+        if not happy_path_only:
+            if promoted:
+                code = 0 if await _second_act(stack, fleet, view, bad_request, schema) else 1
+            else:
+                view.log("the second rollout (a bad value) needs the first one promoted: skipped")
+        if exit_after_demo:
             return code
         view.log(next_steps(stack))
         # The fleet keeps polling: a rollout started, halted or approved from another terminal
@@ -154,12 +188,153 @@ async def run_demo(
     return code
 
 
+def _stages_text(request: dict[str, Any]) -> str:
+    return " → ".join(stage.display_name for stage in parse_rollout_request(request).all_stages)
+
+
+async def _start(
+    stack: DevStack, request: dict[str, Any], summary: str
+) -> WorkflowHandle[Any, Any]:
+    workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
+    handle = await stack.client.start_workflow(
+        WORKFLOW_TYPE,
+        request,
+        id=workflow_id,
+        task_queue=stack.settings.task_queue,
+        static_summary=summary,
+    )
+    print(
+        f"   Web UI: {workflow_ui_url(stack.settings, workflow_id, handle.result_run_id)}\n",
+        flush=True,
+    )
+    return handle
+
+
+def _ended(view: LiveView, result: dict[str, Any] | None) -> str | None:
+    """Log how a rollout ended; its outcome."""
+    outcome = result.get("outcome") if result else None
+    view.log(
+        f"\nrollout ended: {outcome}"
+        + (f" ({result.get('reason')})" if result and result.get("reason") else "")
+    )
+    return outcome
+
+
+async def _first_act(
+    stack: DevStack, fleet: FleetProcess, view: LiveView, request: dict[str, Any], *, cooldown: str
+) -> bool:
+    """The happy path: the example rollout, stage by stage, promoted. True when it was."""
+    stable = version_id(load_example("server_config.stable.json"))
+    new_version = version_id(request["value"])
+    print(
+        f"4. roll out {json.dumps(request['value'])} as version {new_version}: "
+        f"{_stages_text(request)}, {cooldown} hold each (examples/{FIRST_ROLLOUT})"
+    )
+    handle = await _start(stack, request, f"demo: {DEMO_NAMESPACE}/{DEMO_PATH} → {new_version}")
+    result = await _watch(handle, fleet, view, stable=stable, new=new_version)
+    return _ended(view, result) in SUCCESSFUL_OUTCOMES
+
+
+async def _second_act(
+    stack: DevStack,
+    fleet: FleetProcess,
+    view: LiveView,
+    request: dict[str, Any],
+    schema: dict[str, Any],
+) -> bool:
+    """A bad value: the canaries report errors, the check fails, the rollout reverts. True when
+    the canaries caught it (reverted, and no host outside the canary channel ever ran it)."""
+    stable_record = stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH)
+    stable = stable_record.version if stable_record is not None else ""
+    value = request["value"]
+    bad = version_id(value)
+    check = request["health"][0]
+    bounds = schema.get("properties", {}).get("max_connections", {})
+    print(
+        f"\n5. now a bad value: roll out {json.dumps(value)} as version {bad}: "
+        f"{_stages_text(request)}, {request['default_cooldown_time']} hold each "
+        f"(examples/{BAD_ROLLOUT})"
+    )
+    for line in textwrap.wrap(
+        f"The schema allows max_connections from {bounds.get('minimum')} to "
+        f"{bounds.get('maximum')}, so the rollout starts. But each simulated server carries "
+        f"{SERVER_LOAD} open connections: with max_connections {value.get('max_connections')} "
+        f"it refuses the rest, and reports {failure_ratio(value):.0%} of its operations as "
+        f"failed. The health check: the stage's reports, error ratio at most "
+        f"{check['max_error_ratio']:g}, checked every {check['interval']} during the hold.",
+        width=96,
+    ):
+        print(f"   {line}")
+    handle = await _start(stack, request, f"demo: {DEMO_NAMESPACE}/{DEMO_PATH} → {bad} (bad)")
+    result = await _watch(handle, fleet, view, stable=stable, new=bad, new_label="bad")
+    outcome = _ended(view, result)
+    await fleet.snapshot_after()
+    caught, lines = second_act_verdict(
+        fleet.seen(bad),
+        canaries=fleet.canary_ids,
+        size=fleet.size,
+        outcome=outcome,
+        back_on_stable=fleet.counts().get((stable, STABLE), 0),
+    )
+    for line in lines:
+        view.log(line)
+    return caught
+
+
+def second_act_verdict(
+    seen: Mapping[str, Any] | None,
+    *,
+    canaries: list[str],
+    size: int,
+    outcome: str | None,
+    back_on_stable: int,
+) -> tuple[bool, list[str]]:
+    """(caught by the canaries, what to say) from what the fleet observed of the bad version."""
+    hosts = set(seen["hosts"]) if seen else set()
+    error_hosts = set(seen["error_hosts"]) if seen else set()
+    canary_set = set(canaries)
+    others = sorted(hosts - canary_set)
+    listed = sorted(hosts)[:HOSTS_LISTED]
+    shown = ", ".join(listed) + (
+        f" and {len(hosts) - len(listed)} more" if len(hosts) > len(listed) else ""
+    )
+    if not hosts:
+        return False, [f"the rollout ended {outcome} before any host ran the bad version"]
+    exposure = float(seen["exposure"]) if seen else 0.0
+    running = bool(seen and seen["running"])
+    measured = (
+        f"   seen by the fleet: {len(hosts)} of {size} hosts ever ran it ({shown}), "
+        + ("all on channel canary" if not others else f"{len(others)} of them not canaries")
+        + f"; {back_on_stable} of {size} now run the stable version"
+    )
+    if outcome != "reverted":
+        return False, [f"the canary did not catch it: the rollout ended {outcome}", measured]
+    if others:
+        return False, [
+            f"reverted, but not by the canary alone: {len(others)} host(s) outside the canary "
+            f"channel ran it too",
+            measured,
+        ]
+    if running:
+        return False, [
+            f"reverted, but some host still ran it {exposure:.1f} s after the first one got it",
+            measured,
+        ]
+    reported = len(error_hosts & canary_set)
+    ran = "" if len(hosts) == len(canary_set) else f" ({len(hosts)} ran it)"
+    return True, [
+        f"the canary caught it: {reported}/{len(canary_set)} canaries reported errors{ran}, "
+        f"reverted {exposure:.1f} s after the first one got it; no other host ever ran it",
+        measured,
+    ]
+
+
 def next_steps(stack: DevStack) -> str:
     """What to try next, copy-pasteable: the Temporal CLI with the right --address, and tempoconf."""
     temporal, tempoconf = temporal_command(), tempoconf_command()
     address = f"--address {stack.temporal_address}"
     workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
-    manual = EXAMPLES_DIR / "rollout-manual.json"
+    manual = EXAMPLES_DIR / MANUAL_ROLLOUT
     with contextlib.suppress(ValueError):
         manual = manual.relative_to(Path.cwd())
     return "\n".join(
@@ -253,24 +428,78 @@ class LiveView:
             self._stream.write(f"\x1b[{self._drawn}F\x1b[J")
 
 
+class StageOrder:
+    """The stages of the rollout on screen, in their order (from its `status` query), so rows
+    and counts read canary, 10 %, 50 %, then stable, and each names its stage `1/3`."""
+
+    def __init__(self, progress: Mapping[str, Any] | None = None) -> None:
+        stages = (progress or {}).get("stages") or []
+        self.names = [str(stage.get("name")) for stage in stages]
+        # A rollout that is over serves nobody through a stage: stable means everyone.
+        self.live = bool(progress) and not (progress or {}).get("outcome")
+
+    def rank(self, stage: str) -> tuple[int, str]:
+        if stage in self.names:
+            return self.names.index(stage), ""
+        if stage in (STABLE, "-"):
+            return len(self.names) + 1, ""
+        return len(self.names), stage  # a stage of another rollout: after ours, by name
+
+    def numbered(self, stage: str) -> str:
+        if stage in self.names:
+            return f"stage {self.names.index(stage) + 1}/{len(self.names)} {stage}"
+        return f"stage {stage}"
+
+
+def _label(
+    version: str, stage: str, *, stable: str, new: str | None, new_label: str, order: StageOrder
+) -> tuple[str, str, str]:
+    """(which version, why it runs here in the table, the same in a log line) of one row."""
+    if (version, stage) == UNSERVED:
+        return "-", "not served yet", "not served"
+    which = new_label if version == new else ("stable" if version == stable else "")
+    if stage not in (STABLE, "-"):
+        return which, order.numbered(stage), stage
+    if version == new:
+        return which, "promoted: now the stable one", "promoted, now stable"
+    return which, "stable: not reached yet" if order.live else "stable", ""
+
+
+def _rows(
+    counts: Counter[tuple[str, str]], *, new: str | None, stable: str, order: StageOrder
+) -> list[tuple[tuple[str, str], int]]:
+    """Stage by stage in the rollout's order, stable last; the new version first in a stage."""
+
+    def key(item: tuple[tuple[str, str], int]) -> tuple[Any, ...]:
+        (version, stage), _ = item
+        unserved = (version, stage) == UNSERVED
+        rank = 0 if version == new else (1 if version == stable else 2)
+        return (unserved, order.rank(stage), rank, version)
+
+    return sorted(counts.items(), key=key)
+
+
 def fleet_table(
-    counts: Counter[tuple[str, str]], *, stable: str, new: str | None, header: str
+    counts: Counter[tuple[str, str]],
+    *,
+    stable: str,
+    new: str | None,
+    header: str,
+    order: StageOrder | None = None,
+    new_label: str = "new",
 ) -> list[str]:
-    """One row per (version, stage) with its count and a bar: the fleet at a glance."""
+    """One row per (version, stage) with its count and a bar, in stage order: the fleet at a glance."""
+    order = order or StageOrder()
     total = sum(counts.values()) or 1
     rows = []
-    for (version, stage), n in sorted(
-        counts.items(), key=lambda item: (item[0][0] != new, item[0][0], item[0][1])
-    ):
-        if (version, stage) == UNSERVED:
-            name, where = "not served yet", ""
-        else:
-            tag = "new" if version == new else ("stable" if version == stable else "")
-            name = f"{version[:8]} {tag}".rstrip()
-            where = "as stable" if stage in ("stable", "-") else stage
+    for (version, stage), n in _rows(counts, new=new, stable=stable, order=order):
+        which, why, _ = _label(
+            version, stage, stable=stable, new=new, new_label=new_label, order=order
+        )
+        name = f"{version[:8]} {which}".rstrip() if (version, stage) != UNSERVED else "-"
         bar = "█" * max(1, round(BAR_WIDTH * n / total)) if n else ""
-        rows.append(f"  {name:<16} {where:<18} {n:>5}  {bar}")
-    return [header, f"  {'VERSION':<16} {'SERVED AS':<18} {'HOSTS':>5}", *rows]
+        rows.append(f"  {name:<16} {why:<30} {n:>5}  {bar}")
+    return [header, f"  {'VERSION':<16} {'WHY THESE HOSTS RUN IT':<30} {'HOSTS':>5}", *rows]
 
 
 def _rollout_header(progress: dict[str, Any]) -> str:
@@ -297,6 +526,7 @@ async def _watch(
     *,
     stable: str,
     new: str,
+    new_label: str = "new",
 ) -> dict[str, Any] | None:
     """Show the fleet while the rollout runs (a log line per change); return the result."""
     result_task: asyncio.Task[Any] = asyncio.ensure_future(handle.result())
@@ -305,7 +535,9 @@ async def _watch(
 
     def show(progress: dict[str, Any], counts: Counter[tuple[str, str]]) -> None:
         nonlocal last_line
-        line = _progress_line(progress, counts, stable=stable, new=new)
+        order = StageOrder(progress)
+        text = _fleet_text(counts, stable=stable, new=new, new_label=new_label, order=order)
+        line = _progress_line(progress, text)
         if line != last_line:
             view.log(f"[{time.monotonic() - started:6.1f}s] {line}")
             last_line = line
@@ -314,6 +546,8 @@ async def _watch(
                 counts,
                 stable=stable,
                 new=new,
+                new_label=new_label,
+                order=order,
                 header=f"fleet of {fleet.size}: {_rollout_header(progress)}",
             )
         )
@@ -358,12 +592,10 @@ async def _follow_fleet(stack: DevStack, fleet: FleetProcess, view: LiveView) ->
             )
         new = progress.get("version") or (lock.version if lock is not None else None)
         counts = fleet.counts()
+        order = StageOrder(progress)
+        text = _fleet_text(counts, stable=stable, new=new, order=order)
         line = (
-            _progress_line(progress, counts, stable=stable, new=new or "")
-            if progress
-            else (
-                "no rollout running          | " + _fleet_text(counts, stable=stable, new=new or "")
-            )
+            _progress_line(progress, text) if progress else f"{'no rollout running':<46} | {text}"
         )
         if line != last_line:
             view.log(f"[{time.monotonic() - started:6.1f}s] {line}")
@@ -373,6 +605,7 @@ async def _follow_fleet(stack: DevStack, fleet: FleetProcess, view: LiveView) ->
                 counts,
                 stable=stable,
                 new=new,
+                order=order,
                 header=f"fleet of {fleet.size}: {_rollout_header(progress)}  (Ctrl-C stops the stack)",
             )
         )
@@ -386,28 +619,28 @@ async def _query_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
         return {}
 
 
-def _fleet_text(counts: Counter[tuple[str, str]], *, stable: str, new: str) -> str:
-    def label(version: str) -> str:
-        return "new" if version == new else ("stable" if version == stable else version[:8])
-
-    return ", ".join(
-        f"{n} {label(version)}"
-        + (
-            f" ({stage})"
-            if stage not in ("stable", "-")
-            else (" (as stable)" if version == new else "")
-        )
-        if (version, stage) != UNSERVED
-        else f"{n} not served"
-        for (version, stage), n in sorted(
-            counts.items(), key=lambda item: (item[0][0] != new, item[0][1])
-        )
-    )
-
-
-def _progress_line(
-    progress: dict[str, Any], counts: Counter[tuple[str, str]], *, stable: str, new: str
+def _fleet_text(
+    counts: Counter[tuple[str, str]],
+    *,
+    stable: str,
+    new: str | None,
+    order: StageOrder,
+    new_label: str = "new",
 ) -> str:
+    """The fleet in one line, in stage order: `2 new (channel:canary), 4 new (10%), 34 stable`."""
+    parts = []
+    for (version, stage), n in _rows(counts, new=new, stable=stable, order=order):
+        which, _, where = _label(
+            version, stage, stable=stable, new=new, new_label=new_label, order=order
+        )
+        if (version, stage) == UNSERVED:
+            parts.append(f"{n} not served")
+            continue
+        parts.append(f"{n} {which or version[:8]}" + (f" ({where})" if where else ""))
+    return ", ".join(parts)
+
+
+def _progress_line(progress: dict[str, Any], fleet_text: str) -> str:
     count = progress.get("stage_count") or 0
     index = progress.get("stage_index", -1)
     state = progress.get("state", "?")
@@ -416,4 +649,4 @@ def _progress_line(
         if index >= 0 and count
         else "no stage yet"
     )
-    return f"{where:<28} {state:<17} | {_fleet_text(counts, stable=stable, new=new)}"
+    return f"{where:<28} {state:<17} | {fleet_text}"

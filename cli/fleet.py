@@ -1,8 +1,17 @@
 """A simulated fleet for the demo: N clients polling the distribution API, each reporting health.
 
 Every client polls `GET /v1/configs/{path}` about every `interval` seconds with `If-None-Match`,
-remembers the version and stage it was served, and posts a health report for that version now and
-then. About `canary_share` of the clients are on channel `canary`; ids are `host-0001`, ...
+remembers the version, stage and value it was served, and posts a health report for that version
+(under its own client id, with its channel) right after it received it, then now and then. About
+`canary_share` of the clients are on channel `canary`; ids are `host-0001`, ...
+
+Whether a client's operations fail depends on the value it runs, by one rule (`failure_ratio`):
+each simulated server carries `SERVER_LOAD` open connections, and a `max_connections` below that
+refuses the excess, so that share of its operations fails. Every value of examples/ is far above
+the load; the demo's second act rolls out one below it (valid for the schema all the same).
+
+The fleet also remembers, per version, every host that ever ran it and every host that reported
+errors on it (`seen`): what the demo tells about a bad version is observed, not inferred.
 
 `Fleet` runs the clients in the caller's event loop. `FleetProcess` runs the same fleet in a child
 process (`python -m cli.fleet`) that streams its counts back: a few hundred clients polling twice
@@ -18,16 +27,37 @@ import contextlib
 import json
 import random
 import sys
+import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 import httpx
 
-__all__ = ["Fleet", "FleetProcess", "SimulatedClient"]
+__all__ = [
+    "SERVER_LOAD",
+    "UNSERVED",
+    "Fleet",
+    "FleetProcess",
+    "SimulatedClient",
+    "VersionSeen",
+    "failure_ratio",
+]
 
 UNSERVED = ("-", "-")
 """The (version, stage) of a client that has no answer yet."""
+SERVER_LOAD = 500
+"""Open connections each simulated server carries (see `failure_ratio`)."""
+
+
+def failure_ratio(value: Any) -> float:
+    """The share of a simulated server's operations that fail when it runs `value`: a
+    `max_connections` below `SERVER_LOAD` refuses the connections above it."""
+    limit = value.get("max_connections") if isinstance(value, dict) else None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit >= SERVER_LOAD:
+        return 0.0
+    return (SERVER_LOAD - max(limit, 0)) / SERVER_LOAD
 
 
 @dataclass
@@ -36,10 +66,35 @@ class SimulatedClient:
     channel: str | None
     version: str | None = None
     stage: str | None = None
+    value: Any = None
     etag: str | None = None
     polls: int = 0
     failed_polls: int = 0
     last_error: str | None = None
+
+
+@dataclass
+class VersionSeen:
+    """What the fleet observed of one version: who ran it, who reported errors on it, and for
+    how long any host ran it (monotonic clock)."""
+
+    hosts: set[str] = field(default_factory=set)
+    error_hosts: set[str] = field(default_factory=set)
+    first_served: float = 0.0
+    gone_at: float | None = None
+    """When the last host left it; None while some host runs it."""
+
+    def exposure(self, now: float) -> float:
+        """Seconds from the first host served it to the last one leaving it (or to now)."""
+        return (self.gone_at if self.gone_at is not None else now) - self.first_served
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        return {
+            "hosts": sorted(self.hosts),
+            "error_hosts": sorted(self.error_hosts),
+            "exposure": round(self.exposure(now), 3),
+            "running": self.gone_at is None,
+        }
 
 
 class Fleet:
@@ -73,6 +128,7 @@ class Fleet:
             )
             for number in range(1, size + 1)
         ]
+        self.seen: dict[str, VersionSeen] = {}
         self._random = random.Random(seed)
         self._http: httpx.AsyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -117,6 +173,10 @@ class Fleet:
     @property
     def canaries(self) -> int:
         return sum(1 for client in self.clients if client.channel == "canary")
+
+    @property
+    def canary_ids(self) -> list[str]:
+        return [client.client_id for client in self.clients if client.channel == "canary"]
 
     def errors(self) -> list[str]:
         return sorted({client.last_error for client in self.clients if client.last_error})
@@ -174,25 +234,56 @@ class Fleet:
             client.failed_polls += 1
             client.last_error = f"HTTP 200 without JSON: {response.text[:80]!r}"
             return
-        client.version = body.get("version")
+        self._switch(client, body.get("version"))
         client.stage = body.get("stage")
+        client.value = body.get("value")
         client.etag = response.headers.get("ETag")
         client.last_error = None
 
+    def _switch(self, client: SimulatedClient, version: str | None) -> None:
+        """`client` now runs `version`: keep `seen` up to date."""
+        previous, client.version = client.version, version
+        if version == previous:
+            return
+        now = time.monotonic()
+        if version:
+            seen = self.seen.get(version)
+            if seen is None:
+                seen = self.seen[version] = VersionSeen(first_served=now)
+            seen.hosts.add(client.client_id)
+            seen.gone_at = None
+        if previous and not any(other.version == previous for other in self.clients):
+            self.seen[previous].gone_at = now
+
     async def _report(self, client: SimulatedClient) -> None:
         assert self._http is not None
-        report = {
+        assert client.version is not None
+        operations = self._random.randint(50, 100)
+        ratio = failure_ratio(client.value)
+        failed = round(operations * ratio)
+        report: dict[str, Any] = {
             "path": self.path,
             "namespace": self.namespace,
             "client": client.client_id,
             "version": client.version,
-            "ok": self._random.randint(50, 100),
-            "failed": 0,
+            "ok": operations - failed,
+            "failed": failed,
         }
+        if failed:
+            report["error"] = (
+                f"connection refused: max_connections {client.value.get('max_connections')} "
+                f"< {SERVER_LOAD} open connections"
+            )
+        # The cohort a report counts for is the client's identity: send it as the SDK does.
+        if client.channel:
+            report["channel"] = client.channel
         with contextlib.suppress(Exception):  # a lost report is what real fleets do too
             response = await self._http.post("/v1/reports", json=report)
             if response.status_code == 405 or "no such route" in response.text:
                 self._reports_supported = False  # an API without the reports endpoint: stop trying
+                return
+            if failed and response.status_code < 300:
+                self.seen[client.version].error_hosts.add(client.client_id)
 
 
 class FleetProcess:
@@ -221,7 +312,9 @@ class FleetProcess:
         ]  # fmt: skip
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._snapshot: dict[str, object] = {"counts": [], "served": 0, "canaries": 0, "errors": []}
+        self._snapshot: dict[str, Any] = {
+            "counts": [], "served": 0, "canaries": 0, "canary_ids": [], "errors": [], "seen": {},
+        }  # fmt: skip
 
     async def __aenter__(self) -> FleetProcess:
         self._process = await asyncio.create_subprocess_exec(
@@ -257,17 +350,33 @@ class FleetProcess:
     def counts(self) -> Counter[tuple[str, str]]:
         return Counter(
             {(str(version), str(stage)): int(n) for version, stage, n in self._snapshot["counts"]}
-        )  # type: ignore[attr-defined]
+        )
 
     def served(self) -> int:
-        return int(self._snapshot["served"])  # type: ignore[call-overload]
+        return int(self._snapshot["served"])
 
     @property
     def canaries(self) -> int:
-        return int(self._snapshot["canaries"])  # type: ignore[call-overload]
+        return int(self._snapshot["canaries"])
+
+    @property
+    def canary_ids(self) -> list[str]:
+        return list(self._snapshot["canary_ids"])
 
     def errors(self) -> list[str]:
-        return list(self._snapshot["errors"])  # type: ignore[call-overload]
+        return list(self._snapshot["errors"])
+
+    def seen(self, version: str) -> dict[str, Any] | None:
+        """`VersionSeen.as_json` of `version` as of the last snapshot; None: no host ran it."""
+        seen = self._snapshot["seen"].get(version)
+        return dict(seen) if seen is not None else None
+
+    async def snapshot_after(self, timeout: float = 5.0) -> None:
+        """Wait for a snapshot taken after this call (so it holds everything observed so far)."""
+        loop = asyncio.get_running_loop()
+        asked, deadline = time.monotonic(), loop.time() + timeout
+        while float(self._snapshot.get("taken", 0.0)) <= asked and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     async def wait_all_served(self, timeout: float = 15.0) -> bool:
         deadline = asyncio.get_running_loop().time() + timeout
@@ -295,11 +404,15 @@ async def _run_child(args: argparse.Namespace) -> None:
     stdin_closed = loop.run_in_executor(None, sys.stdin.buffer.read)
     async with fleet:
         while not stdin_closed.done():
+            now = time.monotonic()
             snapshot = {
+                "taken": now,
                 "counts": [[version, stage, n] for (version, stage), n in fleet.counts().items()],
                 "served": fleet.served(),
                 "canaries": fleet.canaries,
+                "canary_ids": fleet.canary_ids,
                 "errors": fleet.errors()[:3],
+                "seen": {version: seen.as_json(now) for version, seen in fleet.seen.items()},
             }
             sys.stdout.write(json.dumps(snapshot) + "\n")
             sys.stdout.flush()

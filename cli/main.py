@@ -90,19 +90,35 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(handler="components.dev_command")
 
     demo_parser = commands.add_parser(
-        "demo", help="the dev stack, a simulated fleet and the example rollout with live progress"
+        "demo",
+        help="the dev stack, a simulated fleet and two rollouts with live progress: the example "
+        "promoted, then a bad value caught by the canaries and reverted",
     )
     _stack_flags(demo_parser)
     demo_parser.add_argument(
+        "--happy-path-only",
+        action="store_true",
+        help="roll out the example only, not the bad value after it",
+    )
+    demo_parser.add_argument(
         "--exit-after-rollout",
         action="store_true",
-        help="exit when the rollout ends (0 if promoted)",
+        help="exit when the first rollout ends, before the bad value (0 if promoted)",
+    )
+    demo_parser.add_argument(
+        "--exit-after-demo",
+        action="store_true",
+        help="exit when the demo's rollouts end instead of staying up (0 if the first was "
+        "promoted and the bad value was caught by the canaries and reverted)",
     )
     demo_parser.add_argument(
         "--clients", type=int, default=200, help="size of the simulated fleet (default 200)"
     )
     demo_parser.add_argument(
-        "--cooldown", default="5s", help="hold time of every demo stage (default 5s)"
+        "--cooldown",
+        default="5s",
+        help="hold time of every stage of the first rollout (default 5s; the bad value's canary "
+        "stage holds 30s, checked every second)",
     )
     demo_parser.set_defaults(handler="demo.demo_command")
 
