@@ -374,6 +374,7 @@ class FleetProcess:
     async def snapshot_after(self, timeout: float = 5.0) -> None:
         """Wait for a snapshot taken after this call (so it holds everything observed so far)."""
         loop = asyncio.get_running_loop()
+        # The child stamps snapshots with its time.monotonic(): one system-wide clock on Linux.
         asked, deadline = time.monotonic(), loop.time() + timeout
         while float(self._snapshot.get("taken", 0.0)) <= asked and loop.time() < deadline:
             await asyncio.sleep(0.05)
