@@ -211,6 +211,7 @@ async def _start(
 def _static_details(request: RolloutRequest, version: str, stages: str, change: str) -> str:
     lines = [
         f"**{request.namespace}/{request.path}** → version `{version}`",
+        "",  # the Web UI renders the lines below as a list only after a blank line
         f"- change: {change}",
         f"- stages: {stages}",
     ]

@@ -95,7 +95,7 @@ def _stage_line(stage: StageProgress, progress: RolloutProgress, now: datetime) 
         notes.append(f"hold {_hold_end(progress.hold_deadline, now, as_of=False)}")
     if stage.manual:
         notes.append("manual approval")
-    return f"- {stage.index + 1}. **{stage.name}**: {stage.cohort} ({', '.join(notes)})"
+    return f"{stage.index + 1}. **{stage.name}**: {stage.cohort} ({', '.join(notes)})"
 
 
 def render_current_details(progress: RolloutProgress, plan: RolloutPlan | None, *, now: datetime) -> str:

@@ -73,7 +73,7 @@ def test_a_running_hold_shows_its_end_and_the_time_left_as_of_the_update() -> No
     assert "ends 12:55:35 UTC, in 4m11s (as of 12:51:23 UTC)" in details
     assert "Waiting for: the hold to end: ends 12:55:35 UTC, in 4m11s (as of 12:51:23 UTC), " \
            "then 1 health check(s)" in details
-    assert "- 1. **channel:canary**: channel=canary (live, hold ends 12:55:35 UTC, in 4m11s)" in details
+    assert "1. **channel:canary**: channel=canary (live, hold ends 12:55:35 UTC, in 4m11s)" in details
     assert f"`.venv/bin/temporal workflow update execute --address 127.0.0.1:17233 -w {WORKFLOW_ID} " \
            "--name advance`" in details
 
@@ -92,7 +92,7 @@ def test_a_stage_whose_hold_is_over_shows_no_hold_time(state: RolloutState) -> N
     details = render_current_details(progress(state, stage_index=1, hold_deadline=over), plan(), now=NOW)
     assert over.strftime("%H:%M:%S") not in details
     assert "hold" not in details.split("Commands:")[0].replace("the hold and health checks", "")
-    assert "- 2. **50%**: 50% of clients (live, manual approval)" in details
+    assert "2. **50%**: 50% of clients (live, manual approval)" in details
 
 
 def test_awaiting_approval_says_what_passed_and_how_to_approve() -> None:
