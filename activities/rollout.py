@@ -7,7 +7,7 @@ nothing twice. Store calls are synchronous; they run in a thread so the worker's
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
@@ -15,6 +15,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempoconf.change import rollout_change
 from tempoconf.messages import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
@@ -58,10 +59,17 @@ def _invalid(problems: list[Problem]) -> ApplicationError:
 
 
 class RolloutActivities:
-    """Activities bound to one store; register `activities()` with the worker."""
+    """Activities bound to one store; register `activities()` with the worker.
 
-    def __init__(self, store: Store) -> None:
+    `temporal_cli` and `temporal_address` say how a person reaches this worker's Temporal server
+    (`.venv/bin/temporal`, `127.0.0.1:7233`): the workflow prints its steering commands with them
+    ("" leaves the address out, for the CLI's own default).
+    """
+
+    def __init__(self, store: Store, *, temporal_cli: str = "temporal", temporal_address: str = "") -> None:
         self._store = store
+        self._temporal_cli = temporal_cli
+        self._temporal_address = temporal_address
 
     def activities(self) -> list[object]:
         return [
@@ -87,6 +95,8 @@ class RolloutActivities:
             validated.value,
             validated.existing,
         )
+        # The change is told against the stable version this rollout starts from.
+        stable = await asyncio.to_thread(self._store.get_stable, request.namespace, request.path)
         await self._take_lock(request.namespace, request.path, input, version)
         if existing is None:
             record = VersionRecord(
@@ -112,7 +122,13 @@ class RolloutActivities:
             reason=reason,
             event_key=f"{input.run_id}:begin",
         )
-        return plan_from_request(request, version)
+        return replace(
+            plan_from_request(request, version),
+            change=rollout_change(value, stable, rollback_to=version if existing is not None else None),
+            temporal_cli=self._temporal_cli,
+            temporal_address=self._temporal_address,
+            temporal_namespace=activity.info().workflow_namespace,
+        )
 
     async def _take_lock(self, namespace: str, path: str, input: PrepareInput, version: str) -> None:
         def acquire(replace_run_id: str | None = None) -> LockRecord:

@@ -32,6 +32,7 @@ from cli._common import (
 )
 from cli.schema import check_config_name
 from tempoconf.canonical import version_id
+from tempoconf.change import rollout_change, workflow_summary
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings
@@ -39,6 +40,7 @@ from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 from tempoconf.validation import validate_rollout
 
 __all__ = [
+    "request_change",
     "request_problems",
     "rollback_request",
     "rollback_command",
@@ -65,6 +67,15 @@ def rollout_version(request: RolloutRequest) -> str:
     return request.version if request.version is not None else version_id(request.value)
 
 
+def request_change(request: RolloutRequest, store: Any) -> str:
+    """What a valid request changes against the config's stable version, as the workflow says it."""
+    stable = store.get_stable(request.namespace, request.path)
+    if request.version is None:
+        return rollout_change(request.value, stable)
+    existing = store.get_version(request.namespace, request.path, request.version)
+    return rollout_change(None if existing is None else existing.value, stable, rollback_to=request.version)
+
+
 def start_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     raw = read_json_file(args.file, what="rollout request")
@@ -75,8 +86,9 @@ def start_command(args: argparse.Namespace) -> int:
             print("nothing was started.", file=sys.stderr)
             return 2
         lock = store.get_lock(request.namespace, request.path)
+        change = request_change(request, store)
     return asyncio.run(
-        _start(settings, raw, request, lock, workflow_id=args.workflow_id, wait=args.wait)
+        _start(settings, raw, request, lock, change=change, workflow_id=args.workflow_id, wait=args.wait)
     )
 
 
@@ -132,9 +144,10 @@ def rollback_command(args: argparse.Namespace) -> int:
             print("nothing was started.", file=sys.stderr)
             return 2
         lock = store.get_lock(request.namespace, request.path)
+        change = request_change(request, store)
     # An immediate rollback is quick, so it waits unless told not to; a staged one waits if asked.
     wait = args.wait or (not args.staged and not args.no_wait)
-    return asyncio.run(_start(settings, raw, request, lock, workflow_id=None, wait=wait))
+    return asyncio.run(_start(settings, raw, request, lock, change=change, workflow_id=None, wait=wait))
 
 
 async def _start(
@@ -143,6 +156,7 @@ async def _start(
     request: RolloutRequest,
     lock: Any,
     *,
+    change: str,
     workflow_id: str | None,
     wait: bool,
 ) -> int:
@@ -166,8 +180,8 @@ async def _start(
             raw,
             id=workflow_id,
             task_queue=settings.task_queue,
-            static_summary=f"{name} → {version}"[:400],
-            static_details=_static_details(request, version, stages),
+            static_summary=workflow_summary(request.namespace, request.path, version, change),
+            static_details=_static_details(request, version, stages, change),
         )
     except WorkflowAlreadyStartedError:
         die(
@@ -194,9 +208,11 @@ async def _start(
     return await _print_result(handle)
 
 
-def _static_details(request: RolloutRequest, version: str, stages: str) -> str:
+def _static_details(request: RolloutRequest, version: str, stages: str, change: str) -> str:
     lines = [
         f"**{request.namespace}/{request.path}** → version `{version}`",
+        "",  # the Web UI renders the lines below as a list only after a blank line
+        f"- change: {change}",
         f"- stages: {stages}",
     ]
     for label, text in (

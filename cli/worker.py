@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 from activities.health import HealthCheckActivities
 from activities.notify import NotifyActivities
 from activities.rollout import RolloutActivities
+from cli.devstack import temporal_command
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES
@@ -51,12 +52,17 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
 
 
 def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
+    """The worker; the rollouts it runs print their steering commands with the address of `client`
+    and the Temporal CLI as typed here, so they run as printed."""
+    rollout = RolloutActivities(
+        store, temporal_cli=temporal_command(), temporal_address=client.service_client.config.target_host
+    )
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[ConfigRollout],
         activities=[
-            *RolloutActivities(store).activities(),
+            *rollout.activities(),
             *HealthCheckActivities(store).activities(),
             *NotifyActivities().activities(),
         ],

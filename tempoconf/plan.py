@@ -49,6 +49,14 @@ class RolloutPlan:
     commit: str = ""
     message: str = ""
     webhooks: list[str] = field(default_factory=list)
+    change: str = ""
+    """What the rollout changes, for people (`max_connections 1000 → 2000`; tempoconf.change)."""
+    temporal_cli: str = ""
+    """How to type the Temporal CLI where the worker runs (`.venv/bin/temporal`; "" means `temporal`)."""
+    temporal_address: str = ""
+    """host:port of the Temporal server the worker uses, so printed commands run as printed."""
+    temporal_namespace: str = ""
+    """The Temporal namespace of the workflow ("" when unknown; "default" is not printed)."""
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:

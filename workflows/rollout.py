@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from tempoconf.details import render_current_details
     from tempoconf.health import HEALTHY, UNHEALTHY
     from tempoconf.messages import (
         CHECK_HEALTH_ACTIVITY,
@@ -104,13 +105,6 @@ async def _finish_despite_cancellation(step: asyncio.Future[Any]) -> bool:
             cancelled = True
     step.result()  # re-raise the step's own failure, if any
     return cancelled
-
-
-def _clock(iso: str | None) -> str:
-    """`2026-11-29T10:11:12.97+00:00` → `10:11:12 UTC` (the date when it is not today's is noise here)."""
-    if not iso:
-        return "?"
-    return iso[11:19] + " UTC"
 
 
 def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
@@ -593,7 +587,7 @@ class ConfigRollout:
     def _refresh_view(self) -> None:
         self._progress.paused = bool(self._progress.pause_reasons)
         self._progress.phase = describe_phase(self._progress)
-        workflow.set_current_details(self._current_details())
+        workflow.set_current_details(render_current_details(self._progress, self._plan, now=workflow.now()))
         self._upsert_search_attributes()
 
     async def _audit_transitions(self) -> None:
@@ -640,71 +634,6 @@ class ConfigRollout:
         if updates:
             workflow.upsert_search_attributes(updates)
             self._search_attributes.update({key.name: value for key, value in wanted.items() if value})
-
-    def _current_details(self) -> str:
-        """Markdown for the Web UI (User Metadata → Current Details): what is live for whom, what the
-        rollout waits for, the last health result, and the commands to steer it."""
-        progress = self._progress
-        workflow_id = progress.workflow_id
-        plan = self._plan
-        lines = [f"## {progress.namespace}/{progress.path} → `{progress.version or '?'}`", ""]
-        if plan is not None and (plan.author or plan.message):
-            lines += [f"{plan.message or 'no message'} — {plan.author or 'unknown author'}"
-                      + (f" (commit `{plan.commit}`)" if plan.commit else ""), ""]
-        lines += [f"**{progress.phase}**", ""]
-        waits_for = self._waits_for()
-        if waits_for:
-            lines += [f"Waiting for: {waits_for}", ""]
-        for stage in progress.stages:
-            manual = ", manual approval" if stage.manual else ""
-            hold = f", hold until {_clock(stage.hold_deadline)}" if stage.status == "live" and stage.hold_deadline else ""
-            lines.append(
-                f"- {stage.index + 1}. **{stage.name}**: {stage.cohort} "
-                f"({stage.status}{hold}{manual})"
-            )
-        if progress.stages:
-            lines.append("")
-        if progress.last_health:
-            verdict = "healthy" if progress.last_health.healthy else "UNHEALTHY"
-            lines += [f"Last health check ({_clock(progress.last_health.checked_at)}): **{verdict}**", ""]
-            for check in progress.last_health.checks:
-                lines.append(f"- {check.name}: {check.verdict}: {check.summary}")
-            if progress.last_health.checks:
-                lines.append("")
-        if RolloutState(progress.state) not in FINAL_STATES:
-            quoted = workflow_id.replace("'", "'\\''")
-            lines += [
-                "Commands:",
-                "",
-                f"- halt (back to stable): `temporal workflow signal -w '{quoted}' --name halt "
-                "--input '{\"reason\": \"...\"}'`",
-                f"- bypass (promote now): `temporal workflow signal -w '{quoted}' --name bypass "
-                "--input '{\"reason\": \"...\"}'`",
-            ]
-            if progress.state == RolloutState.HOLDING:
-                lines.append(f"- end this hold now: `temporal workflow update execute -w '{quoted}' --name advance`")
-            if progress.state == RolloutState.AWAITING_APPROVAL:
-                lines.append(f"- approve: `temporal workflow update execute -w '{quoted}' --name approve`")
-            if progress.pause_reasons:
-                lines.append(f"- resume: `temporal workflow update execute -w '{quoted}' --name resume`")
-        elif progress.outcome:
-            lines.append(f"Outcome: **{progress.outcome}** — {progress.reason}")
-        return "\n".join(lines)
-
-    def _waits_for(self) -> str | None:
-        progress = self._progress
-        state = RolloutState(progress.state)
-        if progress.pause_reasons and state not in FINAL_STATES:
-            return "resume (paused: " + "; ".join(progress.pause_reasons) + ")"
-        stage = self._plan.stages[progress.stage_index] if self._plan and progress.stage_index >= 0 else None
-        if state == RolloutState.HOLDING and progress.hold_deadline:
-            checks = f", then {len(stage.health)} health check(s)" if stage and stage.health else ""
-            return f"the hold to end at {_clock(progress.hold_deadline)}{checks}"
-        if state == RolloutState.CHECKING_HEALTH:
-            return "the health checks of this stage"
-        if state == RolloutState.AWAITING_APPROVAL:
-            return "an operator's approve"
-        return None
 
     def _raise_if_halted(self) -> None:
         if self._halt is not None:

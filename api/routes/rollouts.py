@@ -27,6 +27,7 @@ from api.deps import config_name, settings_of, store_of, temporal_of
 from api.errors import ApiError
 from api.routing import CONFIG_PATH, Endpoint, route
 from api.temporal_client import rpc_errors, temporal_unavailable
+from tempoconf.change import rollout_change, workflow_summary
 from tempoconf.problems import InvalidRequestError
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
@@ -76,6 +77,9 @@ async def start_rollout(request: Request) -> JSONResponse:
         )
     version = validated.version
     stages = [stage.display_name for stage in parsed.all_stages]
+    stable = await asyncio.to_thread(store.get_stable, namespace, path)
+    rollback_to = version if validated.existing is not None else None
+    change = rollout_change(validated.value, stable, rollback_to=rollback_to)
     try:
         with rpc_errors(connector.where):
             handle = await client.start_workflow(
@@ -83,7 +87,7 @@ async def start_rollout(request: Request) -> JSONResponse:
                 raw,
                 id=workflow_id,
                 task_queue=settings_of(request).task_queue,
-                static_summary=f"{namespace}/{path} → {version}"[:400],
+                static_summary=workflow_summary(namespace, path, version, change),
                 rpc_timeout=RPC_TIMEOUT,
             )
     except WorkflowAlreadyStartedError:

@@ -204,10 +204,14 @@ async def test_bypass_promotes_now(rollout_harness: RolloutHarness, admin: httpx
     assert started.status_code == 202
     await wait_for_state(admin, path, "holding")
 
+    handle = rollout_harness.realtime_client.get_workflow_handle(started.json()["workflow_id"])
+    # The Web UI's summary of the workflow names the change, not only the version.
+    summary = await (await handle.describe()).static_summary()
+    assert summary == f"default/{path}: max_connections 1000 → 2000 ({version_id(NEW_VALUE)})"
+
     bypassed = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "hotfix"})
 
     assert bypassed.status_code == 200, bypassed.text
-    handle = rollout_harness.realtime_client.get_workflow_handle(started.json()["workflow_id"])
     assert (await handle.result())["outcome"] == "bypassed"
     assert rollout_harness.store.get_stable("default", path).version == version_id(NEW_VALUE)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from tempoconf.canonical import version_id
+from tempoconf.temporal import temporal_cli_path
 from tests.cli.conftest import EXAMPLES, TEMPOCONF, RunningDev, unique_path
 
 pytestmark = pytest.mark.timeout(180)
@@ -254,3 +256,39 @@ def test_rollback_to_an_earlier_version(dev: RunningDev) -> None:
     versions = dev.cli("versions", path).stdout.splitlines()
     stable_line = next(line for line in versions if line.startswith(version_id(STABLE)))
     assert " yes " in stable_line
+
+
+def test_web_ui_names_the_change_and_its_commands_run_as_printed(dev: RunningDev) -> None:
+    """What the Web UI shows (`temporal workflow describe` / `metadata` read the same fields): the
+    summary and the current details name the change, and the halt command in them, pasted into a
+    shell that has no TEMPORAL_ADDRESS, reaches this dev server on its non-default port."""
+    path = _config(dev, "webui")
+    request = {"path": path, "value": NEW, "stages": [{"channel": "canary", "cooldown": "120s"}]}
+    assert dev.cli("rollout", "start", _write(dev, "webui.json", request)).returncode == 0
+    _wait_for_state(dev, path, "holding")
+    workflow_id = f"rollout:default/{path}"
+    where = ("-w", workflow_id, "--address", dev.temporal_address)
+
+    described = subprocess.run(
+        [str(temporal_cli_path()), "workflow", "describe", *where, "-o", "json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    summary = json.loads(described.stdout)["executionConfig"]["userMetadata"]["summary"]
+    assert summary == f"default/{path}: max_connections 1000 → 3000 ({version_id(NEW)})"
+
+    metadata = subprocess.run(
+        [str(temporal_cli_path()), "workflow", "metadata", *where],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    assert f"## default/{path}: max_connections 1000 → 3000" in metadata
+    halt = re.search(r"^- halt \(back to stable\): `([^`]+)`$", metadata, re.MULTILINE)
+    assert halt, metadata
+    assert f"--address {dev.temporal_address}" in halt.group(1)
+    shell_env = {key: value for key, value in dev.env.items() if not key.startswith("TEMPORAL_")}
+    pasted = subprocess.run(
+        ["bash", "-c", halt.group(1).replace('"..."', '"pasted from the Web UI"')],
+        cwd=dev.workdir, env=shell_env, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert pasted.returncode == 0, halt.group(1) + "\n" + pasted.stdout + pasted.stderr
+    final = _wait_for_state(dev, path, "halted")
+    assert final["reason"] == "pasted from the Web UI"

@@ -1,0 +1,145 @@
+"""The rollout's *current details*: markdown the Temporal Web UI shows on the workflow's page.
+
+A pure function of the progress, the plan and the workflow's clock, so it is tested without
+Temporal. The workflow sets the details on every change of state; nothing re-renders them in
+between, so every time left is stated "as of" the moment they were rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from datetime import datetime
+
+from tempoconf.plan import RolloutPlan
+from tempoconf.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
+
+__all__ = ["render_current_details", "steering_command", "time_left"]
+
+DEFAULT_TEMPORAL_NAMESPACE = "default"
+
+
+def _clock(iso: str | None) -> str:
+    """`2026-11-29T10:11:12.97+00:00` → `10:11:12 UTC` (the date when it is not today's is noise here)."""
+    if not iso:
+        return "?"
+    return iso[11:19] + " UTC"
+
+
+def time_left(seconds: float) -> str:
+    """`4m12s`, `45s`, `1h05m`, `2d03h`: rounded down, two units at most."""
+    whole = max(int(seconds), 0)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _hold_end(deadline_iso: str, now: datetime, *, as_of: bool) -> str:
+    """`ends 12:55:35 UTC, in 4m12s (as of 12:51:23 UTC)`; the date too when it is not today."""
+    deadline = datetime.fromisoformat(deadline_iso)
+    left = (deadline - now).total_seconds()
+    if left <= 0:
+        return "ending now"
+    day = f"{deadline_iso[:10]} " if deadline.date() != now.date() else ""
+    when = f" (as of {_clock(now.isoformat())})" if as_of else ""
+    return f"ends {day}{_clock(deadline_iso)}, in {time_left(left)}{when}"
+
+
+def steering_command(plan: RolloutPlan, workflow_id: str, verb: str, name: str, *, reason: bool) -> str:
+    """A Temporal CLI command that runs as printed: the CLI as the worker's machine types it,
+    the server's address and namespace, the quoted workflow id."""
+    words = [plan.temporal_cli or "temporal", "workflow", *verb.split()]
+    if plan.temporal_address:
+        words += ["--address", plan.temporal_address]
+    if plan.temporal_namespace and plan.temporal_namespace != DEFAULT_TEMPORAL_NAMESPACE:
+        words += ["--namespace", plan.temporal_namespace]
+    words += ["-w", workflow_id, "--name", name]
+    if reason:
+        words += ["--input", json.dumps({"reason": "..."})]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetime) -> str | None:
+    state = RolloutState(progress.state)
+    if state in FINAL_STATES:
+        return None
+    stage = plan.stages[progress.stage_index] if plan and 0 <= progress.stage_index < len(plan.stages) else None
+    waits_for = None
+    if state == RolloutState.HOLDING and progress.hold_deadline:
+        checks = f", then {len(stage.health)} health check(s)" if stage and stage.health else ""
+        waits_for = f"the hold to end: {_hold_end(progress.hold_deadline, now, as_of=True)}{checks}"
+    elif state == RolloutState.CHECKING_HEALTH:
+        waits_for = "the health checks of this stage"
+    elif state == RolloutState.AWAITING_APPROVAL:
+        waits_for = "an operator's approve (the hold and health checks of this stage passed)"
+    if progress.pause_reasons:
+        # A pause does not stop a running hold or check; it keeps the rollout from leaving the stage.
+        paused = "resume (paused: " + "; ".join(progress.pause_reasons) + ")"
+        return f"{waits_for}; then {paused}" if waits_for else paused
+    return waits_for
+
+
+def _stage_line(stage: StageProgress, progress: RolloutProgress, now: datetime) -> str:
+    notes = [stage.status]
+    # Only a hold that is running has an end worth showing: once it is over (checks, approval,
+    # promotion) its time is in the past and would only mislead.
+    holding = progress.state == RolloutState.HOLDING and stage.index == progress.stage_index
+    if holding and progress.hold_deadline:
+        notes.append(f"hold {_hold_end(progress.hold_deadline, now, as_of=False)}")
+    if stage.manual:
+        notes.append("manual approval")
+    return f"{stage.index + 1}. **{stage.name}**: {stage.cohort} ({', '.join(notes)})"
+
+
+def render_current_details(progress: RolloutProgress, plan: RolloutPlan | None, *, now: datetime) -> str:
+    """Markdown for the Web UI (User Metadata → Current Details): the change, what is live for
+    whom, what the rollout waits for, the last health result, and the commands to steer it.
+    `now` is the workflow's clock: times left are as of this rendering."""
+    config = f"{progress.namespace}/{progress.path}"
+    change = plan.change if plan is not None else ""
+    lines = [f"## {config}: {change}" if change else f"## {config}", ""]
+    identity = f"version `{progress.version or '?'}`"
+    if plan is not None and (plan.author or plan.message):
+        identity += f" · {plan.message or 'no message'} — {plan.author or 'unknown author'}"
+        identity += f" (commit `{plan.commit}`)" if plan.commit else ""
+    lines += [identity, "", f"**{progress.phase}**", ""]
+    waits_for = _waits_for(progress, plan, now)
+    if waits_for:
+        lines += [f"Waiting for: {waits_for}", ""]
+    lines += [_stage_line(stage, progress, now) for stage in progress.stages]
+    if progress.stages:
+        lines.append("")
+    if progress.last_health:
+        verdict = "healthy" if progress.last_health.healthy else "UNHEALTHY"
+        lines += [f"Last health check ({_clock(progress.last_health.checked_at)}): **{verdict}**", ""]
+        lines += [f"- {check.name}: {check.verdict}: {check.summary}" for check in progress.last_health.checks]
+        if progress.last_health.checks:
+            lines.append("")
+    state = RolloutState(progress.state)
+    if state not in FINAL_STATES and plan is not None:
+        # Only once prepare has told where the server is: a command without it would not run.
+        def command(verb: str, name: str, *, reason: bool = False) -> str:
+            return f"`{steering_command(plan, progress.workflow_id, verb, name, reason=reason)}`"
+
+        lines += [
+            "Commands:",
+            "",
+            f"- halt (back to stable): {command('signal', 'halt', reason=True)}",
+            f"- bypass (promote now): {command('signal', 'bypass', reason=True)}",
+        ]
+        if state == RolloutState.HOLDING:
+            lines.append(f"- end this hold now: {command('update execute', 'advance')}")
+        if state == RolloutState.AWAITING_APPROVAL:
+            lines.append(f"- approve: {command('update execute', 'approve')}")
+        if progress.pause_reasons:
+            lines.append(f"- resume: {command('update execute', 'resume')}")
+    elif progress.outcome:
+        lines.append(f"Outcome: **{progress.outcome}** — {progress.reason}")
+    return "\n".join(lines)
