@@ -35,6 +35,7 @@ from cli.components import run_dev_stack
 from cli.devstack import DevStack, tempoconf_command, temporal_command
 from cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.canonical import version_id
+from tempoconf.change import rollout_change, workflow_summary
 from tempoconf.durations import parse_duration
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import STABLE
@@ -192,16 +193,18 @@ def _stages_text(request: dict[str, Any]) -> str:
     return " → ".join(stage.display_name for stage in parse_rollout_request(request).all_stages)
 
 
-async def _start(
-    stack: DevStack, request: dict[str, Any], summary: str
-) -> WorkflowHandle[Any, Any]:
+async def _start(stack: DevStack, request: dict[str, Any]) -> WorkflowHandle[Any, Any]:
     workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
+    # The Web UI's summary names the change over stable, as for `tempoconf rollout start`.
+    change = rollout_change(request["value"], stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH))
     handle = await stack.client.start_workflow(
         WORKFLOW_TYPE,
         request,
         id=workflow_id,
         task_queue=stack.settings.task_queue,
-        static_summary=summary,
+        static_summary=workflow_summary(
+            DEMO_NAMESPACE, DEMO_PATH, version_id(request["value"]), change
+        ),
     )
     print(
         f"   Web UI: {workflow_ui_url(stack.settings, workflow_id, handle.result_run_id)}\n",
@@ -230,7 +233,7 @@ async def _first_act(
         f"4. roll out {json.dumps(request['value'])} as version {new_version}: "
         f"{_stages_text(request)}, {cooldown} hold each (examples/{FIRST_ROLLOUT})"
     )
-    handle = await _start(stack, request, f"demo: {DEMO_NAMESPACE}/{DEMO_PATH} → {new_version}")
+    handle = await _start(stack, request)
     result = await _watch(handle, fleet, view, stable=stable, new=new_version)
     return _ended(view, result) in SUCCESSFUL_OUTCOMES
 
@@ -265,7 +268,7 @@ async def _second_act(
         width=96,
     ):
         print(f"   {line}")
-    handle = await _start(stack, request, f"demo: {DEMO_NAMESPACE}/{DEMO_PATH} → {bad} (bad)")
+    handle = await _start(stack, request)
     result = await _watch(handle, fleet, view, stable=stable, new=bad, new_label="bad")
     outcome = _ended(view, result)
     await fleet.snapshot_after()
