@@ -191,17 +191,16 @@ async def _start(
     print(f"  workflow id  {workflow_id}")
     print(f"  run id       {handle.result_run_id}")
     print(f"  Web UI       {workflow_ui_url(settings, workflow_id, handle.result_run_id)}")
-    target = (
-        path_args(request.namespace, request.path)
-        + (f" --id {shlex.quote(given_id)}" if given_id else "")
-        + flags
+    target = path_args(request.namespace, request.path) + (
+        f" --id {shlex.quote(given_id)}" if given_id else ""
     )
     tempoconf = tempoconf_command()  # as the user can type it: a venv's bin is often not on PATH
     print("next:")
-    print(f"  {tempoconf} rollout status {target} --watch   follow it stage by stage")
-    print(f"  {tempoconf} rollout halt {target} --reason '...'     revert every client to stable")
+    # `flags`: the connection flags this command was given, or the hints would go elsewhere
+    print(f"  {tempoconf} rollout status {target} --watch{flags}   follow it stage by stage")
+    print(f"  {tempoconf} rollout halt {target} --reason '...'{flags}     revert every client to stable")
     print(
-        f"  {tempoconf} rollout bypass {target} --reason '...'   promote now, skipping holds and checks"
+        f"  {tempoconf} rollout bypass {target} --reason '...'{flags}   promote now, skipping holds and checks"
     )
     if not wait:
         return 0
