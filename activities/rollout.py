@@ -121,6 +121,16 @@ class RolloutActivities:
             actor=request.author or "workflow",
             reason=reason,
             event_key=f"{input.run_id}:begin",
+            # This rollout's own metadata: the version keeps its first publisher's (never rewritten).
+            details={
+                key: text
+                for key, text in (
+                    ("author", request.author),
+                    ("commit", request.commit),
+                    ("message", request.message),
+                )
+                if text
+            },
         )
         return replace(
             plan_from_request(request, version),

@@ -1,4 +1,4 @@
-"""What one poll asks for, and what it is answered (DESIGN.md, Distribution API).
+"""What one poll asks for, and what it is answered (docs/contract.md, Distribution API).
 
 Answers are prepared once per config snapshot: for stable and for each stage, the body bytes and
 the ETag, so a poll is a resolution (a few comparisons and one md5) and a dict lookup.
@@ -117,7 +117,7 @@ class PreparedConfig:
         return answer
 
     def answer(self, query: ConfigQuery, now: datetime) -> PreparedAnswer | None:
-        """What this client gets at `now` (DESIGN.md, Stages); None: nothing to serve it."""
+        """What this client gets at `now` (docs/contract.md, Resolution); None: nothing to serve it."""
         if not query.stable_only:
             path = self.snapshot.path
             for stage, answer in self.stages:

@@ -229,7 +229,7 @@ def _schemas() -> dict[str, Any]:
             "type": "object",
             "required": ["path", "value"],
             "additionalProperties": False,
-            "description": "The input of the ConfigRollout workflow (DESIGN.md)",
+            "description": "The input of the ConfigRollout workflow (docs/contract.md)",
             "properties": {
                 "path": _PATH,
                 "namespace": _NAMESPACE,

@@ -1,6 +1,6 @@
 """Every config's snapshot, held in memory and reloaded when the store's revision moves.
 
-Polls are served from here, never by a store query per poll (DESIGN.md, Distribution API).
+Polls are served from here, never by a store query per poll (docs/architecture.md, Data flow).
 """
 
 from __future__ import annotations

@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
+import shlex
 import signal
 import socket
 import sys
+import sysconfig
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,12 +31,16 @@ __all__ = [
     "actor",
     "connect_temporal",
     "die",
+    "given_connection_flags",
     "open_store",
     "path_args",
     "print_problems",
     "read_json_file",
     "run_until_signal",
     "settings_from_args",
+    "shown_path",
+    "tempoconf_command",
+    "temporal_command",
     "workflow_ui_url",
 ]
 
@@ -71,6 +78,24 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from the environment, with every flag the user gave winning over it."""
     overrides = {field: getattr(args, dest, None) for dest, field in _SETTINGS_FLAGS.items()}
     return Settings.from_env(**overrides)
+
+
+# The connection flags a copy-paste hint repeats, in the order `--help` lists them.
+_CONNECTION_FLAGS = (
+    "data_dir", "host", "temporal_address", "temporal_namespace", "task_queue", "database_url",
+    "api_url", "ui_port",
+)  # fmt: skip
+
+
+def given_connection_flags(args: argparse.Namespace) -> str:
+    """The connection flags this command was given, as they must be repeated in a hint (` --x v`):
+    a hint without them would talk to another stack than the one this command used."""
+    parts = []
+    for dest in _CONNECTION_FLAGS:
+        value = getattr(args, dest, None)
+        if value is not None:
+            parts.append(f" --{dest.replace('_', '-')} {shlex.quote(str(value))}")
+    return "".join(parts)
 
 
 def actor() -> str:
@@ -120,17 +145,82 @@ async def connect_temporal(settings: Settings) -> Client:
 
 
 @contextmanager
-def open_store(settings: Settings) -> Iterator[Any]:
-    """The deployment's Store (TEMPOCONF_DATABASE_URL, default SQLite in the data dir), closed after."""
+def open_store(settings: Settings, *, create: bool = False) -> Iterator[Any]:
+    """The deployment's Store (TEMPOCONF_DATABASE_URL, default SQLite in the data dir), closed after.
+
+    Only `create=True` (the components, `schema set`) may create a SQLite store that does not exist:
+    any other command run from the wrong directory would otherwise answer from a new, empty store
+    (and leave it behind) instead of saying where it looked."""
     from tempoconf.store.store import Store
 
-    if settings.database_url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    database = sqlite_file(settings.resolved_database_url)
+    if database is not None and not database.exists():
+        if not create:
+            die(missing_store_message(settings, database))
+        database.parent.mkdir(parents=True, exist_ok=True)
     store = Store(settings.resolved_database_url)
     try:
         yield store
     finally:
         store.close()
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite store URL; None for other databases (and in-memory SQLite)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).resolve()
+
+
+def missing_store_message(settings: Settings, database: Path) -> str:
+    """Where the store was looked for, and the settings that point at the right one."""
+    if settings.database_url is not None:
+        where = "named by TEMPOCONF_DATABASE_URL or --database-url"
+    elif settings.data_dir == Settings().data_dir:
+        where = "the default: .tempoconf in the current directory"
+    else:
+        where = "in the data dir of TEMPOCONF_DATA_DIR or --data-dir"
+    return (
+        f"no store at {database} ({where}).\n"
+        "Run this where `tempoconf dev` runs, or point at its store with TEMPOCONF_DATA_DIR or "
+        "--data-dir (`tempoconf dev` prints the export line), or TEMPOCONF_DATABASE_URL or "
+        "--database-url. Nothing was created."
+    )
+
+
+def temporal_command() -> str:
+    """How to type the `temporal` CLI: bare when the venv's bin is on PATH, else its path."""
+    from tempoconf.temporal import temporal_cli_path
+
+    return _as_typed(temporal_cli_path())
+
+
+def tempoconf_command() -> str:
+    """How to type `tempoconf` (e.g. `.venv/bin/tempoconf` after `make run`, venv not activated).
+
+    Every copy-paste hint starts with this, never a bare `tempoconf` that may not be on PATH."""
+    return _as_typed(Path(sysconfig.get_path("scripts")) / "tempoconf")
+
+
+def _as_typed(binary: Path) -> str:
+    if str(binary.parent) in os.environ.get("PATH", "").split(os.pathsep):
+        return binary.name
+    typed = shown_path(binary)
+    # A word without a slash would be looked up on PATH, where this binary is not.
+    return typed if "/" in typed else f"./{typed}"
+
+
+def shown_path(path: Path) -> str:
+    """A file as the user can type it from here: relative to the working directory when under it,
+    else absolute."""
+    absolute = path.resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
 
 
 def path_args(namespace: str, path: str) -> str:

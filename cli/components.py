@@ -49,7 +49,7 @@ def worker_command(args: argparse.Namespace) -> int:
         from cli.worker import run_worker
 
         client = await connect_temporal(settings)
-        with open_store(settings) as store:
+        with open_store(settings, create=True) as store:
             print(
                 f"worker: polling task queue {settings.task_queue!r} of {settings.resolved_temporal_address} "
                 f"(namespace {settings.temporal_namespace}); Ctrl-C stops it",
@@ -67,7 +67,7 @@ def api_command(args: argparse.Namespace) -> int:
     async def run() -> int:
         from api.server import serve_api
 
-        with open_store(settings) as store:
+        with open_store(settings, create=True) as store:
             print(
                 f"API: listening on http://{settings.host}:{settings.api_port}; Ctrl-C stops it",
                 flush=True,

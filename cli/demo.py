@@ -349,7 +349,7 @@ def next_steps(stack: DevStack) -> str:
             f"  {stack.shell_exports()}",
             "  # a rollout that waits for your approval after 25% of the fleet:",
             f"  {temporal} workflow start {address} --type {WORKFLOW_TYPE} "
-            f"--task-queue {stack.settings.task_queue} --workflow-id '{workflow_id}' "
+            f"--task-queue {stack.settings.task_queue} --fail-existing --workflow-id '{workflow_id}' "
             f"--input-file {manual}",
             f"  {tempoconf} rollout status {DEMO_PATH} --watch",
             f"  {temporal} workflow update execute {address} -w '{workflow_id}' --name approve",

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 
+from cli._common import shown_path, tempoconf_command, temporal_command
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 
@@ -35,6 +35,8 @@ CONNECT_TIMEOUT_SECONDS = 30.0
 API_READY_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_LINES = 25
+# The banner's first rollout: it promotes on a fresh stack with no clients (its check passes on no data).
+FIRST_ROLLOUT = Path(__file__).resolve().parent.parent / "examples" / "rollout-first.json"
 
 _SEARCH_ATTRIBUTE_TYPES = {
     SearchAttributeIndexedValueType.TEXT: "Text",
@@ -68,24 +70,6 @@ def _port_in_use(host: str, port: int) -> str | None:
         except OSError as error:
             return error.strerror or str(error)
     return None
-
-
-def temporal_command() -> str:
-    """How to type the `temporal` CLI: bare when the venv's bin is on PATH, else its full path."""
-    return _as_typed(temporal_cli_path())
-
-
-def tempoconf_command() -> str:
-    """How to type `tempoconf` (e.g. `.venv/bin/tempoconf` after `make run`, venv not activated)."""
-    return _as_typed(Path(sysconfig.get_path("scripts")) / "tempoconf")
-
-
-def _as_typed(binary: Path) -> str:
-    if str(binary.parent) in os.environ.get("PATH", "").split(os.pathsep):
-        return binary.name
-    with contextlib.suppress(ValueError):
-        return str(binary.relative_to(Path.cwd()))
-    return str(binary)
 
 
 def _die_with_parent() -> None:
@@ -162,7 +146,7 @@ class DevStack:
         return self._process.pid if self._process is not None else None
 
     def banner(self) -> str:
-        """What a person needs to use the running stack, copy-pasteable."""
+        """What a person needs to use the running stack, copy-pasteable as printed."""
         example = (
             '{"path": "myproject/server_config", "value": {"is_debug": false, "max_connections": 2000}, '
             '"default_cooldown_time": "30s", "stages": [{"channel": "canary"}, {"percentile": 10}], '
@@ -179,12 +163,14 @@ class DevStack:
                 f"  Data dir   {self.settings.data_dir.resolve()}  (server log: {self.log_path.name})",
                 "",
                 "Start a rollout with the Temporal CLI (register a schema first if you want one):",
+                # --fail-existing: without it the CLI prints a running rollout of the same id and
+                # exits 0, dropping the new request without a word.
                 f"  {temporal_command()} workflow start --address {self.temporal_address} "
-                f"--type {WORKFLOW_TYPE} --task-queue {self.settings.task_queue} "
+                f"--type {WORKFLOW_TYPE} --task-queue {self.settings.task_queue} --fail-existing "
                 f"--workflow-id '{workflow_id}' --input '{example}'",
-                "or with tempoconf, in another shell:",
+                "or with tempoconf, in another shell (a first rollout: two 10 s stages, then promoted):",
                 f"  {self.shell_exports()}",
-                f"  {tempoconf_command()} rollout start examples/rollout.json",
+                f"  {tempoconf_command()} rollout start {shlex.quote(shown_path(FIRST_ROLLOUT))} --wait",
                 "",
                 "Ctrl-C stops the server, the worker and the API.",
             ]
@@ -192,10 +178,16 @@ class DevStack:
 
     def shell_exports(self) -> str:
         """The environment that points `tempoconf` and `temporal` in another shell at this stack."""
-        return (
-            f"export TEMPORAL_ADDRESS={self.temporal_address} TEMPOCONF_API_URL={self.api_url} "
-            f"TEMPOCONF_DATA_DIR={self.settings.data_dir.resolve()} TEMPOCONF_UI_URL={self.ui_url}"
-        )
+        variables = {
+            "TEMPORAL_ADDRESS": self.temporal_address,
+            "TEMPOCONF_API_URL": self.api_url,
+            "TEMPOCONF_DATA_DIR": str(self.settings.data_dir.resolve()),
+            "TEMPOCONF_UI_URL": self.ui_url,
+        }
+        if self.settings.database_url:
+            # Without it a store command in the other shell would look for SQLite in the data dir.
+            variables["TEMPOCONF_DATABASE_URL"] = self.settings.database_url
+        return "export " + " ".join(f"{key}={shlex.quote(value)}" for key, value in variables.items())
 
     async def wait(self) -> None:
         """Run until a component stops; raise DevStackError saying which and why."""

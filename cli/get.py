@@ -37,12 +37,20 @@ def get_command(args: argparse.Namespace) -> int:
             f"cannot reach the API at {settings.resolved_api_url}: {error} (is `tempoconf dev` running? set TEMPOCONF_API_URL or --api-url)"
         )
     if response.status_code != 200:
-        print(f"error: {response.status_code} {response.reason_phrase} from GET {response.url}")
-        try:
-            print(json.dumps(response.json(), indent=2))
-        except ValueError:
-            if response.text:
-                print(response.text)
-        return 1
+        die(_refusal(response, args, settings.resolved_api_url))
     print(json.dumps(response.json(), indent=2))
     return 0
+
+
+def _refusal(response: httpx.Response, args: argparse.Namespace, api_url: str) -> str:
+    """One line saying what the API refused and why (its `error`), naming the API that answered."""
+    answer = f"{response.status_code} from {api_url}"
+    if response.status_code == 404:
+        return f"no config {args.path} in namespace {args.namespace} ({answer})"
+    if response.status_code == 401:
+        return f"the API refused the client token ({answer}): set TEMPOCONF_CLIENT_TOKEN"
+    try:
+        reason = str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        reason = response.text.strip() or response.reason_phrase
+    return f"the API refused the request ({answer}): {reason}"

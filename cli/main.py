@@ -1,4 +1,4 @@
-"""`tempoconf`: the command line (DESIGN.md, Commands). Flags win over the environment."""
+"""`tempoconf`: the command line (README, Every command). Flags win over the environment."""
 
 from __future__ import annotations
 
@@ -23,6 +23,16 @@ _UPDATE_HELP = {
     "resume": "clear the pause",
     "approve": "let a manual stage advance",
 }
+
+
+def _package_version() -> str:
+    """The installed distribution's version (pyproject.toml), from the package metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tempoconf")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _label(text: str) -> str:
@@ -80,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     connection = _connection_flags()
     parser = argparse.ArgumentParser(
         prog="tempoconf", description="Staged configuration rollouts on Temporal."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"tempoconf {_package_version()}",
+        help="print the installed version of tempoconf and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

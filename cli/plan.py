@@ -11,13 +11,22 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cli._clients import KnownClient, clients_from_file, recent_clients
-from cli._common import die, open_store, print_problems, read_json_file, settings_from_args
+from cli._common import (
+    die,
+    given_connection_flags,
+    open_store,
+    print_problems,
+    read_json_file,
+    settings_from_args,
+    tempoconf_command,
+)
 from cli._format import duration_text, table
 from cli.rollout import request_problems, rollout_version
 from tempoconf.durations import parse_duration
@@ -322,4 +331,7 @@ def _print_plan(
             f"  stay on stable until promotion: {len(untouched)}"
             + (f" ({shown})" if untouched else "")
         )
-    print(f"\nto start it: tempoconf rollout start {args.file}")
+    start = (
+        f"{tempoconf_command()} rollout start {shlex.quote(args.file)}{given_connection_flags(args)}"
+    )
+    print(f"\nto start it: {start}")

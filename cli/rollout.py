@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 from datetime import timedelta
 from typing import Any
@@ -23,11 +24,13 @@ from cli._common import (
     actor,
     connect_temporal,
     die,
+    given_connection_flags,
     open_store,
     path_args,
     print_problems,
     read_json_file,
     settings_from_args,
+    tempoconf_command,
     workflow_ui_url,
 )
 from cli.schema import check_config_name
@@ -88,7 +91,10 @@ def start_command(args: argparse.Namespace) -> int:
         lock = store.get_lock(request.namespace, request.path)
         change = request_change(request, store)
     return asyncio.run(
-        _start(settings, raw, request, lock, change=change, workflow_id=args.workflow_id, wait=args.wait)
+        _start(
+            settings, raw, request, lock, change=change, workflow_id=args.workflow_id,
+            wait=args.wait, flags=given_connection_flags(args),
+        )
     )
 
 
@@ -147,7 +153,12 @@ def rollback_command(args: argparse.Namespace) -> int:
         change = request_change(request, store)
     # An immediate rollback is quick, so it waits unless told not to; a staged one waits if asked.
     wait = args.wait or (not args.staged and not args.no_wait)
-    return asyncio.run(_start(settings, raw, request, lock, change=change, workflow_id=None, wait=wait))
+    return asyncio.run(
+        _start(
+            settings, raw, request, lock, change=change, workflow_id=None, wait=wait,
+            flags=given_connection_flags(args),
+        )
+    )
 
 
 async def _start(
@@ -159,13 +170,14 @@ async def _start(
     change: str,
     workflow_id: str | None,
     wait: bool,
+    flags: str = "",
 ) -> int:
     client = await connect_temporal(settings)
     name = f"{request.namespace}/{request.path}"
     if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id):
         die(
             f"{name} already has a running rollout: workflow {lock.workflow_id!r} (version {lock.version}).\n"
-            f"See it with `tempoconf rollout status {path_args(request.namespace, request.path)}`; "
+            f"See it with `{tempoconf_command()} rollout status {path_args(request.namespace, request.path)}`; "
             "halt or bypass it before starting another."
         )
     given_id = workflow_id
@@ -185,7 +197,7 @@ async def _start(
         )
     except WorkflowAlreadyStartedError:
         die(
-            f"workflow {workflow_id!r} is already running: see `tempoconf rollout status "
+            f"workflow {workflow_id!r} is already running: see `{tempoconf_command()} rollout status "
             f"{path_args(request.namespace, request.path)}`, or pass --id for another id."
         )
     print(f"started the rollout of {name} to version {version}")
@@ -194,13 +206,15 @@ async def _start(
     print(f"  run id       {handle.result_run_id}")
     print(f"  Web UI       {workflow_ui_url(settings, workflow_id, handle.result_run_id)}")
     target = path_args(request.namespace, request.path) + (
-        f" --id '{given_id}'" if given_id else ""
+        f" --id {shlex.quote(given_id)}" if given_id else ""
     )
+    tempoconf = tempoconf_command()  # as the user can type it: a venv's bin is often not on PATH
     print("next:")
-    print(f"  tempoconf rollout status {target} --watch   follow it stage by stage")
-    print(f"  tempoconf rollout halt {target} --reason '...'     revert every client to stable")
+    # `flags`: the connection flags this command was given, or the hints would go elsewhere
+    print(f"  {tempoconf} rollout status {target} --watch{flags}   follow it stage by stage")
+    print(f"  {tempoconf} rollout halt {target} --reason '...'{flags}     revert every client to stable")
     print(
-        f"  tempoconf rollout bypass {target} --reason '...'   promote now, skipping holds and checks"
+        f"  {tempoconf} rollout bypass {target} --reason '...'{flags}   promote now, skipping holds and checks"
     )
     if not wait:
         return 0

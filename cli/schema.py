@@ -6,7 +6,15 @@ import argparse
 import json
 import sys
 
-from cli._common import actor, die, open_store, print_problems, read_json_file, settings_from_args
+from cli._common import (
+    actor,
+    die,
+    open_store,
+    print_problems,
+    read_json_file,
+    settings_from_args,
+    sqlite_file,
+)
 from cli._format import table, utc_text
 from tempoconf.paths import namespace_problem, path_problem
 from tempoconf.schema_validation import schema_problems, value_problems
@@ -31,7 +39,16 @@ def set_command(args: argparse.Namespace) -> int:
         return 2
     settings = settings_from_args(args)
     name = f"{args.namespace}/{args.path}"
-    with open_store(settings) as store:
+    database = sqlite_file(settings.resolved_database_url)
+    if database is not None and not database.exists():
+        # A write may create the store, but never silently: from the wrong directory this is the
+        # hint that `tempoconf dev` keeps its store elsewhere.
+        print(
+            f"note: no store at {database} yet: creating it (TEMPOCONF_DATA_DIR or --data-dir "
+            "points at the one `tempoconf dev` uses)",
+            file=sys.stderr,
+        )
+    with open_store(settings, create=True) as store:
         previous = store.get_schema(args.namespace, args.path)
         if previous == schema:
             print(f"schema of {name} unchanged (the same schema is registered already).")
@@ -141,7 +158,10 @@ def history_command(args: argparse.Namespace) -> int:
             entry.actor,
             entry.action,
             entry.version or "-",
-            (f"[{entry.details['stage']}] " if entry.details.get("stage") else "") + entry.reason,
+            (f"[{entry.details['stage']}] " if entry.details.get("stage") else "")
+            + entry.reason
+            # a rollout's own commit (the version keeps the one of the rollout that first stored it)
+            + (f" (commit {entry.details['commit']})" if entry.details.get("commit") else ""),
         ]
         for entry in entries
     ]

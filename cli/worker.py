@@ -10,6 +10,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
@@ -17,14 +18,40 @@ from activities.health import HealthCheckActivities
 from activities.notify import NotifyActivities
 from activities.rollout import RolloutActivities
 from cli.devstack import temporal_command
+from tempoconf.messages import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES
 from workflows.rollout import ConfigRollout
 
-__all__ = ["build_worker", "ensure_search_attributes", "run_worker"]
+__all__ = ["UserErrorLogFilter", "build_worker", "ensure_search_attributes", "run_worker"]
 
 log = logging.getLogger(__name__)
+
+# Errors of the request, not of tempoconf: the workflow reports them to whoever started it, so the
+# worker's console gets one line each, not a traceback.
+USER_ERROR_TYPES = frozenset({INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR})
+
+
+class UserErrorLogFilter(logging.Filter):
+    """Turns the SDK's "Completing activity as failed" + traceback into one line for a user error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, ApplicationError) and error.type in USER_ERROR_TYPES:
+            details = getattr(record, "temporal_activity", None) or {}
+            workflow = details.get("workflow_id", "?") if isinstance(details, dict) else "?"
+            record.msg = "rollout %s refused (%s): %s"
+            record.args = (workflow, error.type, " ".join(error.message.split()))
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _quiet_user_errors() -> None:
+    activity_log = logging.getLogger("temporalio.activity")
+    if not any(isinstance(existing, UserErrorLogFilter) for existing in activity_log.filters):
+        activity_log.addFilter(UserErrorLogFilter())
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:
@@ -71,6 +98,7 @@ def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
 
 async def run_worker(settings: Settings, store: Store, client: Client) -> None:
     """Register search attributes, then run the worker until cancelled."""
+    _quiet_user_errors()
     await ensure_search_attributes(client, client.namespace)
     worker = build_worker(client, store, task_queue=settings.task_queue)
     log.info("worker polling task queue %s on %s", settings.task_queue, settings.resolved_temporal_address)

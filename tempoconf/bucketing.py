@@ -1,4 +1,4 @@
-"""The published bucketing function (DESIGN.md, Bucketing).
+"""The published bucketing function (docs/contract.md, Bucketing).
 
 bucket(path, client_id) = int.from_bytes(md5(path + client_id)[:8], "big") % 10000;
 a client matches percentile p iff bucket < round(p * 100).

@@ -1,4 +1,4 @@
-"""Durations as DESIGN.md accepts them: seconds, Go-style strings, or protobuf JSON."""
+"""Durations as the contract accepts them (docs/contract.md, Durations): seconds, Go-style strings, or protobuf JSON."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rollout request: the JSON object a rollout starts from (DESIGN.md, The rollout workflow).
+"""The rollout request: the JSON object a rollout starts from (docs/contract.md, The rollout request).
 
 `parse_rollout_request` turns raw JSON into a `RolloutRequest` or raises `InvalidRequestError`
 that lists every problem with its JSON pointer, so a user fixes them all in one pass.
@@ -76,7 +76,7 @@ def _url_problem(value: str) -> str | None:
 
 
 ConfigPath = Annotated[str, AfterValidator(_refuse(path_problem))]
-"""A config path (DESIGN.md: 1-255 chars of [a-z0-9._-] segments joined by /)."""
+"""A config path (docs/contract.md: 1-255 chars of [a-z0-9._-] segments joined by /)."""
 Namespace = Annotated[str, AfterValidator(_refuse(namespace_problem))]
 HttpUrl = Annotated[str, Field(min_length=1), AfterValidator(_refuse(_url_problem))]
 
@@ -264,7 +264,7 @@ class StrategySpec(_Strict):
 
 
 class RolloutRequest(_Strict):
-    """The input of `ConfigRollout`, exactly as DESIGN.md shows it.
+    """The input of `ConfigRollout`, exactly as docs/contract.md describes it.
 
     Exactly one of `value` (a new value) and `version` (an existing version: a rollback).
     """

@@ -1,4 +1,4 @@
-"""Which version a client gets (DESIGN.md, Stages and Leases).
+"""Which version a client gets (docs/contract.md, Resolution and Leases).
 
 Stages are cumulative and evaluated in order: a client gets the first unexpired stage it matches,
 otherwise stable. A stage that names several of channel, percentile and labels needs all of them.

@@ -1,4 +1,4 @@
-"""One settings object, from flags then environment (DESIGN.md, Commands)."""
+"""One settings object, from flags then environment (docs/contract.md, Settings)."""
 
 from __future__ import annotations
 

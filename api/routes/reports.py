@@ -36,7 +36,7 @@ Count = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=MAX_COUNT)]
 
 
 class ReportBody(BaseModel):
-    """The report a client POSTs (DESIGN.md, Distribution API). Unknown fields are ignored, so
+    """The report a client POSTs (docs/contract.md, Distribution API). Unknown fields are ignored, so
     newer clients can send more."""
 
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)

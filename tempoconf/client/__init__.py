@@ -14,7 +14,7 @@ Depends on httpx and prometheus-client only (it runs on fleet hosts). Blocking::
 asyncio: `AsyncConfigClient`, same arguments; `await client.get()`, and
 `async with client:` runs the watch task.
 
-Behaviour (DESIGN.md, Client SDK and agent): long-poll with ETag (304 keeps the value), one
+Behaviour (docs/contract.md, Leases; README, Clients): long-poll with ETag (304 keeps the value), one
 request in flight per config, exponential backoff with full jitter on errors; the last good value
 is written atomically to `cache_dir` and served at start and while the API is unreachable, with
 `source == "cache"` and its `age_seconds`; the hold rule (a staged value is kept until its

@@ -1,4 +1,4 @@
-"""The hold rule (DESIGN.md, Leases and holds), as a pure function.
+"""The hold rule (docs/contract.md, Leases), as a pure function.
 
 A staged value is held until its `expires_at` against a move to *another staged* version, so a
 host is not swept through two in-flight versions within one lease. A move back to stable (halt,

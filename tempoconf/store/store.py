@@ -333,9 +333,11 @@ class Store:
     # -- rollout -----------------------------------------------------------------------------
     def begin_rollout(
         self, namespace: str, path: str, *, workflow_id: str, run_id: str, version: str, actor: str,
-        reason: str, event_key: str,
+        reason: str, event_key: str, details: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Create the active-rollout row for this run (state `started`), audited `rollout.started`.
+        """Create the active-rollout row for this run (state `started`), audited `rollout.started`
+        with `details` (e.g. the request's author, commit and message: a version keeps those of the
+        rollout that first stored it, so a later rollout of the same value keeps its own here).
         Requires the lock to be held by run_id (raises LockHeldError otherwise).
 
         A rollout row left by an earlier run (that lost the lock) is replaced, with its stages.
@@ -349,7 +351,7 @@ class Store:
             if not _audit(
                 conn, namespace, path, at=now, action="rollout.started", actor=actor, reason=reason,
                 version=version, workflow_id=workflow_id, event_key=event_key,
-                details={"run_id": run_id},
+                details={**(details or {}), "run_id": run_id},
             ):
                 return False
             _require_holder(lock, namespace, path, run_id)

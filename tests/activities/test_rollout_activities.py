@@ -92,3 +92,31 @@ async def test_prepare_refuses_bad_input_before_writing_anything(store: Store) -
     assert "/stages/1" in refused.value.message
     assert store.list_versions("default", PATH) == []
     assert store.get_lock("default", PATH) is None
+
+
+async def test_a_version_keeps_its_first_rollouts_metadata_and_a_later_one_audits_its_own(
+    store: Store,
+) -> None:
+    activities = RolloutActivities(store)
+    env = ActivityEnvironment()
+    first = dict(REQUEST, stages=[], commit="3f2a9c1", message="raise max_connections")
+    plan = await env.run(activities.prepare_rollout, PrepareInput(request=first, workflow_id="wf-a", run_id="run-a"))
+    await env.run(activities.promote_version, PromoteInput(plan=plan, workflow_id="wf-a", run_id="run-a",
+                                                           actor="workflow", reason="no stages"))
+
+    # the same value again, by someone else, for another reason
+    again = dict(REQUEST, stages=[], author="bob@example.com", commit="9d8e7f6", message="re-roll after the fix")
+    await env.run(activities.prepare_rollout, PrepareInput(request=again, workflow_id="wf-b", run_id="run-b"))
+
+    [version] = store.list_versions("default", PATH)
+    assert (version.author, version.commit, version.message) == (
+        "alice@example.com", "3f2a9c1", "raise max_connections"
+    )
+    started = [entry for entry in store.history("default", PATH) if entry.action == "rollout.started"]
+    assert [(entry.workflow_id, entry.actor, entry.reason) for entry in started] == [
+        ("wf-a", "alice@example.com", "raise max_connections"),
+        ("wf-b", "bob@example.com", "re-roll after the fix"),
+    ]
+    assert started[0].details["commit"] == "3f2a9c1"
+    assert started[1].details == {"run_id": "run-b", "author": "bob@example.com", "commit": "9d8e7f6",
+                                   "message": "re-roll after the fix"}

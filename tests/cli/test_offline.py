@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import EXAMPLES, cli_env, free_port, run_cli
 
 PATH = "myproject/server_config"
@@ -88,9 +90,8 @@ def test_invalid_schema_is_refused_and_not_registered(tmp_path: Path) -> None:
     assert "schema bad.schema.json refused: 1 problem(s)" in refused.stderr
     assert "/type: invalid JSON Schema: 'objekt' is not valid" in refused.stderr
     assert "nothing was registered." in refused.stderr
-    shown = run_cli("schema", "get", PATH, env=env, cwd=tmp_path)
-    assert shown.returncode == 1
-    assert f"no schema registered for default/{PATH}" in shown.stdout
+    # nothing registered, and no store created either: `schema get` finds none
+    assert not (tmp_path / "state").exists()
 
 
 def test_schema_set_then_get_round_trips(tmp_path: Path) -> None:
@@ -145,3 +146,65 @@ def test_examples_are_valid_requests() -> None:
     for name in ("rollout.json", "rollout-manual.json"):
         request = parse_rollout_request(json.loads((EXAMPLES / name).read_text()))
         assert value_problems(schema, request.value) == [], name
+
+
+def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version", env=_env(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"tempoconf {version('tempoconf')}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["versions", PATH],
+        ["history", PATH],
+        ["schema", "get", PATH],
+        ["rollout", "plan", str(EXAMPLES / "rollout-first.json")],
+        ["rollout", "start", str(EXAMPLES / "rollout-first.json")],
+        ["rollback", PATH, "c839a1b794e06bfb"],
+        ["rollout", "halt", PATH],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_a_store_command_elsewhere_refuses_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Run from a directory without a store (no data dir set): say where it looked and which
+    setting points at the right one; never leave an empty ./.tempoconf/tempoconf.db behind."""
+    env = cli_env(
+        TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}", TEMPOCONF_API_URL=f"http://127.0.0.1:{free_port()}"
+    )
+    result = run_cli(*command, env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        f"tempoconf: no store at {(tmp_path / '.tempoconf' / 'tempoconf.db').resolve()} "
+        "(the default: .tempoconf in the current directory)."
+    ), result.stderr
+    assert "TEMPOCONF_DATA_DIR" in result.stderr and "TEMPOCONF_DATABASE_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_data_dir_without_a_store_is_named_in_the_refusal(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    result = run_cli("versions", PATH, env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert (
+        f"tempoconf: no store at {(tmp_path / 'state' / 'tempoconf.db').resolve()} "
+        "(in the data dir of TEMPOCONF_DATA_DIR or --data-dir)." in result.stderr
+    )
+    assert not (tmp_path / "state").exists()
+
+
+def test_schema_set_may_create_the_store_but_says_so(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    created = run_cli("schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    database = (tmp_path / "state" / "tempoconf.db").resolve()
+    assert f"note: no store at {database} yet: creating it" in created.stderr
+    again = run_cli("schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path)
+    assert "note:" not in again.stderr
+    assert run_cli("versions", PATH, env=env, cwd=tmp_path).stdout.strip() == f"no versions of default/{PATH}"

@@ -83,10 +83,10 @@ def test_stable_rollout_then_get_and_versions(dev: RunningDev) -> None:
         == STABLE
     )
 
-    missing = dev.cli("get", unique_path("missing"))
+    missing_path = unique_path("missing")
+    missing = dev.cli("get", missing_path)
     assert missing.returncode == 1
-    assert "error: 404 Not Found from GET" in missing.stdout
-    assert "unknown config" in missing.stdout
+    assert f"tempoconf: no config {missing_path} in namespace default (404 from " in missing.stderr
 
     versions = dev.cli("versions", path)
     assert versions.returncode == 0

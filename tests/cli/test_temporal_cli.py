@@ -1,4 +1,4 @@
-"""The operator's path of DESIGN.md: the Temporal CLI (from the venv) against `tempoconf dev`.
+"""The operator's path of the README: the Temporal CLI (from the venv) against `tempoconf dev`.
 
 `temporal workflow start --type ConfigRollout --task-queue tempoconf --input '...'` as typed, the
 API serving each stage, `update execute --name advance`, `signal --name halt`, `workflow list -q`.
@@ -82,7 +82,7 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     stable = result_of(dev, f"stable-{path}")["version"]
     assert stable == version_id(STABLE)
 
-    # DESIGN.md's request, as typed (hour-long holds; `advance` steps through them).
+    # The contract's example request, as typed (hour-long holds; `advance` steps through them).
     workflow_id = f"rollout:default/{path}"
     request = {
         "path": path, "namespace": "default", "value": NEW,

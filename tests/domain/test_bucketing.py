@@ -1,4 +1,4 @@
-"""The published bucketing function (DESIGN.md, Bucketing), pinned by test vectors."""
+"""The published bucketing function (docs/contract.md, Bucketing), pinned by test vectors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tempoconf.bucketing import BUCKETS, bucket, in_percentile, percentile_thres
 
 
 def published_bucket(path: str, client_id: str) -> int:
-    """The formula exactly as DESIGN.md publishes it, written independently of the implementation."""
+    """The formula exactly as docs/contract.md publishes it, written independently of the implementation."""
     digest = hashlib.md5(path.encode() + client_id.encode()).digest()
     return int.from_bytes(digest[:8], "big") % 10000
 

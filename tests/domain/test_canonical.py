@@ -1,4 +1,4 @@
-"""Canonical JSON and content-addressed version ids (DESIGN.md, Version)."""
+"""Canonical JSON and content-addressed version ids (docs/contract.md, Configs and versions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Durations as DESIGN.md accepts them: seconds, strings, protobuf JSON; and their rendering."""
+"""Durations as docs/contract.md accepts them: seconds, strings, protobuf JSON; and their rendering."""
 
 from __future__ import annotations
 

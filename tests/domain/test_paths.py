@@ -1,4 +1,4 @@
-"""Config paths and namespaces (DESIGN.md, Config)."""
+"""Config paths and namespaces (docs/contract.md, Configs and versions)."""
 
 from __future__ import annotations
 

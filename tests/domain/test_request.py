@@ -1,4 +1,4 @@
-"""The rollout request (DESIGN.md, The rollout workflow): parsing, defaults and every problem."""
+"""The rollout request (docs/contract.md, The rollout request): parsing, defaults and every problem."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tempoconf.request import (
     stage_display_name,
 )
 
-# The example of DESIGN.md, verbatim.
+# The example of docs/contract.md, verbatim.
 DESIGN_EXAMPLE = json.loads(
     """
 {
@@ -61,7 +61,7 @@ def with_stages(*stages: Any, **extra: Any) -> dict[str, Any]:
     return {**MINIMAL, "stages": list(stages), **extra}
 
 
-# --- the DESIGN.md example and defaults ---------------------------------------------------------
+# --- the contract's example and defaults ---------------------------------------------------------
 
 
 def test_design_example_parses() -> None:
