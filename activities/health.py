@@ -21,6 +21,9 @@ from tempoconf.health import (
     UNHEALTHY,
     apply_no_data_policy,
     check_display_name,
+    cohort_stages,
+    evidence_since,
+    gather_evidence,
     judge_reports,
     judge_samples,
     parse_check,
@@ -28,7 +31,7 @@ from tempoconf.health import (
 )
 from tempoconf.messages import CHECK_HEALTH_ACTIVITY, CheckHealthInput
 from tempoconf.progress import CheckResult, HealthReport
-from tempoconf.promql import render_promql
+from tempoconf.promql import placeholder_values, render_promql, render_url
 from tempoconf.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.store.store import Store
 
@@ -103,30 +106,26 @@ class HealthCheckActivities:
             return await self._reports(input, spec)
         if isinstance(spec, PrometheusCheckSpec):
             return await self._prometheus(input, spec)
-        return await self._http(spec)
+        return await self._http(input, spec)
 
     async def _reports(self, input: CheckHealthInput, spec: ReportsCheckSpec) -> tuple[str, str, dict[str, Any]]:
         plan = input.plan
-        since = datetime.now(UTC) - spec.window
+        now = datetime.now(UTC)
+        since, reason = evidence_since(_published_at(input), now, spec.window)
         try:
-            stats = self._store.report_stats
-            where = (plan.namespace, plan.path, plan.version)
-            cohort = await asyncio.to_thread(stats, *where, since=since)
-            baseline = None
-            if spec.max_baseline_factor is not None:
-                baseline = await asyncio.to_thread(stats, *where, since=since, exclude_version=True)
+            totals = await asyncio.to_thread(self._store.report_totals, plan.namespace, plan.path, since=since)
         except Exception as error:  # the store is the source here: any failure to read it is "unreachable"
             raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
-        return judge_reports(spec, cohort, baseline)
+        evidence = gather_evidence(
+            totals, path=plan.path, version=plan.version, stages=cohort_stages(plan, input.stage),
+            since=since, since_reason=reason,
+        )
+        return judge_reports(spec, evidence, now=now)
 
     async def _prometheus(
         self, input: CheckHealthInput, spec: PrometheusCheckSpec
     ) -> tuple[str, str, dict[str, Any]]:
-        plan = input.plan
-        query = render_promql(
-            spec.query,
-            {"path": plan.path, "namespace": plan.namespace, "version": plan.version, "stage": input.stage.name},
-        )
+        query = render_promql(spec.query, _placeholders(input))
         url = spec.url.rstrip("/") + "/api/v1/query"
         try:
             async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
@@ -146,20 +145,33 @@ class HealthCheckActivities:
         figures["query"] = query
         return verdict, summary, figures
 
-    async def _http(self, spec: HttpCheckSpec) -> tuple[str, str, dict[str, Any]]:
+    async def _http(self, input: CheckHealthInput, spec: HttpCheckSpec) -> tuple[str, str, dict[str, Any]]:
+        url = render_url(spec.url, _placeholders(input))
         try:
             async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
-                response = await http.get(spec.url)
+                response = await http.get(url)
         except httpx.TimeoutException as error:
             raise SourceUnreachableError(
-                f"{spec.url} did not answer within {spec.timeout.total_seconds():g}s ({type(error).__name__})"
+                f"{url} did not answer within {spec.timeout.total_seconds():g}s ({type(error).__name__})"
             ) from error
         except httpx.HTTPError as error:
-            raise SourceUnreachableError(f"{spec.url}: {type(error).__name__}: {error}") from error
+            raise SourceUnreachableError(f"{url}: {type(error).__name__}: {error}") from error
         figures = {"status": response.status_code}
         if 200 <= response.status_code < 300:
-            return "healthy", f"{spec.url} answered {response.status_code}", figures
-        return UNHEALTHY, f"{spec.url} answered {response.status_code}: {response.text[:200]}", figures
+            return "healthy", f"{url} answered {response.status_code}", figures
+        return UNHEALTHY, f"{url} answered {response.status_code}: {response.text[:200]}", figures
+
+
+def _published_at(input: CheckHealthInput) -> datetime | None:
+    return datetime.fromisoformat(input.published_at) if input.published_at else None
+
+
+def _placeholders(input: CheckHealthInput) -> dict[str, str]:
+    plan = input.plan
+    return placeholder_values(
+        namespace=plan.namespace, path=plan.path, version=plan.version, stage=input.stage.name,
+        published_at=_published_at(input), now=datetime.now(UTC),
+    )
 
 
 def _samples(data: dict[str, Any]) -> list[float]:

@@ -12,7 +12,13 @@ from typing import Any
 from api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
 from api.distribution import MAX_WAIT
 from api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
-from api.routes.reports import MAX_COUNT, MAX_ERROR_LENGTH
+from api.routes.reports import (
+    MAX_CHANNEL_LENGTH,
+    MAX_COUNT,
+    MAX_ERROR_LENGTH,
+    MAX_LABEL_LENGTH,
+    MAX_LABELS,
+)
 from api.routes.rollouts import SIGNALS
 from api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
 from tempoconf import __version__
@@ -121,6 +127,15 @@ def _schemas() -> dict[str, Any]:
                 "ok": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
                 "failed": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
                 "error": {"type": ["string", "null"], "maxLength": MAX_ERROR_LENGTH},
+                "channel": {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_CHANNEL_LENGTH,
+                            "description": "The channel the client polls with"},
+                "labels": {"type": ["object", "null"], "maxProperties": MAX_LABELS,
+                           "propertyNames": {"minLength": 1, "maxLength": MAX_LABEL_LENGTH,
+                                             "pattern": "^[^=]+$"},
+                           "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_LENGTH},
+                           "description": "The labels the client polls with. A report naming "
+                                          "neither channel nor labels counts with the identity "
+                                          "the client last polled with"},
             },
         },
         "Accepted": {
@@ -206,7 +221,8 @@ def _schemas() -> dict[str, Any]:
             "properties": {
                 "client": {"type": "string"},
                 "channel": {"type": ["string", "null"],
-                            "description": "null for a client known only from its reports"},
+                            "description": "null for a client without one, or known only from "
+                                           "reports that named none"},
                 "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                 "last_seen": _TIME,
                 "last_version": {"type": ["string", "null"],

@@ -8,24 +8,36 @@ hold the check's `on_no_data` policy decides.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import TypeAdapter
 
+from tempoconf.durations import format_duration
+from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import CheckResult
 from tempoconf.request import HealthCheckSpec, HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
 
 __all__ = [
     "HEALTHY",
     "NO_DATA",
     "UNHEALTHY",
-    "ReportFigures",
+    "ClientReports",
+    "ReportEvidence",
+    "ReportTally",
     "apply_no_data_policy",
     "check_display_name",
+    "cohort_stages",
+    "describe_evidence",
+    "evidence_since",
+    "gather_evidence",
     "judge_reports",
     "judge_samples",
     "parse_check",
+    "reporting_identity",
     "summarize",
 ]
 
@@ -36,13 +48,136 @@ NO_DATA = "no_data"
 _CHECK_ADAPTER: TypeAdapter[Any] = TypeAdapter(HealthCheckSpec)
 
 
-class ReportFigures(Protocol):
-    """Aggregated client reports (the store's ReportStats has this shape)."""
+@dataclass(frozen=True)
+class ReportTally:
+    """Health reports added up: distinct clients, operations, reports."""
 
-    clients: int
-    ok: int
-    failed: int
-    error_ratio: float | None
+    clients: int = 0
+    ok: int = 0
+    failed: int = 0
+    reports: int = 0
+
+    @property
+    def error_ratio(self) -> float | None:
+        """failed / (ok + failed); None when no operation was reported."""
+        operations = self.ok + self.failed
+        return self.failed / operations if operations else None
+
+
+class ClientReports(Protocol):
+    """One client's reports on one version under one identity (the store's ReportTotals)."""
+
+    @property
+    def client(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def ok(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def reports(self) -> int: ...
+    @property
+    def channel(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, str] | None: ...
+    @property
+    def seen_channel(self) -> str | None: ...
+    @property
+    def seen_labels(self) -> Mapping[str, str] | None: ...
+
+
+@dataclass(frozen=True)
+class ReportEvidence:
+    """The reports a `reports` check judges, split by who sent them, and since when."""
+
+    since: datetime
+    since_reason: str
+    """Why `since`: "stage published", or "window 5m" when the window is the shorter span."""
+    cohort: ReportTally
+    """Clients in the stage's cohort, on the rollout's version: the evidence."""
+    outside: ReportTally
+    """Clients outside the cohort on the rollout's version: left out (they say nothing of the stage)."""
+    baseline: ReportTally
+    """Clients outside the cohort on other versions: what `max_baseline_factor` compares with."""
+
+
+def evidence_since(published_at: datetime | None, now: datetime, window: timedelta) -> tuple[datetime, str]:
+    """Where a stage's evidence starts: its publish time, or `now - window` when that is later
+    (or the publish time is unknown). Earlier reports are about another stage, or another rollout."""
+    windowed = now - window
+    if published_at is None or windowed > published_at:
+        return windowed, f"window {format_duration(window)}"
+    return published_at, "stage published"
+
+
+def cohort_stages(plan: RolloutPlan, stage: PlannedStage) -> list[PlannedStage]:
+    """The stages live while `stage` holds: stages are cumulative, so 1..k (widening keeps the canaries)."""
+    return [planned for planned in plan.stages if planned.index <= stage.index]
+
+
+def reporting_identity(reports: ClientReports) -> ClientIdentity:
+    """Who sent these reports: the identity they named, else the one the client polls with, else
+    a bare client id (which only percentile stages can match)."""
+    if reports.labels is not None:
+        return ClientIdentity(reports.client, reports.channel, dict(reports.labels))
+    if reports.seen_labels is not None:
+        return ClientIdentity(reports.client, reports.seen_channel, dict(reports.seen_labels))
+    return ClientIdentity(reports.client)
+
+
+def gather_evidence(
+    totals: Iterable[ClientReports], *, path: str, version: str, stages: Sequence[StageTarget],
+    since: datetime, since_reason: str,
+) -> ReportEvidence:
+    """Split a config's reports since `since` into the cohort's, the left-out ones and the baseline.
+
+    A client is in the cohort when it matches any of `stages` (cohort_stages). Reports of cohort
+    clients on other versions (before they picked the rollout up) are in none of the three.
+    """
+    cohort: list[ClientReports] = []
+    outside: list[ClientReports] = []
+    baseline: list[ClientReports] = []
+    for reports in totals:
+        identity = reporting_identity(reports)
+        member = any(stage_matches(stage, path, identity) for stage in stages)
+        if reports.version == version:
+            (cohort if member else outside).append(reports)
+        elif not member:
+            baseline.append(reports)
+    return ReportEvidence(
+        since=since, since_reason=since_reason,
+        cohort=_tally(cohort), outside=_tally(outside), baseline=_tally(baseline),
+    )
+
+
+def _tally(totals: Sequence[ClientReports]) -> ReportTally:
+    return ReportTally(
+        clients=len({reports.client for reports in totals}),
+        ok=sum(reports.ok for reports in totals),
+        failed=sum(reports.failed for reports in totals),
+        reports=sum(reports.reports for reports in totals),
+    )
+
+
+def _clock(at: datetime, now: datetime) -> str:
+    at, now = at.astimezone(UTC), now.astimezone(UTC)
+    return at.strftime("%H:%M:%S UTC" if at.date() == now.date() else "%Y-%m-%d %H:%M:%S UTC")
+
+
+def describe_evidence(evidence: ReportEvidence, now: datetime) -> str:
+    """E.g. `3 cohort client(s) since 12:00:03 UTC (stage published); 40 report(s) from 4
+    client(s) outside the cohort left out`."""
+    text = (
+        f"{evidence.cohort.clients} cohort client(s) since {_clock(evidence.since, now)} "
+        f"({evidence.since_reason})"
+    )
+    if evidence.outside.reports:
+        text += (
+            f"; {evidence.outside.reports} report(s) from {evidence.outside.clients} client(s) "
+            "outside the cohort left out"
+        )
+    return text
 
 
 def parse_check(raw: dict[str, Any]) -> ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec:
@@ -67,22 +202,28 @@ def _ratio(value: float | None) -> str:
 
 
 def judge_reports(
-    spec: ReportsCheckSpec, cohort: ReportFigures, baseline: ReportFigures | None
+    spec: ReportsCheckSpec, evidence: ReportEvidence, *, now: datetime
 ) -> tuple[str, str, dict[str, Any]]:
-    """Judge the cohort's reports on the rollout's version (and, optionally, against stable)."""
+    """Judge the cohort's reports on the rollout's version (and, optionally, against the baseline)."""
+    cohort, baseline = evidence.cohort, evidence.baseline
     figures: dict[str, Any] = {
         "clients": cohort.clients,
         "ok": cohort.ok,
         "failed": cohort.failed,
         "error_ratio": cohort.error_ratio,
+        "since": evidence.since.astimezone(UTC).isoformat(timespec="seconds"),
+        "left_out_clients": evidence.outside.clients,
+        "left_out_reports": evidence.outside.reports,
     }
-    if baseline is not None:
+    if spec.max_baseline_factor is not None:
         figures["baseline_clients"] = baseline.clients
         figures["baseline_error_ratio"] = baseline.error_ratio
+    source = f"evidence: {describe_evidence(evidence, now)}"
     if cohort.clients < spec.min_clients or cohort.error_ratio is None:
         return (
             NO_DATA,
-            f"{cohort.clients} client(s) reported operations on this version; min_clients is {spec.min_clients}",
+            f"{cohort.clients} client(s) of the cohort reported operations on this version; "
+            f"min_clients is {spec.min_clients}; {source}",
             figures,
         )
     described = (
@@ -91,22 +232,26 @@ def judge_reports(
     )
     if spec.max_error_ratio is not None and cohort.error_ratio > spec.max_error_ratio:
         figures["bound"] = {"max_error_ratio": spec.max_error_ratio}
-        return UNHEALTHY, f"{described} exceeds max_error_ratio {spec.max_error_ratio:g}", figures
+        return UNHEALTHY, f"{described} exceeds max_error_ratio {spec.max_error_ratio:g}; {source}", figures
     if spec.max_baseline_factor is not None:
-        if baseline is None or baseline.error_ratio is None:
-            return HEALTHY, f"{described}; no baseline reports from stable clients to compare", figures
+        if baseline.error_ratio is None:
+            return HEALTHY, f"{described}; no baseline reports from clients outside the cohort; {source}", figures
         # A flawless baseline (ratio 0) would make any single error fatal; 0.1% keeps the factor meaningful.
         threshold = max(baseline.error_ratio, 0.001) * spec.max_baseline_factor
+        baseline_text = (
+            f"the baseline's {_ratio(baseline.error_ratio)} ({baseline.clients} client(s) outside the "
+            "cohort, on other versions)"
+        )
         if cohort.error_ratio > threshold:
             figures["bound"] = {"max_baseline_factor": spec.max_baseline_factor, "threshold": threshold}
             return (
                 UNHEALTHY,
-                f"{described} is more than {spec.max_baseline_factor:g}x the stable clients' "
-                f"{_ratio(baseline.error_ratio)} (threshold {threshold:.4g})",
+                f"{described} is more than {spec.max_baseline_factor:g}x {baseline_text} "
+                f"(threshold {threshold:.4g}); {source}",
                 figures,
             )
-        return HEALTHY, f"{described}; stable clients: {_ratio(baseline.error_ratio)}", figures
-    return HEALTHY, f"{described} within max_error_ratio {spec.max_error_ratio:g}", figures
+        return HEALTHY, f"{described}; {baseline_text}; {source}", figures
+    return HEALTHY, f"{described} within max_error_ratio {spec.max_error_ratio:g}; {source}", figures
 
 
 def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[str, str, dict[str, Any]]:

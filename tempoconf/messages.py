@@ -77,6 +77,8 @@ class CheckHealthInput:
     """True at the end of the hold (the no-data policy decides), False for a check during it."""
     check_indices: list[int] | None = None
     """Which of the stage's checks to run; None: all of them."""
+    published_at: str | None = None
+    """When the stage was published (ISO 8601; PublishStageResult): evidence starts there."""
 
 
 @dataclass

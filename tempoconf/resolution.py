@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tempoconf.bucketing import in_percentile
 
@@ -18,6 +18,7 @@ __all__ = [
     "ConfigSnapshot",
     "PublishedStage",
     "Resolution",
+    "StageTarget",
     "VersionRecord",
     "resolve",
     "stage_matches",
@@ -82,7 +83,20 @@ class Resolution:
     """The lease of the stage that applies (None on stable)."""
 
 
-def stage_matches(stage: PublishedStage, path: str, client: ClientIdentity) -> bool:
+class StageTarget(Protocol):
+    """Who a stage reaches: a PublishedStage, or a PlannedStage before it is published."""
+
+    @property
+    def channel(self) -> str | None: ...
+
+    @property
+    def percentile(self) -> float | None: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+def stage_matches(stage: StageTarget, path: str, client: ClientIdentity) -> bool:
     if stage.channel is not None and client.channel != stage.channel:
         return False
     if stage.labels and any(client.labels.get(key) != value for key, value in stage.labels.items()):

@@ -323,7 +323,10 @@ class ConfigRollout:
         try:
             report = await workflow.execute_activity(
                 CHECK_HEALTH_ACTIVITY,
-                CheckHealthInput(plan=plan, stage=stage, final=final, check_indices=indices),
+                CheckHealthInput(
+                    plan=plan, stage=stage, final=final, check_indices=indices,
+                    published_at=self._progress.stages[stage.index].published_at,
+                ),
                 result_type=HealthReport,
                 start_to_close_timeout=_health_check_timeout(stage, indices),
                 retry_policy=HEALTH_CHECK_RETRY,

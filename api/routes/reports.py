@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -19,11 +19,24 @@ from api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.request import ConfigPath, Namespace
 
-__all__ = ["MAX_COUNT", "MAX_ERROR_LENGTH", "ReportBody", "routes"]
+__all__ = [
+    "MAX_CHANNEL_LENGTH",
+    "MAX_COUNT",
+    "MAX_ERROR_LENGTH",
+    "MAX_LABELS",
+    "MAX_LABEL_LENGTH",
+    "ReportBody",
+    "routes",
+]
 
 MAX_COUNT = 10**12
 """Largest `ok` or `failed` of one report."""
 MAX_ERROR_LENGTH = 1000
+MAX_CHANNEL_LENGTH = 100
+"""As long as a stage's channel can be."""
+MAX_LABELS = 64
+MAX_LABEL_LENGTH = 255
+"""Longest label key, and longest label value."""
 _KNOWN_VERSIONS_KEPT = 10_000
 
 
@@ -33,6 +46,23 @@ def _integral(value: Any) -> Any:
 
 
 Count = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=MAX_COUNT)]
+
+
+def _label_keys(labels: dict[str, str] | None) -> dict[str, str] | None:
+    # A poll names a label as `label=KEY=VALUE`: a key with "=" could never match a stage.
+    for key in labels or {}:
+        if not key or "=" in key or len(key) > MAX_LABEL_LENGTH:
+            raise ValueError(
+                f"label key {key[:40]!r} must be 1-{MAX_LABEL_LENGTH} characters without '='"
+            )
+    return labels
+
+
+Labels = Annotated[
+    dict[str, Annotated[str, Field(max_length=MAX_LABEL_LENGTH)]] | None,
+    Field(default=None, max_length=MAX_LABELS),
+    AfterValidator(_label_keys),
+]
 
 
 class ReportBody(BaseModel):
@@ -48,6 +78,11 @@ class ReportBody(BaseModel):
     ok: Count
     failed: Count
     error: str | None = Field(default=None, max_length=MAX_ERROR_LENGTH)
+    channel: str | None = Field(default=None, min_length=1, max_length=MAX_CHANNEL_LENGTH)
+    """The channel the client polls with; with `labels`, which stage's cohort the report is from."""
+    labels: Labels = None
+    """The labels the client polls with. A report naming neither channel nor labels counts with
+    the identity the client last polled with."""
 
 
 async def post_report(request: Request) -> JSONResponse:
@@ -64,6 +99,8 @@ async def post_report(request: Request) -> JSONResponse:
         ok=report.ok,
         failed=report.failed,
         error=report.error,
+        channel=report.channel,
+        labels=report.labels,
     )
     metrics_of(request).record_report(
         report.namespace, report.path, report.version, report.ok, report.failed

@@ -304,6 +304,10 @@ class WatchState:
             "version": value.version,
             "ok": ok,
             "failed": failed,
+            # The identity it polls with: the health check counts the report for the stage whose
+            # cohort this client is in, and only for that one.
+            "channel": self.options.channel,
+            "labels": dict(self.options.labels),
         }
         if error is not None:
             body["error"] = error

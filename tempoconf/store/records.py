@@ -10,6 +10,7 @@ __all__ = [
     "AuditEntry",
     "LockRecord",
     "ReportStats",
+    "ReportTotals",
     "RolloutRecord",
     "SeenClient",
     "StageLease",
@@ -91,6 +92,24 @@ class ReportStats:
     """The error text of the newest report that carried one."""
     reports: int = 0
     """Reports received."""
+
+
+@dataclass(frozen=True)
+class ReportTotals:
+    """One client's reports on one version of a config since a time, under one identity
+    (`Store.report_totals`)."""
+
+    client: str
+    version: str
+    ok: int
+    failed: int
+    reports: int
+    channel: str | None
+    labels: dict[str, str] | None
+    """The identity the reports named; labels None: they named none (an older client)."""
+    seen_channel: str | None = None
+    seen_labels: dict[str, str] | None = None
+    """The identity the client last polled this config with; labels None: never seen polling."""
 
 
 @dataclass(frozen=True)

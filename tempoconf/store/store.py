@@ -48,6 +48,7 @@ from tempoconf.store.records import (
     AuditEntry,
     LockRecord,
     ReportStats,
+    ReportTotals,
     RolloutRecord,
     SeenClient,
     StageLease,
@@ -553,17 +554,21 @@ class Store:
     def add_report(
         self, namespace: str, path: str, *, client: str, version: str, ok: int, failed: int,
         error: str | None = None, received_at: datetime | None = None,
+        channel: str | None = None, labels: Mapping[str, str] | None = None,
     ) -> None:
-        """Store one client's health report (received_at defaults to now). Not a client-visible
-        change: revision is not bumped."""
+        """Store one client's health report (received_at defaults to now). `channel`/`labels`:
+        the identity the client polls with; a report naming neither has no identity of its own
+        (see report_totals). Not a client-visible change: revision is not bumped."""
         if ok < 0 or failed < 0:
             raise ValueError(f"report counts must not be negative (ok={ok}, failed={failed})")
         at = _aware(received_at, "received_at") if received_at is not None else self.now()
+        named = channel is not None or labels is not None
         with self._write() as conn:
             conn.execute(
                 insert(_REPORT).values(
                     namespace=namespace, path=path, version=version, client=client, ok=ok,
-                    failed=failed, error=error or None, received_at=at,
+                    failed=failed, error=error or None, received_at=at, channel=channel,
+                    labels=canonical_json(dict(labels or {})) if named else None,
                 )
             )
 
@@ -600,6 +605,42 @@ class Store:
             error_ratio=failed / operations if operations else None,
             last_error=last_error, reports=reports,
         )
+
+    def report_totals(self, namespace: str, path: str, *, since: datetime) -> list[ReportTotals]:
+        """Per client, version and reported identity: the sums of the config's reports received at
+        or after `since`, with the identity the client last polled with (client_seen) beside it,
+        sorted by client and version. Which of them belong to a stage's cohort is the health
+        check's business (tempoconf.health)."""
+        scope = (*_config(_REPORT, namespace, path), _REPORT.c.received_at >= _aware(since, "since"))
+        keys = (_REPORT.c.client, _REPORT.c.version, _REPORT.c.channel, _REPORT.c.labels)
+        grouped = (
+            select(
+                *keys,
+                func.coalesce(func.sum(_REPORT.c.ok), 0).label("ok"),
+                func.coalesce(func.sum(_REPORT.c.failed), 0).label("failed"),
+                func.count().label("reports"),
+            )
+            .where(*scope)
+            .group_by(*keys)
+            .subquery()
+        )
+        seen = and_(*_config(_SEEN, namespace, path), _SEEN.c.client == grouped.c.client)
+        with self._read(consistent=True) as conn:
+            rows = conn.execute(
+                select(grouped, _SEEN.c.channel.label("seen_channel"), _SEEN.c.labels.label("seen_labels"))
+                .select_from(grouped.outerjoin(_SEEN, seen))
+                .order_by(grouped.c.client, grouped.c.version, grouped.c.channel, grouped.c.labels)
+            ).all()
+        return [
+            ReportTotals(
+                client=row.client, version=row.version, ok=int(row.ok), failed=int(row.failed),
+                reports=int(row.reports), channel=row.channel,
+                labels=json.loads(row.labels) if row.labels is not None else None,
+                seen_channel=row.seen_channel,
+                seen_labels=json.loads(row.seen_labels) if row.seen_labels is not None else None,
+            )
+            for row in rows
+        ]
 
     def prune_reports(self, older_than: datetime) -> int:
         """Delete reports received before `older_than`; returns how many."""
@@ -645,8 +686,8 @@ class Store:
 
     def recent_clients(self, namespace: str, path: str, *, since: datetime) -> list[SeenClient]:
         """Clients seen polling the config at or after `since`, and clients that only sent health
-        reports on it since then (channel None, labels {}: a report carries neither), each once,
-        sorted by client id. A client found in both keeps its polled identity and version, and the
+        reports on it since then (with the identity their newest report named; channel None and
+        labels {} when it named none), each once, sorted by client id. A client found in both keeps its polled identity and version, and the
         later of the two times."""
         cutoff = _aware(since, "since")
         with self._read(consistent=True) as conn:
@@ -662,7 +703,8 @@ class Store:
             )
             # The newest report of each client (its version); a tie on the time picks either.
             reported = conn.execute(
-                select(_REPORT.c.client, _REPORT.c.version, _REPORT.c.received_at)
+                select(_REPORT.c.client, _REPORT.c.version, _REPORT.c.received_at,
+                       _REPORT.c.channel, _REPORT.c.labels)
                 .join(newest, and_(_REPORT.c.client == newest.c.client,
                                    _REPORT.c.received_at == newest.c.at))
                 .where(*scope)
@@ -678,8 +720,9 @@ class Store:
             known = clients.get(row.client)
             if known is None:
                 clients[row.client] = SeenClient(
-                    client=row.client, channel=None, labels={}, last_seen=row.received_at,
-                    last_version=row.version,
+                    client=row.client, channel=row.channel,
+                    labels=json.loads(row.labels) if row.labels is not None else {},
+                    last_seen=row.received_at, last_version=row.version,
                 )
             elif row.received_at > known.last_seen:
                 clients[row.client] = replace(known, last_seen=row.received_at)

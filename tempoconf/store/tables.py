@@ -216,6 +216,9 @@ class ClientReport(SQLModel, table=True):
     failed: int = Field(default=0, sa_type=BigInteger)
     error: str | None = Field(default=None, sa_type=Text)
     received_at: datetime = Field(sa_type=UTCDateTime)
+    channel: str | None = Field(default=None, sa_type=Text)
+    labels: str | None = Field(default=None, sa_type=Text)
+    """The client's labels as JSON; NULL (with channel NULL) when the report named no identity."""
 
 
 class ClientSeen(SQLModel, table=True):

@@ -93,6 +93,31 @@ async def test_a_version_stored_after_the_last_refresh_is_accepted(
     assert response.status_code == 202
 
 
+async def test_a_report_keeps_the_identity_it_names(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    stable = make_stable(api_store, PATH, {"v": 1})
+    since = datetime.now(UTC) - timedelta(minutes=1)
+
+    answers = [
+        await client.post("/v1/reports", json=report(stable.version, client="c-1", channel="canary",
+                                                     labels={"region": "eu", "tier": "a=b"})),
+        await client.post("/v1/reports", json=report(stable.version, client="c-2", labels={})),
+        await client.post("/v1/reports", json=report(stable.version, client="c-3", channel=None,
+                                                     labels=None)),
+    ]
+
+    assert [a.status_code for a in answers] == [202] * 3
+    identities = {
+        row.client: (row.channel, row.labels) for row in api_store.report_totals("default", PATH, since=since)
+    }
+    assert identities == {
+        "c-1": ("canary", {"region": "eu", "tier": "a=b"}),
+        "c-2": (None, {}),  # named: no channel, no labels
+        "c-3": (None, None),  # named none: the health check falls back to its polls
+    }
+
+
 @pytest.mark.parametrize(
     ("body", "fragments"),
     [
@@ -109,6 +134,14 @@ async def test_a_version_stored_after_the_last_refresh_is_accepted(
         ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "error": "x" * 1001},
          ["/error:"]),
         ({"path": PATH, "client": "h", "version": "v", "ok": 10**13, "failed": 0}, ["/ok:"]),
+        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "channel": "",
+          "labels": {"region": 1}}, ["/channel:", "/labels/region:"]),
+        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "labels": {"a=b": "c"}},
+         ["/labels:", "label key 'a=b' must be 1-255 characters without '='"]),
+        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "labels": ["region=eu"]},
+         ["/labels:"]),
+        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0,
+          "labels": {str(n): "x" for n in range(65)}}, ["/labels:"]),
         ([1, 2], ["a JSON object, not an array"]),
     ],
 )

@@ -26,6 +26,23 @@ def test_report_posts_for_the_version_in_use(live_api: LiveApi) -> None:
     stats = live_api.store.report_stats("default", PATH, stable.version, since=SINCE)
     assert (stats.clients, stats.reports, stats.ok, stats.failed) == (1, 2, 108, 2)
     assert stats.last_error == "timeout talking to db"
+    # Without channel and labels, the report still names its identity: none of either.
+    [totals] = live_api.store.report_totals("default", PATH, since=SINCE)
+    assert (totals.channel, totals.labels) == (None, {})
+
+
+def test_a_report_names_the_identity_the_client_polls_with(live_api: LiveApi) -> None:
+    """So the health check counts it for the cohort this client is in."""
+    stable_served(live_api, {"v": 1})
+    client = ConfigClient(live_api.url, PATH, client_id="h2", channel="canary", labels={"region": "eu"})
+    try:
+        client.get()
+        client.report(ok=1, failed=0)
+    finally:
+        client.close()
+
+    [totals] = live_api.store.report_totals("default", PATH, since=SINCE)
+    assert (totals.client, totals.channel, totals.labels) == ("h2", "canary", {"region": "eu"})
 
 
 async def test_async_report(live_api: LiveApi) -> None:
@@ -36,6 +53,8 @@ async def test_async_report(live_api: LiveApi) -> None:
         await client.report(ok=5, failed=1)
     finally:
         await client.aclose()
+    [totals] = live_api.store.report_totals("default", PATH, since=SINCE)
+    assert (totals.ok, totals.failed, totals.channel, totals.labels) == (5, 1, None, {})
 
 
 def test_report_checks_its_input(live_api: LiveApi) -> None:

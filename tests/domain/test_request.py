@@ -131,9 +131,15 @@ def test_check_kinds_parse_to_their_specs() -> None:
 
 
 def test_prometheus_query_may_use_every_placeholder() -> None:
-    query = "x{p='{path}',n='{namespace}',v='{version}',s='{stage}'}"
+    query = "increase(x{p='{path}',n='{namespace}',v='{version}',s='{stage}'}[{elapsed}] @ {since})"
     request = parse_rollout_request({**MINIMAL, "health": [{**PROMETHEUS, "query": query}]})
     assert request.health[0].query == query
+
+
+def test_http_check_url_may_use_placeholders() -> None:
+    url = "https://judge.example/verdict?config={path}&v={version}&stage={stage}&since={since}"
+    request = parse_rollout_request({**MINIMAL, "health": [{"kind": "http", "url": url}]})
+    assert request.health[0].url == url
 
 
 # --- one problem at a time, each at its pointer --------------------------------------------------

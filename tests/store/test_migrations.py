@@ -7,6 +7,7 @@ import sys
 import textwrap
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -76,7 +77,7 @@ def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
     try:
         with engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
-                "0003_client_seen"
+                "0004_report_identity"
             ]
     finally:
         engine.dispose()
@@ -210,3 +211,60 @@ def test_a_database_at_0001_is_upgraded_keeping_its_data(database_url: str) -> N
         store.add_report(NS, PATH, client="host-1", version="v1", ok=1, failed=0)
     finally:
         store.close()
+
+
+def _migrate(database_url: str, revision: str, *, down: bool = False) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from tempoconf.store.store import _MIGRATIONS
+
+    sqlite_file = make_url(database_url).database
+    if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
+        Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            (command.downgrade if down else command.upgrade)(config, revision)
+    finally:
+        engine.dispose()
+
+
+def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(database_url: str) -> None:
+    """0004 adds the identity a report names; reports stored before it named none."""
+    _migrate(database_url, "0003_client_seen")
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO client_report (namespace, path, version, client, ok, failed, received_at) "
+                     "VALUES (:ns, :path, 'v1', 'host-1', 9, 1, CURRENT_TIMESTAMP)"),
+                {"ns": NS, "path": PATH},
+            )
+    finally:
+        engine.dispose()
+
+    store = Store(database_url)
+    try:
+        store.add_report(NS, PATH, client="host-2", version="v1", ok=5, failed=0, channel="canary",
+                         labels={"region": "eu"})
+        totals = {row.client: row for row in store.report_totals(NS, PATH, since=datetime(2000, 1, 1, tzinfo=UTC))}
+    finally:
+        store.close()
+    assert (totals["host-1"].ok, totals["host-1"].failed) == (9, 1)
+    assert (totals["host-1"].channel, totals["host-1"].labels) == (None, None)
+    assert (totals["host-2"].channel, totals["host-2"].labels) == ("canary", {"region": "eu"})
+
+    # And back: the downgrade drops the two columns and keeps the reports.
+    _migrate(database_url, "0003_client_seen", down=True)
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            columns = {column["name"] for column in inspect(conn).get_columns("client_report")}
+            assert conn.execute(text("SELECT count(*) FROM client_report")).scalar_one() == 2
+    finally:
+        engine.dispose()
+    assert "channel" not in columns and "labels" not in columns

@@ -1,5 +1,5 @@
-"""Client health reports: add_report, report_stats (version and baseline), prune_reports; and the
-PostgreSQL change notification sent with every revision bump."""
+"""Client health reports: add_report, report_stats (version and baseline), report_totals,
+prune_reports; and the PostgreSQL change notification sent with every revision bump."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from tempoconf.store.records import ReportStats
+from tempoconf.store.records import ReportStats, ReportTotals, SeenClient
 from tempoconf.store.store import CHANGE_CHANNEL, Store
 from tests.store.helpers import NS, PATH, put
 
@@ -65,6 +65,34 @@ def test_report_stats_without_reports_or_operations(store: Store) -> None:
     )
 
 
+def test_report_totals_per_client_version_and_identity(store: Store) -> None:
+    now = datetime.now(UTC)
+    since = now - timedelta(minutes=1)
+    store.record_seen_clients(NS, PATH, [SeenClient("poller", "canary", {"zone": "eu"}, now)])
+    store.add_report(NS, PATH, client="canary-1", version=NEW, ok=90, failed=10, channel="canary",
+                     received_at=since)  # at `since` exactly: counted
+    store.add_report(NS, PATH, client="canary-1", version=NEW, ok=10, failed=0, channel="canary")
+    store.add_report(NS, PATH, client="canary-1", version=OLD, ok=5, failed=0, channel="canary")
+    store.add_report(NS, PATH, client="labelled", version=NEW, ok=3, failed=0, labels={"zone": "eu"})
+    store.add_report(NS, PATH, client="poller", version=NEW, ok=7, failed=1)  # names no identity
+    # Before `since`, another config, another namespace: not counted.
+    store.add_report(NS, PATH, client="canary-1", version=NEW, ok=0, failed=500, channel="canary",
+                     received_at=since - timedelta(milliseconds=1))
+    store.add_report(NS, "other/config", client="canary-1", version=NEW, ok=1, failed=1)
+    store.add_report("team", PATH, client="canary-1", version=NEW, ok=1, failed=1)
+
+    totals = store.report_totals(NS, PATH, since=since)
+
+    assert sorted(totals, key=lambda row: (row.client, row.version)) == [
+        ReportTotals("canary-1", NEW, ok=100, failed=10, reports=2, channel="canary", labels={}),
+        ReportTotals("canary-1", OLD, ok=5, failed=0, reports=1, channel="canary", labels={}),
+        ReportTotals("labelled", NEW, ok=3, failed=0, reports=1, channel=None, labels={"zone": "eu"}),
+        ReportTotals("poller", NEW, ok=7, failed=1, reports=1, channel=None, labels=None,
+                     seen_channel="canary", seen_labels={"zone": "eu"}),
+    ]
+    assert store.report_totals(NS, PATH, since=now + timedelta(minutes=1)) == []
+
+
 def test_reports_do_not_bump_the_revision(store: Store) -> None:
     before = store.revision()
     store.add_report(NS, PATH, client="host-1", version=NEW, ok=1, failed=0)
@@ -76,6 +104,8 @@ def test_bad_reports_are_refused(store: Store) -> None:
         store.add_report(NS, PATH, client="host-1", version=NEW, ok=-1, failed=0)
     with pytest.raises(ValueError, match="naive"):
         store.report_stats(NS, PATH, NEW, since=datetime.now())
+    with pytest.raises(ValueError, match="naive"):
+        store.report_totals(NS, PATH, since=datetime.now())
 
 
 def test_prune_reports_deletes_only_older_ones(store: Store) -> None:

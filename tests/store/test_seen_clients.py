@@ -99,10 +99,16 @@ def test_recent_clients_include_clients_that_only_reported(store: Store) -> None
     store.add_report(NS, PATH, client="old-reporter", version=V1, ok=1, failed=0,
                      received_at=now - timedelta(hours=2))
     store.add_report(NS, "other/config", client="other", version=V1, ok=1, failed=0)
+    # A report-only client whose newest report names its identity: listed with it.
+    store.add_report(NS, PATH, client="named", version=V1, ok=1, failed=0, channel="beta",
+                     received_at=now - timedelta(seconds=40))
+    store.add_report(NS, PATH, client="named", version=V2, ok=1, failed=0, channel="canary",
+                     labels={"zone": "us"}, received_at=now - timedelta(seconds=5))
 
     recent = store.recent_clients(NS, PATH, since=now - timedelta(hours=1))
 
     assert recent == [
+        seen("named", now - timedelta(seconds=5), channel="canary", version=V2, zone="us"),
         seen("poller", now, channel="canary", version=V1, zone="eu"),
         seen("reporter", now - timedelta(seconds=10), version=V2),
     ]

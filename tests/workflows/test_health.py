@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -37,13 +38,17 @@ FAILED_RATIO_QUERY = (
 
 
 async def send_reports(api: str, path: str, version: str, *, clients: int, ok: int, failed: int,
-                       prefix: str = "canary") -> None:
+                       prefix: str = "canary", channel: str | None = "canary", named: bool = True) -> None:
+    """Reports from `clients` clients `{prefix}-0`, ...; with `named`, each names its identity
+    (`channel`, no labels), else none (the API's record of its polls stands in)."""
+    identity = {"channel": channel, "labels": {}} if named else {}
     async with httpx.AsyncClient(base_url=api) as http:
         for number in range(clients):
             response = await http.post(
                 "/v1/reports",
                 json={"path": path, "namespace": NAMESPACE, "client": f"{prefix}-{number}", "version": version,
-                      "ok": ok, "failed": failed, **({"error": "timeouts to the db"} if failed else {})},
+                      "ok": ok, "failed": failed, **({"error": "timeouts to the db"} if failed else {}),
+                      **identity},
             )
             assert response.status_code == 202, response.text
 
@@ -212,12 +217,133 @@ async def test_too_few_reporters_is_no_data_judged_by_policy(
 async def test_baseline_comparison(rollout_harness: RolloutHarness, cohort_failed: int, outcome: str) -> None:
     async with holding_canary(rollout_harness, [{"kind": "reports", "max_baseline_factor": 2}]) as canary:
         api, path = canary.api, canary.path
-        await send_reports(api, path, canary.stable, clients=4, ok=90, failed=10, prefix="stable")  # baseline 0.1
+        await send_reports(api, path, canary.stable, clients=4, ok=90, failed=10, prefix="stable",
+                           channel=None)  # baseline 0.1
         await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - cohort_failed, failed=cohort_failed)
         result = await canary.end_hold()
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
-        assert "more than 2x the stable clients' 0.1" in result["reason"]
+        assert "more than 2x the baseline's 0.1 (4 client(s) outside the cohort, on other versions)" in result["reason"]
+
+
+# -- evidence: the stage's cohort, since the stage was published -----------------------------------
+
+
+@dataclass
+class Reroll:
+    path: str
+    version: str
+    api: str
+    handle: Any
+
+
+@asynccontextmanager
+async def rerolling(harness: RolloutHarness, checks: list[dict[str, Any]], *, earlier_failed: int
+                    ) -> AsyncIterator[Reroll]:
+    """A version stable a moment ago, with plenty of fleet reports on it (canaries' included, each
+    with `earlier_failed` failures in 100 operations), now replaced by another and rolled out again
+    to the canaries: holding its canary stage for an hour."""
+    path = unique_path()
+    previous = await make_stable(harness, path)
+    async with live_api(harness.store) as api:
+        ok = 100 - earlier_failed
+        await send_reports(api, path, previous, clients=5, ok=ok, failed=earlier_failed)
+        await send_reports(api, path, previous, clients=20, ok=ok, failed=earlier_failed, prefix="host",
+                           channel=None)
+        replaced = await harness.start({"path": path, "value": NEW_VALUE, "author": "setup"})
+        assert (await replaced.result())["outcome"] == "promoted"
+        handle = await harness.start({
+            "path": path, "namespace": NAMESPACE, "version": previous, "author": "oncall",
+            "stages": [{"channel": "canary", "cooldown": "1h"}], "health": checks,
+        })
+        await wait_for_state(handle, "holding", stage_index=0)
+        yield Reroll(path, previous, api, handle)
+
+
+async def test_a_reroll_of_a_recently_stable_version_without_canary_reports_is_no_data(
+    rollout_harness: RolloutHarness,
+) -> None:
+    """The fleet's reports on the version from before the stage was published say nothing of it."""
+    checks = [{"kind": "reports", "max_error_ratio": 0.1, "on_no_data": "fail"}]
+    async with rerolling(rollout_harness, checks, earlier_failed=0) as reroll:
+        await reroll.handle.execute_update("advance")
+        result = await outcome_of(reroll.handle)
+    assert result["outcome"] == "reverted", result
+    assert result["version"] == reroll.version
+    assert "0 client(s) of the cohort reported operations on this version" in result["reason"]
+    assert "(stage published)" in result["reason"] and "on_no_data=fail" in result["reason"]
+    check = (await reroll.handle.query("status", result_type=dict))["last_health"]["checks"][0]
+    assert (check["verdict"], check["figures"]["clients"], check["figures"]["left_out_reports"]) == (
+        "unhealthy", 0, 0)
+    assert rollout_harness.store.get_stable(NAMESPACE, reroll.path).version == NEW_VERSION
+
+
+async def test_reports_from_before_the_publish_do_not_count(rollout_harness: RolloutHarness) -> None:
+    """The fleet's errors on the version in its earlier life do not fail its re-roll."""
+    checks = [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 2}]
+    async with rerolling(rollout_harness, checks, earlier_failed=50) as reroll:
+        await send_reports(reroll.api, reroll.path, reroll.version, clients=2, ok=99, failed=1)
+        await reroll.handle.execute_update("advance")
+        result = await outcome_of(reroll.handle)
+    assert result["outcome"] == "promoted", result
+    check = (await reroll.handle.query("status", result_type=dict))["last_health"]["checks"][0]
+    assert (check["figures"]["clients"], check["figures"]["failed"]) == (2, 2)
+
+
+async def test_reports_from_outside_the_cohort_do_not_count(rollout_harness: RolloutHarness) -> None:
+    store = rollout_harness.store
+    checks = [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 3}]
+    async with holding_canary(rollout_harness, checks) as canary:
+        # Hosts outside the cohort on the rollout's version (pinned, or lying) report errors...
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=5, ok=10, failed=90, prefix="host",
+                           channel=None)
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=1, ok=10, failed=90, prefix="beta",
+                           channel="beta")
+        # ...a host that names no identity in its report but polls as a canary counts as one...
+        async with httpx.AsyncClient(base_url=canary.api) as http:
+            polled = await http.get(f"/v1/configs/{canary.path}", params={"client": "polled-0", "channel": "canary"})
+            assert polled.json()["version"] == NEW_VERSION
+
+        def polled_as_canary() -> bool:
+            since = datetime.now(UTC) - timedelta(minutes=5)
+            return any(seen.client == "polled-0" and seen.channel == "canary"
+                       for seen in store.recent_clients(NAMESPACE, canary.path, since=since))
+
+        await assert_eventually(polled_as_canary, timeout=20)
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=1, ok=100, failed=0, prefix="polled",
+                           named=False)
+        # ...and the canaries are healthy.
+        await send_reports(canary.api, canary.path, NEW_VERSION, clients=2, ok=99, failed=1)
+        result = await canary.end_hold()
+    assert result["outcome"] == "promoted", result
+    check = (await canary.handle.query("status", result_type=dict))["last_health"]["checks"][0]
+    figures = check["figures"]
+    assert (figures["clients"], figures["ok"], figures["failed"]) == (3, 298, 2)
+    assert (figures["left_out_clients"], figures["left_out_reports"]) == (6, 6)
+    assert "evidence: 3 cohort client(s) since " in check["summary"]
+    assert "(stage published); 6 report(s) from 6 client(s) outside the cohort left out" in check["summary"]
+
+
+async def test_the_baseline_is_the_clients_outside_the_cohort_since_the_publish(
+    rollout_harness: RolloutHarness,
+) -> None:
+    path = unique_path()
+    stable = await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        # Before the publish, the fleet had a bad spell (0.5): it must not excuse the canary.
+        await send_reports(api, path, stable, clients=4, ok=50, failed=50, prefix="host", channel=None)
+        handle = await rollout_harness.start(
+            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h")
+        )
+        await wait_for_state(handle, "holding", stage_index=0)
+        await send_reports(api, path, stable, clients=4, ok=90, failed=10, prefix="host", channel=None)  # 0.1
+        # Canaries still on stable (not polled since the publish) are the cohort, not the baseline.
+        await send_reports(api, path, stable, clients=2, ok=10, failed=90, prefix="canary-late")
+        await send_reports(api, path, NEW_VERSION, clients=2, ok=70, failed=30)  # 0.3 > 2 x 0.1
+        await handle.execute_update("advance")
+        result = await outcome_of(handle)
+    assert result["outcome"] == "reverted", result
+    assert "more than 2x the baseline's 0.1 (4 client(s) outside the cohort, on other versions)" in result["reason"]
 
 
 # -- prometheus ---------------------------------------------------------------------------------
@@ -258,6 +384,44 @@ async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tm
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
         assert "query value 0.4 is above max 0.1" in result["reason"]
+
+
+async def test_prometheus_and_http_checks_are_bounded_by_the_stage(
+    rollout_harness: RolloutHarness, tmp_path: Any
+) -> None:
+    """`{since}` and `{elapsed}` reach Prometheus as a time and a range it takes; the judge's URL gets
+    the placeholders URL-encoded."""
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    async with live_api(rollout_harness.store) as api:
+        with prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus, http_judge() as judge:
+            async with httpx.AsyncClient() as http:
+
+                async def scraped() -> bool:
+                    answer = await http.get(f"{prometheus.url}/api/v1/query", params={"query": "up"})
+                    return bool(answer.json()["data"]["result"])
+
+                await assert_eventually(scraped, timeout=20)
+            checks = [
+                {"kind": "prometheus", "name": "since", "url": prometheus.url, "query": "time() - {since}",
+                 "min": 0, "max": 3600},
+                {"kind": "prometheus", "name": "elapsed", "url": prometheus.url,
+                 "query": 'count_over_time(up{job="tempoconf-api"}[{elapsed}])', "min": 1},
+                {"kind": "http", "url": judge + "/ok?config={path}&stage={stage}&since={since}"},
+            ]
+            handle = await rollout_harness.start(canary_request(path, checks, cooldown="2s"))
+            result = await outcome_of(handle)
+    assert result["outcome"] == "promoted", result
+    progress = await handle.query("status", result_type=dict)
+    published = datetime.fromisoformat(progress["stages"][0]["published_at"]).timestamp()
+    since_check, elapsed_check, http_check = progress["last_health"]["checks"]
+    assert re.fullmatch(r"time\(\) - \d+(\.\d+)?", since_check["figures"]["query"]), since_check
+    assert float(since_check["figures"]["query"].removeprefix("time() - ")) == pytest.approx(published, abs=0.001)
+    assert re.fullmatch(r'count_over_time\(up\{job="tempoconf-api"\}\[\d+s\]\)', elapsed_check["figures"]["query"])
+    judged = re.search(r"/ok\?config=(\S+)&stage=(\S+)&since=(\S+) answered 200", http_check["summary"])
+    assert judged, http_check["summary"]
+    assert judged.group(1, 2) == (path, "channel%3Acanary")
+    assert float(judged.group(3)) == pytest.approx(published, abs=0.001)
 
 
 @pytest.mark.parametrize(("policy", "outcome"), [("pass", "promoted"), ("fail", "reverted")])
