@@ -33,9 +33,11 @@ from tempoconf.messages import (
     RenewLeasesInput,
     RenewLeasesResult,
     RevertInput,
+    RevertResult,
 )
 from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.progress import NOTE
 from tempoconf.resolution import PublishedStage, VersionRecord
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
@@ -44,6 +46,7 @@ from tempoconf.validation import validate_rollout
 __all__ = ["RolloutActivities"]
 
 LOCK_LOST_ERROR = "RolloutLockLost"
+UNKNOWN_STARTER = "unknown"
 
 
 def _lock_lost(error: LockHeldError) -> ApplicationError:
@@ -118,7 +121,7 @@ class RolloutActivities:
             workflow_id=input.workflow_id,
             run_id=input.run_id,
             version=version,
-            actor=request.author or "workflow",
+            actor=request.author or await self._starter(input),
             reason=reason,
             event_key=f"{input.run_id}:begin",
             # This rollout's own metadata: the version keeps its first publisher's (never rewritten).
@@ -139,6 +142,18 @@ class RolloutActivities:
             temporal_address=self._temporal_address,
             temporal_namespace=activity.info().workflow_namespace,
         )
+
+    async def _starter(self, input: PrepareInput) -> str:
+        """Who started the run when the request names no author: the identity Temporal recorded
+        (`temporal-cli:alice@laptop`, `tempoconf:alice@laptop`), as `rollout status` shows it."""
+        try:
+            handle = activity.client().get_workflow_handle(input.workflow_id, run_id=input.run_id)
+            async for event in handle.fetch_history_events(page_size=1):
+                return event.workflow_execution_started_event_attributes.identity or UNKNOWN_STARTER
+        except (RPCError, RuntimeError) as error:  # RuntimeError: run without a worker's client
+            # Only the audit row's actor depends on it: not worth failing the rollout over.
+            activity.logger.warning("cannot read who started %s: %s", input.workflow_id, error)
+        return UNKNOWN_STARTER
 
     async def _take_lock(self, namespace: str, path: str, input: PrepareInput, version: str) -> None:
         def acquire(replace_run_id: str | None = None) -> LockRecord:
@@ -225,11 +240,12 @@ class RolloutActivities:
     async def record_transition(self, input: RecordTransitionsInput) -> None:
         def write() -> None:
             for sequence, transition in zip(input.sequences, input.transitions, strict=True):
-                changed = transition.from_state != transition.to_state
+                # A note (an operator command that left the state as it was) is no transition.
+                note = transition.kind == NOTE or transition.from_state == transition.to_state
                 self._store.record_event(
                     input.namespace,
                     input.path,
-                    action=f"rollout.{transition.to_state}" if changed else "rollout.command",
+                    action="rollout.command" if note else f"rollout.{transition.to_state}",
                     actor=transition.by,
                     reason=transition.reason,
                     version=input.version,
@@ -258,7 +274,9 @@ class RolloutActivities:
             raise _lock_lost(error) from None
 
     @activity.defn(name=REVERT_ACTIVITY)
-    async def revert_rollout(self, input: RevertInput) -> None:
+    async def revert_rollout(self, input: RevertInput) -> RevertResult:
+        """Clear the run's stages and lock; answer what clients fall back to (the stable version,
+        or none)."""
         await asyncio.to_thread(
             self._store.revert,
             input.namespace,
@@ -270,3 +288,5 @@ class RolloutActivities:
             outcome=input.outcome,
             event_key=f"{input.run_id}:revert",
         )
+        stable = await asyncio.to_thread(self._store.get_stable, input.namespace, input.path)
+        return RevertResult(stable_version=stable.version if stable is not None else None)

@@ -29,6 +29,7 @@ __all__ = [
     "RenewLeasesInput",
     "RenewLeasesResult",
     "RevertInput",
+    "RevertResult",
 ]
 
 
@@ -119,6 +120,12 @@ class RevertInput:
     outcome: str
     actor: str
     reason: str
+
+
+@dataclass
+class RevertResult:
+    stable_version: str | None
+    """The config's stable version, which every client gets now; None: it has none (404)."""
 
 
 # Activity names: the workflow refers to activities by name, so it never imports their code

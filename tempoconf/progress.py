@@ -12,14 +12,17 @@ from typing import Any
 
 __all__ = [
     "CheckResult",
+    "CommandResult",
     "FINAL_STATES",
     "HealthReport",
+    "NOTE",
     "OperatorCommand",
     "Outcome",
     "RolloutProgress",
     "RolloutResult",
     "RolloutState",
     "StageProgress",
+    "TRANSITION",
     "Transition",
     "describe_phase",
 ]
@@ -72,8 +75,15 @@ class OperatorCommand:
     by: str = ""
 
 
+TRANSITION = "transition"
+NOTE = "note"
+
+
 @dataclass
 class Transition:
+    """One row of the rollout's history: a change of state, or a note (an operator command that
+    left the state as it was, e.g. pause or approve: then `to_state` is `from_state`)."""
+
     at: str
     """ISO-8601 UTC, workflow time."""
     from_state: str
@@ -81,6 +91,8 @@ class Transition:
     by: str
     reason: str
     stage: str | None = None
+    kind: str = TRANSITION
+    """`transition` or `note`."""
 
 
 @dataclass
@@ -135,11 +147,16 @@ class RolloutProgress:
     hold_deadline: str | None = None
     paused: bool = False
     pause_reasons: list[str] = field(default_factory=list)
+    approved: bool = False
+    """The current stage's approval was given (while paused, it is held until resume)."""
     last_health: HealthReport | None = None
     stages: list[StageProgress] = field(default_factory=list)
     history: list[Transition] = field(default_factory=list)
     outcome: str | None = None
     reason: str = ""
+    stable_version: str | None = None
+    """Once ended: the config's stable version, which every client now gets (None: the config has
+    no stable version, clients get 404)."""
 
 
 @dataclass
@@ -147,6 +164,28 @@ class RolloutResult:
     outcome: str
     version: str | None
     reason: str = ""
+    stable_version: str | None = None
+    """The version every client gets after the rollout; None when the config has none (404)."""
+
+
+@dataclass
+class CommandResult:
+    """What an update (halt, bypass, advance, pause, resume, approve) answers: a short result.
+    The full progress stays the `status` query."""
+
+    command: str
+    accepted: bool
+    """False when the command changed nothing (e.g. a second halt)."""
+    state: str
+    """The state once the command took effect (or, if it has not yet, the state now)."""
+    phase: str
+    stage: str | None
+    stage_number: int
+    """1-based, as status shows; 0 before the first stage."""
+    stage_count: int
+    paused: bool
+    message: str
+    """What the command did; starts with `requested:` when the rollout has not acted on it yet."""
 
 
 def _clock(iso: str | None) -> str:
@@ -154,12 +193,20 @@ def _clock(iso: str | None) -> str:
     return f"{iso[:10]} {iso[11:19]} UTC" if iso else "?"
 
 
+def _back_to(progress: RolloutProgress) -> str:
+    """What a reverted rollout left its clients on: the stable version, or nothing (404)."""
+    if progress.stable_version:
+        return f"to stable {progress.stable_version}"
+    return "to no version (the config has none stable: clients get 404, as before)"
+
+
 def describe_phase(progress: RolloutProgress) -> str:
     """What a person should read as the rollout's phase: one pure function of the state."""
     state = RolloutState(progress.state)
     stage = f" {progress.stage_name}" if progress.stage_name else ""
     if progress.pause_reasons and state in WAITING_STATES:
-        return f"Paused at{stage}: " + "; ".join(progress.pause_reasons)
+        held = " (approved; it moves on at resume)" if progress.approved else ""
+        return f"Paused at{stage}{held}: " + "; ".join(progress.pause_reasons)
     return {
         RolloutState.PREPARING: "Preparing: validating the request and taking the config's lock",
         RolloutState.PUBLISHING: f"Publishing stage{stage}",
@@ -170,8 +217,8 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.REVERTING: f"Reverting: {progress.reason}",
         RolloutState.PROMOTED: "Promoted: the version is stable",
         RolloutState.BYPASSED: f"Bypassed to stable: {progress.reason}",
-        RolloutState.REVERTED: f"Reverted to stable: {progress.reason}",
-        RolloutState.HALTED: f"Halted, back on stable: {progress.reason}",
-        RolloutState.CANCELLED: "Cancelled, back on stable",
+        RolloutState.REVERTED: f"Reverted {_back_to(progress)}: {progress.reason}",
+        RolloutState.HALTED: f"Halted, back {_back_to(progress)}: {progress.reason}",
+        RolloutState.CANCELLED: f"Cancelled, back {_back_to(progress)}",
         RolloutState.FAILED: f"Failed: {progress.reason}",
     }[state]

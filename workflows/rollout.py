@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,11 +41,15 @@ with workflow.unsafe.imports_passed_through():
         RenewLeasesInput,
         RenewLeasesResult,
         RevertInput,
+        RevertResult,
     )
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.progress import (
         FINAL_STATES,
+        NOTE,
+        TRANSITION,
         CheckResult,
+        CommandResult,
         HealthReport,
         OperatorCommand,
         Outcome,
@@ -92,6 +97,15 @@ DEFAULT_RECHECK_SECONDS = 30.0
 # Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
 LEASE_RENEWAL_FRACTION = 0.5
 SYSTEM_ACTOR = "workflow"
+# Who a signal or update came from when it does not say (signals carry no identity).
+DEFAULT_OPERATOR = "operator"
+# An update answers once the rollout has acted on it (e.g. the next stage is published and held),
+# or after this long with a `requested:` message: clients wait 15 s for an answer.
+STEERING_REPLY_TIMEOUT = timedelta(seconds=10)
+# States the workflow passes through on its way to the next wait (a store write runs meanwhile).
+PASSING_STATES = frozenset(
+    {RolloutState.PREPARING, RolloutState.PUBLISHING, RolloutState.PROMOTING, RolloutState.REVERTING}
+)
 
 
 async def _finish_despite_cancellation(step: asyncio.Future[Any]) -> bool:
@@ -115,6 +129,15 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
         for index in indices
     )
     return timedelta(seconds=slowest + 15.0)
+
+
+@dataclass(frozen=True)
+class _Effect:
+    """What a command did: the reply once the rollout acted on it, and while it has not yet."""
+
+    accepted: bool
+    done: str
+    requested: str = ""
 
 
 class _StopRollout(Exception):
@@ -142,7 +165,6 @@ class ConfigRollout:
         self._halt: OperatorCommand | None = None
         self._bypass: OperatorCommand | None = None
         self._advance_requested = False
-        self._approved = False
         self._failures: dict[int, int] = {}
         self._notifications: list[asyncio.Future[Any]] = []
         self._search_attributes: dict[str, str] = {}
@@ -151,6 +173,9 @@ class ConfigRollout:
         self._leases_renewed_at: datetime | None = None
         self._audited_transitions = 0
         self._unaudited: set[int] = set()
+        # What the main loop waits for while it is parked in _wait_until (None while it runs or
+        # awaits an activity): an update answers once the rollout waits for something it did not give.
+        self._parked_on: Callable[[], bool] | None = None
 
     # -- main loop -----------------------------------------------------------------------------
     @workflow.run
@@ -231,7 +256,14 @@ class ConfigRollout:
         info = workflow.info()
         self._progress.stage_index = stage.index
         self._progress.stage_name = stage.name
-        self._transition(RolloutState.PUBLISHING, SYSTEM_ACTOR, f"publishing stage {stage.name}")
+        self._progress.approved = False
+        self._transition(
+            RolloutState.PUBLISHING,
+            SYSTEM_ACTOR,
+            f"publishing stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
+        )
+        # The audit log says "publishing" before the publish activity writes "stage.published".
+        await self._audit_transitions()
         result = await workflow.execute_activity(
             PUBLISH_STAGE_ACTIVITY,
             PublishStageInput(plan=plan, stage=stage, workflow_id=info.workflow_id, run_id=info.run_id),
@@ -370,12 +402,12 @@ class ConfigRollout:
         return report
 
     async def _await_approval(self, stage: PlannedStage) -> None:
-        self._approved = False
+        self._progress.approved = False
         self._transition(
             RolloutState.AWAITING_APPROVAL, SYSTEM_ACTOR, f"stage {stage.name} passed; waiting for approve"
         )
         self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
-        await self._wait_until(lambda: self._approved or self._bypass is not None)
+        await self._wait_until(lambda: self._progress.approved or self._bypass is not None)
 
     async def _wait_until(
         self, done: Callable[[], bool], *, deadline: datetime | None = None, summary: str | None = None
@@ -396,14 +428,22 @@ class ConfigRollout:
                 await self._renew_leases()
                 continue
             wake_at = min((moment for moment in (deadline, renewal) if moment is not None), default=None)
+
+            def wakes() -> bool:
+                return self._halt is not None or done()
+
+            self._parked_on = wakes
             try:
+                # Also wake to audit what a command recorded meanwhile (a pause during a long hold).
                 await workflow.wait_condition(
-                    lambda: self._halt is not None or done(),
+                    lambda: wakes() or self._has_unaudited(),
                     timeout=None if wake_at is None else wake_at - now,
                     timeout_summary=summary,
                 )
             except TimeoutError:
                 pass
+            finally:
+                self._parked_on = None
 
     def _next_lease_renewal(self) -> datetime | None:
         if not self._leases or self._leases_renewed_at is None:
@@ -432,12 +472,13 @@ class ConfigRollout:
 
     async def _promote(self, plan: RolloutPlan, *, bypassed: bool) -> RolloutResult:
         info = workflow.info()
-        by = self._bypass.by if self._bypass else SYSTEM_ACTOR
-        reason = (
-            f"bypassed: {self._bypass.reason or 'no reason given'}"
-            if self._bypass
-            else "every stage passed its hold and checks"
-        )
+        by = (self._bypass.by or DEFAULT_OPERATOR) if self._bypass else SYSTEM_ACTOR
+        if self._bypass:
+            reason = f"bypassed: {self._bypass.reason or 'no reason given'}"
+        elif plan.stages:
+            reason = "every stage passed its hold and checks"
+        else:
+            reason = "no stages: promoted directly"
         self._transition(RolloutState.PROMOTING, by, reason)
         await self._audit_transitions()
         promotion = asyncio.ensure_future(
@@ -459,11 +500,14 @@ class ConfigRollout:
         outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
         self._progress.outcome = outcome.value
         self._progress.reason = reason
+        self._progress.stable_version = plan.version
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         await self._finish_notifications()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return RolloutResult(outcome=outcome.value, version=plan.version, reason=reason)
+        return RolloutResult(
+            outcome=outcome.value, version=plan.version, reason=reason, stable_version=plan.version
+        )
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
@@ -478,7 +522,7 @@ class ConfigRollout:
         self._progress.reason = reason
         self._transition(RolloutState.REVERTING, by, reason)
         await self._audit_transitions()
-        await workflow.execute_activity(
+        reverted = await workflow.execute_activity(
             REVERT_ACTIVITY,
             RevertInput(
                 namespace=self._progress.namespace,
@@ -489,21 +533,29 @@ class ConfigRollout:
                 actor=by,
                 reason=reason,
             ),
+            result_type=RevertResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
             retry_policy=REVERT_RETRY,
-            summary=f"revert: every client back on stable ({reason})",
+            summary=f"revert: clear the live stages, every client back on stable if any ({reason})",
         )
         self._leases.clear()
         for stage in self._progress.stages:
             if stage.status == "live":
                 stage.status = "reverted"
         self._progress.outcome = outcome.value
+        # What clients are back on: the stable version, or none (the phase must not say "stable").
+        self._progress.stable_version = reverted.stable_version
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         if outcome is not Outcome.CANCELLED:
             await self._finish_notifications()
             await workflow.wait_condition(workflow.all_handlers_finished)
-        return RolloutResult(outcome=outcome.value, version=self._progress.version, reason=reason)
+        return RolloutResult(
+            outcome=outcome.value,
+            version=self._progress.version,
+            reason=reason,
+            stable_version=reverted.stable_version,
+        )
 
     # -- notifications -------------------------------------------------------------------------
     def _notify(self, event: str, reason: str) -> None:
@@ -566,22 +618,25 @@ class ConfigRollout:
         if not audit:
             # Written by the activity that made it happen (promote/revert): don't write it twice.
             self._unaudited.add(len(self._progress.history))
-        self._record(to_state.value, by, reason)
+        # A "transition" to the state it is in would read as a change that did not happen.
+        kind = NOTE if to_state.value == self._progress.state else TRANSITION
+        self._record(to_state.value, by, reason, kind)
 
     def _note(self, by: str, reason: str) -> None:
         """Record an operator command that does not change the state (pause, approve, ...)."""
-        self._record(self._progress.state, by, reason)
+        self._record(self._progress.state, by, reason, NOTE)
 
-    def _record(self, to_state: str, by: str, reason: str) -> None:
+    def _record(self, to_state: str, by: str, reason: str, kind: str) -> None:
         progress = self._progress
         progress.history.append(
             Transition(
                 at=self._now_iso(),
                 from_state=progress.state,
                 to_state=to_state,
-                by=by,
+                by=by or DEFAULT_OPERATOR,
                 reason=reason,
                 stage=progress.stage_name,
+                kind=kind,
             )
         )
         progress.state = to_state
@@ -592,6 +647,9 @@ class ConfigRollout:
         self._progress.phase = describe_phase(self._progress)
         workflow.set_current_details(render_current_details(self._progress, self._plan, now=workflow.now()))
         self._upsert_search_attributes()
+
+    def _has_unaudited(self) -> bool:
+        return bool(self._progress.path) and self._audited_transitions < len(self._progress.history)
 
     async def _audit_transitions(self) -> None:
         """Write the transitions not yet in the audit log (idempotent: keyed by sequence number)."""
@@ -651,42 +709,151 @@ class ConfigRollout:
         state = RolloutState(self._progress.state)
         return state in FINAL_STATES or state in (RolloutState.PROMOTING, RolloutState.REVERTING)
 
-    # -- signals and updates (same names; updates answer with the new progress or an error) ----
-    def _apply_halt(self, command: OperatorCommand) -> None:
-        if self._halt is None and not self._is_final_or_promoting():
-            self._halt = command
-            self._note(command.by or "operator", f"halt requested: {command.reason or 'no reason given'}")
-        elif self._halt is None:
-            # Signals cannot be refused; say in the history why this one changed nothing.
-            self._note(command.by or "operator", f"halt ignored: the rollout is already {self._progress.state}")
+    # -- signals and updates (same names; an update answers a short CommandResult or an error) --
+    def _stage_label(self) -> str:
+        progress = self._progress
+        if progress.stage_name is None:
+            return "the first stage"
+        return f"stage {progress.stage_index + 1}/{progress.stage_count} {progress.stage_name}"
 
-    def _apply_bypass(self, command: OperatorCommand) -> None:
-        if self._bypass is None and self._halt is None and not self._is_final_or_promoting():
-            self._bypass = command
-            self._note(command.by or "operator", f"bypass requested: {command.reason or 'no reason given'}")
-
-    def _apply_advance(self, command: OperatorCommand) -> None:
-        if self._progress.state == RolloutState.HOLDING:
-            self._advance_requested = True
-            self._note(command.by or "operator", f"advance: hold ended early ({command.reason or 'no reason'})")
-
-    def _apply_pause(self, command: OperatorCommand) -> None:
-        if not self._is_final_or_promoting():
-            self._progress.pause_reasons.append(command.reason or f"paused by {command.by or 'operator'}")
-            self._note(command.by or "operator", f"pause: {command.reason or 'no reason given'}")
-
-    def _apply_resume(self, command: OperatorCommand) -> None:
-        if self._progress.pause_reasons:
-            self._progress.pause_reasons.clear()
-            self._note(command.by or "operator", f"resume: {command.reason or 'no reason given'}")
-
-    def _apply_approve(self, command: OperatorCommand) -> None:
-        if self._progress.state == RolloutState.AWAITING_APPROVAL and not self._approved:
-            self._approved = True
-            why = f": {command.reason}" if command.reason else ""
-            self._note(command.by or "operator", f"approved {self._progress.stage_name}{why}")
+    def _apply_halt(self, command: OperatorCommand) -> _Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self._halt is not None:
+            effect = _Effect(False, "a halt was already requested: the rollout is reverting")
+        elif self._is_final_or_promoting():
+            effect = _Effect(False, f"halt ignored: the rollout is already {self._progress.state}")
         else:
-            self._note(command.by or "operator", "approve ignored: nothing is waiting for approval")
+            self._halt = OperatorCommand(reason=command.reason, by=by)
+            self._note(by, f"halt requested: {command.reason or 'no reason given'}")
+            return _Effect(
+                True,
+                "halted: the live stages were reverted",
+                "requested: halt; the live stages are reverted once the current step ends",
+            )
+        # Signals cannot be refused; say in the history why this one changed nothing.
+        self._note(by, effect.done)
+        return effect
+
+    def _apply_bypass(self, command: OperatorCommand) -> _Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self._bypass is not None:
+            effect = _Effect(False, "a bypass was already requested: the version is being promoted")
+        elif self._halt is not None:
+            effect = _Effect(False, "bypass ignored: the rollout is being halted")
+        elif self._is_final_or_promoting():
+            effect = _Effect(False, f"bypass ignored: the rollout is already {self._progress.state}")
+        else:
+            self._bypass = OperatorCommand(reason=command.reason, by=by)
+            self._note(by, f"bypass requested: {command.reason or 'no reason given'}")
+            version = self._progress.version or "the version"
+            return _Effect(
+                True,
+                f"bypassed: {version} was promoted to stable",
+                f"requested: bypass; {version} is promoted once the current step ends",
+            )
+        self._note(by, effect.done)
+        return effect
+
+    def _apply_advance(self, command: OperatorCommand) -> _Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self._progress.state != RolloutState.HOLDING or self._progress.hold_deadline is None:
+            effect = _Effect(False, f"advance ignored: no hold is running (the rollout is {self._progress.state})")
+            self._note(by, effect.done)
+            return effect
+        stage = self._stage_label()
+        self._advance_requested = True
+        self._note(by, f"advance: hold ended early ({command.reason or 'no reason'})")
+        return _Effect(
+            True,
+            f"the hold of {stage} ended early",
+            f"requested: the hold of {stage} ends early; the rollout moves on once the current step ends",
+        )
+
+    def _apply_pause(self, command: OperatorCommand) -> _Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self._is_final_or_promoting():
+            effect = _Effect(False, f"pause ignored: the rollout is already {self._progress.state}")
+            self._note(by, effect.done)
+            return effect
+        self._progress.pause_reasons.append(command.reason or f"paused by {by}")
+        self._note(by, f"pause: {command.reason or 'no reason given'}")
+        done = f"paused at {self._stage_label()}: the rollout does not leave it until resume"
+        return _Effect(True, done, done)
+
+    def _apply_resume(self, command: OperatorCommand) -> _Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if not self._progress.pause_reasons:
+            effect = _Effect(False, "resume ignored: the rollout is not paused")
+            self._note(by, effect.done)
+            return effect
+        self._progress.pause_reasons.clear()
+        self._note(by, f"resume: {command.reason or 'no reason given'}")
+        return _Effect(True, "resumed", "requested: resume; the rollout moves on once the current step ends")
+
+    def _apply_approve(self, command: OperatorCommand) -> _Effect:
+        by = command.by or DEFAULT_OPERATOR
+        progress = self._progress
+        paused = "; ".join(progress.pause_reasons)
+        if progress.state != RolloutState.AWAITING_APPROVAL:
+            effect = _Effect(False, "approve ignored: nothing is waiting for approval")
+        elif progress.approved:
+            held = f", held until resume (paused: {paused})" if paused else ""
+            effect = _Effect(False, f"{progress.stage_name} is already approved{held}")
+        else:
+            progress.approved = True
+            why = f": {command.reason}" if command.reason else ""
+            if paused:
+                # The approval counts, but a paused rollout does not leave its stage: say so.
+                held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
+                self._note(by, f"approved {progress.stage_name}{why}; held until resume (paused: {paused})")
+                return _Effect(True, held, held)
+            self._note(by, f"approved {progress.stage_name}{why}")
+            return _Effect(
+                True,
+                f"approved {progress.stage_name}",
+                f"requested: approve {progress.stage_name}; the rollout moves on once the current step ends",
+            )
+        self._note(by, effect.done)
+        return effect
+
+    def _ended(self) -> bool:
+        return RolloutState(self._progress.state) in FINAL_STATES
+
+    def _settled(self) -> bool:
+        """The rollout acted on the command: it has ended, runs its health checks, or waits for
+        something the command did not give it (a hold's end, an approval, a resume)."""
+        state = RolloutState(self._progress.state)
+        if state in FINAL_STATES or state == RolloutState.CHECKING_HEALTH:
+            return True
+        if state in PASSING_STATES:
+            return False
+        parked_on = self._parked_on
+        return parked_on is not None and not parked_on() and not self._has_unaudited()
+
+    async def _reply(self, command: str, effect: _Effect, took_effect: Callable[[], bool] | None) -> CommandResult:
+        """Wait (bounded) until the command took effect, then answer where the rollout is."""
+        in_effect = True
+        if effect.accepted and took_effect is not None:
+            try:
+                await workflow.wait_condition(
+                    took_effect,
+                    timeout=STEERING_REPLY_TIMEOUT,
+                    timeout_summary=f"answer {command} once it took effect",
+                )
+            except TimeoutError:
+                in_effect = False
+        progress = self._progress
+        return CommandResult(
+            command=command,
+            accepted=effect.accepted,
+            state=progress.state,
+            phase=progress.phase,
+            stage=progress.stage_name,
+            stage_number=progress.stage_index + 1 if progress.stage_index >= 0 else 0,
+            stage_count=progress.stage_count,
+            paused=progress.paused,
+            message=effect.done if in_effect else (effect.requested or effect.done),
+        )
 
     @workflow.signal(name="halt")
     def halt_signal(self, command: OperatorCommand | None = None) -> None:
@@ -713,11 +880,9 @@ class ConfigRollout:
         self._apply_approve(command or OperatorCommand())
 
     @workflow.update(name="halt")
-    async def halt_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
-        self._apply_halt(command or OperatorCommand())
-        # Answer once the revert has begun, so the caller sees the rollout leaving its stage.
-        await workflow.wait_condition(lambda: self._is_final_or_promoting())
-        return self._progress
+    async def halt_update(self, command: OperatorCommand | None = None) -> CommandResult:
+        # Answer once every live stage is reverted.
+        return await self._reply("halt", self._apply_halt(command or OperatorCommand()), self._ended)
 
     @halt_update.validator
     def _validate_halt(self, command: OperatorCommand | None = None) -> None:
@@ -729,10 +894,8 @@ class ConfigRollout:
             )
 
     @workflow.update(name="bypass")
-    async def bypass_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
-        self._apply_bypass(command or OperatorCommand())
-        await workflow.wait_condition(lambda: self._is_final_or_promoting())
-        return self._progress
+    async def bypass_update(self, command: OperatorCommand | None = None) -> CommandResult:
+        return await self._reply("bypass", self._apply_bypass(command or OperatorCommand()), self._ended)
 
     @bypass_update.validator
     def _validate_bypass(self, command: OperatorCommand | None = None) -> None:
@@ -743,22 +906,26 @@ class ConfigRollout:
             raise ApplicationError("cannot bypass: the version is already being promoted")
 
     @workflow.update(name="advance")
-    def advance_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
-        self._apply_advance(command or OperatorCommand())
-        return self._progress
+    async def advance_update(self, command: OperatorCommand | None = None) -> CommandResult:
+        return await self._reply("advance", self._apply_advance(command or OperatorCommand()), self._settled)
 
     @advance_update.validator
     def _validate_advance(self, command: OperatorCommand | None = None) -> None:
         self._refuse_when_finished("advance")
-        if self._progress.state != RolloutState.HOLDING:
+        progress = self._progress
+        if progress.state != RolloutState.HOLDING:
+            raise ApplicationError(f"cannot advance: no hold is running (the rollout is {progress.state})")
+        if progress.hold_deadline is None:
+            # The hold is over; the rollout stays at its stage because it is paused.
             raise ApplicationError(
-                f"cannot advance: no hold is running (the rollout is {self._progress.state})"
+                f"cannot advance: the hold of {self._stage_label()} has ended; the rollout is paused "
+                f"({'; '.join(progress.pause_reasons)}): resume it to move on"
             )
 
     @workflow.update(name="pause")
-    def pause_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
-        self._apply_pause(command or OperatorCommand())
-        return self._progress
+    async def pause_update(self, command: OperatorCommand | None = None) -> CommandResult:
+        # In effect at once: the rollout will not leave its stage (nothing to wait for).
+        return await self._reply("pause", self._apply_pause(command or OperatorCommand()), None)
 
     @pause_update.validator
     def _validate_pause(self, command: OperatorCommand | None = None) -> None:
@@ -767,9 +934,8 @@ class ConfigRollout:
             raise ApplicationError(f"cannot pause: the rollout is {self._progress.state}")
 
     @workflow.update(name="resume")
-    def resume_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
-        self._apply_resume(command or OperatorCommand())
-        return self._progress
+    async def resume_update(self, command: OperatorCommand | None = None) -> CommandResult:
+        return await self._reply("resume", self._apply_resume(command or OperatorCommand()), self._settled)
 
     @resume_update.validator
     def _validate_resume(self, command: OperatorCommand | None = None) -> None:
@@ -778,13 +944,18 @@ class ConfigRollout:
             raise ApplicationError("cannot resume: the rollout is not paused")
 
     @workflow.update(name="approve")
-    def approve_update(self, command: OperatorCommand | None = None) -> RolloutProgress:
-        self._apply_approve(command or OperatorCommand())
-        return self._progress
+    async def approve_update(self, command: OperatorCommand | None = None) -> CommandResult:
+        return await self._reply("approve", self._apply_approve(command or OperatorCommand()), self._settled)
 
     @approve_update.validator
     def _validate_approve(self, command: OperatorCommand | None = None) -> None:
         self._refuse_when_finished("approve")
+        if self._progress.state == RolloutState.AWAITING_APPROVAL and self._progress.approved:
+            paused = "; ".join(self._progress.pause_reasons)
+            raise ApplicationError(
+                f"cannot approve: {self._progress.stage_name} is already approved"
+                + (f"; the rollout is paused ({paused}) and moves on at resume" if paused else "")
+            )
         if self._progress.state != RolloutState.AWAITING_APPROVAL:
             raise ApplicationError(
                 f"cannot approve: nothing is waiting for approval (the rollout is {self._progress.state}"

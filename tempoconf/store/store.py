@@ -381,7 +381,7 @@ class Store:
             lock = _get_lock(conn, namespace, path, for_update=True)
             if not _audit(
                 conn, namespace, path, at=now, action="stage.published", actor=actor,
-                reason=f"stage {stage.index} {stage.name!r} published",
+                reason=f"stage {stage.index + 1} {stage.name!r} published",  # 1-based, as status counts
                 version=lock.version if lock else None,
                 workflow_id=lock.workflow_id if lock else None, event_key=event_key,
                 details={"run_id": run_id, "index": stage.index, "name": stage.name,

@@ -13,6 +13,7 @@ from tempoconf.messages import (
     PublishStageInput,
     RecordTransitionsInput,
     RevertInput,
+    RevertResult,
 )
 from tempoconf.progress import Transition
 from tempoconf.store.store import Store
@@ -51,6 +52,12 @@ async def test_each_activity_run_twice_writes_once(store: Store) -> None:
                                     version=plan.version, transitions=[transition], sequences=[1])
     await env.run(activities.record_transition, record)
     await env.run(activities.record_transition, record)
+    note = Transition(at="2026-01-01T00:00:01+00:00", from_state="holding", to_state="holding",
+                      by="bob", reason="pause: lunch", kind="note")
+    await env.run(activities.record_transition, RecordTransitionsInput(
+        namespace="default", path=PATH, workflow_id="wf-1", run_id="run-1", version=plan.version,
+        transitions=[note], sequences=[2]))
+    assert [(e.action, e.actor) for e in store.history("default", PATH)][-1] == ("rollout.command", "bob")
 
     promote = PromoteInput(plan=plan, workflow_id="wf-1", run_id="run-1", actor="workflow", reason="passed")
     await env.run(activities.promote_version, promote)
@@ -73,8 +80,10 @@ async def test_revert_twice_and_from_a_rollout_that_published_nothing(store: Sto
     await env.run(activities.prepare_rollout, PrepareInput(request=REQUEST, workflow_id="wf-2", run_id="run-2"))
     revert = RevertInput(namespace="default", path=PATH, workflow_id="wf-2", run_id="run-2", outcome="halted",
                          actor="oncall", reason="bad idea")
-    await env.run(activities.revert_rollout, revert)
-    await env.run(activities.revert_rollout, revert)
+    first = await env.run(activities.revert_rollout, revert)
+    again = await env.run(activities.revert_rollout, revert)
+    # The config has no stable version: the workflow must not say "back on stable".
+    assert first == again == RevertResult(stable_version=None)
     assert [e.action for e in store.history("default", PATH)].count("rollout.halted") == 1
     assert store.get_lock("default", PATH) is None
     assert store.get_rollout("default", PATH) is None

@@ -122,7 +122,10 @@ async def test_three_stages_serve_each_kind_of_client_then_promote(rollout_harne
     await handle.execute_update("advance")
 
     result = await handle.result()
-    assert result == {"outcome": "promoted", "version": new, "reason": "every stage passed its hold and checks"}
+    assert result == {
+        "outcome": "promoted", "version": new, "reason": "every stage passed its hold and checks",
+        "stable_version": new,
+    }
     for client_id in (canary_outside, in_10, in_50, outside):
         assert served(store, path, client_id) == (new, STABLE)
     assert store.get_rollout(NAMESPACE, path) is None
@@ -181,8 +184,8 @@ async def test_bypass_skips_remaining_stages_and_promotes(rollout_harness: Rollo
     handle = await rollout_harness.start(example_request(path))
     await wait_for_state(handle, "holding", stage_index=0)
 
-    progress = await handle.execute_update("bypass", {"reason": "hotfix for an outage", "by": "oncall"})
-    assert progress["state"] in ("promoting", "bypassed")
+    answer = await handle.execute_update("bypass", {"reason": "hotfix for an outage", "by": "oncall"})
+    assert answer["state"] == "bypassed" and answer["accepted"] is True
     result = await handle.result()
     assert result["outcome"] == "bypassed"
     assert "hotfix for an outage" in result["reason"]
@@ -225,10 +228,9 @@ async def test_pause_blocks_advancing_until_resume(rollout_harness: RolloutHarne
         example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}])
     )
     await wait_for_state(handle, "holding", stage_index=0)
-    progress = await handle.execute_update("pause", {"reason": "investigating a dashboard", "by": "bob"})
-    assert progress["paused"] is True
-    assert progress["pause_reasons"] == ["investigating a dashboard"]
-    assert progress["phase"].startswith("Paused")
+    answer = await handle.execute_update("pause", {"reason": "investigating a dashboard", "by": "bob"})
+    assert answer["paused"] is True
+    assert answer["phase"] == "Paused at channel:canary: investigating a dashboard"
 
     # Well past the 1 s hold, the rollout still sits on stage 1.
     await asyncio.sleep(2.5)
@@ -240,8 +242,8 @@ async def test_pause_blocks_advancing_until_resume(rollout_harness: RolloutHarne
         await handle.execute_update("approve")
     assert "nothing is waiting for approval" in str(rejected.value.cause)
 
-    progress = await handle.execute_update("resume", {"reason": "dashboard ok"})
-    assert progress["paused"] is False
+    answer = await handle.execute_update("resume", {"reason": "dashboard ok"})
+    assert answer["paused"] is False
     result = await handle.result()
     assert result["outcome"] == "promoted"
     # A finished workflow takes no more commands: the server says so.
@@ -263,7 +265,7 @@ async def test_manual_stage_waits_for_approve(rollout_harness: RolloutHarness) -
         await handle.execute_update("advance")
     assert "no hold is running" in str(rejected.value.cause)
 
-    progress = await handle.execute_update("approve", {"reason": "graphs are flat", "by": "carol"})
+    await handle.execute_update("approve", {"reason": "graphs are flat", "by": "carol"})
     result = await handle.result()
     assert result["outcome"] == "promoted"
     history = (await status(handle))["history"]
