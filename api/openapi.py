@@ -341,13 +341,24 @@ def _schemas() -> dict[str, Any]:
                 "by": {"type": "string", "maxLength": 200},
             },
         },
-        "SignalResult": {
+        "CommandResult": {
             "type": "object",
+            "description": "The workflow's short answer, once the command took effect (or after "
+                           "10 s, then `message` starts with `requested:`). The full progress is "
+                           "`GET /v1/admin/rollouts/{path}`.",
+            "required": ["workflow_id", "command", "accepted", "state", "phase", "message"],
             "properties": {
-                "signal": {"enum": list(SIGNALS)},
-                "accepted": {"const": True},
                 "workflow_id": {"type": "string"},
-                "status": {"type": "object", "description": "The rollout's progress after it"},
+                "command": {"enum": list(SIGNALS)},
+                "accepted": {"type": "boolean",
+                             "description": "False when it changed nothing (e.g. a second halt)"},
+                "state": {"type": "string", "description": "The rollout's state after it"},
+                "phase": {"type": "string"},
+                "stage": {"type": ["string", "null"]},
+                "stage_number": {"type": "integer", "description": "1-based; 0 before the first stage"},
+                "stage_count": {"type": "integer"},
+                "paused": {"type": "boolean"},
+                "message": {"type": "string", "description": "What the command did"},
             },
         },
     }
@@ -584,7 +595,7 @@ def _paths() -> dict[str, Any]:
                 "requestBody": {"required": False,
                                 "content": {"application/json": {"schema": _ref("Command")}}},
                 "responses": {
-                    "200": _json(_ref("SignalResult"), "Accepted by the workflow"),
+                    "200": _json(_ref("CommandResult"), "Answered by the workflow"),
                     "400": _error("Invalid path, namespace or body"),
                     **admin_errors,
                     "404": _error("No running rollout"),

@@ -209,13 +209,18 @@ async def _start(
         f" --id {shlex.quote(given_id)}" if given_id else ""
     )
     tempoconf = tempoconf_command()  # as the user can type it: a venv's bin is often not on PATH
-    print("next:")
     # `flags`: the connection flags this command was given, or the hints would go elsewhere
-    print(f"  {tempoconf} rollout status {target} --watch{flags}   follow it stage by stage")
-    print(f"  {tempoconf} rollout halt {target} --reason '...'{flags}     revert every client to stable")
-    print(
-        f"  {tempoconf} rollout bypass {target} --reason '...'{flags}   promote now, skipping holds and checks"
-    )
+    if request.all_stages:
+        print("next:")
+        print(f"  {tempoconf} rollout status {target} --watch{flags}   follow it stage by stage")
+        print(f"  {tempoconf} rollout halt {target} --reason '...'{flags}     revert every client to stable")
+        print(
+            f"  {tempoconf} rollout bypass {target} --reason '...'{flags}   promote now, skipping holds and checks"
+        )
+    elif not wait:
+        # No stages: it promotes as soon as it is prepared; there is nothing to halt or bypass.
+        print("next:")
+        print(f"  {tempoconf} rollout status {target}{flags}   its outcome")
     if not wait:
         return 0
     print("waiting for the result...", flush=True)
@@ -250,6 +255,9 @@ async def _print_result(handle: WorkflowHandle[Any, Any]) -> int:
     print(f"version: {result.get('version')}")
     if result.get("reason"):
         print(f"reason:  {result.get('reason')}")
+    if outcome not in SUCCESSFUL_OUTCOMES:
+        stable = result.get("stable_version")
+        print(f"stable:  {stable or 'none: the config has no stable version, clients get 404'}")
     return 0 if outcome in SUCCESSFUL_OUTCOMES else 1
 
 
@@ -296,7 +304,7 @@ async def _update(settings: Settings, args: argparse.Namespace, workflow_id: str
     handle = client.get_workflow_handle(workflow_id)
     name = args.update_name
     try:
-        progress = await handle.execute_update(
+        result = await handle.execute_update(
             name, {"reason": args.reason, "by": actor()}, rpc_timeout=RPC_TIMEOUT
         )
     except WorkflowUpdateFailedError as error:
@@ -306,12 +314,14 @@ async def _update(settings: Settings, args: argparse.Namespace, workflow_id: str
         if error.status == RPCStatusCode.NOT_FOUND:
             die(f"no running rollout of {args.namespace}/{args.path} (workflow id {workflow_id!r})")
         die(f"{name} could not be delivered to {workflow_id!r}: {error.message}")
-    print(f"{name}: accepted by {workflow_id}")
-    print(f"  state   {progress.get('state')}: {progress.get('phase')}")
-    if progress.get("stage_name"):
-        print(
-            f"  stage   {progress.get('stage_index', -1) + 1}/{progress.get('stage_count')} {progress.get('stage_name')}"
-        )
-    if progress.get("pause_reasons"):
-        print(f"  paused  {'; '.join(progress['pause_reasons'])}")
-    return 0
+    return _print_command_result(name, workflow_id, result)
+
+
+def _print_command_result(name: str, workflow_id: str, result: dict[str, Any]) -> int:
+    """The update's short answer: what the command did, then the state it left the rollout in."""
+    verdict = "accepted" if result.get("accepted") else "changed nothing"
+    print(f"{name}: {verdict} by {workflow_id}: {result.get('message')}")
+    print(f"  state   {result.get('state')}: {result.get('phase')}")
+    if result.get("stage"):
+        print(f"  stage   {result.get('stage_number')}/{result.get('stage_count')} {result.get('stage')}")
+    return 0 if result.get("accepted") else 1

@@ -355,14 +355,17 @@ def format_view(
     history = progress.get("history") or []
     if history:
         shown = history[-TRANSITIONS_SHOWN:]
-        lines.append(f"  transitions (last {len(shown)} of {len(history)})")
+        lines.append(f"  history (last {len(shown)} of {len(history)})")
         for item in shown:
             where = f" [{item['stage']}]" if item.get("stage") else ""
             why = f": {item['reason']}" if item.get("reason") else ""
-            lines.append(
-                f"    {utc_text(item.get('at'))}  {item.get('from_state')} → {item.get('to_state')}"
-                f"{where}  by {item.get('by')}{why}"
+            # A note (a command that left the state as it was) is not shown as `holding → holding`.
+            change = (
+                f"note ({item.get('to_state')})"
+                if item.get("kind") == "note" or item.get("from_state") == item.get("to_state")
+                else f"{item.get('from_state')} → {item.get('to_state')}"
             )
+            lines.append(f"    {utc_text(item.get('at'))}  {change}{where}  by {item.get('by')}{why}")
     if settings is not None:
         if snapshot.running:
             approve = state == "awaiting_approval" or any(

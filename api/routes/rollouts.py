@@ -194,7 +194,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
     argument = {"reason": command.reason, "by": command.by or "api"}
     try:
         with rpc_errors(connector.where):
-            progress = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)
+            result = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)
     except WorkflowUpdateFailedError as error:
         raise ApiError(409, f"{name} refused by rollout {workflow_id!r}: {_failure(error)}") from None
     except RPCError as error:
@@ -205,9 +205,8 @@ async def _send(request: Request, name: str) -> JSONResponse:
                 f"(workflow {workflow_id!r}): {error.message}",
             ) from None
         raise ApiError(502, f"{name} could not be delivered to {workflow_id!r}: {error.message}") from None
-    return JSONResponse(
-        {"signal": name, "accepted": True, "workflow_id": workflow_id, "status": progress}
-    )
+    # The workflow's short CommandResult (the full progress stays GET /v1/admin/rollouts/{path}).
+    return JSONResponse({"workflow_id": workflow_id, **result})
 
 
 def _failure(error: BaseException) -> str:

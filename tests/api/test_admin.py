@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest_asyncio
 
 from api.app import create_app
 from tempoconf.canonical import version_id
+from tempoconf.progress import CommandResult
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import assert_eventually, make_stable
@@ -167,9 +169,16 @@ async def test_start_watch_and_signal_a_rollout(
         f"/v1/admin/rollouts/{path}/pause", json={"reason": "lunch", "by": "bob"}
     )
     assert paused.status_code == 200, paused.text
-    assert paused.json()["status"]["pause_reasons"] == ["lunch"]
+    # A short result (the full progress is GET /v1/admin/rollouts/{path}).
+    assert set(paused.json()) == {"workflow_id", *(field.name for field in fields(CommandResult))}
+    assert paused.json() | {"phase": None} == {
+        "workflow_id": body["workflow_id"], "command": "pause", "accepted": True, "state": "holding",
+        "phase": None, "stage": "channel:canary", "stage_number": 1, "stage_count": 2, "paused": True,
+        "message": "paused at stage 1/2 channel:canary: the rollout does not leave it until resume",
+    }  # fmt: skip
+    assert paused.json()["phase"] == "Paused at channel:canary: lunch"
     resumed = await admin.post(f"/v1/admin/rollouts/{path}/resume")  # no body: fine
-    assert resumed.status_code == 200 and resumed.json()["status"]["pause_reasons"] == []
+    assert resumed.status_code == 200 and resumed.json()["paused"] is False
 
     refused = await admin.post(f"/v1/admin/rollouts/{path}/approve", json={})
     assert refused.status_code == 409
@@ -181,10 +190,16 @@ async def test_start_watch_and_signal_a_rollout(
 
     advanced = await admin.post(f"/v1/admin/rollouts/{path}/advance", json={"reason": "looks fine"})
     assert advanced.status_code == 200
-    await wait_for_state(admin, path, "holding")  # the 50% stage's hold
+    # Answered once it took effect: the 50% stage is published and held.
+    assert (advanced.json()["state"], advanced.json()["stage"], advanced.json()["stage_number"]) == (
+        "holding", "50%", 2,
+    )  # fmt: skip
+    assert advanced.json()["message"] == "the hold of stage 1/2 channel:canary ended early"
 
     halted = await admin.post(f"/v1/admin/rollouts/{path}/halt", json={"reason": "bad numbers"})
     assert halted.status_code == 200, halted.text
+    assert halted.json()["state"] == "halted"
+    assert halted.json()["phase"] == f"Halted, back to stable {stable.version}: bad numbers"
     handle = rollout_harness.realtime_client.get_workflow_handle(body["workflow_id"])
     result = await handle.result()
     assert result["outcome"] == "halted"

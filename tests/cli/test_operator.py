@@ -214,6 +214,21 @@ def test_history_lists_a_halt_with_its_reason(dev: RunningDev) -> None:
     assert halted.rstrip().endswith("error budget burned"), halted
     requested = next(line for line in lines if "halt requested" in line)
     assert ME in requested and "[channel:canary] halt requested: error budget burned" in requested
+    # One vocabulary, one numbering, every row with its actor; started by who started it.
+    run = [
+        entry
+        for entry in json.loads(_ok(dev.cli("history", path, "--json", "--limit", "500")))
+        if entry["workflow_id"] == f"rollout:default/{path}" and entry["version"] == version_id(NEW)
+    ]
+    assert all(entry["actor"] for entry in run), run
+    assert [(entry["action"], entry["actor"]) for entry in run[:4]] == [
+        ("rollout.started", f"tempoconf:{ME}"),  # no author in the request: the starter, not "workflow"
+        ("rollout.publishing", "workflow"),
+        ("stage.published", "workflow"),
+        ("rollout.holding", "workflow"),
+    ], run
+    assert run[2]["reason"] == "stage 1 'channel:canary' published"
+    assert f"started    by tempoconf:{ME} at " in _ok(dev.cli("rollout", "status", path))
     entries = json.loads(_ok(dev.cli("history", path, "--json", "--limit", "3")))
     assert len(entries) == 3
     assert entries[-1]["action"] == "rollout.halted"
@@ -248,6 +263,7 @@ def test_rollback_immediate_and_staged_with_the_audit_trail(dev: RunningDev) -> 
 
     immediate = _ok(dev.cli("rollback", path, new, "--reason", "fixed the pool size"))
     assert "stages       none: promote directly" in immediate and "outcome: promoted" in immediate
+    assert "next:" not in immediate and "rollout halt" not in immediate  # nothing left to steer
 
     from_file = _write(
         dev, "rb-stages.json",

@@ -158,12 +158,31 @@ def test_manual_rollout_steered_from_the_cli(dev: RunningDev) -> None:
 
     advanced = dev.cli("rollout", "advance", path, "--reason", "canaries look fine")
     assert advanced.returncode == 0, advanced.stdout + advanced.stderr
+    # The state once the advance took effect: the next stage held, not the hold it ended.
+    assert advanced.stdout.splitlines() == [
+        f"advance: accepted by {workflow_id}: the hold of stage 1/3 canaries ended early",
+        advanced.stdout.splitlines()[1],
+        "  stage   2/3 25%",
+    ], advanced.stdout
+    assert advanced.stdout.splitlines()[1].startswith("  state   holding: Holding stage 25% until ")
     waiting = _wait_for_state(dev, path, "awaiting_approval")
     assert waiting["stage_name"] == "25%"
 
+    assert dev.cli("rollout", "pause", path, "--reason", "coffee").returncode == 0
     approved = dev.cli("rollout", "approve", path, "--reason", "looks good")
     assert approved.returncode == 0, approved.stdout + approved.stderr
-    assert "approve: accepted" in approved.stdout
+    assert (
+        f"approve: accepted by {workflow_id}: approval of 25% accepted and held until resume "
+        "(paused: coffee)\n"
+        "  state   awaiting_approval: Paused at 25% (approved; it moves on at resume): coffee\n"
+    ) in approved.stdout
+    view = dev.cli("rollout", "status", path).stdout
+    assert "approved 25%: looks good; held until resume (paused: coffee)" in view, view
+    assert "awaiting_approval → awaiting_approval" not in view and "note (awaiting_approval) [25%]" in view
+    resumed = dev.cli("rollout", "resume", path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resume: accepted by {workflow_id}: resumed\n" in resumed.stdout
+    assert "  stage   3/3 100%" in resumed.stdout  # not "awaiting_approval" at 25% any more
     final = _wait_for_state(dev, path, "promoted")
     assert final["outcome"] == "promoted"
     assert _served(dev, path)["value"] == NEW
@@ -181,12 +200,18 @@ def test_halt_puts_everyone_back_on_stable(dev: RunningDev) -> None:
     halted = dev.cli("rollout", "halt", path, "--reason", "error rate on the canary")
 
     assert halted.returncode == 0, halted.stdout + halted.stderr
-    assert f"halt: accepted by rollout:default/{path}" in halted.stdout
+    assert (
+        f"halt: accepted by rollout:default/{path}: halted: the live stages were reverted\n"
+        f"  state   halted: Halted, back to stable {version_id(STABLE)}: error rate on the canary\n"
+    ) in halted.stdout
     final = _wait_for_state(dev, path, "halted")
     assert final["reason"] == "error rate on the canary"
     assert _served(dev, path, "--channel", "canary")["version"] == version_id(STABLE)
     view = dev.cli("rollout", "status", path)
-    assert "state      halted: Halted, back on stable: error rate on the canary" in view.stdout
+    assert (
+        f"state      halted: Halted, back to stable {version_id(STABLE)}: error rate on the canary"
+        in view.stdout
+    )
     assert "outcome    halted: error rate on the canary" in view.stdout
 
     late = dev.cli("rollout", "halt", path)
@@ -252,6 +277,9 @@ def test_rollback_to_an_earlier_version(dev: RunningDev) -> None:
     )
     assert "stages       none: promote directly" in rolled_back.stdout
     assert "outcome: promoted" in rolled_back.stdout
+    assert "reason:  no stages: promoted directly" in rolled_back.stdout
+    # It promotes as it is prepared: no "next: halt / bypass" for a rollout that is finishing.
+    assert "next:" not in rolled_back.stdout and "halt" not in rolled_back.stdout
     assert _served(dev, path)["value"] == STABLE
     versions = dev.cli("versions", path).stdout.splitlines()
     stable_line = next(line for line in versions if line.startswith(version_id(STABLE)))
@@ -292,3 +320,27 @@ def test_web_ui_names_the_change_and_its_commands_run_as_printed(dev: RunningDev
     assert pasted.returncode == 0, halt.group(1) + "\n" + pasted.stdout + pasted.stderr
     final = _wait_for_state(dev, path, "halted")
     assert final["reason"] == "pasted from the Web UI"
+
+
+def test_a_revert_of_a_config_without_a_stable_version_says_clients_get_404(dev: RunningDev) -> None:
+    path = unique_path("nostable")
+    request = {
+        "path": path,
+        "value": NEW,
+        "stages": [{"channel": "canary", "cooldown": "1s"}],
+        "health": [{"kind": "reports", "max_error_ratio": 0.1}],  # no reports: no data, fail
+    }
+
+    started = dev.cli("rollout", "start", _write(dev, "nostable.json", request), "--wait")
+
+    assert started.returncode == 1, started.stdout + started.stderr
+    assert "outcome: reverted" in started.stdout
+    assert "stable:  none: the config has no stable version, clients get 404" in started.stdout
+    view = dev.cli("rollout", "status", path).stdout
+    assert (
+        "state      reverted: Reverted to no version (the config has none stable: clients get 404, "
+        "as before): stage channel:canary is unhealthy"
+    ) in view, view
+    assert "Reverted to stable" not in view
+    missing = dev.cli("get", path, "--client", "host-1", "--channel", "canary")
+    assert missing.returncode == 1 and "404" in missing.stdout + missing.stderr

@@ -98,7 +98,13 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     wait_for(dev, workflow_id, "holding", 0)
     assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (new, "channel:canary")
     assert served(dev, path, in_10, expect=(stable, "stable")) == (stable, "stable")
-    temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
+    advanced = temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
+    # A short result, once the command took effect (the next stage held), not the whole status.
+    result_line = next(line for line in advanced.stdout.splitlines() if line.strip().startswith("Result"))
+    for fragment in ("accepted:true", "command:advance", "state:holding", "stage:10%", "stage_number:2",
+                     "message:the hold of stage 1/3 channel:canary ended early"):
+        assert fragment in result_line, advanced.stdout
+    assert len(advanced.stdout) < 600 and "history" not in advanced.stdout, advanced.stdout
 
     wait_for(dev, workflow_id, "holding", 1)
     assert served(dev, path, in_10, expect=(new, "10%")) == (new, "10%")
@@ -115,7 +121,7 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
 
     temporal(dev, "workflow", "signal", "-w", workflow_id, "--name", "halt", "--input", '{"reason": "error rate up"}')
     result = result_of(dev, workflow_id)
-    assert result == {"outcome": "halted", "version": new, "reason": "error rate up"}
+    assert result == {"outcome": "halted", "version": new, "reason": "error rate up", "stable_version": stable}
     for client, channel in ((canary, "canary"), (in_10, None), (in_50, None), (outside, None)):
         assert served(dev, path, client, channel, expect=(stable, "stable")) == (stable, "stable")
 
@@ -128,7 +134,8 @@ def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
     start(dev, workflow_id, {"path": path, "value": NEW, "default_cooldown_time": "1s",
                              "stages": [{"channel": "canary"}, {"percentile": 10}]})
     assert result_of(dev, workflow_id) == {
-        "outcome": "promoted", "version": version_id(NEW), "reason": "every stage passed its hold and checks"
+        "outcome": "promoted", "version": version_id(NEW), "reason": "every stage passed its hold and checks",
+        "stable_version": version_id(NEW),
     }
     assert served(dev, path, "anyone", expect=(version_id(NEW), "stable")) == (version_id(NEW), "stable")
     described = json.loads(temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json").stdout)
