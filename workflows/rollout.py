@@ -102,10 +102,6 @@ DEFAULT_OPERATOR = "operator"
 # An update answers once the rollout has acted on it (e.g. the next stage is published and held),
 # or after this long with a `requested:` message: clients wait 15 s for an answer.
 STEERING_REPLY_TIMEOUT = timedelta(seconds=10)
-# States the workflow passes through on its way to the next wait (a store write runs meanwhile).
-PASSING_STATES = frozenset(
-    {RolloutState.PREPARING, RolloutState.PUBLISHING, RolloutState.PROMOTING, RolloutState.REVERTING}
-)
 
 
 async def _finish_despite_cancellation(step: asyncio.Future[Any]) -> bool:
@@ -820,13 +816,11 @@ class ConfigRollout:
         return RolloutState(self._progress.state) in FINAL_STATES
 
     def _settled(self) -> bool:
-        """The rollout acted on the command: it has ended, runs its health checks, or waits for
-        something the command did not give it (a hold's end, an approval, a resume)."""
-        state = RolloutState(self._progress.state)
-        if state in FINAL_STATES or state == RolloutState.CHECKING_HEALTH:
+        """The rollout acted on the command: it has ended, or waits for something the command did
+        not give it (a hold's end, an approval, a resume, a re-check), its history audited."""
+        if self._ended():
             return True
-        if state in PASSING_STATES:
-            return False
+        # While it publishes, checks health, promotes or reverts, it is not parked: not yet.
         parked_on = self._parked_on
         return parked_on is not None and not parked_on() and not self._has_unaudited()
 

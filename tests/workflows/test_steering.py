@@ -12,6 +12,7 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from tempoconf.canonical import version_id
 from tempoconf.progress import CommandResult
+from tests.fixtures.services import http_judge
 from tests.fixtures.temporal import RolloutHarness
 from tests.workflows.test_rollout import (
     NAMESPACE,
@@ -47,6 +48,40 @@ async def test_advance_answers_with_the_next_stage_held_in_a_short_result(
     progress = await status(handle)
     assert (progress["state"], progress["stage_index"]) == ("holding", 1)
     await handle.execute_update("halt", {"reason": "end of test"})
+
+
+async def test_advance_answers_after_the_health_checks_it_started(rollout_harness: RolloutHarness) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    with http_judge() as judge:
+        # /slow answers 200 after 3 s: the answer waits for the verdict and the next stage.
+        checks = [{"kind": "http", "url": judge + "/slow", "timeout": "10s", "attempts": 1}]
+        handle = await rollout_harness.start(example_request(path, health=checks))
+        await wait_for_state(handle, "holding", stage_index=0)
+        answer = await handle.execute_update("advance")
+        assert (answer["state"], answer["stage_number"]) == ("holding", 2), answer
+        assert answer["message"] == "the hold of stage 1/3 channel:canary ended early"
+        await handle.execute_update("halt", {"reason": "end of test"})
+
+
+async def test_advance_says_requested_when_the_rollout_has_not_moved_on_within_the_bound(
+    rollout_harness: RolloutHarness,
+) -> None:
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    with http_judge() as judge:
+        # Six attempts that each time out after 2 s: the checks outlast the 10 s the answer waits.
+        checks = [{"kind": "http", "url": judge + "/slow", "timeout": "2s", "attempts": 6}]
+        handle = await rollout_harness.start(example_request(path, health=checks))
+        await wait_for_state(handle, "holding", stage_index=0)
+        answer = await handle.execute_update("advance")
+        assert (answer["accepted"], answer["state"], answer["stage_number"]) == (True, "checking_health", 1)
+        assert answer["message"] == (
+            "requested: the hold of stage 1/3 channel:canary ends early; the rollout moves on once "
+            "the current step ends"
+        )
+        assert answer["phase"] == "Checking the health of stage channel:canary"
+        assert (await handle.result())["outcome"] == "reverted"
 
 
 async def test_an_approval_while_paused_is_held_until_resume_which_answers_promoted(
