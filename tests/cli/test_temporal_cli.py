@@ -105,6 +105,7 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
                      "message:the hold of stage 1/3 channel:canary ended early"):
         assert fragment in result_line, advanced.stdout
     assert len(advanced.stdout) < 600 and "history" not in advanced.stdout, advanced.stdout
+    assert result_line.endswith("stage:10% stage_count:3 stage_number:2 state:holding]")  # as README says
 
     wait_for(dev, workflow_id, "holding", 1)
     assert served(dev, path, in_10, expect=(new, "10%")) == (new, "10%")
