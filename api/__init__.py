@@ -8,8 +8,8 @@ raw ASGI path ahead of the framework (`api.polls`); the other routes (reports, a
 
 from __future__ import annotations
 
-from api.app import create_app
-from api.server import ApiServerError, serve_api
-from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.app import create_app
+from tempoconf.api.server import ApiServerError, serve_api
+from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
 
 __all__ = ["ApiServerError", "SnapshotCache", "SnapshotsNotLoadedError", "create_app", "serve_api"]

@@ -13,11 +13,11 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
-from api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
-from api.errors import EXCEPTION_HANDLERS
-from api.metrics import ApiMetrics
-from api.polls import CONFIGS_PREFIX, ConfigPolls
-from api.routes import (
+from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
+from tempoconf.api.errors import EXCEPTION_HANDLERS
+from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
+from tempoconf.api.routes import (
     clients,
     configs,
     health,
@@ -28,9 +28,9 @@ from api.routes import (
     schemas,
     versions,
 )
-from api.seen import SEEN_CLIENT_RETENTION, SEEN_FLUSH_INTERVAL, record_seen_clients
-from api.snapshots import DEFAULT_POLL_INTERVAL, SnapshotCache
-from api.temporal_client import TemporalConnector
+from tempoconf.api.seen import SEEN_CLIENT_RETENTION, SEEN_FLUSH_INTERVAL, record_seen_clients
+from tempoconf.api.snapshots import DEFAULT_POLL_INTERVAL, SnapshotCache
+from tempoconf.api.temporal_client import TemporalConnector
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 

@@ -7,7 +7,7 @@ import hmac
 
 from starlette.requests import Request
 
-from api.errors import ApiError
+from tempoconf.api.errors import ApiError
 
 __all__ = ["WWW_AUTHENTICATE", "bearer_problem", "require_admin", "require_client"]
 

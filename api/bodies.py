@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from api.errors import ApiError
+from tempoconf.api.errors import ApiError
 from tempoconf.problems import Problem
 from tempoconf.request import problems_from_validation_error
 

@@ -13,7 +13,7 @@ import logging
 
 import psycopg
 
-from api.snapshots import SnapshotCache
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.store import CHANGE_CHANNEL
 
 __all__ = ["ChangeListener", "LISTEN_FALLBACK_POLL_INTERVAL"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from api.errors import ApiError
-from api.metrics import ApiMetrics
-from api.snapshots import SnapshotCache
-from api.temporal_client import TemporalConnector
+from tempoconf.api.errors import ApiError
+from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.snapshots import SnapshotCache
+from tempoconf.api.temporal_client import TemporalConnector
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 
 from starlette.datastructures import QueryParams
 
-from api.errors import ApiError
-from api.etag import config_etag
+from tempoconf.api.errors import ApiError
+from tempoconf.api.etag import config_etag
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.resolution import (
     STABLE,

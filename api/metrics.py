@@ -20,7 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from api.snapshots import SnapshotCache
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.resolution import STABLE
 
 __all__ = ["ApiMetrics", "LATENCY_BUCKETS", "LONG_POLL_BUCKETS"]

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
-from api.distribution import MAX_WAIT
-from api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
-from api.routes.reports import (
+from tempoconf import __version__
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
+from tempoconf.api.distribution import MAX_WAIT
+from tempoconf.api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
+from tempoconf.api.routes.reports import (
     MAX_CHANNEL_LENGTH,
     MAX_COUNT,
     MAX_ERROR_LENGTH,
     MAX_LABEL_LENGTH,
     MAX_LABELS,
 )
-from api.routes.rollouts import SIGNALS
-from api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
-from tempoconf import __version__
+from tempoconf.api.routes.rollouts import SIGNALS
+from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
 
 __all__ = ["openapi_document"]
 

@@ -18,18 +18,18 @@ from typing import Any
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
-from api.auth import WWW_AUTHENTICATE, bearer_problem
-from api.distribution import (
+from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
+from tempoconf.api.distribution import (
     ConfigQuery,
     PreparedAnswer,
     PreparedConfig,
     parse_config_query,
     prepare_config,
 )
-from api.errors import ApiError, error_body
-from api.etag import if_none_match
-from api.metrics import ApiMetrics
-from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.errors import ApiError, error_body
+from tempoconf.api.etag import if_none_match
+from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]

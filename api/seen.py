@@ -13,8 +13,8 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from api.metrics import ApiMetrics
-from api.polls import ConfigPolls, PendingSeen
+from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.polls import ConfigPolls, PendingSeen
 from tempoconf.store import SeenClient, Store
 
 __all__ = [

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
-from api.app import create_app
+from tempoconf.api.app import create_app
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 

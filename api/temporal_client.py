@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.errors import ApiError
+from tempoconf.api.errors import ApiError
 from tempoconf.settings import Settings
 
 __all__ = ["CONNECT_TIMEOUT", "TemporalConnector", "temporal_unavailable"]

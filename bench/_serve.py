@@ -45,7 +45,7 @@ def build_app(kind: str, database_url: str | None) -> Any:
     if kind == "floor":
         return floor_app
     if kind == "api" and database_url:
-        from api.app import create_app
+        from tempoconf.api.app import create_app
         from tempoconf.settings import Settings
         from tempoconf.store.store import Store
 

@@ -34,7 +34,7 @@ from _common import (
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from cli.worker import build_worker
+from tempoconf.cli.worker import build_worker
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from cli._common import die, read_json_file
+from tempoconf.cli._common import die, read_json_file
 
 if TYPE_CHECKING:
     from tempoconf.store.store import Store

@@ -14,6 +14,7 @@ import sys
 import sysconfig
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
@@ -31,6 +32,7 @@ __all__ = [
     "actor",
     "connect_temporal",
     "die",
+    "example_path",
     "given_connection_flags",
     "open_store",
     "path_args",
@@ -211,6 +213,11 @@ def _as_typed(binary: Path) -> str:
     typed = shown_path(binary)
     # A word without a slash would be looked up on PATH, where this binary is not.
     return typed if "/" in typed else f"./{typed}"
+
+
+def example_path(name: str) -> Path:
+    """A file of the examples shipped with the package (`examples/` in a checkout)."""
+    return Path(str(resources.files("tempoconf.examples") / name))
 
 
 def shown_path(path: Path) -> str:

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cli._common import die, run_until_signal
+from tempoconf.cli._common import die, run_until_signal
 from tempoconf.settings import Settings
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from cli._common import connect_temporal, open_store, run_until_signal, settings_from_args
-from cli.devstack import DevStack, DevStackError
+from tempoconf.cli._common import connect_temporal, open_store, run_until_signal, settings_from_args
+from tempoconf.cli.devstack import DevStack, DevStackError
 
 __all__ = ["api_command", "dev_command", "run_dev_stack", "worker_command"]
 
@@ -46,7 +46,7 @@ def worker_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
 
     async def run() -> int:
-        from cli.worker import run_worker
+        from tempoconf.cli.worker import run_worker
 
         client = await connect_temporal(settings)
         with open_store(settings, create=True) as store:
@@ -65,7 +65,7 @@ def api_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
 
     async def run() -> int:
-        from api.server import serve_api
+        from tempoconf.api.server import serve_api
 
         with open_store(settings, create=True) as store:
             print(

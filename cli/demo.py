@@ -25,17 +25,18 @@ from typing import Any, TextIO
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from cli._common import (
-    SUCCESSFUL_OUTCOMES,
-    die,
-    workflow_ui_url,
-)
-from cli._format import relative_text
-from cli.components import run_dev_stack
-from cli.devstack import DevStack, tempoconf_command, temporal_command
-from cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.canonical import version_id
 from tempoconf.change import rollout_change, workflow_summary
+from tempoconf.cli._common import (
+    SUCCESSFUL_OUTCOMES,
+    die,
+    example_path,
+    workflow_ui_url,
+)
+from tempoconf.cli._format import relative_text
+from tempoconf.cli.components import run_dev_stack
+from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
+from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.durations import parse_duration
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import STABLE
@@ -52,7 +53,6 @@ __all__ = [
     "run_demo",
 ]
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEMO_NAMESPACE = "default"
 DEMO_PATH = "demo/server_config"
 DEMO_ACTOR = "tempoconf-demo"
@@ -68,14 +68,12 @@ HOSTS_LISTED = 12
 
 
 def load_example(name: str) -> Any:
-    """An example file of the repository's examples/ directory, parsed."""
-    path = EXAMPLES_DIR / name
+    """An example file shipped with the package (examples/ of the repository), parsed."""
+    path = example_path(name)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
-        die(
-            f"cannot read the example {path}: {error.strerror or error} (the demo runs from a source checkout)"
-        )
+        die(f"cannot read the example {path}: {error.strerror or error} (is the package installed whole?)")
 
 
 def demo_request(name: str, *, cooldown: str | None = None) -> dict[str, Any]:
@@ -337,7 +335,7 @@ def next_steps(stack: DevStack) -> str:
     temporal, tempoconf = temporal_command(), tempoconf_command()
     address = f"--address {stack.temporal_address}"
     workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
-    manual = EXAMPLES_DIR / MANUAL_ROLLOUT
+    manual = example_path(MANUAL_ROLLOUT)
     with contextlib.suppress(ValueError):
         manual = manual.relative_to(Path.cwd())
     return "\n".join(

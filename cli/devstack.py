@@ -25,7 +25,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 
-from cli._common import shown_path, tempoconf_command, temporal_command
+from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 
@@ -36,7 +36,7 @@ API_READY_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_LINES = 25
 # The banner's first rollout: it promotes on a fresh stack with no clients (its check passes on no data).
-FIRST_ROLLOUT = Path(__file__).resolve().parent.parent / "examples" / "rollout-first.json"
+FIRST_ROLLOUT = "rollout-first.json"
 
 _SEARCH_ATTRIBUTE_TYPES = {
     SearchAttributeIndexedValueType.TEXT: "Text",
@@ -170,7 +170,7 @@ class DevStack:
                 f"--workflow-id '{workflow_id}' --input '{example}'",
                 "or with tempoconf, in another shell (a first rollout: two 10 s stages, then promoted):",
                 f"  {self.shell_exports()}",
-                f"  {tempoconf_command()} rollout start {shlex.quote(shown_path(FIRST_ROLLOUT))} --wait",
+                f"  {tempoconf_command()} rollout start {shlex.quote(shown_path(example_path(FIRST_ROLLOUT)))} --wait",
                 "",
                 "Ctrl-C stops the server, the worker and the API.",
             ]
@@ -240,13 +240,13 @@ class DevStack:
 
         self._store = Store(settings.resolved_database_url)
         if self._run_worker:
-            from cli.worker import run_worker
+            from tempoconf.cli.worker import run_worker
 
             self._tasks["worker"] = asyncio.create_task(
                 run_worker(settings, self._store, self._client), name="tempoconf-worker"
             )
         if self._run_api:
-            from api.server import serve_api
+            from tempoconf.api.server import serve_api
 
             self._tasks["API"] = asyncio.create_task(
                 serve_api(settings, self._store, host=settings.host, port=settings.api_port),

@@ -14,7 +14,7 @@ The fleet also remembers, per version, every host that ever ran it and every hos
 errors on it (`seen`): what the demo tells about a bad version is observed, not inferred.
 
 `Fleet` runs the clients in the caller's event loop. `FleetProcess` runs the same fleet in a child
-process (`python -m cli.fleet`) that streams its counts back: a few hundred clients polling twice
+process (`python -m tempoconf.cli.fleet`) that streams its counts back: a few hundred clients polling twice
 a second take a CPU core of HTTP work, which would otherwise starve the API and worker sharing
 the demo's loop.
 """
@@ -302,7 +302,7 @@ class FleetProcess:
         self.size = size
         self.interval = interval
         self._arguments = [
-            sys.executable, "-m", "cli.fleet",
+            sys.executable, "-m", "tempoconf.cli.fleet",
             "--api-url", api_url,
             "--path", path,
             "--namespace", namespace,
@@ -422,7 +422,7 @@ async def _run_child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m cli.fleet", description="a simulated fleet (for FleetProcess)"
+        prog="python -m tempoconf.cli.fleet", description="a simulated fleet (for FleetProcess)"
     )
     parser.add_argument("--api-url", required=True)
     parser.add_argument("--path", required=True)

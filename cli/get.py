@@ -8,8 +8,8 @@ import socket
 
 import httpx
 
-from cli._common import die, settings_from_args
-from cli.schema import check_config_name
+from tempoconf.cli._common import die, settings_from_args
+from tempoconf.cli.schema import check_config_name
 
 __all__ = ["get_command"]
 

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from cli._common import CommandError
+from tempoconf.cli._common import CommandError
 
 __all__ = ["build_parser", "main"]
 
@@ -312,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     _config_namespace(rollback)
     rollback.set_defaults(handler="rollout.rollback_command")
 
-    from cli import agent  # its flags only: the client SDK is imported when the command runs
+    from tempoconf.cli import (
+        agent,  # its flags only: the client SDK is imported when the command runs
+    )
 
     agent.add_parser(commands, _label)
     return parser
@@ -329,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module, function = args.handler.rsplit(".", 1)
         # Imported on use: `tempoconf --help` should not pay for temporalio, sqlalchemy and uvicorn.
-        code = getattr(importlib.import_module(f"cli.{module}"), function)(args)
+        code = getattr(importlib.import_module(f"tempoconf.cli.{module}"), function)(args)
     except CommandError as error:
         print(f"tempoconf: {error}", file=sys.stderr)
         code = error.exit_code

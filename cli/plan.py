@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cli._clients import KnownClient, clients_from_file, recent_clients
-from cli._common import (
+from tempoconf.cli._clients import KnownClient, clients_from_file, recent_clients
+from tempoconf.cli._common import (
     die,
     given_connection_flags,
     open_store,
@@ -27,8 +27,8 @@ from cli._common import (
     settings_from_args,
     tempoconf_command,
 )
-from cli._format import duration_text, table
-from cli.rollout import request_problems, rollout_version
+from tempoconf.cli._format import duration_text, table
+from tempoconf.cli.rollout import request_problems, rollout_version
 from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
 from tempoconf.resolution import ClientIdentity, PublishedStage, stage_matches

@@ -19,7 +19,9 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from cli._common import (
+from tempoconf.canonical import version_id
+from tempoconf.change import rollout_change, workflow_summary
+from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
     actor,
     connect_temporal,
@@ -33,9 +35,7 @@ from cli._common import (
     tempoconf_command,
     workflow_ui_url,
 )
-from cli.schema import check_config_name
-from tempoconf.canonical import version_id
-from tempoconf.change import rollout_change, workflow_summary
+from tempoconf.cli.schema import check_config_name
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cli._common import (
+from tempoconf.cli._common import (
     actor,
     die,
     open_store,
@@ -15,7 +15,7 @@ from cli._common import (
     settings_from_args,
     sqlite_file,
 )
-from cli._format import table, utc_text
+from tempoconf.cli._format import table, utc_text
 from tempoconf.paths import namespace_problem, path_problem
 from tempoconf.schema_validation import schema_problems, value_problems
 

@@ -22,7 +22,7 @@ from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
-from cli._common import (
+from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
     connect_temporal,
     die,
@@ -31,8 +31,8 @@ from cli._common import (
     settings_from_args,
     workflow_ui_url,
 )
-from cli._format import duration_text, relative_text, table, utc_text
-from cli.schema import check_config_name
+from tempoconf.cli._format import duration_text, relative_text, table, utc_text
+from tempoconf.cli.schema import check_config_name
 from tempoconf.settings import Settings
 from tempoconf.temporal import rollout_workflow_id
 
@@ -183,7 +183,7 @@ def steering_commands(
     settings: Settings, namespace: str, path: str, workflow_id: str, *, approve: bool
 ) -> list[str]:
     """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI."""
-    from cli.devstack import tempoconf_command, temporal_command
+    from tempoconf.cli.devstack import tempoconf_command, temporal_command
 
     tempoconf, temporal = tempoconf_command(), temporal_command()
     target = path_args(namespace, path)

@@ -14,15 +14,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.health import HealthCheckActivities
-from activities.notify import NotifyActivities
-from activities.rollout import RolloutActivities
-from cli.devstack import temporal_command
+from tempoconf.activities.health import HealthCheckActivities
+from tempoconf.activities.notify import NotifyActivities
+from tempoconf.activities.rollout import RolloutActivities
+from tempoconf.cli.devstack import temporal_command
 from tempoconf.messages import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES
-from workflows.rollout import ConfigRollout
+from tempoconf.workflows.rollout import ConfigRollout
 
 __all__ = ["UserErrorLogFilter", "build_worker", "ensure_search_attributes", "run_worker"]
 

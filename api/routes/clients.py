@@ -10,11 +10,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.auth import require_admin
-from api.deps import config_name, store_of
-from api.errors import ApiError
-from api.routing import CONFIG_PATH, route
-from api.seen import SEEN_CLIENT_RETENTION
+from tempoconf.api.auth import require_admin
+from tempoconf.api.deps import config_name, store_of
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routing import CONFIG_PATH, route
+from tempoconf.api.seen import SEEN_CLIENT_RETENTION
 from tempoconf.store.records import SeenClient
 
 __all__ = ["DEFAULT_SINCE_SECONDS", "MAX_SINCE_SECONDS", "routes"]

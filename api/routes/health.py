@@ -7,8 +7,8 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.deps import snapshot_cache, store_of
-from api.routing import route
+from tempoconf.api.deps import snapshot_cache, store_of
+from tempoconf.api.routing import route
 
 __all__ = ["routes", "STORE_CHECK_TIMEOUT"]
 

@@ -6,8 +6,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.deps import metrics_of
-from api.routing import route
+from tempoconf.api.deps import metrics_of
+from tempoconf.api.routing import route
 
 __all__ = ["routes"]
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.routing import route
+from tempoconf.api.routing import route
 
 __all__ = ["routes"]
 
 
 async def openapi(request: Request) -> JSONResponse:
-    from api.openapi import openapi_document  # it imports the routes: load it once they exist
+    from tempoconf.api.openapi import (
+        openapi_document,  # it imports the routes: load it once they exist
+    )
 
     return JSONResponse(openapi_document())
 

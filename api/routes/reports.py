@@ -10,12 +10,12 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.auth import require_client
-from api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
-from api.deps import metrics_of, snapshot_cache, store_of
-from api.errors import ApiError
-from api.routing import route
-from api.snapshots import SnapshotsNotLoadedError
+from tempoconf.api.auth import require_client
+from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
+from tempoconf.api.deps import metrics_of, snapshot_cache, store_of
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routing import route
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.request import ConfigPath, Namespace
 

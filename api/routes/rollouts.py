@@ -21,12 +21,12 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.auth import require_admin
-from api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from api.deps import config_name, settings_of, store_of, temporal_of
-from api.errors import ApiError
-from api.routing import CONFIG_PATH, Endpoint, route
-from api.temporal_client import rpc_errors, temporal_unavailable
+from tempoconf.api.auth import require_admin
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routing import CONFIG_PATH, Endpoint, route
+from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
 from tempoconf.change import rollout_change, workflow_summary
 from tempoconf.problems import InvalidRequestError
 from tempoconf.store.records import LockRecord, RolloutRecord

@@ -9,11 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.auth import require_admin
-from api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from api.deps import config_name, store_of
-from api.errors import ApiError
-from api.routing import CONFIG_PATH, route
+from tempoconf.api.auth import require_admin
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from tempoconf.api.deps import config_name, store_of
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.problems import Problem
 from tempoconf.schema_validation import schema_problems
 

@@ -10,10 +10,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.auth import require_admin
-from api.deps import config_name, store_of
-from api.errors import ApiError
-from api.routing import CONFIG_PATH, route
+from tempoconf.api.auth import require_admin
+from tempoconf.api.deps import config_name, store_of
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.store.records import AuditEntry, VersionInfo
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "MAX_HISTORY_LIMIT", "routes"]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.health import HealthCheckActivities
+from tempoconf.activities.health import HealthCheckActivities
 from tempoconf.messages import CheckHealthInput
 from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.store.records import SeenClient

@@ -6,7 +6,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.rollout import RolloutActivities
+from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.messages import (
     PrepareInput,
     PromoteInput,

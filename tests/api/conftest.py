@@ -9,8 +9,8 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from api.app import create_app
-from api.snapshots import SnapshotCache
+from tempoconf.api.app import create_app
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 

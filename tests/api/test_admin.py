@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from api.app import create_app
+from tempoconf.api.app import create_app
 from tempoconf.canonical import version_id
 from tempoconf.progress import CommandResult
 from tempoconf.settings import Settings

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from api.app import create_app
+from tempoconf.api.app import create_app
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
-from api.server import serve_api
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
+from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable

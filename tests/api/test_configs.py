@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from api.snapshots import SnapshotCache
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.records import StageLease
 from tempoconf.store.store import Store
 from tests.api.helpers import client_in, make_stable, publish, start_rollout

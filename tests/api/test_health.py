@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 
-from api.app import create_app
+from tempoconf.api.app import create_app
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import httpx
 
-from api.snapshots import SnapshotCache
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.store import Store
 from tests.api.helpers import assert_eventually, client_in, make_stable, publish, start_rollout
 

@@ -7,8 +7,8 @@ import httpx
 from prometheus_client import REGISTRY
 from starlette.applications import Starlette
 
-from api.app import create_app
-from api.snapshots import SnapshotCache
+from tempoconf.api.app import create_app
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable, publish, sample, start_rollout

@@ -9,7 +9,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from api.routing import template_of
+from tempoconf.api.routing import template_of
 
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "options", "head"}
 

@@ -15,8 +15,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from api.app import create_app
-from api.snapshots import SnapshotCache
+from tempoconf.api.app import create_app
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import assert_eventually, make_stable

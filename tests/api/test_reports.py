@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.snapshots import SnapshotCache
+from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.records import ReportStats
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable, sample, start_rollout
@@ -81,7 +81,7 @@ async def test_a_report_on_an_unknown_config_or_version_is_404_and_not_stored(
 async def test_a_version_stored_after_the_last_refresh_is_accepted(
     api_store: Store, settings: Any, tmp_path: Any
 ) -> None:
-    from api.app import create_app
+    from tempoconf.api.app import create_app
 
     app = create_app(api_store, settings, poll_interval=3600)
     async with app.router.lifespan_context(app):

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-import api.polls
-from api.app import create_app
-from api.seen import flush_seen_clients
+import tempoconf.api.polls
+from tempoconf.api.app import create_app
+from tempoconf.api.seen import flush_seen_clients
 from tempoconf.settings import Settings
 from tempoconf.store import SeenClient, Store
 from tests.api.helpers import assert_eventually, make_stable, sample
@@ -171,7 +171,7 @@ async def test_shutdown_flushes_what_is_pending(api_store: Store, settings: Sett
 async def test_pending_identities_are_bounded_and_drops_counted(
     app: Starlette, api_store: Store, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api.polls, "SEEN_PENDING_MAX", 3)
+    monkeypatch.setattr(tempoconf.api.polls, "SEEN_PENDING_MAX", 3)
     make_stable(api_store, PATH, {"v": 1})
     long_id = "x" * 256  # more than the store keeps: left out at the flush, counted too
 
@@ -214,7 +214,7 @@ async def test_a_store_error_is_logged_and_the_other_configs_are_written(
                 await app.state.snapshot_cache.refresh()
                 for path in ("broken/config", PATH):
                     assert (await http.get(f"/v1/configs/{path}?client=h")).status_code == 200
-                with caplog.at_level(logging.WARNING, logger="api.seen"):
+                with caplog.at_level(logging.WARNING, logger="tempoconf.api.seen"):
                     assert await flush(app, store) == 1
                 assert "database is down" in caplog.text
                 # Still serving, still recording.

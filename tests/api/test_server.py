@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from api.server import GRACEFUL_SHUTDOWN_SECONDS, ApiServerError, serve_api
+from tempoconf.api.server import GRACEFUL_SHUTDOWN_SECONDS, ApiServerError, serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import assert_eventually, make_stable, publish, sample, start_rollout

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from api.server import serve_api
+from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
