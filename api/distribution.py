@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from starlette.datastructures import QueryParams
 
+from tempoconf.api.answers import ConfigAnswer, ConfigMetadata
 from tempoconf.api.errors import ApiError
 from tempoconf.api.etag import config_etag
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
@@ -152,17 +153,17 @@ def prepare_config(snapshot: ConfigSnapshot) -> PreparedConfig:
 def _prepare(
     snapshot: ConfigSnapshot, record: VersionRecord, stage: str, expires_at: datetime | None
 ) -> PreparedAnswer:
-    document = {
-        "namespace": snapshot.namespace,
-        "path": snapshot.path,
-        "version": record.version,
-        "stage": stage,
-        "value": record.value,
-        "expires_at": expires_at.astimezone(UTC).isoformat() if expires_at else None,
-        "metadata": record.metadata(),
-    }
+    document = ConfigAnswer(
+        namespace=snapshot.namespace,
+        path=snapshot.path,
+        version=record.version,
+        stage=stage,
+        value=record.value,
+        expires_at=expires_at.astimezone(UTC).isoformat() if expires_at else None,
+        metadata=ConfigMetadata.model_validate(record.metadata()),
+    )
     body = json.dumps(
-        document, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        document.body(), ensure_ascii=False, allow_nan=False, separators=(",", ":")
     ).encode()
     etag = config_etag(snapshot.namespace, snapshot.path, record.version, stage)
     etag_header = (b"etag", etag.encode())

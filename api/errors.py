@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from tempoconf.api.answers import ErrorAnswer, ProblemAnswer
 from tempoconf.problems import Problem
 
 __all__ = ["ApiError", "error_body", "error_response", "EXCEPTION_HANDLERS"]
@@ -38,12 +39,12 @@ class ApiError(Exception):
 
 
 def error_body(message: str, problems: Sequence[Problem] = ()) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": message}
-    if problems:
-        body["problems"] = [
-            {"pointer": problem.pointer, "message": problem.message} for problem in problems
-        ]
-    return body
+    answer = ErrorAnswer(
+        error=message,
+        problems=[ProblemAnswer(pointer=problem.pointer, message=problem.message) for problem in problems],
+    )
+    # `problems` only when there are some, as the API always answered
+    return answer.model_dump(mode="json", exclude_defaults=True)
 
 
 def error_response(

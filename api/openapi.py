@@ -1,29 +1,63 @@
 """The OpenAPI 3.1 document of the API, served at `/openapi.json`.
 
-Written out rather than derived: the poll path runs ahead of the framework, and the document is a
-contract the client SDK and operators read. `tests/api/test_openapi.py` checks it against the
+The paths, parameters and their prose are written here; every body's schema is generated from
+the model that reads it (requests, validation mode) or builds it (answers, serialization mode).
+`tests/api/test_openapi.py` checks both: each body is its model's schema, and the paths are the
 routes the app serves, both ways.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import TypeAdapter
 
 from tempoconf import __version__
+from tempoconf.api.answers import (
+    Accepted,
+    ClientsAnswer,
+    CommandAnswer,
+    ConfigAnswer,
+    ErrorAnswer,
+    HealthAnswer,
+    HistoryAnswer,
+    RolloutStarted,
+    RolloutStateAnswer,
+    SchemaAnswer,
+    VersionsAnswer,
+)
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
 from tempoconf.api.distribution import MAX_WAIT
 from tempoconf.api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
-from tempoconf.api.routes.reports import (
-    MAX_CHANNEL_LENGTH,
-    MAX_COUNT,
-    MAX_ERROR_LENGTH,
-    MAX_LABEL_LENGTH,
-    MAX_LABELS,
-)
-from tempoconf.api.routes.rollouts import SIGNALS
+from tempoconf.api.routes.reports import ReportBody
+from tempoconf.api.routes.rollouts import SIGNALS, CommandBody
+from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
+from tempoconf.contract_schema import ContractJsonSchema
+from tempoconf.paths import DEFAULT_NAMESPACE
+from tempoconf.request import ConfigPath, Namespace, RolloutRequest
 
-__all__ = ["openapi_document"]
+__all__ = ["ANSWERS", "REF_TEMPLATE", "REQUEST_BODIES", "body_schemas", "openapi_document"]
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+REQUEST_BODIES: tuple[type[Any], ...] = (RolloutRequest, ReportBody, SchemaBody, CommandBody)
+"""The models that read request bodies: documented as they validate."""
+ANSWERS: tuple[type[Any], ...] = (
+    ErrorAnswer,
+    ConfigAnswer,
+    Accepted,
+    HealthAnswer,
+    SchemaAnswer,
+    VersionsAnswer,
+    HistoryAnswer,
+    ClientsAnswer,
+    RolloutStarted,
+    RolloutStateAnswer,
+    CommandAnswer,
+)
+"""The models of the JSON answers: documented as they serialize."""
+Mode = Literal["validation", "serialization"]
 
 _SIGNAL_HELP = {
     "halt": "Revert every client to stable and end the rollout.",
@@ -35,333 +69,53 @@ _SIGNAL_HELP = {
 }
 
 
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
+@cache
+def body_schemas() -> tuple[dict[type[Any], dict[str, Any]], dict[str, Any]]:
+    """Each body model's `$ref`, and the component schemas they refer to, generated together."""
+    inputs: list[tuple[type[Any], Mode, TypeAdapter[Any]]] = [
+        *((model, "validation", TypeAdapter(model)) for model in REQUEST_BODIES),
+        *((model, "serialization", TypeAdapter(model)) for model in ANSWERS),
+    ]
+    refs, definitions = TypeAdapter.json_schemas(
+        inputs, ref_template=REF_TEMPLATE, schema_generator=ContractJsonSchema
+    )
+    return {model: refs[(model, mode)] for model, mode, _ in inputs}, definitions.get("$defs", {})
+
+
+def _ref(model: type[Any]) -> dict[str, Any]:
+    return body_schemas()[0][model]
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+def _answer(model: type[Any], description: str) -> dict[str, Any]:
+    return _json(_ref(model), description)
+
+
+def _request(model: type[Any], *, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": _ref(model)}}}
+
+
 def _error(description: str) -> dict[str, Any]:
-    return _json(_ref("Error"), description)
+    return _answer(ErrorAnswer, description)
 
 
 def _params(*names: str) -> list[dict[str, str]]:
     return [{"$ref": f"#/components/parameters/{name}"} for name in names]
 
 
-_UNAUTHORIZED = {
-    "description": "Missing or wrong bearer token (only when a token is configured)",
-    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
-    "content": {"application/json": {"schema": _ref("Error")}},
-}
+def _unauthorized() -> dict[str, Any]:
+    return {
+        "description": "Missing or wrong bearer token (only when a token is configured)",
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+        "content": {"application/json": {"schema": _ref(ErrorAnswer)}},
+    }
+
+
 _ADMIN = [{"adminToken": []}, {}]
 _CLIENT = [{"clientToken": []}, {}]
-_NULLABLE_STRING = {"type": ["string", "null"]}
-_PATH = {"type": "string", "minLength": 1, "maxLength": 255,
-         "pattern": "^[a-z0-9._-]+(/[a-z0-9._-]+)*$"}
-_NAMESPACE = {"type": "string", "default": "default", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}$"}
-_TIME = {"type": "string", "format": "date-time"}
-_DURATION = {
-    "description": 'Seconds (300), a string ("300s", "15m", "1h30m", "250ms") or {"seconds": 300}',
-    "oneOf": [
-        {"type": "number", "minimum": 0},
-        {"type": "string"},
-        {"type": "object", "properties": {"seconds": {"type": "number"}, "nanos": {"type": "integer"}}},
-    ],
-}
-
-
-def _schemas() -> dict[str, Any]:
-    return {
-        "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": {
-                "error": {"type": "string", "description": "What is wrong, and where"},
-                "problems": {"type": "array", "items": _ref("Problem")},
-            },
-        },
-        "Problem": {
-            "type": "object",
-            "required": ["pointer", "message"],
-            "properties": {
-                "pointer": {"type": "string", "description": "JSON pointer into the input"},
-                "message": {"type": "string"},
-            },
-        },
-        "Config": {
-            "type": "object",
-            "required": ["namespace", "path", "version", "stage", "value", "expires_at", "metadata"],
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "version": {"type": "string"},
-                "stage": {"type": "string", "description": '"stable" when no stage applies'},
-                "value": {"description": "The config value (any JSON)"},
-                "expires_at": {
-                    "type": ["string", "null"], "format": "date-time",
-                    "description": "Lease of the stage that applies; null on stable",
-                },
-                "metadata": {
-                    "type": "object",
-                    "properties": {
-                        "author": {"type": "string"},
-                        "commit": {"type": "string"},
-                        "message": {"type": "string"},
-                        "created_at": {"type": ["string", "null"], "format": "date-time"},
-                    },
-                },
-            },
-        },
-        "Report": {
-            "type": "object",
-            "required": ["path", "client", "version", "ok", "failed"],
-            "description": "Unknown fields are ignored.",
-            "properties": {
-                "path": _PATH,
-                "namespace": _NAMESPACE,
-                "client": {"type": "string", "minLength": 1, "maxLength": 255},
-                "version": {"type": "string", "minLength": 1, "maxLength": 64},
-                "ok": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
-                "failed": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
-                "error": {"type": ["string", "null"], "maxLength": MAX_ERROR_LENGTH},
-                "channel": {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_CHANNEL_LENGTH,
-                            "description": "The channel the client polls with"},
-                "labels": {"type": ["object", "null"], "maxProperties": MAX_LABELS,
-                           "propertyNames": {"minLength": 1, "maxLength": MAX_LABEL_LENGTH,
-                                             "pattern": "^[^=]+$"},
-                           "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_LENGTH},
-                           "description": "The labels the client polls with. A report naming "
-                                          "neither channel nor labels counts with the identity "
-                                          "the client last polled with"},
-            },
-        },
-        "Accepted": {
-            "type": "object",
-            "required": ["accepted"],
-            "properties": {"accepted": {"const": True}},
-        },
-        "Health": {
-            "type": "object",
-            "required": ["status"],
-            "properties": {
-                "status": {"enum": ["ok", "unavailable"]},
-                "revision": {"type": "integer"},
-                "error": {"type": "string"},
-            },
-        },
-        "SchemaDocument": {
-            "type": "object",
-            "required": ["namespace", "path", "schema"],
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "schema": {"description": "A JSON Schema (draft 2020-12)"},
-            },
-        },
-        "SchemaPut": {
-            "type": "object",
-            "required": ["schema"],
-            "additionalProperties": False,
-            "properties": {
-                "schema": {"type": ["object", "boolean"],
-                           "description": "A JSON Schema (draft 2020-12)"},
-                "reason": {"type": "string", "maxLength": 2000},
-                "by": {"type": "string", "maxLength": 200},
-            },
-        },
-        "VersionInfo": {
-            "type": "object",
-            "properties": {
-                "version": {"type": "string"},
-                "author": {"type": "string"},
-                "commit": {"type": "string"},
-                "message": {"type": "string"},
-                "created_at": _TIME,
-                "is_stable": {"type": "boolean"},
-                "stable_since": {"type": "array", "items": _TIME},
-            },
-        },
-        "Versions": {
-            "type": "object",
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "stable": _NULLABLE_STRING,
-                "versions": {"type": "array", "items": _ref("VersionInfo"),
-                             "description": "Newest first"},
-            },
-        },
-        "AuditEntry": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "integer"},
-                "at": _TIME,
-                "actor": {"type": "string"},
-                "action": {"type": "string"},
-                "reason": {"type": "string"},
-                "version": _NULLABLE_STRING,
-                "workflow_id": _NULLABLE_STRING,
-                "details": {"type": "object"},
-            },
-        },
-        "History": {
-            "type": "object",
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "entries": {"type": "array", "items": _ref("AuditEntry"), "description": "Oldest first"},
-            },
-        },
-        "SeenClient": {
-            "type": "object",
-            "required": ["client", "channel", "labels", "last_seen", "last_version"],
-            "properties": {
-                "client": {"type": "string"},
-                "channel": {"type": ["string", "null"],
-                            "description": "null for a client without one, or known only from "
-                                           "reports that named none"},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                "last_seen": _TIME,
-                "last_version": {"type": ["string", "null"],
-                                 "description": "The version it was last served, or last "
-                                                "reported on"},
-            },
-        },
-        "Clients": {
-            "type": "object",
-            "required": ["namespace", "path", "since", "clients"],
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "since": _TIME,
-                "clients": {"type": "array", "items": _ref("SeenClient"),
-                            "description": "Each client once, sorted by client id"},
-            },
-        },
-        "RolloutRequest": {
-            "type": "object",
-            "required": ["path", "value"],
-            "additionalProperties": False,
-            "description": "The input of the ConfigRollout workflow (docs/contract.md)",
-            "properties": {
-                "path": _PATH,
-                "namespace": _NAMESPACE,
-                "value": {"description": "The new config value (any JSON)"},
-                "default_cooldown_time": _DURATION,
-                "default_expiration_time": _DURATION,
-                "stages": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "channel": {"type": "string"},
-                            "percentile": {"type": "number", "minimum": 0, "maximum": 100},
-                            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                            "cooldown": _DURATION,
-                            "expiration": _DURATION,
-                            "manual": {"type": "boolean"},
-                            "name": {"type": "string"},
-                        },
-                    },
-                },
-                "health": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["kind"],
-                        "properties": {"kind": {"enum": ["reports", "prometheus", "http"]}},
-                    },
-                },
-                "author": {"type": "string", "maxLength": 200},
-                "commit": {"type": "string", "maxLength": 200},
-                "message": {"type": "string", "maxLength": 2000},
-            },
-        },
-        "RolloutStarted": {
-            "type": "object",
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "version": {"type": "string"},
-                "stages": {"type": "array", "items": {"type": "string"}},
-                "workflow_id": {"type": "string"},
-                "run_id": {"type": "string"},
-            },
-        },
-        "RolloutState": {
-            "type": "object",
-            "properties": {
-                "namespace": {"type": "string"},
-                "path": {"type": "string"},
-                "rollout": {
-                    "type": ["object", "null"],
-                    "description": "The store's active-rollout row",
-                    "properties": {
-                        "workflow_id": {"type": "string"},
-                        "run_id": {"type": "string"},
-                        "version": {"type": "string"},
-                        "state": {"type": "string"},
-                        "stage_index": {"type": "integer"},
-                        "started_at": _TIME,
-                        "updated_at": _TIME,
-                    },
-                },
-                "lock": {
-                    "type": ["object", "null"],
-                    "properties": {
-                        "workflow_id": {"type": "string"},
-                        "run_id": {"type": "string"},
-                        "version": {"type": "string"},
-                        "acquired_at": _TIME,
-                    },
-                },
-                "workflow": {
-                    "type": "object",
-                    "properties": {
-                        "workflow_id": {"type": "string"},
-                        "run_id": _NULLABLE_STRING,
-                        "execution_status": _NULLABLE_STRING,
-                        "status": {"type": ["object", "null"],
-                                   "description": "The workflow's `status` query"},
-                        "error": {"type": ["string", "null"],
-                                  "description": "Why Temporal could not tell"},
-                    },
-                },
-            },
-        },
-        "Command": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "reason": {"type": "string", "maxLength": 2000},
-                "by": {"type": "string", "maxLength": 200},
-            },
-        },
-        "CommandResult": {
-            "type": "object",
-            "description": "The workflow's short answer, once the command took effect (or after "
-                           "10 s, then `message` starts with `requested:`). The full progress is "
-                           "`GET /v1/admin/rollouts/{path}`.",
-            "required": ["workflow_id", "command", "accepted", "state", "phase", "message"],
-            "properties": {
-                "workflow_id": {"type": "string"},
-                "command": {"enum": list(SIGNALS)},
-                "accepted": {"type": "boolean",
-                             "description": "False when it changed nothing (e.g. a second halt)"},
-                "state": {"type": "string", "description": "The rollout's state after it"},
-                "phase": {"type": "string"},
-                "stage": {"type": ["string", "null"]},
-                "stage_number": {"type": "integer", "description": "1-based; 0 before the first stage"},
-                "stage_count": {"type": "integer"},
-                "paused": {"type": "boolean"},
-                "message": {"type": "string", "description": "What the command did"},
-            },
-        },
-    }
 
 
 def _parameters() -> dict[str, Any]:
@@ -374,9 +128,13 @@ def _parameters() -> dict[str, Any]:
             "name": "path", "in": "path", "required": True,
             "description": "Config path: 1-255 characters of [a-z0-9._-] segments joined by '/', "
                            "written as is (slashes not encoded)",
-            "schema": _PATH,
+            "schema": TypeAdapter(ConfigPath).json_schema(),
         },
-        "Namespace": query("namespace", _NAMESPACE, "Config namespace"),
+        "Namespace": query(
+            "namespace",
+            {**TypeAdapter(Namespace).json_schema(), "default": DEFAULT_NAMESPACE},
+            "Config namespace",
+        ),
         "Client": query("client", {"type": "string"},
                         "Client id (default: anonymous, never in a percentile stage)"),
         "Channel": query("channel", {"type": "string"}, "The client's channel"),
@@ -403,7 +161,7 @@ def _parameters() -> dict[str, Any]:
 
 
 def _paths() -> dict[str, Any]:
-    admin_errors = {"401": _UNAUTHORIZED}
+    admin_errors = {"401": _unauthorized()}
     paths: dict[str, Any] = {
         "/v1/configs/{path}": {
             "get": {
@@ -417,13 +175,13 @@ def _paths() -> dict[str, Any]:
                 ),
                 "responses": {
                     "200": {
-                        **_json(_ref("Config"), "The resolved config"),
+                        **_answer(ConfigAnswer, "The resolved config"),
                         "headers": {"ETag": {"schema": {"type": "string"}}},
                     },
                     "304": {"description": "The copy held (If-None-Match) is current",
                             "headers": {"ETag": {"schema": {"type": "string"}}}},
                     "400": _error("Invalid path or query parameter"),
-                    "401": _UNAUTHORIZED,
+                    "401": _unauthorized(),
                     "404": _error("Unknown config, or nothing to serve this client yet"),
                     "503": _error("The snapshots were never loaded from the store"),
                 },
@@ -435,12 +193,11 @@ def _paths() -> dict[str, Any]:
                 "summary": "A client's health report on the version it runs",
                 "tags": ["distribution"],
                 "security": _CLIENT,
-                "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": _ref("Report")}}},
+                "requestBody": _request(ReportBody),
                 "responses": {
-                    "202": _json(_ref("Accepted"), "Stored"),
+                    "202": _answer(Accepted, "Stored"),
                     "400": _error("Malformed JSON or invalid fields (each listed)"),
-                    "401": _UNAUTHORIZED,
+                    "401": _unauthorized(),
                     "404": _error("The config has no such version"),
                     "413": _error(f"Body over {REPORT_BODY_LIMIT} bytes"),
                 },
@@ -454,7 +211,7 @@ def _paths() -> dict[str, Any]:
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace"),
                 "responses": {
-                    "200": _json(_ref("SchemaDocument"), "The schema"),
+                    "200": _answer(SchemaAnswer, "The schema"),
                     "400": _error("Invalid path or namespace"),
                     **admin_errors,
                     "404": _error("The config has no schema"),
@@ -466,10 +223,9 @@ def _paths() -> dict[str, Any]:
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace"),
-                "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": _ref("SchemaPut")}}},
+                "requestBody": _request(SchemaBody),
                 "responses": {
-                    "200": _json(_ref("SchemaDocument"), "Stored"),
+                    "200": _answer(SchemaAnswer, "Stored"),
                     "400": _error("Invalid input, or not a valid JSON Schema (problems listed)"),
                     **admin_errors,
                     "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),
@@ -484,7 +240,7 @@ def _paths() -> dict[str, Any]:
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace"),
                 "responses": {
-                    "200": _json(_ref("Versions"), "The versions"),
+                    "200": _answer(VersionsAnswer, "The versions"),
                     "400": _error("Invalid path or namespace"),
                     **admin_errors,
                     "404": _error("Unknown config"),
@@ -499,7 +255,7 @@ def _paths() -> dict[str, Any]:
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "Limit"),
                 "responses": {
-                    "200": _json(_ref("History"), "The audit log"),
+                    "200": _answer(HistoryAnswer, "The audit log"),
                     "400": _error("Invalid path, namespace or limit"),
                     **admin_errors,
                 },
@@ -514,7 +270,7 @@ def _paths() -> dict[str, Any]:
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "SinceSeconds"),
                 "responses": {
-                    "200": _json(_ref("Clients"),
+                    "200": _answer(ClientsAnswer,
                                  "The clients; polls reach the store within a few seconds"),
                     "400": _error("Invalid path, namespace or since_seconds"),
                     **admin_errors,
@@ -528,10 +284,9 @@ def _paths() -> dict[str, Any]:
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("WorkflowId"),
-                "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": _ref("RolloutRequest")}}},
+                "requestBody": _request(RolloutRequest),
                 "responses": {
-                    "202": _json(_ref("RolloutStarted"), "Started"),
+                    "202": _answer(RolloutStarted, "Started"),
                     "400": _error("Invalid request or value (every problem listed)"),
                     **admin_errors,
                     "409": _error("The config already has a running rollout"),
@@ -548,7 +303,7 @@ def _paths() -> dict[str, Any]:
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),
                 "responses": {
-                    "200": _json(_ref("RolloutState"),
+                    "200": _answer(RolloutStateAnswer,
                                  "The state; `workflow.error` says why Temporal could not tell"),
                     "400": _error("Invalid path or namespace"),
                     **admin_errors,
@@ -561,8 +316,8 @@ def _paths() -> dict[str, Any]:
                 "summary": "The store answers and the snapshots are current",
                 "tags": ["operations"],
                 "responses": {
-                    "200": _json(_ref("Health"), "Healthy"),
-                    "503": _json(_ref("Health"), "Unavailable"),
+                    "200": _answer(HealthAnswer, "Healthy"),
+                    "503": _answer(HealthAnswer, "Unavailable"),
                 },
             }
         },
@@ -592,10 +347,9 @@ def _paths() -> dict[str, Any]:
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),
-                "requestBody": {"required": False,
-                                "content": {"application/json": {"schema": _ref("Command")}}},
+                "requestBody": _request(CommandBody, required=False),
                 "responses": {
-                    "200": _json(_ref("CommandResult"), "Answered by the workflow"),
+                    "200": _answer(CommandAnswer, "Answered by the workflow"),
                     "400": _error("Invalid path, namespace or body"),
                     **admin_errors,
                     "404": _error("No running rollout"),
@@ -620,7 +374,7 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": _paths(),
         "components": {
-            "schemas": _schemas(),
+            "schemas": body_schemas()[1],
             "parameters": _parameters(),
             "securitySchemes": {
                 "adminToken": {"type": "http", "scheme": "bearer",

@@ -147,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
     api.set_defaults(handler="components.api_command")
 
-    schema_parser = commands.add_parser("schema", help="the JSON Schema of a config")
+    schema_parser = commands.add_parser(
+        "schema", help="the JSON Schema of a config, or of the rollout request"
+    )
     schema_commands = schema_parser.add_subparsers(
         dest="schema_command", required=True, metavar="ACTION"
     )
@@ -169,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     schema_get.add_argument("path", metavar="PATH")
     _config_namespace(schema_get)
     schema_get.set_defaults(handler="schema.get_command")
+    schema_request = schema_commands.add_parser(
+        "request",
+        help="print the rollout request's JSON Schema (for editors; docs/rollout-request.schema.json)",
+    )
+    schema_request.set_defaults(handler="schema.request_command")
 
     rollout_parser = commands.add_parser("rollout", help="start, watch and steer rollouts")
     rollout_commands = rollout_parser.add_subparsers(

@@ -1,4 +1,5 @@
-"""`tempoconf schema set|get`, `versions` and `history`: what the store keeps about a config."""
+"""`tempoconf schema set|get`, `versions` and `history`: what the store keeps about a config;
+`tempoconf schema request`: the rollout request's own JSON Schema."""
 
 from __future__ import annotations
 
@@ -16,10 +17,18 @@ from tempoconf.cli._common import (
     sqlite_file,
 )
 from tempoconf.cli._format import table, utc_text
+from tempoconf.contract_schema import rollout_request_schema
 from tempoconf.paths import namespace_problem, path_problem
 from tempoconf.schema_validation import schema_problems, value_problems
 
-__all__ = ["check_config_name", "get_command", "set_command", "history_command", "versions_command"]
+__all__ = [
+    "check_config_name",
+    "get_command",
+    "history_command",
+    "request_command",
+    "set_command",
+    "versions_command",
+]
 
 
 def check_config_name(namespace: str, path: str) -> None:
@@ -76,6 +85,13 @@ def get_command(args: argparse.Namespace) -> int:
         print(f"no schema registered for {args.namespace}/{args.path}")
         return 1
     print(json.dumps(schema, indent=2, sort_keys=True))
+    return 0
+
+
+def request_command(args: argparse.Namespace) -> int:
+    """The rollout request's JSON Schema (draft 2020-12), generated from the request model: the
+    same as docs/rollout-request.schema.json."""
+    print(json.dumps(rollout_request_schema(), indent=2))
     return 0
 
 

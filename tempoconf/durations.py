@@ -7,12 +7,42 @@ import re
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["parse_duration", "format_duration"]
+__all__ = ["DURATION_JSON_SCHEMA", "parse_duration", "format_duration"]
 
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|us|µs|ns|h|m|s)", re.ASCII)
 # 100 years: longer than any hold or lease, and far inside what timedelta can hold
 _MAX_SECONDS = 100 * 365 * 86400.0
+_NUMBER = r"(\d+(\.\d+)?|\.\d+)"
+
+DURATION_JSON_SCHEMA: dict[str, Any] = {
+    "description": (
+        'A duration: seconds (300), a string of numbers with units h, m, s, ms, us, ns ("300s", '
+        '"15m", "1h30m", "250ms"; a bare "300" is seconds) or protobuf JSON ({"seconds": 300, '
+        '"nanos": 0}). At most 100 years.'
+    ),
+    "oneOf": [
+        {"description": "seconds", "type": "number", "minimum": 0, "maximum": _MAX_SECONDS},
+        {
+            "description": 'numbers with units h, m, s, ms, us, ns ("300s", "1h30m"), or seconds ("300")',
+            "type": "string",
+            # What parse_duration reads: a plain number of seconds, or numbers with units.
+            "pattern": rf"^\s*\+?({_NUMBER}|({_NUMBER}(ms|us|µs|ns|h|m|s))+)\s*$",
+        },
+        {
+            "description": "protobuf JSON",
+            "type": "object",
+            "properties": {
+                # int64 seconds may be a string in protobuf JSON; negative ones make a negative duration
+                "seconds": {"type": ["integer", "string"], "minimum": 0, "pattern": r"^\s*\+?\d+\s*$"},
+                "nanos": {"type": "integer", "minimum": -999_999_999, "maximum": 999_999_999},
+            },
+            "additionalProperties": False,
+        },
+    ],
+    "examples": [300, "300s", "1h30m", "250ms", {"seconds": 300}],
+}
+"""The JSON Schema of a duration as `parse_duration` reads it, for the published schemas."""
 
 
 def parse_duration(raw: Any) -> timedelta:

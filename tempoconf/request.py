@@ -19,12 +19,13 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from tempoconf.canonical import canonical_json
-from tempoconf.durations import parse_duration
+from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
 from tempoconf.promql import template_problems
@@ -51,11 +52,13 @@ DEFAULT_COOLDOWN = timedelta(seconds=300)
 DEFAULT_EXPIRATION = timedelta(seconds=3600)
 
 # In JSON a duration is written as seconds (pydantic's default, ISO 8601 "PT5M", is a form that
-# parse_duration does not read), so a dumped check or stage validates again as it was.
+# parse_duration does not read), so a dumped check or stage validates again as it was. Its JSON
+# Schema as an input is every form parse_duration reads (as an output: a number, from the serializer).
 Duration = Annotated[
     timedelta,
     BeforeValidator(parse_duration),
     PlainSerializer(lambda value: value.total_seconds(), return_type=float, when_used="json"),
+    WithJsonSchema(DURATION_JSON_SCHEMA, mode="validation"),
 ]
 
 
@@ -75,15 +78,40 @@ def _url_problem(value: str) -> str | None:
     return None if value.startswith(("http://", "https://")) else "url must start with http:// or https://"
 
 
-ConfigPath = Annotated[str, AfterValidator(_refuse(path_problem))]
+# The JSON Schemas say what path_problem and namespace_problem check (they keep their messages).
+_SEGMENT = r"(?!\.\.?(/|$))[a-z0-9._-]+"
+ConfigPath = Annotated[
+    str,
+    AfterValidator(_refuse(path_problem)),
+    WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": 255, "pattern": f"^{_SEGMENT}(/{_SEGMENT})*$"}
+    ),
+]
 """A config path (docs/contract.md: 1-255 chars of [a-z0-9._-] segments joined by /)."""
-Namespace = Annotated[str, AfterValidator(_refuse(namespace_problem))]
-HttpUrl = Annotated[str, Field(min_length=1), AfterValidator(_refuse(_url_problem))]
+Namespace = Annotated[
+    str,
+    AfterValidator(_refuse(namespace_problem)),
+    WithJsonSchema({"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}$"}),
+]
+HttpUrl = Annotated[
+    str,
+    Field(min_length=1),
+    AfterValidator(_refuse(_url_problem)),
+    WithJsonSchema({"type": "string", "pattern": "^https?://"}),
+]
+
+
+def _one_of(*fields: str, exactly: bool = False) -> dict[str, Any]:
+    """JSON Schema for a rule the model checks in a validator: at least (or exactly) one of
+    `fields` is given and not null, so that the published schema refuses what the model refuses."""
+    given = [{"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in fields]
+    return {"oneOf" if exactly else "anyOf": given}
 
 
 class _Strict(BaseModel):
     # Unknown fields are refused: a typo such as "cooldwon" must not silently fall back to a default.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Field docstrings become the descriptions of the JSON Schema editors show.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class _CheckBase(_Strict):
@@ -110,6 +138,8 @@ class _CheckBase(_Strict):
 class ReportsCheckSpec(_CheckBase):
     """Error ratio of the cohort's health reports on the rollout's version."""
 
+    model_config = ConfigDict(json_schema_extra=_one_of("max_error_ratio", "max_baseline_factor"))
+
     kind: Literal["reports"]
     max_error_ratio: float | None = Field(default=None, ge=0, le=1)
     min_clients: int = Field(default=1, ge=0)
@@ -126,6 +156,8 @@ class ReportsCheckSpec(_CheckBase):
 
 class PrometheusCheckSpec(_CheckBase):
     """A PromQL query against a Prometheus HTTP API, judged against `max` and/or `min`."""
+
+    model_config = ConfigDict(json_schema_extra=_one_of("max", "min"))
 
     kind: Literal["prometheus"]
     url: HttpUrl
@@ -166,15 +198,25 @@ _CHECK_KINDS = {"reports", "prometheus", "http"}
 class StageSpec(_Strict):
     """One stage: the clients it reaches (channel, percentile, labels: all must match) and its hold."""
 
+    model_config = ConfigDict(json_schema_extra=_one_of("channel", "percentile", "labels"))
+
     channel: str | None = Field(default=None, min_length=1, max_length=100)
+    """Matches clients whose channel is exactly this."""
     # strict: a boolean or a string is not a percentile (lax mode would read true as 1)
     percentile: float | None = Field(default=None, ge=0, le=100, strict=True)
+    """Matches clients whose bucket is below round(percentile × 100); at most two decimals."""
     labels: dict[str, str] | None = None
+    """Matches clients that carry every one of these labels."""
     cooldown: Duration | None = None
+    """The hold before the stage may move on (default: the request's `default_cooldown_time`)."""
     expiration: Duration | None = None
+    """The stage's lease (default: the request's `default_expiration_time`); greater than zero."""
     manual: bool = False
+    """Once the hold and checks pass, wait for `approve`."""
     name: str | None = Field(default=None, min_length=1, max_length=100)
+    """Default: from the target (`channel:canary`, `10%`, `labels:region=eu`); unique in a request."""
     health: list[HealthCheckSpec] | None = None
+    """Checks of this stage only, run after the request's."""
 
     @field_validator("percentile")
     @classmethod
@@ -235,6 +277,8 @@ class ExponentialStrategy(_Strict):
 class StrategySpec(_Strict):
     """A shorthand that expands to percentile stages (after any explicit `stages`)."""
 
+    model_config = ConfigDict(json_schema_extra=_one_of("linear", "exponential", exactly=True))
+
     linear: LinearStrategy | None = None
     exponential: ExponentialStrategy | None = None
 
@@ -269,21 +313,36 @@ class RolloutRequest(_Strict):
     Exactly one of `value` (a new value) and `version` (an existing version: a rollback).
     """
 
+    # Presence, not null, is what counts here: {"value": null} rolls out the value null.
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["value"]}, {"required": ["version"]}]}
+    )
+
     path: ConfigPath
+    """The config's path: 1-255 characters of [a-z0-9._-] segments joined by '/'."""
     namespace: Namespace = DEFAULT_NAMESPACE
+    """The config's namespace."""
     value: Any = None
+    """The new value (any JSON); exactly one of `value` and `version`."""
     version: str | None = Field(default=None, pattern=_VERSION_ID)
     """Roll out a version the config already has (rollback) instead of a new value."""
     strategy: StrategySpec | None = None
     webhooks: list[HttpUrl] = Field(default_factory=list, max_length=10)
     """URLs called (POST, JSON) once per state change; a failing webhook never affects the rollout."""
     default_cooldown_time: Duration = DEFAULT_COOLDOWN
+    """The hold of a stage that has no `cooldown`."""
     default_expiration_time: Duration = DEFAULT_EXPIRATION
+    """The lease of a stage that has no `expiration`; greater than zero."""
     stages: list[StageSpec] = Field(default_factory=list)
+    """In order; none: validate, then promote at once."""
     health: list[HealthCheckSpec] = Field(default_factory=list)
+    """Checks run for every stage, before the stage's own."""
     author: str = Field(default="", max_length=200)
+    """Who."""
     commit: str = Field(default="", max_length=200)
+    """The change's commit."""
     message: str = Field(default="", max_length=2000)
+    """Why."""
 
     @field_validator("default_expiration_time")
     @classmethod

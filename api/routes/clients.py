@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import timedelta
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.api.answers import ClientsAnswer, SeenClientAnswer
 from tempoconf.api.auth import require_admin
 from tempoconf.api.deps import config_name, store_of
 from tempoconf.api.errors import ApiError
@@ -31,14 +31,13 @@ async def recent_clients(request: Request) -> JSONResponse:
     store = store_of(request)
     since = store.now() - timedelta(seconds=seconds)
     clients = await asyncio.to_thread(store.recent_clients, namespace, path, since=since)
-    return JSONResponse(
-        {
-            "namespace": namespace,
-            "path": path,
-            "since": since.isoformat(),
-            "clients": [_client(seen) for seen in clients],
-        }
+    answer = ClientsAnswer(
+        namespace=namespace,
+        path=path,
+        since=since.isoformat(),
+        clients=[_client(seen) for seen in clients],
     )
+    return JSONResponse(answer.body())
 
 
 def _since_seconds(raw: str | None) -> float:
@@ -57,14 +56,14 @@ def _since_seconds(raw: str | None) -> float:
     return seconds
 
 
-def _client(seen: SeenClient) -> dict[str, Any]:
-    return {
-        "client": seen.client,
-        "channel": seen.channel,
-        "labels": seen.labels,
-        "last_seen": seen.last_seen.isoformat(),
-        "last_version": seen.last_version,
-    }
+def _client(seen: SeenClient) -> SeenClientAnswer:
+    return SeenClientAnswer(
+        client=seen.client,
+        channel=seen.channel,
+        labels=seen.labels,
+        last_seen=seen.last_seen.isoformat(),
+        last_version=seen.last_version,
+    )
 
 
 routes = [route(f"/v1/admin/clients/{CONFIG_PATH}", recent_clients, methods=["GET"])]

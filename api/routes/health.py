@@ -7,6 +7,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.api.answers import HealthAnswer
 from tempoconf.api.deps import snapshot_cache, store_of
 from tempoconf.api.routing import route
 
@@ -30,11 +31,17 @@ async def healthz(request: Request) -> JSONResponse:
         return _unavailable(f"config snapshots not loaded yet: {cache.last_error}")
     if cache.last_error is not None:  # the store answers, yet polls are served stale snapshots
         return _unavailable(f"config snapshots cannot be refreshed: {cache.last_error}")
-    return JSONResponse({"status": "ok", "revision": revision})
+    return JSONResponse(_without_nulls(HealthAnswer(status="ok", revision=revision)))
 
 
 def _unavailable(error: str) -> JSONResponse:
-    return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
+    return JSONResponse(
+        _without_nulls(HealthAnswer(status="unavailable", error=error)), status_code=503
+    )
+
+
+def _without_nulls(answer: HealthAnswer) -> dict[str, object]:
+    return answer.model_dump(mode="json", exclude_none=True)
 
 
 routes = [route("/healthz", healthz, methods=["GET"])]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.api.answers import Accepted
 from tempoconf.api.auth import require_client
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
 from tempoconf.api.deps import metrics_of, snapshot_cache, store_of
@@ -45,7 +46,8 @@ def _integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-Count = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=MAX_COUNT)]
+# The bounds inside the validator, so that the JSON Schema states them (as minimum and maximum).
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(_integral)]
 
 
 def _label_keys(labels: dict[str, str] | None) -> dict[str, str] | None:
@@ -58,8 +60,15 @@ def _label_keys(labels: dict[str, str] | None) -> dict[str, str] | None:
     return labels
 
 
+# _label_keys checks the keys (with its own message); the JSON Schema says the same of them.
+_LabelKey = Annotated[
+    str,
+    WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": MAX_LABEL_LENGTH, "not": {"pattern": "="}}
+    ),
+]
 Labels = Annotated[
-    dict[str, Annotated[str, Field(max_length=MAX_LABEL_LENGTH)]] | None,
+    dict[_LabelKey, Annotated[str, Field(max_length=MAX_LABEL_LENGTH)]] | None,
     Field(default=None, max_length=MAX_LABELS),
     AfterValidator(_label_keys),
 ]
@@ -69,7 +78,7 @@ class ReportBody(BaseModel):
     """The report a client POSTs (docs/contract.md, Distribution API). Unknown fields are ignored, so
     newer clients can send more."""
 
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, use_attribute_docstrings=True)
 
     path: ConfigPath
     namespace: Namespace = DEFAULT_NAMESPACE
@@ -105,7 +114,7 @@ async def post_report(request: Request) -> JSONResponse:
     metrics_of(request).record_report(
         report.namespace, report.path, report.version, report.ok, report.failed
     )
-    return JSONResponse({"accepted": True}, status_code=202)
+    return JSONResponse(Accepted().body(), status_code=202)
 
 
 async def _require_version(request: Request, report: ReportBody) -> None:

@@ -21,6 +21,13 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempoconf.api.answers import (
+    LockAnswer,
+    RolloutAnswer,
+    RolloutStarted,
+    RolloutStateAnswer,
+    WorkflowAnswer,
+)
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
@@ -92,17 +99,15 @@ async def start_rollout(request: Request) -> JSONResponse:
             )
     except WorkflowAlreadyStartedError:
         raise ApiError(409, f"workflow {workflow_id!r} is already running") from None
-    return JSONResponse(
-        {
-            "namespace": namespace,
-            "path": path,
-            "version": version,
-            "stages": stages,
-            "workflow_id": workflow_id,
-            "run_id": handle.result_run_id,
-        },
-        status_code=202,
+    started = RolloutStarted(
+        namespace=namespace,
+        path=path,
+        version=version,
+        stages=stages,
+        workflow_id=workflow_id,
+        run_id=handle.result_run_id,
     )
+    return JSONResponse(started.body(), status_code=202)
 
 
 async def _is_running(client: Client, workflow_id: str, run_id: str | None, where: str) -> bool:
@@ -125,15 +130,14 @@ async def rollout_state(request: Request) -> JSONResponse:
     store = store_of(request)
     lock, rollout = await asyncio.to_thread(_lock_and_rollout, store, namespace, path)
     workflow_id = _workflow_id_param(request) or _target_workflow(namespace, path, lock, rollout)
-    return JSONResponse(
-        {
-            "namespace": namespace,
-            "path": path,
-            "rollout": _rollout(rollout),
-            "lock": _lock(lock),
-            "workflow": await _workflow_state(request, workflow_id),
-        }
+    answer = RolloutStateAnswer(
+        namespace=namespace,
+        path=path,
+        rollout=_rollout(rollout),
+        lock=_lock(lock),
+        workflow=await _workflow_state(request, workflow_id),
     )
+    return JSONResponse(answer.body())
 
 
 def _lock_and_rollout(
@@ -142,7 +146,7 @@ def _lock_and_rollout(
     return store.get_lock(namespace, path), store.get_rollout(namespace, path)
 
 
-async def _workflow_state(request: Request, workflow_id: str) -> dict[str, Any]:
+async def _workflow_state(request: Request, workflow_id: str) -> WorkflowAnswer:
     """What Temporal says of the workflow; `error` says why not when it cannot."""
     state: dict[str, Any] = {
         "workflow_id": workflow_id, "run_id": None, "execution_status": None, "status": None,
@@ -167,7 +171,7 @@ async def _workflow_state(request: Request, workflow_id: str) -> dict[str, Any]:
             state["error"] = f"{connector.where}: {error.message}"
     except WorkflowQueryFailedError as error:
         state["error"] = f"the workflow could not answer `status`: {error}"
-    return state
+    return WorkflowAnswer.model_validate(state)
 
 
 # -- signals ------------------------------------------------------------------------------------
@@ -205,7 +209,8 @@ async def _send(request: Request, name: str) -> JSONResponse:
                 f"(workflow {workflow_id!r}): {error.message}",
             ) from None
         raise ApiError(502, f"{name} could not be delivered to {workflow_id!r}: {error.message}") from None
-    # The workflow's short CommandResult (the full progress stays GET /v1/admin/rollouts/{path}).
+    # The workflow's short CommandResult (the full progress stays GET /v1/admin/rollouts/{path}),
+    # passed on as it comes: api.answers.CommandAnswer documents it.
     return JSONResponse({"workflow_id": workflow_id, **result})
 
 
@@ -239,21 +244,21 @@ def _target_workflow(
     return rollout_workflow_id(namespace, path)
 
 
-def _rollout(record: RolloutRecord | None) -> dict[str, Any] | None:
+def _rollout(record: RolloutRecord | None) -> RolloutAnswer | None:
     if record is None:
         return None
     values = asdict(record)
     values["started_at"] = record.started_at.isoformat()
     values["updated_at"] = record.updated_at.isoformat()
-    return values
+    return RolloutAnswer.model_validate(values)
 
 
-def _lock(record: LockRecord | None) -> dict[str, Any] | None:
+def _lock(record: LockRecord | None) -> LockAnswer | None:
     if record is None:
         return None
     values = asdict(record)
     values["acquired_at"] = record.acquired_at.isoformat()
-    return values
+    return LockAnswer.model_validate(values)
 
 
 routes = [

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.api.answers import SchemaAnswer
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import config_name, store_of
@@ -21,7 +22,9 @@ __all__ = ["SchemaBody", "routes"]
 
 
 class SchemaBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
+    )
 
     schema_: Any = Field(alias="schema")
     """A draft 2020-12 JSON Schema (an object or a boolean)."""
@@ -35,7 +38,7 @@ async def get_schema(request: Request) -> JSONResponse:
     schema = await asyncio.to_thread(store_of(request).get_schema, namespace, path)
     if schema is None:
         raise ApiError(404, f"config {path!r} in namespace {namespace!r} has no schema")
-    return JSONResponse({"namespace": namespace, "path": path, "schema": schema})
+    return JSONResponse(SchemaAnswer(namespace=namespace, path=path, schema=schema).body())
 
 
 async def put_schema(request: Request) -> JSONResponse:
@@ -54,7 +57,7 @@ async def put_schema(request: Request) -> JSONResponse:
         store_of(request).set_schema, namespace, path, body.schema_,
         actor=body.by or "api", reason=body.reason,
     )
-    return JSONResponse({"namespace": namespace, "path": path, "schema": body.schema_})
+    return JSONResponse(SchemaAnswer(namespace=namespace, path=path, schema=body.schema_).body())
 
 
 async def schema(request: Request) -> JSONResponse:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.api.answers import AuditEntryAnswer, HistoryAnswer, VersionAnswer, VersionsAnswer
 from tempoconf.api.auth import require_admin
 from tempoconf.api.deps import config_name, store_of
 from tempoconf.api.errors import ApiError
@@ -29,14 +29,10 @@ async def list_versions(request: Request) -> JSONResponse:
     if not versions:
         raise ApiError(404, f"unknown config {path!r} in namespace {namespace!r}")
     stable = next((info.version for info in versions if info.is_stable), None)
-    return JSONResponse(
-        {
-            "namespace": namespace,
-            "path": path,
-            "stable": stable,
-            "versions": [_version(info) for info in versions],
-        }
+    answer = VersionsAnswer(
+        namespace=namespace, path=path, stable=stable, versions=[_version(info) for info in versions]
     )
+    return JSONResponse(answer.body())
 
 
 async def history(request: Request) -> JSONResponse:
@@ -44,9 +40,8 @@ async def history(request: Request) -> JSONResponse:
     namespace, path = config_name(request)
     limit = _limit(request.query_params.get("limit"))
     entries = await asyncio.to_thread(store_of(request).history, namespace, path, limit=limit)
-    return JSONResponse(
-        {"namespace": namespace, "path": path, "entries": [_entry(entry) for entry in entries]}
-    )
+    answer = HistoryAnswer(namespace=namespace, path=path, entries=[_entry(entry) for entry in entries])
+    return JSONResponse(answer.body())
 
 
 def _limit(raw: str | None) -> int:
@@ -69,29 +64,29 @@ def _when(at: datetime) -> str:
     return at.isoformat()
 
 
-def _version(info: VersionInfo) -> dict[str, Any]:
-    return {
-        "version": info.version,
-        "author": info.author,
-        "commit": info.commit,
-        "message": info.message,
-        "created_at": _when(info.created_at),
-        "is_stable": info.is_stable,
-        "stable_since": [_when(at) for at in info.stable_since],
-    }
+def _version(info: VersionInfo) -> VersionAnswer:
+    return VersionAnswer(
+        version=info.version,
+        author=info.author,
+        commit=info.commit,
+        message=info.message,
+        created_at=_when(info.created_at),
+        is_stable=info.is_stable,
+        stable_since=[_when(at) for at in info.stable_since],
+    )
 
 
-def _entry(entry: AuditEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "at": _when(entry.at),
-        "actor": entry.actor,
-        "action": entry.action,
-        "reason": entry.reason,
-        "version": entry.version,
-        "workflow_id": entry.workflow_id,
-        "details": entry.details,
-    }
+def _entry(entry: AuditEntry) -> AuditEntryAnswer:
+    return AuditEntryAnswer(
+        id=entry.id,
+        at=_when(entry.at),
+        actor=entry.actor,
+        action=entry.action,
+        reason=entry.reason,
+        version=entry.version,
+        workflow_id=entry.workflow_id,
+        details=entry.details,
+    )
 
 
 routes = [

@@ -208,3 +208,16 @@ def test_schema_set_may_create_the_store_but_says_so(tmp_path: Path) -> None:
     again = run_cli("schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path)
     assert "note:" not in again.stderr
     assert run_cli("versions", PATH, env=env, cwd=tmp_path).stdout.strip() == f"no versions of default/{PATH}"
+
+
+def test_schema_request_prints_the_published_schema(tmp_path: Path) -> None:
+    # docs/rollout-request.schema.json is this output, byte for byte: regenerate it with
+    # `tempoconf schema request > docs/rollout-request.schema.json` when the request model changes.
+    published = EXAMPLES.parent / "docs" / "rollout-request.schema.json"
+
+    result = run_cli("schema", "request", env=_env(tmp_path), cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == published.read_text(encoding="utf-8")
+    assert json.loads(result.stdout)["title"] == "RolloutRequest"
+    assert not (tmp_path / "state").exists()  # no store needed, none created

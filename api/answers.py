@@ -1,0 +1,225 @@
+"""The JSON the API answers, as models: the routes build their answers from these, and
+`/openapi.json` documents each answer with its model's JSON Schema (serialization mode).
+
+Timestamps are ISO 8601 strings made by the routes (`datetime.isoformat()`, as they always were).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
+
+from tempoconf.progress import CommandResult
+
+__all__ = [
+    "Accepted",
+    "AuditEntryAnswer",
+    "ClientsAnswer",
+    "CommandAnswer",
+    "ConfigAnswer",
+    "ConfigMetadata",
+    "ErrorAnswer",
+    "HealthAnswer",
+    "HistoryAnswer",
+    "LockAnswer",
+    "ProblemAnswer",
+    "RolloutAnswer",
+    "RolloutStarted",
+    "RolloutStateAnswer",
+    "SchemaAnswer",
+    "SeenClientAnswer",
+    "Timestamp",
+    "VersionAnswer",
+    "VersionsAnswer",
+    "WorkflowAnswer",
+]
+
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""An ISO 8601 date-time with its UTC offset."""
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    def body(self) -> dict[str, Any]:
+        """The answer as JSON-ready data."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class ProblemAnswer(_Answer):
+    pointer: str
+    """JSON pointer into the input."""
+    message: str
+
+
+class ErrorAnswer(_Answer):
+    """Every error the API answers."""
+
+    error: str
+    """What is wrong, and where."""
+    problems: list[ProblemAnswer] = Field(default_factory=list)
+    """Every reason an input was refused (absent when there is only `error`)."""
+
+
+class ConfigMetadata(_Answer):
+    author: str
+    commit: str
+    message: str
+    created_at: Timestamp | None
+
+
+class ConfigAnswer(_Answer):
+    """The version a client resolves to."""
+
+    namespace: str
+    path: str
+    version: str
+    stage: str
+    """`stable` when no stage applies."""
+    value: Any
+    """The config value (any JSON)."""
+    expires_at: Timestamp | None
+    """The lease of the stage that applies; null on stable."""
+    metadata: ConfigMetadata
+
+
+class Accepted(_Answer):
+    accepted: Literal[True] = True
+
+
+class HealthAnswer(_Answer):
+    status: Literal["ok", "unavailable"]
+    revision: int | None = None
+    """The store's revision (when ok)."""
+    error: str | None = None
+    """Why not (when unavailable)."""
+
+
+class SchemaAnswer(_Answer):
+    namespace: str
+    path: str
+    schema_: Any = Field(alias="schema")
+    """A JSON Schema (draft 2020-12)."""
+
+
+class VersionAnswer(_Answer):
+    version: str
+    author: str
+    commit: str
+    message: str
+    created_at: Timestamp
+    is_stable: bool
+    stable_since: list[Timestamp]
+    """Every time this version became stable, oldest first."""
+
+
+class VersionsAnswer(_Answer):
+    namespace: str
+    path: str
+    stable: str | None
+    versions: list[VersionAnswer]
+    """Newest first."""
+
+
+class AuditEntryAnswer(_Answer):
+    id: int
+    at: Timestamp
+    actor: str
+    action: str
+    reason: str
+    version: str | None
+    workflow_id: str | None
+    details: dict[str, Any]
+
+
+class HistoryAnswer(_Answer):
+    namespace: str
+    path: str
+    entries: list[AuditEntryAnswer]
+    """Oldest first."""
+
+
+class SeenClientAnswer(_Answer):
+    client: str
+    channel: str | None
+    """null for a client without one, or known only from reports that named none."""
+    labels: dict[str, str]
+    last_seen: Timestamp
+    last_version: str | None
+    """The version it was last served, or last reported on."""
+
+
+class ClientsAnswer(_Answer):
+    namespace: str
+    path: str
+    since: Timestamp
+    clients: list[SeenClientAnswer]
+    """Each client once, sorted by client id."""
+
+
+class RolloutStarted(_Answer):
+    namespace: str
+    path: str
+    version: str
+    stages: list[str]
+    """The stages' names, in order."""
+    workflow_id: str
+    run_id: str | None
+
+
+class RolloutAnswer(_Answer):
+    """The store's active-rollout row."""
+
+    namespace: str
+    path: str
+    workflow_id: str
+    run_id: str
+    version: str
+    state: str
+    stage_index: int
+    """Index of the highest published stage; -1 before the first."""
+    started_at: Timestamp
+    updated_at: Timestamp
+
+
+class LockAnswer(_Answer):
+    """Who holds the config's rollout lock."""
+
+    namespace: str
+    path: str
+    workflow_id: str
+    run_id: str
+    version: str
+    acquired_at: Timestamp
+
+
+class WorkflowAnswer(_Answer):
+    """What Temporal says of the workflow."""
+
+    workflow_id: str
+    run_id: str | None = None
+    execution_status: str | None = None
+    status: dict[str, Any] | None = None
+    """The workflow's `status` query (its RolloutProgress)."""
+    error: str | None = None
+    """Why Temporal could not tell."""
+
+
+class RolloutStateAnswer(_Answer):
+    namespace: str
+    path: str
+    rollout: RolloutAnswer | None
+    lock: LockAnswer | None
+    workflow: WorkflowAnswer
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+@dataclass(kw_only=True)
+class CommandAnswer(CommandResult):
+    """The workflow's short answer to an operator command, once it took effect (or after 10 s,
+    then `message` starts with `requested:`). The full progress is `GET /v1/admin/rollouts/{path}`."""
+
+    workflow_id: str
+    """The rollout's workflow."""
