@@ -13,6 +13,7 @@ import httpx
 import pytest_asyncio
 from jsonschema import Draft202012Validator
 from pydantic import TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from starlette.applications import Starlette
@@ -146,10 +147,10 @@ NOT_MODELLED = {("/metrics", "get"), ("/openapi.json", "get")}
 """Not JSON of ours: Prometheus text, and the document itself."""
 
 
-def fresh_schema(model: type[Any], mode: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def fresh_schema(model: type[Any], mode: JsonSchemaMode) -> tuple[dict[str, Any], dict[str, Any]]:
     """The model's schema generated now, on its own, and the schemas it refers to by name."""
     schema = TypeAdapter(model).json_schema(
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         ref_template=REF_TEMPLATE,
         schema_generator=ContractJsonSchema,
     )
@@ -157,7 +158,11 @@ def fresh_schema(model: type[Any], mode: str) -> tuple[dict[str, Any], dict[str,
 
 
 def assert_is_schema_of(
-    document: dict[str, Any], node: dict[str, Any], model: type[Any], mode: str, used: set[str]
+    document: dict[str, Any],
+    node: dict[str, Any],
+    model: type[Any],
+    mode: JsonSchemaMode,
+    used: set[str],
 ) -> None:
     schema, definitions = fresh_schema(model, mode)
     components = document["components"]["schemas"]
