@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,7 +18,9 @@ import httpx
 import pytest
 
 TEMPOCONF = Path(sys.executable).parent / "tempoconf"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+README = ROOT / "README.md"
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 # Settings the caller's shell may carry; a test must decide them itself.
@@ -60,6 +63,73 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+@dataclass(frozen=True)
+class ShellCommand:
+    """One command of a ```sh block, as bash reads it, with what the README says about it."""
+
+    text: str  # continuation lines joined with their backslash-newline kept, as bash reads them
+    notes: str  # the comment lines right above it, `# ` dropped, joined with spaces
+    comment: str  # its trailing `# ...` comment, without the `#`; "" when it has none
+
+
+@dataclass(frozen=True)
+class ShellBlock:
+    intro: str  # the Markdown text between the previous ```sh block (or the start) and this one
+    commands: list[ShellCommand]
+
+
+def shell_blocks(text: str) -> list[ShellBlock]:
+    """The ```sh blocks of a Markdown text, each with the text before it and its commands."""
+    blocks = []
+    position = 0
+    for match in re.finditer(r"```sh\n(.*?)```", text, re.S):
+        commands = []
+        current, notes = "", []
+        for line in match.group(1).splitlines():
+            if not current and not line.strip():
+                notes = []
+                continue
+            if not current and line.lstrip().startswith("#"):
+                notes.append(line.lstrip()[1:].strip())
+                continue
+            current += line
+            if line.endswith("\\"):
+                current += "\n"
+                continue
+            # A `#` that starts a word on the command's last line starts bash's comment.
+            comment = re.search(r"\s#\s+(.*)$", line)
+            commands.append(ShellCommand(current, " ".join(notes), comment.group(1) if comment else ""))
+            current, notes = "", []
+        blocks.append(ShellBlock(text[position : match.start()], commands))
+        position = match.end()
+    return blocks
+
+
+def shell_commands(text: str) -> list[str]:
+    """The commands of the ```sh blocks of a Markdown text, comment lines dropped."""
+    return [command.text for block in shell_blocks(text) for command in block.commands]
+
+
+def readme_command(*fragments: str) -> str:
+    """The README's one command that contains every fragment."""
+    found = [
+        command
+        for command in shell_commands(README.read_text(encoding="utf-8"))
+        if all(fragment in command for fragment in fragments)
+    ]
+    assert len(found) == 1, f"{len(found)} README commands contain {fragments}: {found}"
+    return found[0]
+
+
+def bash(
+    script: str, *, cwd: Path, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
 
 
 def unique_path(name: str) -> str:
@@ -123,9 +193,11 @@ class RunningDev:
             pytest.fail(f"tempoconf dev did not stop within {STOP_TIMEOUT_SECONDS}s of SIGINT")
 
 
-def start_dev(workdir: Path) -> RunningDev:
+def start_dev(workdir: Path, *, default_data_dir: bool = False) -> RunningDev:
+    """`tempoconf dev` in `workdir` on free ports, with `--data-dir workdir/state`, or with no
+    `--data-dir` (so `.tempoconf` there, as a user's) when `default_data_dir`."""
     temporal_port, ui_port, api_port = free_port(), free_port(), free_port()
-    data_dir = workdir / "state"
+    data_dir = workdir / (".tempoconf" if default_data_dir else "state")
     output = workdir / "dev.out"
     env = cli_env()
     with open(output, "wb") as sink:
@@ -133,8 +205,7 @@ def start_dev(workdir: Path) -> RunningDev:
             [
                 str(TEMPOCONF),
                 "dev",
-                "--data-dir",
-                str(data_dir),
+                *([] if default_data_dir else ["--data-dir", str(data_dir)]),
                 "--temporal-port",
                 str(temporal_port),
                 "--ui-port",

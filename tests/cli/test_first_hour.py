@@ -17,56 +17,20 @@ import pytest
 from tempoconf.canonical import version_id
 from tempoconf.temporal import temporal_cli_path
 from tests.cli.conftest import (
+    README,
+    ROOT,
     TEMPOCONF,
     RunningDev,
+    bash,
     cli_env,
+    readme_command,
+    shell_commands,
     start_dev,
     unique_path,
     wait_for_output,
 )
 
 pytestmark = pytest.mark.timeout(240)
-
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-
-
-def shell_commands(text: str) -> list[str]:
-    """The commands of the ```sh blocks of a Markdown text, continuation lines joined (with their
-    backslash-newline kept, as bash reads them), comment lines dropped."""
-    commands = []
-    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
-        current = ""
-        for line in block.splitlines():
-            if not current and (not line.strip() or line.lstrip().startswith("#")):
-                continue
-            current += line
-            if line.endswith("\\"):
-                current += "\n"
-                continue
-            commands.append(current)
-            current = ""
-    return commands
-
-
-def readme_command(*fragments: str) -> str:
-    """The README's one command that contains every fragment."""
-    found = [
-        command
-        for command in shell_commands(README.read_text(encoding="utf-8"))
-        if all(fragment in command for fragment in fragments)
-    ]
-    assert len(found) == 1, f"{len(found)} README commands contain {fragments}: {found}"
-    return found[0]
-
-
-def bash(
-    script: str, *, cwd: Path, env: dict[str, str], timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )  # fmt: skip
 
 
 def assert_runnable(command: str, *, cwd: Path, env: dict[str, str]) -> None:
