@@ -12,38 +12,38 @@ INTERFACE CONTRACT (implementations must keep it):
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import (
     Connection,
-    Engine,
     Row,
     Table,
     and_,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
-    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from tempoconf.canonical import canonical_json
 from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
+from tempoconf.store.engine import (
+    CHANGE_CHANNEL,
+    MIGRATIONS,
+    WRITE_OPTION,
+    bump_revision,
+    make_engine,
+    read_revision,
+    upgrade,
+)
+from tempoconf.store.errors import LockError, LockHeldError, LockLostError, UnknownVersionError
 from tempoconf.store.records import (
     AuditEntry,
     LockRecord,
@@ -65,7 +65,6 @@ from tempoconf.store.tables import (
     RolloutStage,
     Stable,
     StableHistory,
-    StoreRevision,
     table,
 )
 
@@ -78,9 +77,6 @@ __all__ = [
     "UnknownVersionError",
 ]
 
-CHANGE_CHANNEL = "tempoconf_changes"
-"""PostgreSQL: every revision bump sends `NOTIFY tempoconf_changes, '<revision>'` at commit."""
-
 _SCHEMA = table(ConfigSchema)
 _VERSION = table(ConfigVersion)
 _STABLE = table(Stable)
@@ -89,56 +85,10 @@ _ROLLOUT = table(Rollout)
 _STAGE = table(RolloutStage)
 _LOCK = table(ConfigLock)
 _AUDIT = table(AuditLog)
-_REVISION = table(StoreRevision)
 _REPORT = table(ClientReport)
 _SEEN = table(ClientSeen)
 
-_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_WRITE_OPTION = "tempoconf_write"
-# Any constant works; every tempoconf process must use the same one.
-_PG_MIGRATION_LOCK = 0x74656D706F636F6E  # "tempocon"
-_SQLITE_BUSY_TIMEOUT_MS = 5000
-
-
-class LockError(RuntimeError):
-    """Base of the lock errors."""
-
-
-class LockHeldError(LockError):
-    """The config's rollout lock is held by another workflow run."""
-
-    def __init__(self, holder: LockRecord) -> None:
-        self.holder = holder
-        super().__init__(
-            f"config {holder.namespace}/{holder.path} already has a running rollout: workflow "
-            f"{holder.workflow_id!r} (run {holder.run_id}) of version {holder.version}"
-        )
-
-
-class LockLostError(LockHeldError):
-    """The run no longer holds the config's lock and nobody does (released, or taken over and then
-    released). A LockHeldError, so callers that treat a lost lock as fatal catch both; `holder` is
-    None here (only here)."""
-
-    def __init__(self, namespace: str, path: str, run_id: str) -> None:
-        self.holder = None  # type: ignore[assignment]
-        self.namespace = namespace
-        self.path = path
-        self.run_id = run_id
-        LockError.__init__(
-            self,
-            f"run {run_id} no longer holds the rollout lock of config {namespace}/{path} (nobody does)",
-        )
-
-
-class UnknownVersionError(LookupError):
-    """A version that was never stored for this config."""
-
-    def __init__(self, namespace: str, path: str, version: str) -> None:
-        self.namespace = namespace
-        self.path = path
-        self.version = version
-        super().__init__(f"config {namespace}/{path} has no version {version!r}")
+_MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrate with it)
 
 
 class Store:
@@ -147,9 +97,9 @@ class Store:
     def __init__(self, url: str) -> None:
         """Connect, and bring the schema to the latest migration (safe from several processes)."""
         self.url = url
-        self._engine = _create_engine(url)
+        self._engine = make_engine(url)
         try:
-            _upgrade(self._engine)
+            upgrade(self._engine)
         except BaseException:
             self._engine.dispose()
             raise
@@ -172,7 +122,7 @@ class Store:
     def revision(self) -> int:
         """A counter that grows with every change visible to clients (cheap: one row)."""
         with self._read() as conn:
-            return _revision(conn)
+            return read_revision(conn)
 
     def listen_conninfo(self) -> str | None:
         """PostgreSQL: a libpq URL of this database for a `LISTEN tempoconf_changes` connection
@@ -220,7 +170,7 @@ class Store:
             ).first() is not None
             if inserted:
                 # A config is known (listed by load_snapshots) from its first version on.
-                _bump(conn)
+                bump_revision(conn)
         return inserted
 
     def get_version(self, namespace: str, path: str, version: str) -> VersionRecord | None:
@@ -282,7 +232,7 @@ class Store:
             _require_version(conn, namespace, path, version)
             _make_stable(conn, namespace, path, version, at=now, actor=actor, reason=reason,
                          workflow_id=workflow_id)
-            _bump(conn)
+            bump_revision(conn)
         return True
 
     # -- lock --------------------------------------------------------------------------------
@@ -359,7 +309,7 @@ class Store:
             _require_version(conn, namespace, path, version)
             _replace_rollout(conn, namespace, path, workflow_id=workflow_id, run_id=run_id,
                              version=version, at=now)
-            _bump(conn)
+            bump_revision(conn)
         return True
 
     def get_rollout(self, namespace: str, path: str) -> RolloutRecord | None:
@@ -411,7 +361,7 @@ class Store:
                 .values(stage_index=max(rollout.stage_index, stage.index), state="stage.published",
                         updated_at=now)
             )
-            _bump(conn)
+            bump_revision(conn)
         return True
 
     def renew_leases(self, namespace: str, path: str, *, run_id: str, leases: list[StageLease]) -> int:
@@ -430,7 +380,7 @@ class Store:
                     .values(expires_at=expires_at)
                 ).rowcount
             if count:
-                _bump(conn)
+                bump_revision(conn)
         return count
 
     def set_rollout_state(
@@ -484,7 +434,7 @@ class Store:
             # The lock holder owns the config: any rollout row here is this run's or a dead run's.
             _clear_rollout(conn, namespace, path)
             conn.execute(delete(_LOCK).where(*_config(_LOCK, namespace, path), _LOCK.c.run_id == run_id))
-            _bump(conn)
+            bump_revision(conn)
         return True
 
     def revert(
@@ -516,7 +466,7 @@ class Store:
                 _clear_rollout(conn, namespace, path)
             if holds_lock:
                 conn.execute(delete(_LOCK).where(*_config(_LOCK, namespace, path), _LOCK.c.run_id == run_id))
-            _bump(conn)
+            bump_revision(conn)
         return True
 
     # -- audit -------------------------------------------------------------------------------
@@ -748,7 +698,7 @@ class Store:
     def load_snapshots_with_revision(self) -> tuple[int, dict[tuple[str, str], ConfigSnapshot]]:
         """`revision()` and `load_snapshots()` read from one consistent snapshot of the database."""
         with self._read(consistent=True) as conn:
-            return _revision(conn), _snapshots(conn, None)
+            return read_revision(conn), _snapshots(conn, None)
 
     def now(self) -> datetime:
         """The current UTC time (aware)."""
@@ -759,7 +709,7 @@ class Store:
     def _write(self) -> Iterator[Connection]:
         """A write transaction; on SQLite it takes the write lock at BEGIN (see _sqlite_begin)."""
         with self._engine.connect() as conn:
-            conn.execution_options(**{_WRITE_OPTION: True})
+            conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 yield conn
 
@@ -771,74 +721,6 @@ class Store:
                 conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 yield conn
-
-
-# -- engine and migrations ----------------------------------------------------------------------
-
-
-def _create_engine(url: str) -> Engine:
-    sa_url = make_url(url)
-    if sa_url.get_backend_name() != "sqlite":
-        return create_engine(sa_url, pool_pre_ping=True)
-    database = sa_url.database or ""
-    in_memory = database in ("", ":memory:") or sa_url.query.get("mode") == "memory"
-    if in_memory:
-        # One shared connection, or every connection would see its own empty database.
-        engine = create_engine(sa_url, poolclass=StaticPool, connect_args={"check_same_thread": False})
-    else:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(sa_url)
-    event.listen(engine, "connect", _sqlite_connect)
-    event.listen(engine, "begin", _sqlite_begin)
-    return engine
-
-
-def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
-    # pysqlite's own implicit BEGIN is deferred and skips SELECTs; _sqlite_begin emits BEGIN instead.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    # A deferred transaction that reads and then writes cannot wait for the write lock in WAL mode
-    # (SQLITE_BUSY_SNAPSHOT at once, busy_timeout does not apply): writers take it at BEGIN.
-    write = conn.get_execution_options().get(_WRITE_OPTION, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def _upgrade(engine: Engine) -> None:
-    """Run the migrations to head, serialised across processes by a database lock."""
-    config = Config()
-    config.set_main_option("script_location", str(_MIGRATIONS).replace("%", "%%"))
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            with engine.connect() as conn:
-                conn.execution_options(**{_WRITE_OPTION: True})
-                with conn.begin():
-                    if conn.dialect.name == "postgresql":
-                        # Released at commit; DDL is transactional, so a waiter finds head applied.
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                                     {"key": _PG_MIGRATION_LOCK})
-                    config.attributes["connection"] = conn
-                    command.upgrade(config, "head")
-            return
-        except OperationalError as error:
-            # SQLite: a WAL switch or BEGIN IMMEDIATE can still time out when many processes start
-            # on a fresh file at once; the migration itself is idempotent, so try again.
-            if engine.dialect.name != "sqlite" or "locked" not in str(error) or attempts >= 10:
-                raise
-            time.sleep(0.1 * attempts)
-        finally:
-            config.attributes.pop("connection", None)
 
 
 # -- statements -----------------------------------------------------------------------------------
@@ -870,22 +752,6 @@ def _upsert(conn: Connection, t: Table, values: dict[str, Any], *, keys: tuple[s
             set_={name: value for name, value in values.items() if name not in keys},
         )
     )
-
-
-def _bump(conn: Connection) -> None:
-    statement = (
-        update(_REVISION).where(_REVISION.c.id == 1).values(revision=_REVISION.c.revision + 1)
-    )
-    if conn.dialect.name != "postgresql":
-        conn.execute(statement)
-        return
-    revision = conn.execute(statement.returning(_REVISION.c.revision)).scalar_one()
-    # Delivered at commit, and only if it commits: listeners never hear of a rolled-back change.
-    conn.execute(select(func.pg_notify(CHANGE_CHANNEL, str(revision))))
-
-
-def _revision(conn: Connection) -> int:
-    return int(conn.execute(select(_REVISION.c.revision).where(_REVISION.c.id == 1)).scalar_one())
 
 
 def _audit(
