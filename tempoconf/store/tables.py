@@ -1,4 +1,5 @@
-"""The store's tables (sqlmodel). Data access lives in store.py; migrations/ creates these tables.
+"""The store's tables (sqlmodel). Data access lives beside (store.py composes it); migrations/
+creates these tables.
 
 JSON payloads (values, schemas, labels, details) are stored as JSON text so both SQLite and
 PostgreSQL hold exactly the document that was written.
@@ -252,5 +253,5 @@ metadata = SQLModel.metadata
 
 
 def table(model: type[SQLModel]) -> Table:
-    """The Core table of a model (store.py speaks Core for upserts and compare-and-set updates)."""
+    """The Core table of a model (the store speaks Core for upserts and compare-and-set updates)."""
     return cast(Table, cast(Any, model).__table__)

@@ -1,0 +1,273 @@
+"""What every part of the Store shares: the connection and its transactions, the tables, and the
+statements more than one part uses (audit rows, upserts, making a version stable)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from sqlalchemy import Connection, Engine, Row, Table, and_, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+
+from tempoconf.canonical import canonical_json
+from tempoconf.resolution import VersionRecord
+from tempoconf.store.engine import WRITE_OPTION, make_engine, read_revision, upgrade
+from tempoconf.store.errors import UnknownVersionError
+from tempoconf.store.tables import (
+    AuditLog,
+    ClientReport,
+    ClientSeen,
+    ConfigLock,
+    ConfigSchema,
+    ConfigVersion,
+    Rollout,
+    RolloutStage,
+    Stable,
+    StableHistory,
+    table,
+)
+
+__all__ = [
+    "AUDIT",
+    "LOCK",
+    "REPORT",
+    "ROLLOUT",
+    "SCHEMA",
+    "SEEN",
+    "STABLE",
+    "STABLE_HISTORY",
+    "STAGE",
+    "VERSION",
+    "StoreBase",
+    "aware",
+    "config_is",
+    "dialect_insert",
+    "make_stable",
+    "require_version",
+    "same_version",
+    "upsert",
+    "version_record",
+    "write_audit",
+]
+
+# The Core tables (Core, not ORM: upserts and compare-and-set updates).
+SCHEMA = table(ConfigSchema)
+VERSION = table(ConfigVersion)
+STABLE = table(Stable)
+STABLE_HISTORY = table(StableHistory)
+ROLLOUT = table(Rollout)
+STAGE = table(RolloutStage)
+LOCK = table(ConfigLock)
+AUDIT = table(AuditLog)
+REPORT = table(ClientReport)
+SEEN = table(ClientSeen)
+
+
+class StoreBase:
+    """An open store: its engine, transactions, clock and change feed. The parts of Store derive
+    from it, so each reaches the same engine through `_read`/`_write`."""
+
+    _engine: Engine
+
+    # -- connection --------------------------------------------------------------------------------
+    def __init__(self, url: str) -> None:
+        """Connect, and bring the schema to the latest migration (safe from several processes)."""
+        self.url = url
+        self._engine = make_engine(url)
+        try:
+            upgrade(self._engine)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self._engine.dialect.name
+
+    # -- change feed -------------------------------------------------------------------------------
+    def revision(self) -> int:
+        """A counter that grows with every change visible to clients (cheap: one row)."""
+        with self._read() as conn:
+            return read_revision(conn)
+
+    def listen_conninfo(self) -> str | None:
+        """PostgreSQL: a libpq URL of this database for a `LISTEN tempoconf_changes` connection
+        (psycopg); None on SQLite, which has no push (poll `revision()` there)."""
+        if self.dialect != "postgresql":
+            return None
+        url = make_url(self.url).set(drivername="postgresql")
+        return url.render_as_string(hide_password=False)
+
+    # -- clock -------------------------------------------------------------------------------------
+    def now(self) -> datetime:
+        """The current UTC time (aware)."""
+        return datetime.now(UTC)
+
+    # -- transactions ------------------------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction; on SQLite it takes the write lock at BEGIN (see engine.py)."""
+        with self._engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, *, consistent: bool = False) -> Iterator[Connection]:
+        """A read transaction; `consistent`: every statement sees the same snapshot."""
+        with self._engine.connect() as conn:
+            if consistent and conn.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+
+# -- statements -------------------------------------------------------------------------------------
+
+
+def config_is(t: Table, namespace: str, path: str) -> tuple[Any, Any]:
+    """The WHERE terms selecting one config's rows of `t`."""
+    return (t.c.namespace == namespace, t.c.path == path)
+
+
+def same_version(t: Table) -> Any:
+    """The join of `t` (namespace, path, version) to the version it names."""
+    return and_(
+        VERSION.c.namespace == t.c.namespace,
+        VERSION.c.path == t.c.path,
+        VERSION.c.version == t.c.version,
+    )
+
+
+def dialect_insert(conn: Connection, t: Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT with ON CONFLICT (both dialects have it, each under its own class)."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(t)
+    return sqlite.insert(t)
+
+
+def upsert(conn: Connection, t: Table, values: dict[str, Any], *, keys: tuple[str, ...]) -> None:
+    """Insert `values`, or update the row with the same `keys` to them."""
+    statement = dialect_insert(conn, t).values(**values)
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=list(keys),
+            set_={name: value for name, value in values.items() if name not in keys},
+        )
+    )
+
+
+def write_audit(
+    conn: Connection,
+    namespace: str,
+    path: str,
+    *,
+    at: datetime,
+    action: str,
+    actor: str,
+    reason: str = "",
+    version: str | None = None,
+    workflow_id: str | None = None,
+    event_key: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> bool:
+    """Insert an audit row; False (nothing inserted) when event_key is already recorded."""
+    values = {
+        "namespace": namespace,
+        "path": path,
+        "at": at,
+        "actor": actor,
+        "action": action,
+        "reason": reason,
+        "version": version,
+        "workflow_id": workflow_id,
+        "event_key": event_key,
+        "details": canonical_json(dict(details or {})),
+    }
+    if event_key is None:
+        conn.execute(insert(AUDIT).values(**values))
+        return True
+    # ON CONFLICT also covers a concurrent duplicate on PostgreSQL: it waits for the first to commit.
+    # (RETURNING, not rowcount: SQLAlchemy reports -1 as the rowcount of an INSERT on psycopg.)
+    statement = (
+        dialect_insert(conn, AUDIT)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["event_key"])
+        .returning(AUDIT.c.id)
+    )
+    return conn.execute(statement).first() is not None
+
+
+def aware(value: datetime, what: str) -> datetime:
+    """`value` in UTC; ValueError naming `what` when it is naive."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, got naive {value!r}")
+    return value.astimezone(UTC)
+
+
+def version_record(row: Row[Any]) -> VersionRecord:
+    """A config_version row as the domain's VersionRecord."""
+    return VersionRecord(
+        version=row.version,
+        value=json.loads(row.value),
+        author=row.author,
+        commit=row.commit,
+        message=row.message,
+        created_at=row.created_at,
+    )
+
+
+def require_version(conn: Connection, namespace: str, path: str, version: str) -> None:
+    """Raise UnknownVersionError unless the version is stored."""
+    found = conn.execute(
+        select(VERSION.c.version).where(
+            *config_is(VERSION, namespace, path), VERSION.c.version == version
+        )
+    ).first()
+    if found is None:
+        raise UnknownVersionError(namespace, path, version)
+
+
+def make_stable(
+    conn: Connection,
+    namespace: str,
+    path: str,
+    version: str,
+    *,
+    at: datetime,
+    actor: str,
+    reason: str,
+    workflow_id: str | None,
+) -> None:
+    """stable := version, with a stable_history row (audited by the caller)."""
+    upsert(
+        conn,
+        STABLE,
+        {"namespace": namespace, "path": path, "version": version, "updated_at": at},
+        keys=("namespace", "path"),
+    )
+    conn.execute(
+        insert(STABLE_HISTORY).values(
+            namespace=namespace,
+            path=path,
+            version=version,
+            at=at,
+            actor=actor,
+            reason=reason,
+            workflow_id=workflow_id,
+        )
+    )

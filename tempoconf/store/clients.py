@@ -1,0 +1,261 @@
+"""What clients tell and show the store: health reports, and the clients seen polling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+
+from sqlalchemy import and_, delete, func, insert, select
+
+from tempoconf.canonical import canonical_json
+from tempoconf.store._base import (
+    REPORT,
+    SEEN,
+    StoreBase,
+    aware,
+    config_is,
+    dialect_insert,
+)
+from tempoconf.store.records import ReportStats, ReportTotals, SeenClient
+
+__all__ = ["ClientsMixin"]
+
+
+class ClientsMixin(StoreBase):
+    """Client health reports and clients seen (a part of Store)."""
+
+    # -- client health reports ---------------------------------------------------------------------
+    def add_report(
+        self,
+        namespace: str,
+        path: str,
+        *,
+        client: str,
+        version: str,
+        ok: int,
+        failed: int,
+        error: str | None = None,
+        received_at: datetime | None = None,
+        channel: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        """Store one client's health report (received_at defaults to now). `channel`/`labels`:
+        the identity the client polls with; a report naming neither has no identity of its own
+        (see report_totals). Not a client-visible change: revision is not bumped."""
+        if ok < 0 or failed < 0:
+            raise ValueError(f"report counts must not be negative (ok={ok}, failed={failed})")
+        at = aware(received_at, "received_at") if received_at is not None else self.now()
+        named = channel is not None or labels is not None
+        with self._write() as conn:
+            conn.execute(
+                insert(REPORT).values(
+                    namespace=namespace,
+                    path=path,
+                    version=version,
+                    client=client,
+                    ok=ok,
+                    failed=failed,
+                    error=error or None,
+                    received_at=at,
+                    channel=channel,
+                    labels=canonical_json(dict(labels or {})) if named else None,
+                )
+            )
+
+    def report_stats(
+        self,
+        namespace: str,
+        path: str,
+        version: str,
+        *,
+        since: datetime,
+        exclude_version: bool = False,
+    ) -> ReportStats:
+        """Reports on `version` received at or after `since`; with `exclude_version`, reports on
+        every other version of the config instead (the baseline: clients still on stable)."""
+        scope = (
+            *config_is(REPORT, namespace, path),
+            REPORT.c.version != version if exclude_version else REPORT.c.version == version,
+            REPORT.c.received_at >= aware(since, "since"),
+        )
+        with self._read(consistent=True) as conn:
+            row = conn.execute(
+                select(
+                    func.count(func.distinct(REPORT.c.client)),
+                    func.coalesce(func.sum(REPORT.c.ok), 0),
+                    func.coalesce(func.sum(REPORT.c.failed), 0),
+                    func.count(),
+                ).where(*scope)
+            ).one()
+            last_error = conn.execute(
+                select(REPORT.c.error)
+                .where(*scope, REPORT.c.error.is_not(None), REPORT.c.error != "")
+                .order_by(REPORT.c.received_at.desc(), REPORT.c.id.desc())
+                .limit(1)
+            ).scalar_one_or_none()
+        clients, ok, failed, reports = (int(value) for value in row)
+        operations = ok + failed
+        return ReportStats(
+            clients=clients,
+            ok=ok,
+            failed=failed,
+            error_ratio=failed / operations if operations else None,
+            last_error=last_error,
+            reports=reports,
+        )
+
+    def report_totals(self, namespace: str, path: str, *, since: datetime) -> list[ReportTotals]:
+        """Per client, version and reported identity: the sums of the config's reports received at
+        or after `since`, with the identity the client last polled with (client_seen) beside it,
+        sorted by client and version. Which of them belong to a stage's cohort is the health
+        check's business (tempoconf.health)."""
+        scope = (*config_is(REPORT, namespace, path), REPORT.c.received_at >= aware(since, "since"))
+        keys = (REPORT.c.client, REPORT.c.version, REPORT.c.channel, REPORT.c.labels)
+        grouped = (
+            select(
+                *keys,
+                func.coalesce(func.sum(REPORT.c.ok), 0).label("ok"),
+                func.coalesce(func.sum(REPORT.c.failed), 0).label("failed"),
+                func.count().label("reports"),
+            )
+            .where(*scope)
+            .group_by(*keys)
+            .subquery()
+        )
+        seen = and_(*config_is(SEEN, namespace, path), SEEN.c.client == grouped.c.client)
+        with self._read(consistent=True) as conn:
+            rows = conn.execute(
+                select(
+                    grouped,
+                    SEEN.c.channel.label("seen_channel"),
+                    SEEN.c.labels.label("seen_labels"),
+                )
+                .select_from(grouped.outerjoin(SEEN, seen))
+                .order_by(grouped.c.client, grouped.c.version, grouped.c.channel, grouped.c.labels)
+            ).all()
+        return [
+            ReportTotals(
+                client=row.client,
+                version=row.version,
+                ok=int(row.ok),
+                failed=int(row.failed),
+                reports=int(row.reports),
+                channel=row.channel,
+                labels=json.loads(row.labels) if row.labels is not None else None,
+                seen_channel=row.seen_channel,
+                seen_labels=json.loads(row.seen_labels) if row.seen_labels is not None else None,
+            )
+            for row in rows
+        ]
+
+    def prune_reports(self, older_than: datetime) -> int:
+        """Delete reports received before `older_than`; returns how many."""
+        cutoff = aware(older_than, "older_than")
+        with self._write() as conn:
+            return int(conn.execute(delete(REPORT).where(REPORT.c.received_at < cutoff)).rowcount)
+
+    # -- clients seen ------------------------------------------------------------------------------
+    def record_seen_clients(self, namespace: str, path: str, clients: list[SeenClient]) -> None:
+        """Upsert the clients the API saw polling a config, in one transaction. A row only moves
+        forward: an entry older than the stored one changes nothing, so last_seen never goes back.
+        Not a client-visible change: revision is not bumped."""
+        latest: dict[str, SeenClient] = {}
+        for seen in clients:
+            kept = latest.get(seen.client)
+            if kept is None or seen.last_seen >= kept.last_seen:
+                # PostgreSQL refuses to upsert one row twice in one statement.
+                latest[seen.client] = seen
+        if not latest:
+            return
+        rows = [
+            {
+                "namespace": namespace,
+                "path": path,
+                "client": seen.client,
+                "channel": seen.channel,
+                "labels": canonical_json(dict(seen.labels)),
+                "last_seen": aware(seen.last_seen, "last_seen"),
+                "last_version": seen.last_version,
+            }
+            for seen in latest.values()
+        ]
+        with self._write() as conn:
+            statement = dialect_insert(conn, SEEN)
+            new = statement.excluded
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["namespace", "path", "client"],
+                    set_={
+                        "channel": new.channel,
+                        "labels": new.labels,
+                        "last_seen": new.last_seen,
+                        "last_version": func.coalesce(new.last_version, SEEN.c.last_version),
+                    },
+                    where=SEEN.c.last_seen <= new.last_seen,
+                ),
+                rows,
+            )
+
+    def recent_clients(self, namespace: str, path: str, *, since: datetime) -> list[SeenClient]:
+        """Clients seen polling the config at or after `since`, and clients that only sent health
+        reports on it since then (with the identity their newest report named; channel None and
+        labels {} when it named none), each once, sorted by client id. A client found in both keeps its polled identity and version, and the
+        later of the two times."""
+        cutoff = aware(since, "since")
+        with self._read(consistent=True) as conn:
+            polled = conn.execute(
+                select(SEEN).where(*config_is(SEEN, namespace, path), SEEN.c.last_seen >= cutoff)
+            ).all()
+            scope = (*config_is(REPORT, namespace, path), REPORT.c.received_at >= cutoff)
+            newest = (
+                select(REPORT.c.client, func.max(REPORT.c.received_at).label("at"))
+                .where(*scope)
+                .group_by(REPORT.c.client)
+                .subquery()
+            )
+            # The newest report of each client (its version); a tie on the time picks either.
+            reported = conn.execute(
+                select(
+                    REPORT.c.client,
+                    REPORT.c.version,
+                    REPORT.c.received_at,
+                    REPORT.c.channel,
+                    REPORT.c.labels,
+                )
+                .join(
+                    newest,
+                    and_(REPORT.c.client == newest.c.client, REPORT.c.received_at == newest.c.at),
+                )
+                .where(*scope)
+            ).all()
+        clients = {
+            row.client: SeenClient(
+                client=row.client,
+                channel=row.channel,
+                labels=json.loads(row.labels),
+                last_seen=row.last_seen,
+                last_version=row.last_version,
+            )
+            for row in polled
+        }
+        for row in reported:
+            known = clients.get(row.client)
+            if known is None:
+                clients[row.client] = SeenClient(
+                    client=row.client,
+                    channel=row.channel,
+                    labels=json.loads(row.labels) if row.labels is not None else {},
+                    last_seen=row.received_at,
+                    last_version=row.version,
+                )
+            elif row.received_at > known.last_seen:
+                clients[row.client] = replace(known, last_seen=row.received_at)
+        return [clients[client] for client in sorted(clients)]
+
+    def prune_seen_clients(self, older_than: datetime) -> int:
+        """Forget clients last seen before `older_than`; returns how many."""
+        cutoff = aware(older_than, "older_than")
+        with self._write() as conn:
+            return int(conn.execute(delete(SEEN).where(SEEN.c.last_seen < cutoff)).rowcount)

@@ -1,0 +1,131 @@
+"""Engine set-up: connections (SQLite pragmas and write locks), migrations, the revision counter.
+
+The revision counter is the store's change feed: every change a client can see bumps it in the
+same transaction, and on PostgreSQL the bump also sends `NOTIFY tempoconf_changes` at commit.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from tempoconf.store.tables import StoreRevision, table
+
+__all__ = [
+    "CHANGE_CHANNEL",
+    "MIGRATIONS",
+    "WRITE_OPTION",
+    "bump_revision",
+    "make_engine",
+    "read_revision",
+    "upgrade",
+]
+
+CHANGE_CHANNEL = "tempoconf_changes"
+"""PostgreSQL: every revision bump sends `NOTIFY tempoconf_changes, '<revision>'` at commit."""
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+"""The alembic script folder."""
+
+WRITE_OPTION = "tempoconf_write"
+"""Execution option marking a connection whose transaction writes (SQLite: BEGIN IMMEDIATE)."""
+
+_REVISION = table(StoreRevision)
+# Any constant works; every tempoconf process must use the same one.
+_PG_MIGRATION_LOCK = 0x74656D706F636F6E  # "tempocon"
+_SQLITE_BUSY_TIMEOUT_MS = 5000
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; on SQLite with the pragmas and BEGIN handling the store relies on."""
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() != "sqlite":
+        return create_engine(sa_url, pool_pre_ping=True)
+    database = sa_url.database or ""
+    in_memory = database in ("", ":memory:") or sa_url.query.get("mode") == "memory"
+    if in_memory:
+        # One shared connection, or every connection would see its own empty database.
+        engine = create_engine(
+            sa_url, poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
+    else:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(sa_url)
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # pysqlite's own implicit BEGIN is deferred and skips SELECTs; _sqlite_begin emits BEGIN instead.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # A deferred transaction that reads and then writes cannot wait for the write lock in WAL mode
+    # (SQLITE_BUSY_SNAPSHOT at once, busy_timeout does not apply): writers take it at BEGIN.
+    write = conn.get_execution_options().get(WRITE_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def upgrade(engine: Engine) -> None:
+    """Run the migrations to head, serialised across processes by a database lock."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            with engine.connect() as conn:
+                conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    if conn.dialect.name == "postgresql":
+                        # Released at commit; DDL is transactional, so a waiter finds head applied.
+                        conn.execute(
+                            text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK}
+                        )
+                    config.attributes["connection"] = conn
+                    command.upgrade(config, "head")
+            return
+        except OperationalError as error:
+            # SQLite: a WAL switch or BEGIN IMMEDIATE can still time out when many processes start
+            # on a fresh file at once; the migration itself is idempotent, so try again.
+            if engine.dialect.name != "sqlite" or "locked" not in str(error) or attempts >= 10:
+                raise
+            time.sleep(0.1 * attempts)
+        finally:
+            config.attributes.pop("connection", None)
+
+
+def bump_revision(conn: Connection) -> None:
+    """Add one to the revision in the caller's transaction (PostgreSQL: and NOTIFY at commit)."""
+    statement = (
+        update(_REVISION).where(_REVISION.c.id == 1).values(revision=_REVISION.c.revision + 1)
+    )
+    if conn.dialect.name != "postgresql":
+        conn.execute(statement)
+        return
+    revision = conn.execute(statement.returning(_REVISION.c.revision)).scalar_one()
+    # Delivered at commit, and only if it commits: listeners never hear of a rolled-back change.
+    conn.execute(select(func.pg_notify(CHANGE_CHANNEL, str(revision))))
+
+
+def read_revision(conn: Connection) -> int:
+    """The revision as the caller's transaction sees it."""
+    return int(conn.execute(select(_REVISION.c.revision).where(_REVISION.c.id == 1)).scalar_one())

@@ -1,0 +1,48 @@
+"""The store's errors: a rollout lock held by another run or lost, a version never stored."""
+
+from __future__ import annotations
+
+from tempoconf.store.records import LockRecord
+
+__all__ = ["LockError", "LockHeldError", "LockLostError", "UnknownVersionError"]
+
+
+class LockError(RuntimeError):
+    """Base of the lock errors."""
+
+
+class LockHeldError(LockError):
+    """The config's rollout lock is held by another workflow run."""
+
+    def __init__(self, holder: LockRecord) -> None:
+        self.holder = holder
+        super().__init__(
+            f"config {holder.namespace}/{holder.path} already has a running rollout: workflow "
+            f"{holder.workflow_id!r} (run {holder.run_id}) of version {holder.version}"
+        )
+
+
+class LockLostError(LockHeldError):
+    """The run no longer holds the config's lock and nobody does (released, or taken over and then
+    released). A LockHeldError, so callers that treat a lost lock as fatal catch both; `holder` is
+    None here (only here)."""
+
+    def __init__(self, namespace: str, path: str, run_id: str) -> None:
+        self.holder = None  # type: ignore[assignment]
+        self.namespace = namespace
+        self.path = path
+        self.run_id = run_id
+        LockError.__init__(
+            self,
+            f"run {run_id} no longer holds the rollout lock of config {namespace}/{path} (nobody does)",
+        )
+
+
+class UnknownVersionError(LookupError):
+    """A version that was never stored for this config."""
+
+    def __init__(self, namespace: str, path: str, version: str) -> None:
+        self.namespace = namespace
+        self.path = path
+        self.version = version
+        super().__init__(f"config {namespace}/{path} has no version {version!r}")
