@@ -147,12 +147,13 @@ class DevStack:
 
     def banner(self) -> str:
         """What a person needs to use the running stack, copy-pasteable as printed."""
+        # A config of its own, so trying the banner changes nothing the README's walkthrough shows.
         example = (
-            '{"path": "myproject/server_config", "value": {"is_debug": false, "max_connections": 2000}, '
-            '"default_cooldown_time": "30s", "stages": [{"channel": "canary"}, {"percentile": 10}], '
-            '"message": "raise max_connections"}'
+            '{"path": "myproject/first_rollout", "value": {"greeting": "hello from the Temporal CLI"}, '
+            '"default_cooldown_time": "10s", "stages": [{"channel": "canary"}, {"percentile": 10}], '
+            '"message": "a first rollout"}'
         )
-        workflow_id = "rollout:default/myproject/server_config"
+        workflow_id = "rollout:default/myproject/first_rollout"
         return "\n".join(
             [
                 "tempoconf dev stack is up",
