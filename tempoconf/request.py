@@ -350,7 +350,7 @@ def _stage_name_problems(raw_stages: Any) -> list[Problem]:
             continue  # its own problems are reported already
         name = stage.display_name
         if name in first_index:
-            parts: list[str | int] = ["stages", index] + (["name"] if stage.name else [])
+            parts: list[str | int] = ["stages", index, *(["name"] if stage.name else [])]
             problems.append(
                 Problem(
                     json_pointer(parts),
