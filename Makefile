@@ -27,8 +27,15 @@ bench: $(STAMP)
 	  else echo "wrk is missing: run 'sudo apt-get install -y wrk', then make bench again" >&2; exit 1; fi; }
 	@for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
+# mypy and lint-imports find modules on disk, not through the editable install's import hook: they
+# read the installed shape (tempoconf.workflows is workflows/, ...) from a tree of links in LAYOUT.
+LAYOUT := $(VENV)/layout
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python .ci/layout.py $(LAYOUT) $(BIN)/mypy
+	cd $(LAYOUT) && $(CURDIR)/$(BIN)/lint-imports --no-logo --no-cache $(CURDIR)/pyproject.toml
 
 clean:
 	rm -rf $(VENV) .tempoconf .pytest_cache

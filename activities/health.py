@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,7 +60,7 @@ class HealthCheckActivities:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def activities(self) -> list[object]:
+    def activities(self) -> list[Callable[..., Any]]:
         return [self.check_stage_health]
 
     @activity.defn(name=CHECK_HEALTH_ACTIVITY)

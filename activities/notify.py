@@ -6,6 +6,9 @@ lets a receiver drop a duplicate delivery.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import httpx
 from temporalio import activity
 
@@ -17,7 +20,7 @@ WEBHOOK_TIMEOUT_SECONDS = 5.0
 
 
 class NotifyActivities:
-    def activities(self) -> list[object]:
+    def activities(self) -> list[Callable[..., Any]]:
         return [self.notify_webhook]
 
     @activity.defn(name=NOTIFY_ACTIVITY)

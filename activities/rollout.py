@@ -7,8 +7,10 @@ nothing twice. Store calls are synchronous; they run in a thread so the worker's
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
@@ -74,7 +76,7 @@ class RolloutActivities:
         self._temporal_cli = temporal_cli
         self._temporal_address = temporal_address
 
-    def activities(self) -> list[object]:
+    def activities(self) -> list[Callable[..., Any]]:
         return [
             self.prepare_rollout,
             self.publish_stage,
@@ -140,7 +142,7 @@ class RolloutActivities:
             change=rollout_change(value, stable, rollback_to=version if existing is not None else None),
             temporal_cli=self._temporal_cli,
             temporal_address=self._temporal_address,
-            temporal_namespace=activity.info().workflow_namespace,
+            temporal_namespace=activity.info().workflow_namespace or "",
         )
 
     async def _starter(self, input: PrepareInput) -> str:

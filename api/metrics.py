@@ -45,7 +45,7 @@ class _Histogram:
 
     def buckets(self) -> list[tuple[str, float]]:
         cumulative = 0
-        out = []
+        out: list[tuple[str, float]] = []
         for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
             cumulative += count
             out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))

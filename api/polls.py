@@ -117,9 +117,10 @@ class ConfigPolls:
             # No await since the snapshot was read, so no refresh came in between: this event
             # is set by the first change after that read.
             changed = self._cache.changed_for(query.namespace, query.path)
-            answer, modified = await self._long_poll(query, prepared, answer, header, changed, receive)
-            if answer is None:
+            polled, modified = await self._long_poll(query, prepared, answer, header, changed, receive)
+            if polled is None:
                 return  # the client went away while it waited: nobody to answer
+            answer = polled
         else:
             self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
         self._metrics.polls[(query.namespace, query.path, answer.stage, 200 if modified else 304)] += 1

@@ -16,7 +16,7 @@ from tempoconf.store.store import Store
 
 __all__ = ["serve_api", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
 
-GRACEFUL_SHUTDOWN_SECONDS = 5.0
+GRACEFUL_SHUTDOWN_SECONDS = 5  # uvicorn takes whole seconds
 """On cancellation, in-flight requests get this long to finish before they are cancelled."""
 
 logger = logging.getLogger(__name__)

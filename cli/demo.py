@@ -397,8 +397,9 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
     except (WorkflowFailureError, TimeoutError) as error:
         print(f"   could not set the stable value: {error}")
         return False
-    print(f"   {result.get('outcome')}: version {result.get('version')} is stable")
-    return result.get("outcome") == "promoted"
+    outcome: str | None = result.get("outcome")
+    print(f"   {outcome}: version {result.get('version')} is stable")
+    return outcome == "promoted"
 
 
 class LiveView:

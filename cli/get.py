@@ -31,10 +31,11 @@ def get_command(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {settings.client_token}"} if settings.client_token else {}
     url = f"{settings.resolved_api_url}/v1/configs/{args.path}"
     try:
-        response = httpx.get(url, params=params, headers=headers, timeout=TIMEOUT_SECONDS)
+        response = httpx.get(url, params=tuple(params), headers=headers, timeout=TIMEOUT_SECONDS)
     except httpx.HTTPError as error:
         die(
-            f"cannot reach the API at {settings.resolved_api_url}: {error} (is `tempoconf dev` running? set TEMPOCONF_API_URL or --api-url)"
+            f"cannot reach the API at {settings.resolved_api_url}: {error} "
+            "(is `tempoconf dev` running? set TEMPOCONF_API_URL or --api-url)"
         )
     if response.status_code != 200:
         die(_refusal(response, args, settings.resolved_api_url))

@@ -9,9 +9,9 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
@@ -279,7 +279,7 @@ async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> b
         if error.status == RPCStatusCode.NOT_FOUND:
             return False
         raise
-    return description.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+    return description.status == WorkflowExecutionStatus.RUNNING
 
 
 # -- status and updates -----------------------------------------------------------------------

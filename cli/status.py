@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
-from temporalio.client import Client, WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+)
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
@@ -50,7 +54,7 @@ RPC_TIMEOUT = timedelta(seconds=15)
 CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
 TRANSITIONS_SHOWN = 6
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
-_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+_RUNNING = WorkflowExecutionStatus.RUNNING
 
 
 @dataclass

@@ -45,7 +45,7 @@ HEALTHY = "healthy"
 UNHEALTHY = "unhealthy"
 NO_DATA = "no_data"
 
-_CHECK_ADAPTER: TypeAdapter[Any] = TypeAdapter(HealthCheckSpec)
+_CHECK_ADAPTER: TypeAdapter[HealthCheckSpec] = TypeAdapter(HealthCheckSpec)
 
 
 @dataclass(frozen=True)

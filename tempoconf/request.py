@@ -144,7 +144,8 @@ class ReportsCheckSpec(_CheckBase):
     max_error_ratio: float | None = Field(default=None, ge=0, le=1)
     min_clients: int = Field(default=1, ge=0)
     max_baseline_factor: float | None = Field(default=None, gt=0)
-    """Fail when the cohort's error ratio exceeds the baseline's (clients outside the cohort) by more than this factor."""
+    """Fail when the cohort's error ratio exceeds the baseline's (clients outside the cohort) by
+    more than this factor."""
     window: Duration = timedelta(minutes=5)
 
     @model_validator(mode="after")
@@ -409,7 +410,7 @@ def _stage_name_problems(raw_stages: Any) -> list[Problem]:
             continue  # its own problems are reported already
         name = stage.display_name
         if name in first_index:
-            parts: list[str | int] = ["stages", index] + (["name"] if stage.name else [])
+            parts: list[str | int] = ["stages", index, *(["name"] if stage.name else [])]
             problems.append(
                 Problem(
                     json_pointer(parts),

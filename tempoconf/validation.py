@@ -51,7 +51,12 @@ def validate_rollout(raw: Any, lookup: ConfigLookup) -> ValidatedRollout:
     if isinstance(raw, dict):
         namespace = raw.get("namespace", DEFAULT_NAMESPACE)
         path = raw.get("path")
-        if namespace_problem(namespace) is None and path_problem(path) is None:
+        if (
+            isinstance(namespace, str)  # implied by the checks below; says so to the type checker
+            and isinstance(path, str)
+            and namespace_problem(namespace) is None
+            and path_problem(path) is None
+        ):
             schema = lookup.get_schema(namespace, path)
             checkable = "value" in raw
             value = raw.get("value")

@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
@@ -120,7 +120,7 @@ async def _is_running(client: Client, workflow_id: str, run_id: str | None, wher
         if error.status == RPCStatusCode.NOT_FOUND:
             return False
         raise
-    return description.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+    return description.status == WorkflowExecutionStatus.RUNNING
 
 
 # -- state --------------------------------------------------------------------------------------

@@ -201,7 +201,8 @@ class AsyncConfigClient(StateReads):
     async def report(self, ok: int, failed: int, error: str | None = None) -> None:
         """POST a health report for the version in use: counts of ok and failed operations
         since the last report, with this client's id, channel and labels (so a stage's health
-        check counts it for the cohort the client is in). Raises ConfigRequestError / ConfigUnavailableError on failure."""
+        check counts it for the cohort the client is in). Raises ConfigRequestError /
+        ConfigUnavailableError on failure."""
         request = self._state.report_request(ok, failed, error)
         try:
             response = await self._http.post(request.url, json=request.json, headers=request.headers)

@@ -27,7 +27,7 @@ class Backoff:
     def ceiling(self) -> float:
         """The upper bound of the next delay."""
         # min() before the power would overflow: 2**1100 is fine for int, not for float.
-        return min(self.cap, self.base * 2 ** min(self.failures, 64))
+        return min(self.cap, self.base * 2.0 ** min(self.failures, 64))
 
     def next(self) -> float:
         """The delay before the next attempt; counts one more failure."""

@@ -30,6 +30,7 @@ from tempoconf.client._model import (
     ConfigResponseError,
     ConfigUnavailableError,
     ConfigValue,
+    Source,
 )
 
 __all__ = [
@@ -95,7 +96,7 @@ class ClientOptions:
 @dataclass(frozen=True)
 class ConfigRequest:
     url: str
-    params: list[tuple[str, str]]
+    params: tuple[tuple[str, str], ...]
     headers: dict[str, str]
     wait: int
     """Long-poll seconds asked for (0: answer at once)."""
@@ -154,7 +155,7 @@ class WatchState:
         with self._lock:
             if self._applied is None:
                 return None
-            source = "api" if self._api_ok else "cache"
+            source: Source = "api" if self._api_ok else "cache"
             if self._applied.source == source:
                 return self._applied
             return dataclasses.replace(self._applied, source=source)
@@ -216,7 +217,7 @@ class WatchState:
                 headers["If-None-Match"] = self._seen_etag
         return ConfigRequest(
             url=options.config_url,
-            params=params,
+            params=tuple(params),
             headers=headers,
             wait=wait,
             read_timeout=wait + options.timeout,

@@ -185,13 +185,15 @@ def test_get_of_a_missing_config_says_what_is_missing_in_one_line(dev: RunningDe
 def test_refused_rollouts_are_one_line_each_on_the_dev_console(dev: RunningDev) -> None:
     invalid_id = f"invalid-{unique_path('x').rsplit('-', 1)[1]}"
     bad = temporal(dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
-                   "--workflow-id", invalid_id, "--input", '{"path": "clitest/bad", "value": 1, "stages": [{}]}')  # fmt: skip
+                   "--workflow-id", invalid_id,
+                   "--input", '{"path": "clitest/bad", "value": 1, "stages": [{}]}')  # fmt: skip
     assert bad.returncode == 0, bad.stderr
 
     path = unique_path("locked")
     holder = temporal(dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
                       "--workflow-id", f"holder-{path}", "--input",
-                      json.dumps({"path": path, "value": 1, "stages": [{"channel": "canary", "cooldown": "1h"}]}))  # fmt: skip
+                      json.dumps({"path": path, "value": 1,
+                                  "stages": [{"channel": "canary", "cooldown": "1h"}]}))  # fmt: skip
     assert holder.returncode == 0, holder.stderr
     deadline = time.monotonic() + 30
     while "holding" not in temporal(dev, "workflow", "query", "-w", f"holder-{path}", "--type", "status").stdout:
