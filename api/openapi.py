@@ -76,8 +76,11 @@ def body_schemas() -> tuple[dict[type[Any], dict[str, Any]], dict[str, Any]]:
         *((model, "validation", TypeAdapter(model)) for model in REQUEST_BODIES),
         *((model, "serialization", TypeAdapter(model)) for model in ANSWERS),
     ]
+    # Keyed by the model class itself (any hashable key works); the stubs ask for a str-like key.
     refs, definitions = TypeAdapter.json_schemas(
-        inputs, ref_template=REF_TEMPLATE, schema_generator=ContractJsonSchema
+        inputs,  # type: ignore[type-var]
+        ref_template=REF_TEMPLATE,
+        schema_generator=ContractJsonSchema,
     )
     return {model: refs[(model, mode)] for model, mode, _ in inputs}, definitions.get("$defs", {})
 
@@ -114,8 +117,8 @@ def _unauthorized() -> dict[str, Any]:
     }
 
 
-_ADMIN = [{"adminToken": []}, {}]
-_CLIENT = [{"clientToken": []}, {}]
+_ADMIN: list[dict[str, list[str]]] = [{"adminToken": []}, {}]
+_CLIENT: list[dict[str, list[str]]] = [{"clientToken": []}, {}]
 
 
 def _parameters() -> dict[str, Any]:
