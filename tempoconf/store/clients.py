@@ -201,8 +201,8 @@ class ClientsMixin(StoreBase):
     def recent_clients(self, namespace: str, path: str, *, since: datetime) -> list[SeenClient]:
         """Clients seen polling the config at or after `since`, and clients that only sent health
         reports on it since then (with the identity their newest report named; channel None and
-        labels {} when it named none), each once, sorted by client id. A client found in both keeps its polled identity and version, and the
-        later of the two times."""
+        labels {} when it named none), each once, sorted by client id. A client found in both keeps
+        its polled identity and version, and the later of the two times."""
         cutoff = aware(since, "since")
         with self._read(consistent=True) as conn:
             polled = conn.execute(
