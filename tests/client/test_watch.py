@@ -132,7 +132,9 @@ def test_watch_long_polls_a_change_without_waiting_for_the_poll_interval(
         staged = start_rollout(live_api.store, PATH, {"v": 2})
         publish(live_api.store, PATH, index=0, name="canary", channel="canary")
         # 5 s, far below the 30 s poll interval: only the held poll can bring the change this soon.
-        eventually_sync(lambda: client.get().version == staged.version, what="the staged version", timeout=5)
+        value = eventually_sync(lambda: client.get().version == staged.version and client.get(),
+                                what="the staged version", timeout=5)
+        assert (value.stage, value.source) == ("canary", "api")
 
 
 def test_watch_never_spins(live_api: LiveApi, caplog: pytest.LogCaptureFixture) -> None:
