@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import httpx
 
 from tempoconf.bucketing import bucket, percentile_threshold
 from tempoconf.canonical import version_id
 from tempoconf.resolution import PublishedStage, VersionRecord
 from tempoconf.store.store import Store
+from tests.fixtures.waiting import eventually
 
 NS = "default"
 ACTOR = "tests"
@@ -89,14 +90,16 @@ def client_in(path: str, percentile: float, *, inside: bool, prefix: str = "host
     raise AssertionError(f"no client {'inside' if inside else 'outside'} {percentile}%")
 
 
-async def assert_eventually(
-    check: Callable[[], Awaitable[bool]], *, timeout: float = 5.0, interval: float = 0.02
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
+async def long_polls_waiting(http: httpx.AsyncClient, count: int) -> None:
+    """Wait until the API's own gauge says `count` long-polls are held (so one is "in")."""
+
+    async def gauge() -> bool:
+        text = (await http.get("/metrics")).text
+        waiting = sample(text, "tempoconf_api_long_polls_waiting")
+        assert waiting == count, f"tempoconf_api_long_polls_waiting is {waiting}"
+        return True
+
+    await eventually(gauge, what=f"{count} long-poll(s) held by the API")
 
 
 def _key(kind: str) -> str:

@@ -18,8 +18,9 @@ from tempoconf.canonical import version_id
 from tempoconf.progress import CommandResult
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import assert_eventually, make_stable
+from tests.api.helpers import make_stable
 from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.waiting import eventually
 
 STABLE_VALUE = {"max_connections": 1000}
 NEW_VALUE = {"max_connections": 2000}
@@ -72,12 +73,13 @@ async def state_of(http: httpx.AsyncClient, path: str) -> dict[str, Any]:
 
 
 async def wait_for_state(http: httpx.AsyncClient, path: str, state: str) -> dict[str, Any]:
-    async def reached() -> bool:
-        status = (await state_of(http, path))["workflow"]["status"]
-        return status is not None and status["state"] == state
+    async def reached() -> dict[str, Any]:
+        body = await state_of(http, path)
+        status = body["workflow"]["status"]
+        assert status is not None and status["state"] == state, status and status["state"]
+        return body
 
-    await assert_eventually(reached, timeout=20, interval=0.1)
-    return await state_of(http, path)
+    return await eventually(reached, what=f"the rollout of {path} to be {state}", timeout=20, interval=0.1)
 
 
 # -- schemas, versions, history -----------------------------------------------------------------
@@ -163,7 +165,7 @@ async def test_start_watch_and_signal_a_rollout(
         response = await admin.get(f"/v1/configs/{path}", params={"channel": "canary"})
         return response.status_code == 200 and response.json()["version"] == body["version"]
 
-    await assert_eventually(canary_served)
+    await eventually(canary_served, what="the API to serve the canary stage")
 
     paused = await admin.post(
         f"/v1/admin/rollouts/{path}/pause", json={"reason": "lunch", "by": "bob"}

@@ -336,7 +336,7 @@ async def test_a_repeated_poll_sees_its_lease_end(
     await cache.refresh()
 
     during = await get(client, client="host-1")  # its answer is remembered...
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(0.6)  # the behaviour under test: the 0.5 s lease lapses on the wall clock
     after = await get(client, client="host-1")  # ...only until the lease ends
 
     assert during.json()["version"] == staged.version

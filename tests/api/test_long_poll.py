@@ -11,7 +11,7 @@ import httpx
 
 from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.store import Store
-from tests.api.helpers import assert_eventually, client_in, make_stable, publish, start_rollout
+from tests.api.helpers import client_in, long_polls_waiting, make_stable, publish, start_rollout
 
 PATH = "myproject/server_config"
 URL = f"/v1/configs/{PATH}"
@@ -37,14 +37,6 @@ async def long_poll(
     return response, time.monotonic() - began
 
 
-async def waiting(http: httpx.AsyncClient, count: int) -> None:
-    async def check() -> bool:
-        text = (await http.get("/metrics")).text
-        return f"tempoconf_api_long_polls_waiting {float(count)}" in text
-
-    await assert_eventually(check)
-
-
 async def test_wakes_on_a_stage_that_matches_this_client(
     api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
 ) -> None:
@@ -54,7 +46,7 @@ async def test_wakes_on_a_stage_that_matches_this_client(
     await cache.refresh()
     etag = await etag_of(client, client=host)
     poll = asyncio.create_task(long_poll(client, etag, client=host))
-    await waiting(client, 1)
+    await long_polls_waiting(client, 1)
 
     publish(api_store, PATH, index=0, name="50%", percentile=50)
     response, took = await poll
@@ -63,7 +55,7 @@ async def test_wakes_on_a_stage_that_matches_this_client(
     assert (response.json()["version"], response.json()["stage"]) == (staged.version, "50%")
     assert response.headers["etag"] != etag
     assert took < WAIT / 2
-    await waiting(client, 0)
+    await long_polls_waiting(client, 0)
 
 
 async def test_a_change_that_does_not_reach_this_client_does_not_wake_it(
@@ -75,7 +67,7 @@ async def test_a_change_that_does_not_reach_this_client_does_not_wake_it(
     await cache.refresh()
     etag = await etag_of(client, client=host)
     poll = asyncio.create_task(long_poll(client, etag, wait=1.5, client=host))
-    await waiting(client, 1)
+    await long_polls_waiting(client, 1)
 
     # Stages that match other clients: the snapshot changes, this client's answer does not.
     publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
@@ -97,7 +89,7 @@ async def test_wakes_on_a_revert(
     await cache.refresh()
     etag = await etag_of(client, client="host-1", channel="canary")
     poll = asyncio.create_task(long_poll(client, etag, client="host-1", channel="canary"))
-    await waiting(client, 1)
+    await long_polls_waiting(client, 1)
 
     api_store.revert(
         "default", PATH, run_id="run-1", workflow_id=f"rollout:default/{PATH}", actor="tests",
@@ -118,7 +110,7 @@ async def test_wakes_on_a_promotion(
     await cache.refresh()
     etag = await etag_of(client, client="host-1")
     poll = asyncio.create_task(long_poll(client, etag, client="host-1"))
-    await waiting(client, 1)
+    await long_polls_waiting(client, 1)
 
     api_store.promote(
         "default", PATH, run_id="run-1", workflow_id=f"rollout:default/{PATH}",
@@ -186,7 +178,7 @@ async def test_many_waiting_clients_each_get_their_own_answer(
         host: asyncio.create_task(long_poll(client, etags[host], wait=2.0, client=host))
         for host in inside + outside
     }
-    await waiting(client, 10)
+    await long_polls_waiting(client, 10)
 
     publish(api_store, PATH, index=0, name="50%", percentile=50)
     results = {host: (await task)[0] for host, task in polls.items()}

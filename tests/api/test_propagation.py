@@ -19,7 +19,8 @@ from tempoconf.api.app import create_app
 from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import assert_eventually, make_stable
+from tests.api.helpers import long_polls_waiting, make_stable
+from tests.fixtures.waiting import eventually
 
 PATH = "myproject/server_config"
 URL = f"/v1/configs/{PATH}"
@@ -51,7 +52,7 @@ async def test_write_through_another_store_object_is_served(
     async def sees_v2() -> bool:
         return await served_value(client) == {"v": 2}
 
-    await assert_eventually(sees_v2)
+    await eventually(sees_v2, what="the API to serve the other store object's write")
     assert cache.revision == api_store.revision()
 
 
@@ -77,7 +78,7 @@ async def test_write_from_another_process_is_served(
     async def sees_it() -> bool:
         return await served_value(client) == {"from": "another process"}
 
-    await assert_eventually(sees_it)
+    await eventually(sees_it, what="the API to serve the other process's write")
 
 
 async def test_polls_are_served_from_memory_until_a_refresh(
@@ -121,7 +122,7 @@ async def test_a_change_in_another_process_wakes_a_waiting_long_poll(
                     headers={"If-None-Match": first.headers["etag"]},
                 )
             )
-            await asyncio.sleep(0.1)
+            await long_polls_waiting(http, 1)
             assert not poll.done()
             script = textwrap.dedent(
                 f"""
@@ -173,7 +174,7 @@ async def test_postgresql_listener_reconnects_after_losing_its_connection(
             async def relistening() -> bool:
                 return listener.connections == 2 and cache.poll_interval == 3600
 
-            await assert_eventually(relistening, timeout=10)
+            await eventually(relistening, what="the listener to LISTEN again on a second connection")
             make_stable(store, PATH, {"v": 2})
 
             async def sees_v2() -> bool:
@@ -182,6 +183,6 @@ async def test_postgresql_listener_reconnects_after_losing_its_connection(
                     snapshot.stable.value == {"v": 2}
                 )
 
-            await assert_eventually(sees_v2, timeout=5)
+            await eventually(sees_v2, what="a NOTIFY to bring v2 into the cache")
     finally:
         store.close()

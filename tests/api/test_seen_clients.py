@@ -17,7 +17,8 @@ from tempoconf.api.app import create_app
 from tempoconf.api.seen import flush_seen_clients
 from tempoconf.settings import Settings
 from tempoconf.store import SeenClient, Store
-from tests.api.helpers import assert_eventually, make_stable, sample
+from tests.api.helpers import make_stable, sample
+from tests.fixtures.waiting import eventually
 
 PATH = "myproject/server_config"
 POLLS = [
@@ -149,10 +150,13 @@ async def test_the_lifespan_flushes_on_its_own(
     make_stable(api_store, PATH, {"v": 1})
     await poll_all(*flushing)
 
-    async def recorded() -> bool:
-        return [c.client for c in recent(api_store)] == ["host-1", "host-2"]
+    def recorded() -> list[str]:
+        clients = [c.client for c in recent(api_store)]
+        return clients if len(clients) >= 2 else []
 
-    await assert_eventually(recorded)
+    # Recorded while the app still runs: by its periodic flush, not the one at shutdown.
+    clients = await eventually(recorded, what="the lifespan's flush to record two clients")
+    assert clients == ["host-1", "host-2"]
 
 
 async def test_shutdown_flushes_what_is_pending(api_store: Store, settings: Settings) -> None:

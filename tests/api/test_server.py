@@ -13,7 +13,8 @@ import pytest
 from tempoconf.api.server import GRACEFUL_SHUTDOWN_SECONDS, ApiServerError, serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import assert_eventually, make_stable, publish, sample, start_rollout
+from tests.api.helpers import long_polls_waiting, make_stable, publish, sample, start_rollout
+from tests.fixtures.waiting import eventually
 
 PATH = "myproject/server_config"
 
@@ -66,7 +67,7 @@ async def test_serves_over_http_and_stops_cleanly_when_cancelled(
                 response = await http.get(f"/v1/configs/{PATH}", params={"client": "host-1"})
                 return response.json()["version"] == staged.version
 
-            await assert_eventually(sees_stage)
+            await eventually(sees_stage, what="the poller to bring the published stage to host-1")
 
         assert health.json() == {"status": "ok", "revision": health.json()["revision"]}
         assert first.status_code == 200 and first.json()["version"] == stable.version
@@ -120,7 +121,7 @@ async def test_long_polls_over_http_wake_on_a_change_and_do_not_hold_up_shutdown
             )
 
         woken = long_poll()
-        await asyncio.sleep(0.2)
+        await long_polls_waiting(http, 1)
         staged = start_rollout(api_store, PATH, {"v": 2})
         publish(api_store, PATH, index=0, name="all", percentile=100)
         changed = await asyncio.wait_for(woken, timeout=10)
@@ -128,7 +129,7 @@ async def test_long_polls_over_http_wake_on_a_change_and_do_not_hold_up_shutdown
 
         etag = changed.headers["etag"]
         held = long_poll()
-        await asyncio.sleep(0.2)
+        await long_polls_waiting(http, 1)
         assert not held.done()
         began = time.monotonic()
         await stop(task)
@@ -155,13 +156,9 @@ async def test_a_long_poll_whose_client_disconnects_is_dropped_at_once(
             )
             await writer.drain()
 
-            async def waiting(count: float) -> bool:
-                text = (await http.get("/metrics")).text
-                return sample(text, "tempoconf_api_long_polls_waiting") == count
-
-            await assert_eventually(lambda: waiting(1))
+            await long_polls_waiting(http, 1)
             writer.close()  # the client goes away without waiting for its answer
-            await assert_eventually(lambda: waiting(0), timeout=5)
+            await long_polls_waiting(http, 0)
             text = (await http.get("/metrics")).text
             assert sample(text, "tempoconf_api_long_polls_abandoned_total") == 1
     finally:

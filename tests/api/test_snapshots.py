@@ -10,6 +10,7 @@ from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
+from tests.fixtures.waiting import eventually
 
 PATH = "myproject/server_config"
 
@@ -50,19 +51,25 @@ async def test_a_refresh_sets_the_event_of_each_config_it_changes(api_store: Sto
 async def test_the_poller_refreshes_only_when_the_revision_moves(
     api_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loads = 0
-    load = api_store.load_snapshots_with_revision
+    loads = checks = 0
+    load, revision = api_store.load_snapshots_with_revision, api_store.revision
 
     def counted() -> tuple[int, dict[tuple[str, str], ConfigSnapshot]]:
         nonlocal loads
         loads += 1
         return load()
 
+    def checked() -> int:
+        nonlocal checks
+        checks += 1
+        return revision()
+
     monkeypatch.setattr(api_store, "load_snapshots_with_revision", counted)
+    monkeypatch.setattr(api_store, "revision", checked)
     cache = SnapshotCache(api_store, poll_interval=0.02)
     async with cache.running():
         event = cache.changed_for("default", PATH)
-        await asyncio.sleep(0.15)
+        await eventually(lambda: checks >= 5, what="five revision checks by the poller")
         assert loads == 1 and not event.is_set()  # nothing written: no reload after the first
 
         make_stable(api_store, PATH, {"v": 2})

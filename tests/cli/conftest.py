@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.fixtures.waiting import eventually_sync
 
 TEMPOCONF = Path(sys.executable).parent / "tempoconf"
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,15 +155,21 @@ def processes_with(fragment: str) -> list[int]:
 
 def wait_for_output(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float) -> str:
     """Wait until `text` shows in the process's output file; fail with the output if it dies first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def printed() -> str:
         output = log.read_text(errors="replace") if log.exists() else ""
         if text in output:
             return output
         if process.poll() is not None:
             pytest.fail(f"tempoconf exited with {process.returncode} before {text!r}:\n{output}")
-        time.sleep(0.1)
-    pytest.fail(f"{text!r} not printed within {timeout}s:\n{log.read_text(errors='replace')}")
+        return ""
+
+    try:
+        return eventually_sync(printed, what=repr(text), timeout=timeout, interval=0.1)
+    except pytest.fail.Exception:
+        if process.poll() is not None:
+            raise
+        pytest.fail(f"{text!r} not printed within {timeout}s:\n{log.read_text(errors='replace')}")
 
 
 @dataclass

@@ -14,8 +14,9 @@ import pytest
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.cli.conftest import TEMPOCONF, cli_env, free_port
-from tests.client.helpers import PATH, stable_served, wait_until
+from tests.client.helpers import PATH, stable_served
 from tests.client.live_api import LiveApi, running_api
+from tests.fixtures.waiting import eventually_sync
 
 STOP_TIMEOUT = 15.0
 
@@ -68,8 +69,8 @@ class Agent:
 
     def wait_value(self, expected: object) -> None:
         try:
-            wait_until(lambda: self.value() == expected, timeout=20, interval=0.05)
-        except AssertionError:
+            eventually_sync(lambda: self.value() == expected, what=f"{self.out} to hold {expected}", timeout=20)
+        except pytest.fail.Exception:
             pytest.fail(f"{self.out} never held {expected}; agent output:\n{self.output()}")
 
     def metrics(self) -> str:
@@ -112,17 +113,18 @@ def test_agent_writes_runs_its_command_serves_metrics_and_stops_on_sigterm(
     )
 
     agent.wait_value({"max_connections": 100})
-    wait_until(lambda: ran.exists() and ran.read_text().count("\n") == 1)
+    eventually_sync(lambda: ran.exists() and ran.read_text().count("\n") == 1, what="the agent's first --exec")
     assert ran.read_text() == f"{first.version} stable\n"
     assert sorted(p.name for p in agent.out.parent.iterdir()) == [agent.out.name]  # no temporary
-    metrics = wait_until(
-        lambda: "tempoconf_agent_config_version{" in agent.metrics() and agent.metrics()
+    metrics = eventually_sync(
+        lambda: "tempoconf_agent_config_version{" in agent.metrics() and agent.metrics(),
+        what="the agent's version metric",
     )
     assert f'version="{first.version}"' in metrics and f'config_path="{PATH}"' in metrics
 
     second = stable_served(live_api, {"max_connections": 200})
     agent.wait_value({"max_connections": 200})
-    wait_until(lambda: ran.read_text().count("\n") == 2)
+    eventually_sync(lambda: ran.read_text().count("\n") == 2, what="the agent's second --exec")
     assert ran.read_text().splitlines()[-1] == f"{second.version} stable"
     series = [
         line
@@ -143,7 +145,7 @@ def test_a_failing_command_is_logged_and_the_agent_goes_on(
     stable_served(live_api, {"v": 1})
     agent = start_agent(live_api.url, "--exec", "echo failing >&2; exit 3")
     agent.wait_value({"v": 1})
-    wait_until(lambda: "exited with 3" in agent.output())
+    eventually_sync(lambda: "exited with 3" in agent.output(), what="the agent to report the failing --exec")
 
     stable_served(live_api, {"v": 2})
     agent.wait_value({"v": 2})

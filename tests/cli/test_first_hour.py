@@ -9,7 +9,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from tests.cli.conftest import (
     unique_path,
     wait_for_output,
 )
+from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -195,10 +195,10 @@ def test_refused_rollouts_are_one_line_each_on_the_dev_console(dev: RunningDev) 
                       json.dumps({"path": path, "value": 1,
                                   "stages": [{"channel": "canary", "cooldown": "1h"}]}))  # fmt: skip
     assert holder.returncode == 0, holder.stderr
-    deadline = time.monotonic() + 30
-    while "holding" not in temporal(dev, "workflow", "query", "-w", f"holder-{path}", "--type", "status").stdout:
-        assert time.monotonic() < deadline, "the first rollout never reached its hold"
-        time.sleep(0.2)
+    eventually_sync(
+        lambda: "holding" in temporal(dev, "workflow", "query", "-w", f"holder-{path}", "--type", "status").stdout,
+        what="the first rollout to reach its hold", timeout=30, interval=0.2,
+    )
     second = temporal(dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
                       "--workflow-id", f"second-{path}", "--input", json.dumps({"path": path, "value": 2}))  # fmt: skip
     assert second.returncode == 0, second.stderr

@@ -9,7 +9,7 @@ import json
 import re
 import socket
 import subprocess
-import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from tempoconf.bucketing import in_percentile
 from tempoconf.canonical import version_id
 from tempoconf.store.store import Store
 from tests.cli.conftest import EXAMPLES, TEMPOCONF, RunningDev, unique_path
+from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,14 +57,13 @@ def _ok(result: subprocess.CompletedProcess[str]) -> str:
 def _wait_for_state(
     dev: RunningDev, path: str, *states: str, timeout: float = 30.0
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def reached() -> dict[str, Any]:
         status = json.loads(_ok(dev.cli("rollout", "status", path, "--json")))
-        if status["state"] in states:
-            return dict(status)
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path} not in {states} within {timeout}s: {status['state']}")
-        time.sleep(0.3)
+        assert status["state"] in states, f"{status['state']} ({status['phase']})"
+        return dict(status)
+
+    return eventually_sync(reached, what=f"the rollout of {path} to be {' or '.join(states)}", timeout=timeout,
+                           interval=0.3)
 
 
 def _report(dev: RunningDev, path: str, client: str, version: str, ok: int, failed: int,
@@ -90,20 +90,24 @@ def _row(output: str, *cells: str) -> str:
 
 
 def _watch_while(dev: RunningDev, watch: list[str], *steer: str) -> tuple[int, str, str]:
-    """Run `tempoconf rollout status --watch ...`, steer the rollout with `tempoconf *steer` a
-    second later, and return the watch's exit code and output once it ends."""
-    process = subprocess.Popen(
-        [str(TEMPOCONF), "rollout", "status", *watch],
-        env=dev.env, cwd=dev.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    """Run `tempoconf rollout status --watch ...`, steer the rollout with `tempoconf *steer` once
+    the watch has shown its first view, and return the watch's exit code and output once it ends."""
+    out, err = (dev.workdir / f"watch-{uuid.uuid4().hex[:8]}.{kind}" for kind in ("out", "err"))
+    with out.open("w") as stdout_file, err.open("w") as stderr_file:
+        process = subprocess.Popen(
+            [str(TEMPOCONF), "rollout", "status", *watch],
+            env=dev.env, cwd=dev.workdir, stdout=stdout_file, stderr=stderr_file, text=True,
+        )  # fmt: skip
     try:
-        time.sleep(1.0)
+        # Each view is flushed as it is printed: the watch is following the rollout.
+        eventually_sync(lambda: out.read_text().strip() or process.poll() is not None,
+                        what="the watch's first view", timeout=30)
         _ok(dev.cli(*steer))
-        stdout, stderr = process.communicate(timeout=60)
+        process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
-    return process.returncode, stdout, stderr
+    return process.returncode, out.read_text(), err.read_text()
 
 
 def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: RunningDev) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -15,6 +14,7 @@ import pytest
 from tempoconf.canonical import version_id
 from tempoconf.temporal import temporal_cli_path
 from tests.cli.conftest import EXAMPLES, TEMPOCONF, RunningDev, unique_path
+from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -53,16 +53,13 @@ def _status(dev: RunningDev, path: str) -> dict[str, Any]:
 def _wait_for_state(
     dev: RunningDev, path: str, *states: str, timeout: float = 30.0
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def reached() -> dict[str, Any]:
         status = _status(dev, path)
-        if status["state"] in states:
-            return status
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"rollout of {path} not in {states} within {timeout}s: {status['state']} ({status['phase']})"
-            )
-        time.sleep(0.3)
+        assert status["state"] in states, f"{status['state']} ({status['phase']})"
+        return status
+
+    return eventually_sync(reached, what=f"the rollout of {path} to be {' or '.join(states)}", timeout=timeout,
+                           interval=0.3)
 
 
 def _served(dev: RunningDev, path: str, *args: str) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import time
 import uuid
 from typing import Any
 
@@ -20,6 +19,7 @@ from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.temporal import temporal_cli_path
 from tests.cli.conftest import RunningDev
+from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,28 +42,28 @@ def client_in(path: str, low: int, high: int) -> str:
 
 def served(dev: RunningDev, path: str, client: str, channel: str | None = None,
            *, expect: tuple[str, str] | None = None) -> tuple[str, str]:
-    """(version, stage) the API serves this client; with `expect`, wait up to 5 s for it (the API
-    follows the store within its refresh interval, so right after a change it may lag briefly)."""
+    """(version, stage) the API serves this client; with `expect`, wait for it (the API follows
+    the store within its refresh interval, so right after a change it may lag briefly)."""
     params = {"client": client, **({"channel": channel} if channel else {})}
-    deadline = time.monotonic() + 5
-    while True:
+
+    def answer() -> tuple[str, str]:
         body = httpx.get(f"{dev.api_url}/v1/configs/{path}", params=params, timeout=10).json()
-        answer = (body["version"], body["stage"])
-        if expect is None or answer == expect or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.05)
+        got = (body["version"], body["stage"])
+        assert expect is None or got == expect, got
+        return got
+
+    return eventually_sync(answer, what=f"the API to serve {client} {expect}")
 
 
 def wait_for(dev: RunningDev, workflow_id: str, state: str, stage_index: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
-    while True:
+    def reached() -> dict[str, Any]:
         answer = temporal(dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json")
         progress = json.loads(answer.stdout)["queryResult"][0]
-        if progress["state"] == state and progress["stage_index"] == stage_index:
-            return dict(progress)
-        if time.monotonic() > deadline:
-            pytest.fail(f"{workflow_id} never reached {state} at stage {stage_index}: {progress}")
-        time.sleep(0.2)
+        assert (progress["state"], progress["stage_index"]) == (state, stage_index), progress["phase"]
+        return dict(progress)
+
+    return eventually_sync(reached, what=f"{workflow_id} to be {state} at stage index {stage_index}", timeout=30,
+                           interval=0.2)
 
 
 def start(dev: RunningDev, workflow_id: str, request: dict[str, Any]) -> None:

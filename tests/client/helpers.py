@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
@@ -40,18 +38,6 @@ def promote(store: Store, version: str, path: str = PATH, *, run_id: str = "run-
         NS, path, run_id=run_id, workflow_id=f"rollout:{NS}/{path}", version=version,
         actor=ACTOR, reason="test promote", event_key=f"promote:{uuid.uuid4()}",
     )
-
-
-def wait_until(check: Callable[[], Any], *, timeout: float = 15.0, interval: float = 0.02) -> Any:
-    """Poll `check()` until it returns something truthy; that value is returned."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
 
 
 def version_series(registry: CollectorRegistry) -> list[dict[str, str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -18,6 +17,8 @@ import httpx
 from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
+from tests.api.helpers import sample
+from tests.fixtures.waiting import eventually_sync
 
 START_TIMEOUT = 15.0
 
@@ -80,11 +81,19 @@ class LiveApi:
     def wait_served(self, path: str, version: str, *, timeout: float = 10.0, **params: str) -> None:
         """Wait until the API has loaded a store write and answers `version` (client "probe")."""
         params.setdefault("client", "probe")
-        deadline = time.monotonic() + timeout
-        while not self.serves(path, version, **params):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the API did not serve {version} within {timeout}s")
-            time.sleep(0.02)
+        eventually_sync(lambda: self.serves(path, version, **params), what=f"the API to serve {version}",
+                        timeout=timeout)
+
+    def wait_long_polls(self, count: int) -> None:
+        """Wait until the API's own gauge says `count` long-polls are held (so one is "in")."""
+
+        def gauge() -> bool:
+            text = httpx.get(f"{self.url}/metrics", timeout=5).text
+            waiting = sample(text, "tempoconf_api_long_polls_waiting")
+            assert waiting == count, f"tempoconf_api_long_polls_waiting is {waiting}"
+            return True
+
+        eventually_sync(gauge, what=f"{count} long-poll(s) held by the API")
 
     def serves(self, path: str, version: str, **params: str) -> bool:
         """True when the API answers `version` for this query now."""

@@ -11,8 +11,9 @@ import pytest
 
 from tempoconf.client import ConfigClient, write_file_atomically
 from tests.api.helpers import make_stable
-from tests.client.helpers import PATH, stable_served, wait_until
+from tests.client.helpers import PATH, stable_served
 from tests.client.live_api import LiveApi
+from tests.fixtures.waiting import eventually_sync
 
 FAST = {"poll_interval": 0.1, "min_interval": 0.05, "backoff_base": 0.05, "backoff_cap": 0.2}
 
@@ -69,21 +70,23 @@ def test_falls_back_to_the_cache_when_the_api_stops_and_recovers(
     stable = stable_served(live_api, {"v": 1})
     with ConfigClient(live_api.url, PATH, client_id="h1", cache_dir=cache_dir, timeout=2,
                       **FAST) as client:
-        wait_until(lambda: client.current is not None and client.current.source == "api")
+        eventually_sync(lambda: client.current is not None and client.current.source == "api",
+                        what="a first value from the API")
 
         live_api.stop()
-        down = wait_until(lambda: client.get().source == "cache" and client.get())
+        down = eventually_sync(lambda: client.get().source == "cache" and client.get(),
+                               what="the client to fall back to its cache")
         assert (down.version, down.value) == (stable.version, {"v": 1})
         assert client.last_error is not None
         age = down.age_seconds
-        time.sleep(0.3)
+        time.sleep(0.3)  # the behaviour under test: time passes while the API is down
         assert client.get().age_seconds >= age + 0.25  # the age keeps growing while it is down
 
         # A new stable version while the API is away; the client picks it up once it is back.
         newer = make_stable(live_api.store, PATH, {"v": 2})
         live_api.start()
-        back = wait_until(lambda: client.get().version == newer.version and client.get(),
-                          timeout=20)
+        back = eventually_sync(lambda: client.get().version == newer.version and client.get(),
+                               what="the client to take v2 from the API once it is back", timeout=20)
         assert back.source == "api" and back.value == {"v": 2} and back.age_seconds < 5
         assert client.last_error is None
 

@@ -17,8 +17,9 @@ from tempoconf.client import (
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable, publish, start_rollout
-from tests.client.helpers import PATH, stable_served, wait_until
+from tests.client.helpers import PATH, stable_served
 from tests.client.live_api import LiveApi, running_api
+from tests.fixtures.waiting import eventually_sync
 
 
 def test_get_returns_what_the_api_serves(live_api: LiveApi) -> None:
@@ -103,6 +104,7 @@ def test_second_get_sends_the_etag_and_keeps_the_value_on_304(
     caplog.set_level(logging.INFO, logger="uvicorn.access")
     try:
         first = client.get()
+        # Not a wait for anything: the clock moves on, so `confirmed_at` can show the 304 confirmed.
         time.sleep(0.05)
         second = client.get()
     finally:
@@ -127,7 +129,7 @@ def test_client_token(sqlite_store: Store, tmp_path: Path) -> None:
         wrong = ConfigClient(api.url, PATH, client_id="h1", token="nope")
         right = ConfigClient(api.url, PATH, client_id="h1", token="s3cret")
         try:
-            wait_until(lambda: _served(right))  # the API's snapshot poll has the write
+            eventually_sync(lambda: _served(right), what="the API's snapshot poll to have the write")
             assert right.get().version == stable.version
             for refused in (anonymous, wrong):
                 with pytest.raises(ConfigRequestError) as caught:

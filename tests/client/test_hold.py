@@ -8,8 +8,9 @@ from pathlib import Path
 
 from tempoconf.client import ConfigClient, ConfigValue
 from tests.api.helpers import publish, start_rollout
-from tests.client.helpers import PATH, revert, stable_served, wait_until
+from tests.client.helpers import PATH, revert, stable_served
 from tests.client.live_api import LiveApi
+from tests.fixtures.waiting import eventually_sync
 
 LEASE = timedelta(seconds=3)
 
@@ -48,7 +49,8 @@ def test_a_staged_value_is_held_against_another_staged_version(live_api: LiveApi
         changes: list[tuple[ConfigValue, float]] = []
         client.subscribe(lambda value: changes.append((value, time.time())))
         client.start()
-        wait_until(lambda: len(changes) == 2, timeout=LEASE.total_seconds() + 10)
+        eventually_sync(lambda: len(changes) == 2, what="the change back at the lease's end",
+                        timeout=LEASE.total_seconds() + 10)
     finally:
         client.close()
 

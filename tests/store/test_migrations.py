@@ -28,7 +28,7 @@ _OPEN_AT_ONCE = textwrap.dedent(
     from tempoconf.resolution import VersionRecord
     from tempoconf.store.store import Store
     url, start_at, n = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-    time.sleep(max(0.0, start_at - time.time()))
+    time.sleep(max(0.0, start_at - time.time()))  # a start line: every process opens at once
     store = Store(url)
     store.put_version("default", "race/config", VersionRecord("v" + n, int(n)))
     print(store.revision())

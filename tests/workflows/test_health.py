@@ -1,9 +1,10 @@
 """Health-gated promotion and automatic revert, against a live API, a real Prometheus and a real
-HTTP judge (the rollouts run on the real clock, with short holds)."""
+HTTP judge. Rollouts that run through short holds to their verdict skip time; those that hold
+while the test sends reports (judged by when the API received them) or asks Prometheus (judged by
+its clock) run on the real clock."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
@@ -19,7 +20,8 @@ from temporalio.exceptions import ApplicationError
 
 from tempoconf.canonical import version_id
 from tests.fixtures.services import free_port, http_judge, live_api, prometheus_server
-from tests.fixtures.temporal import RolloutHarness, assert_eventually
+from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
     NEW_VALUE,
@@ -80,7 +82,7 @@ async def holding_canary(harness: RolloutHarness, checks: list[dict[str, Any]]) 
     path = unique_path()
     stable = await make_stable(harness, path)
     async with live_api(harness.store) as api:
-        handle = await harness.start(canary_request(path, checks, cooldown="1h"))
+        handle = await harness.start(canary_request(path, checks, cooldown="1h"), real_clock=True)
         await wait_for_state(handle, "holding", stage_index=0)
         yield HoldingCanary(path, stable, api, handle)
 
@@ -153,7 +155,7 @@ async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness
                 served = (await http.get(f"/v1/configs/{canary.path}", params=params)).json()
                 return bool(served["version"] == canary.stable and served["stage"] == "stable")
 
-            await assert_eventually(canary_back_on_stable, timeout=5)
+            await eventually(canary_back_on_stable, what="the API to serve stable to the canary again")
     assert result["outcome"] == "reverted"
     assert "exceeds max_error_ratio 0.05" in result["reason"]
 
@@ -179,19 +181,26 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
                 path,
                 [{"kind": "reports", "max_error_ratio": 0.05, "interval": "500ms", "on_no_data": "fail"}],
                 cooldown="1h",
-            )
+            ),
+            real_clock=True,  # the hold must still run when the reports arrive
         )
         await wait_for_state(handle, "holding", stage_index=0)
 
-        async def an_interval_check_saw_no_data() -> bool:
-            health = (await handle.query("status", result_type=dict))["last_health"]
-            return health is not None and health["checks"][0]["verdict"] == "no_data"
+        checks_seen: set[str] = set()
+
+        async def interval_checks_saw_no_data() -> bool:
+            progress = await handle.query("status", result_type=dict)
+            assert progress["state"] == "holding", progress["phase"]  # no data does not end the hold
+            health = progress["last_health"]
+            if health is not None:
+                assert health["checks"][0]["verdict"] == "no_data", health
+                checks_seen.add(health["checked_at"])
+            return len(checks_seen) >= 3
 
         # Interval checks see no data, 500 ms apart, and the hold goes on; only its end applies
-        # the policy. Wait for the first check (a loaded worker may take longer than 2 s), then
-        # let a few more run.
-        await assert_eventually(an_interval_check_saw_no_data, timeout=10)
-        await asyncio.sleep(2)
+        # the policy. Three of them in a row: the hold survived more than one.
+        await eventually(interval_checks_saw_no_data, what="three interval checks that saw no data",
+                         retry_on=())
         progress = await handle.query("status", result_type=dict)
         assert progress["state"] == "holding" and progress["last_health"]["checks"][0]["verdict"] == "no_data"
         await send_reports(api, path, NEW_VERSION, clients=1, ok=50, failed=0)
@@ -255,7 +264,7 @@ async def rerolling(harness: RolloutHarness, checks: list[dict[str, Any]], *, ea
         handle = await harness.start({
             "path": path, "namespace": NAMESPACE, "version": previous, "author": "oncall",
             "stages": [{"channel": "canary", "cooldown": "1h"}], "health": checks,
-        })
+        }, real_clock=True)
         await wait_for_state(handle, "holding", stage_index=0)
         yield Reroll(path, previous, api, handle)
 
@@ -309,7 +318,7 @@ async def test_reports_from_outside_the_cohort_do_not_count(rollout_harness: Rol
             return any(seen.client == "polled-0" and seen.channel == "canary"
                        for seen in store.recent_clients(NAMESPACE, canary.path, since=since))
 
-        await assert_eventually(polled_as_canary, timeout=20)
+        await eventually(polled_as_canary, what="the API to record polled-0 as a canary", timeout=20)
         await send_reports(canary.api, canary.path, NEW_VERSION, clients=1, ok=100, failed=0, prefix="polled",
                            named=False)
         # ...and the canaries are healthy.
@@ -333,7 +342,7 @@ async def test_the_baseline_is_the_clients_outside_the_cohort_since_the_publish(
         # Before the publish, the fleet had a bad spell (0.5): it must not excuse the canary.
         await send_reports(api, path, stable, clients=4, ok=50, failed=50, prefix="host", channel=None)
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h")
+            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h"), real_clock=True
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await send_reports(api, path, stable, clients=4, ok=90, failed=10, prefix="host", channel=None)  # 0.1
@@ -351,15 +360,15 @@ async def test_the_baseline_is_the_clients_outside_the_cohort_since_the_publish(
 
 async def _wait_for_scrape(prometheus: str, path: str) -> None:
     """Until Prometheus holds the API's report counters for this config."""
-    deadline = time.monotonic() + 20
     async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
+
+        async def scraped() -> list[Any]:
             answer = await http.get(f"{prometheus}/api/v1/query",
                                     params={"query": f'tempoconf_client_operations_total{{path="{path}"}}'})
-            if answer.json()["data"]["result"]:
-                return
-            await asyncio.sleep(0.2)
-    pytest.fail("Prometheus never scraped the API's report counters")
+            return answer.json()["data"]["result"]
+
+        await eventually(scraped, what="Prometheus to scrape the API's report counters", timeout=20,
+                         interval=0.2)
 
 
 @pytest.mark.parametrize(("failed", "outcome"), [(40, "reverted"), (1, "promoted")], ids=["trips", "holds"])
@@ -374,7 +383,8 @@ async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tm
                     path,
                     [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1}],
                     cooldown="1h",
-                )
+                ),
+                real_clock=True,  # the hold must still run when Prometheus has scraped the reports
             )
             await wait_for_state(handle, "holding", stage_index=0)
             await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - failed, failed=failed)
@@ -401,7 +411,7 @@ async def test_prometheus_and_http_checks_are_bounded_by_the_stage(
                     answer = await http.get(f"{prometheus.url}/api/v1/query", params={"query": "up"})
                     return bool(answer.json()["data"]["result"])
 
-                await assert_eventually(scraped, timeout=20)
+                await eventually(scraped, what="Prometheus's first scrape of the API", timeout=20)
             checks = [
                 {"kind": "prometheus", "name": "since", "url": prometheus.url, "query": "time() - {since}",
                  "min": 0, "max": 3600},
@@ -409,7 +419,7 @@ async def test_prometheus_and_http_checks_are_bounded_by_the_stage(
                  "query": 'count_over_time(up{job="tempoconf-api"}[{elapsed}])', "min": 1},
                 {"kind": "http", "url": judge + "/ok?config={path}&stage={stage}&since={since}"},
             ]
-            handle = await rollout_harness.start(canary_request(path, checks, cooldown="2s"))
+            handle = await rollout_harness.start(canary_request(path, checks, cooldown="2s"), real_clock=True)
             result = await outcome_of(handle)
     assert result["outcome"] == "promoted", result
     progress = await handle.query("status", result_type=dict)
@@ -500,7 +510,10 @@ async def test_halt_wins_from_every_waiting_state(rollout_harness: RolloutHarnes
         if state == "awaiting_approval":
             stage["manual"] = True
         checks = [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}] if state == "checking_health" else []
-        handle = await rollout_harness.start(example_request(path, stages=[stage], health=checks))
+        # The real clock for the hour-long holds: the halt must find them running.
+        handle = await rollout_harness.start(
+            example_request(path, stages=[stage], health=checks), real_clock=state in ("holding", "paused")
+        )
         if state == "paused":
             await wait_for_state(handle, "holding", stage_index=0)
             await handle.execute_update("pause", {"reason": "look closer"})
@@ -519,7 +532,7 @@ async def test_bypass_skips_the_remaining_checks(rollout_harness: RolloutHarness
     await make_stable(rollout_harness, path)
     with http_judge() as judge:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "http", "url": judge + "/fail"}], cooldown="1h")
+            canary_request(path, [{"kind": "http", "url": judge + "/fail"}], cooldown="1h"), real_clock=True
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await handle.execute_update("bypass", {"reason": "the judge is down, ship it", "by": "cto"})

@@ -19,7 +19,8 @@ from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.resolution import STABLE, ClientIdentity, resolve
 from tempoconf.store.store import Store
-from tests.fixtures.temporal import RolloutHarness, assert_eventually
+from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.waiting import eventually
 
 NAMESPACE = "default"
 STABLE_VALUE = {"is_debug": False, "max_connections": 1000}
@@ -56,13 +57,15 @@ async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
 
 async def wait_for_state(handle: WorkflowHandle[Any, Any], state: str, *, stage_index: int | None = None,
                          timeout: float = 15.0) -> dict[str, Any]:
-    async def reached() -> dict[str, Any] | None:
+    async def reached() -> dict[str, Any]:
         progress = await status(handle)
-        if progress["state"] == state and (stage_index is None or progress["stage_index"] == stage_index):
-            return progress
-        return None
+        assert progress["state"] == state and stage_index in (None, progress["stage_index"]), (
+            f"{progress['state']} at stage index {progress['stage_index']}"
+        )
+        return progress
 
-    return await assert_eventually(reached, timeout=timeout)
+    at = "" if stage_index is None else f" at stage index {stage_index}"
+    return await eventually(reached, what=f"{handle.id} to be {state}{at}", timeout=timeout)
 
 
 async def make_stable(harness: RolloutHarness, path: str, value: dict[str, Any] = STABLE_VALUE) -> str:
@@ -99,7 +102,8 @@ async def test_three_stages_serve_each_kind_of_client_then_promote(rollout_harne
     in_50 = client_in_buckets(path, 1000, 5000)
     outside = client_in_buckets(path, 5000, 10000)
 
-    handle = await rollout_harness.start(example_request(path))
+    # The real clock: each hour-long hold must last while the test looks at it and advances it.
+    handle = await rollout_harness.start(example_request(path), real_clock=True)
 
     await wait_for_state(handle, "holding", stage_index=0)
     assert served(store, path, canary_outside, channel="canary") == (new, "channel:canary")
@@ -139,9 +143,7 @@ async def test_one_hour_holds_finish_in_seconds_and_leases_are_renewed(rollout_h
     path = unique_path()
     await make_stable(rollout_harness, path)
     real_start = time.monotonic()
-    handle = await rollout_harness.start(
-        example_request(path, default_expiration_time="20m"), skip_time=True
-    )
+    handle = await rollout_harness.start(example_request(path, default_expiration_time="20m"))
     result = await handle.result()
     real_elapsed = time.monotonic() - real_start
     assert result["outcome"] == "promoted"
@@ -181,7 +183,7 @@ async def test_bypass_skips_remaining_stages_and_promotes(rollout_harness: Rollo
     store = rollout_harness.store
     path = unique_path()
     await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path))
+    handle = await rollout_harness.start(example_request(path), real_clock=True)  # bypasses a running hold
     await wait_for_state(handle, "holding", stage_index=0)
 
     answer = await handle.execute_update("bypass", {"reason": "hotfix for an outage", "by": "oncall"})
@@ -201,7 +203,7 @@ async def test_halt_puts_every_client_back_on_stable(rollout_harness: RolloutHar
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path))
+    handle = await rollout_harness.start(example_request(path), real_clock=True)  # halts a running hold
     await wait_for_state(handle, "holding", stage_index=0)
     await handle.execute_update("advance")
     await wait_for_state(handle, "holding", stage_index=1)
@@ -224,19 +226,26 @@ async def test_halt_puts_every_client_back_on_stable(rollout_harness: RolloutHar
 async def test_pause_blocks_advancing_until_resume(rollout_harness: RolloutHarness) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
+    # The real clock: skipped time would end the 1 s hold before the pause arrives.
     handle = await rollout_harness.start(
-        example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}])
+        example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}]),
+        real_clock=True,
     )
     await wait_for_state(handle, "holding", stage_index=0)
     answer = await handle.execute_update("pause", {"reason": "investigating a dashboard", "by": "bob"})
     assert answer["paused"] is True
     assert answer["phase"] == "Paused at channel:canary: investigating a dashboard"
 
-    # Well past the 1 s hold, the rollout still sits on stage 1.
-    await asyncio.sleep(2.5)
-    progress = await status(handle)
+    # Once the 1 s hold is over (its deadline cleared), the rollout still sits on stage 1.
+    async def hold_over() -> dict[str, Any]:
+        progress = await status(handle)
+        assert progress["hold_deadline"] is None, progress["phase"]
+        return progress
+
+    progress = await eventually(hold_over, what="the paused stage's 1 s hold to end")
     assert progress["stage_index"] == 0
     assert progress["paused"] is True
+    assert progress["state"] == "holding"
 
     with pytest.raises(WorkflowUpdateFailedError) as rejected:
         await handle.execute_update("approve")
@@ -278,7 +287,7 @@ async def test_cancellation_reverts_then_ends_cancelled(rollout_harness: Rollout
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path))
+    handle = await rollout_harness.start(example_request(path), real_clock=True)  # cancels a running hold
     await wait_for_state(handle, "holding", stage_index=0)
     assert served(store, path, "h", channel="canary")[0] == version_id(NEW_VALUE)
 
@@ -298,18 +307,20 @@ async def test_leases_stay_live_through_a_hold_longer_than_the_expiration(
     path = unique_path()
     await make_stable(rollout_harness, path)
     new = version_id(NEW_VALUE)
+    # The real clock: the store judges leases by the wall clock, so the hold must take real time.
     handle = await rollout_harness.start(
-        example_request(path, stages=[{"channel": "canary", "cooldown": "11s", "expiration": "5s"}])
+        example_request(path, stages=[{"channel": "canary", "cooldown": "11s", "expiration": "5s"}]),
+        real_clock=True,
     )
     await wait_for_state(handle, "holding", stage_index=0)
     first_seen = time.monotonic()
     observed = []
     while (await status(handle))["state"] == "holding":
         observed.append(served(store, path, "c1", channel="canary"))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # not a wait for anything: how often the watch samples the store
     watched = time.monotonic() - first_seen
-    # Server timers have about one second of granularity: a 5 s lease renewed every 2.5 s
-    # stays live through an 11 s hold, which without renewal would lapse after 5 s. What counts
+    # A 5 s lease renewed every 2.5 s stays live through an 11 s hold, which without renewal
+    # would lapse after 5 s. What counts
     # is that the watch outlasted the lease, not how many reads a loaded machine managed.
     assert watched > 8, watched
     assert all(version == new for version, _ in observed), observed
@@ -321,10 +332,12 @@ async def test_terminated_rollout_lapses_within_one_expiration(rollout_harness: 
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
     handle = await rollout_harness.start(
-        example_request(path, stages=[{"channel": "canary", "expiration": "1s"}])
+        example_request(path, stages=[{"channel": "canary", "expiration": "1s"}]), real_clock=True
     )
     await wait_for_state(handle, "holding", stage_index=0)
     await handle.terminate("operator pulled the plug")
+    # The behaviour under test is the lease lapsing on the wall clock with no one to end it:
+    # nothing to wait for but time itself (1 s lease, renewed last at most 0.5 s before).
     await asyncio.sleep(1.5)
     assert served(store, path, "c1", channel="canary") == (stable, STABLE)
 
@@ -334,7 +347,9 @@ async def test_second_rollout_of_a_config_is_refused_naming_the_running_one(
 ) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
-    first = await rollout_harness.start(example_request(path), workflow_id=f"first-{uuid.uuid4().hex[:6]}")
+    first = await rollout_harness.start(  # the real clock: it must still hold when the second starts
+        example_request(path), workflow_id=f"first-{uuid.uuid4().hex[:6]}", real_clock=True
+    )
     await wait_for_state(first, "holding", stage_index=0)
 
     second = await rollout_harness.start(example_request(path, value={"is_debug": True, "max_connections": 1}))
@@ -414,7 +429,7 @@ async def test_non_object_input_fails_cleanly(rollout_harness: RolloutHarness) -
 async def test_status_and_search_attributes_show_progress(rollout_harness: RolloutHarness) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path))
+    handle = await rollout_harness.start(example_request(path), real_clock=True)  # seen while it holds
     progress = await wait_for_state(handle, "holding", stage_index=0)
     assert progress["version"] == version_id(NEW_VALUE)
     assert progress["stage_name"] == "channel:canary"
@@ -427,7 +442,7 @@ async def test_status_and_search_attributes_show_progress(rollout_harness: Rollo
         query = f'TempoconfPath="{path}" AND TempoconfState="holding" AND TempoconfStage="channel:canary"'
         return [wf.id async for wf in rollout_harness.realtime_client.list_workflows(query)]
 
-    assert handle.id in await assert_eventually(listed)
+    assert handle.id in await eventually(listed, what="the visibility store to list the holding rollout")
     description = await handle.describe()
     assert description.search_attributes["TempoconfVersion"] == [version_id(NEW_VALUE)]
     await handle.execute_update("halt", {"reason": "done with the test"})

@@ -9,6 +9,7 @@ from temporalio.exceptions import ApplicationError
 from tempoconf.canonical import version_id
 from tests.fixtures.services import webhook_receiver
 from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
     NEW_VALUE,
@@ -44,8 +45,8 @@ async def test_staged_rollback_goes_through_stages(rollout_harness: RolloutHarne
     path = unique_path()
     first = await make_stable(rollout_harness, path, STABLE_VALUE)
     second = await make_stable(rollout_harness, path, NEW_VALUE)
-    handle = await rollout_harness.start(
-        {"path": path, "version": first, "stages": [{"channel": "canary", "cooldown": "1h"}]}
+    handle = await rollout_harness.start(  # the real clock: the test advances the running hold
+        {"path": path, "version": first, "stages": [{"channel": "canary", "cooldown": "1h"}]}, real_clock=True
     )
     await wait_for_state(handle, "holding", stage_index=0)
     assert served(store, path, "h", channel="canary") == (first, "channel:canary")
@@ -69,7 +70,7 @@ async def test_strategy_expands_to_stages_visible_in_status(rollout_harness: Rol
     path = unique_path()
     await make_stable(rollout_harness, path)
     request = example_request(path, stages=[{"channel": "canary"}], strategy={"linear": {"step": 25, "every": "2h"}})
-    handle = await rollout_harness.start(request, skip_time=True)
+    handle = await rollout_harness.start(request)
     assert (await handle.result())["outcome"] == "promoted"
     progress = await status(handle)
     assert [stage["name"] for stage in progress["stages"]] == ["channel:canary", "25%", "50%", "75%", "100%"]
@@ -107,8 +108,6 @@ async def test_webhooks_are_called_once_per_state_change_and_a_failing_one_chang
 async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted_ones(
     rollout_harness: RolloutHarness,
 ) -> None:
-    from tests.fixtures.temporal import assert_eventually
-
     client = rollout_harness.realtime_client
     waiting_path, halted_path = unique_path(), unique_path()
     await make_stable(rollout_harness, waiting_path)
@@ -116,7 +115,7 @@ async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted
     waiting = await rollout_harness.start(
         example_request(waiting_path, stages=[{"channel": "canary", "cooldown": "0s", "manual": True}])
     )
-    halted = await rollout_harness.start(example_request(halted_path))
+    halted = await rollout_harness.start(example_request(halted_path), real_clock=True)  # halted while it holds
     await wait_for_state(waiting, "awaiting_approval", stage_index=0)
     await wait_for_state(halted, "holding", stage_index=0)
     await halted.execute_update("halt", {"reason": "bad idea"})
@@ -130,7 +129,7 @@ async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted
         done = await ids('TempoconfState="halted"')
         return waiting.id in awaiting and halted.id not in awaiting and halted.id in done
 
-    await assert_eventually(found)
+    await eventually(found, what="the visibility store to list both rollouts by state")
     of_halted_path = await ids(f'TempoconfPath="{halted_path}"')
     assert halted.id in of_halted_path and waiting.id not in of_halted_path
     await waiting.execute_update("approve")

@@ -32,7 +32,7 @@ async def test_advance_answers_with_the_next_stage_held_in_a_short_result(
 ) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path))
+    handle = await rollout_harness.start(example_request(path), real_clock=True)  # advances a running hold
     await wait_for_state(handle, "holding", stage_index=0)
 
     answer = await handle.execute_update("advance", {"reason": "canary looks fine", "by": "dave"})
@@ -56,7 +56,7 @@ async def test_advance_answers_after_the_health_checks_it_started(rollout_harnes
     with http_judge() as judge:
         # /slow answers 200 after 3 s: the answer waits for the verdict and the next stage.
         checks = [{"kind": "http", "url": judge + "/slow", "timeout": "10s", "attempts": 1}]
-        handle = await rollout_harness.start(example_request(path, health=checks))
+        handle = await rollout_harness.start(example_request(path, health=checks), real_clock=True)  # advanced
         await wait_for_state(handle, "holding", stage_index=0)
         answer = await handle.execute_update("advance")
         assert (answer["state"], answer["stage_number"]) == ("holding", 2), answer
@@ -72,7 +72,7 @@ async def test_advance_says_requested_when_the_rollout_has_not_moved_on_within_t
     with http_judge() as judge:
         # Six attempts that each time out after 2 s: the checks outlast the 10 s the answer waits.
         checks = [{"kind": "http", "url": judge + "/slow", "timeout": "2s", "attempts": 6}]
-        handle = await rollout_harness.start(example_request(path, health=checks))
+        handle = await rollout_harness.start(example_request(path, health=checks), real_clock=True)  # advanced
         await wait_for_state(handle, "holding", stage_index=0)
         answer = await handle.execute_update("advance")
         assert (answer["accepted"], answer["state"], answer["stage_number"]) == (True, "checking_health", 1)
@@ -122,7 +122,7 @@ async def test_history_rows_have_one_vocabulary_one_numbering_and_an_actor_each(
     await make_stable(rollout_harness, path)
     request = example_request(path, stages=[{"channel": "canary"}, {"percentile": 10}])
     del request["author"]  # then who started it is whoever Temporal says started the run
-    handle = await rollout_harness.start(request)
+    handle = await rollout_harness.start(request, real_clock=True)  # steered through its running holds
     await wait_for_state(handle, "holding", stage_index=0)
     # As `temporal workflow signal --name ...` sends them: no "by".
     await handle.signal("pause", {"reason": "look closer"})
@@ -180,7 +180,8 @@ async def test_a_rollout_without_stages_is_promoted_with_a_reason_that_says_so(
 
 async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness) -> None:
     first = unique_path()  # no stable version: clients get 404 before and after
-    handle = await rollout_harness.start(example_request(first, stages=[{"channel": "canary"}]))
+    # The real clock here and below: each rollout is halted during its running hold.
+    handle = await rollout_harness.start(example_request(first, stages=[{"channel": "canary"}]), real_clock=True)
     await wait_for_state(handle, "holding", stage_index=0)
     answer = await handle.execute_update("halt", {"reason": "wrong value", "by": "erin"})
 
@@ -194,7 +195,7 @@ async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness)
 
     second = unique_path()
     stable = await make_stable(rollout_harness, second)
-    handle = await rollout_harness.start(example_request(second, stages=[{"channel": "canary"}]))
+    handle = await rollout_harness.start(example_request(second, stages=[{"channel": "canary"}]), real_clock=True)
     await wait_for_state(handle, "holding", stage_index=0)
     answer = await handle.execute_update("halt", {"reason": "wrong value"})
     assert answer["phase"] == f"Halted, back to stable {stable}: wrong value"
