@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,7 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from tempoconf.details import render_current_details
-    from tempoconf.health import HEALTHY, UNHEALTHY
+    from tempoconf.health import UNHEALTHY
     from tempoconf.messages import (
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
@@ -45,9 +44,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.progress import (
-        FINAL_STATES,
-        NOTE,
-        TRANSITION,
         CheckResult,
         CommandResult,
         HealthReport,
@@ -56,12 +52,11 @@ with workflow.unsafe.imports_passed_through():
         RolloutProgress,
         RolloutResult,
         RolloutState,
-        StageProgress,
-        Transition,
-        describe_phase,
     )
+    from tempoconf.run_state import DEFAULT_OPERATOR, Effect, RolloutRunState
     from tempoconf.temporal import (
         PATH_ATTRIBUTE,
+        SEARCH_ATTRIBUTES,
         STAGE_ATTRIBUTE,
         STATE_ATTRIBUTE,
         VERSION_ATTRIBUTE,
@@ -94,11 +89,8 @@ WEBHOOK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attem
 WEBHOOK_TIMEOUT = timedelta(seconds=10)
 HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 DEFAULT_RECHECK_SECONDS = 30.0
-# Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
-LEASE_RENEWAL_FRACTION = 0.5
 SYSTEM_ACTOR = "workflow"
-# Who a signal or update came from when it does not say (signals carry no identity).
-DEFAULT_OPERATOR = "operator"
+_SEARCH_ATTRIBUTE_KEYS = {key.name: key for key in SEARCH_ATTRIBUTES}
 # An update answers once the rollout has acted on it (e.g. the next stage is published and held),
 # or after this long with a `requested:` message: clients wait 15 s for an answer.
 STEERING_REPLY_TIMEOUT = timedelta(seconds=10)
@@ -127,15 +119,6 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
     return timedelta(seconds=slowest + 15.0)
 
 
-@dataclass(frozen=True)
-class _Effect:
-    """What a command did: the reply once the rollout acted on it, and while it has not yet."""
-
-    accepted: bool
-    done: str
-    requested: str = ""
-
-
 class _StopRollout(Exception):
     """Internal: leave the stage loop and revert (halt or unhealthy)."""
 
@@ -150,38 +133,28 @@ class _StopRollout(Exception):
 class ConfigRollout:
     @workflow.init
     def __init__(self, request: Any) -> None:
-        raw = request if isinstance(request, dict) else {}
-        info = workflow.info()
-        self._progress = RolloutProgress(
-            workflow_id=info.workflow_id,
-            namespace=str(raw.get("namespace") or "default"),
-            path=str(raw.get("path") or ""),
-        )
-        self._plan: RolloutPlan | None = None
-        self._halt: OperatorCommand | None = None
-        self._bypass: OperatorCommand | None = None
-        self._advance_requested = False
-        self._failures: dict[int, int] = {}
+        # The whole run state in one object (continue-as-new can carry it); what follows is
+        # only what lives and dies with this run's code: deliveries in flight, the current wait.
+        self._state = RolloutRunState.start(request, workflow_id=workflow.info().workflow_id)
         self._notifications: list[asyncio.Future[Any]] = []
-        self._search_attributes: dict[str, str] = {}
-        # Lease bookkeeping: stage index → lease length (s), and when leases were last renewed.
-        self._leases: dict[int, float] = {}
-        self._leases_renewed_at: datetime | None = None
-        self._audited_transitions = 0
-        self._unaudited: set[int] = set()
         # What the main loop waits for while it is parked in _wait_until (None while it runs or
         # awaits an activity): an update answers once the rollout waits for something it did not give.
         self._parked_on: Callable[[], bool] | None = None
+
+    @property
+    def _progress(self) -> RolloutProgress:
+        return self._state.progress
 
     # -- main loop -----------------------------------------------------------------------------
     @workflow.run
     async def run(self, request: Any) -> RolloutResult:
         self._upsert_search_attributes()
         try:
-            self._plan = await self._prepare(request)
-            self._set_plan_progress(self._plan)
-            bypassed = await self._run_stages(self._plan)
-            return await self._promote(self._plan, bypassed=bypassed)
+            plan = await self._prepare(request)
+            self._state.set_plan(plan)
+            self._upsert_search_attributes()
+            bypassed = await self._run_stages(plan)
+            return await self._promote(plan, bypassed=bypassed)
         except _StopRollout as stop:
             return await self._revert(stop.outcome, stop.reason, stop.by)
         except ActivityError as error:
@@ -232,21 +205,21 @@ class ConfigRollout:
         """Walk the stages; True when a bypass cut the walk short."""
         self._raise_if_halted()
         for stage in plan.stages:
-            if self._bypass:
+            if self._state.bypass:
                 return True
             await self._publish(plan, stage)
             self._raise_if_halted()
             await self._hold(plan, stage)
-            if self._bypass:
+            if self._state.bypass:
                 return True
             await self._check_health(plan, stage)
-            if stage.manual and self._bypass is None:
+            if stage.manual and self._state.bypass is None:
                 await self._await_approval(stage)
-            if self._bypass:
+            if self._state.bypass:
                 return True
-            await self._wait_until(lambda: not self._progress.pause_reasons or self._bypass is not None)
-            self._mark_stage(stage.index, "passed")
-        return self._bypass is not None
+            await self._wait_until(lambda: not self._progress.pause_reasons or self._state.bypass is not None)
+            self._state.mark_stage(stage.index, "passed")
+        return self._state.bypass is not None
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         info = workflow.info()
@@ -268,9 +241,7 @@ class ConfigRollout:
             retry_policy=STORE_RETRY,
             summary=f"publish stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
         )
-        self._leases[stage.index] = stage.expiration_seconds
-        if self._leases_renewed_at is None:
-            self._leases_renewed_at = workflow.now()
+        self._state.lease_published(stage, now=workflow.now())
         progress_stage = self._progress.stages[stage.index]
         progress_stage.status = "live"
         progress_stage.published_at = result.published_at
@@ -280,8 +251,8 @@ class ConfigRollout:
 
     async def _hold(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         """Hold the stage for its cooldown; checks with an `interval` run during it and fail fast."""
-        self._advance_requested = False
-        self._failures = {index: 0 for index in range(len(stage.health))}
+        self._state.advance_requested = False
+        self._state.failures = {index: 0 for index in range(len(stage.health))}
         started = workflow.now()
         deadline = started + timedelta(seconds=stage.cooldown_seconds)
         self._progress.hold_deadline = deadline.isoformat()
@@ -296,7 +267,7 @@ class ConfigRollout:
         }
 
         def hold_cut_short() -> bool:
-            return self._advance_requested or self._bypass is not None
+            return self._state.advance_requested or self._state.bypass is not None
 
         while True:
             next_check = min(due.values(), default=None)
@@ -330,18 +301,18 @@ class ConfigRollout:
         pending = list(range(len(stage.health)))
         while True:
             report = await self._run_checks(plan, stage, pending, final=True)
-            if self._bypass is not None:
+            if self._state.bypass is not None:
                 return
             pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
             if not pending:
                 return
             recheck = min(float(stage.health[index].get("interval") or DEFAULT_RECHECK_SECONDS) for index in pending)
             await self._wait_until(
-                lambda: self._bypass is not None,
+                lambda: self._state.bypass is not None,
                 deadline=workflow.now() + timedelta(seconds=recheck),
                 summary=f"re-check {len(pending)} failing health check(s) of {stage.name}",
             )
-            if self._bypass is not None:
+            if self._state.bypass is not None:
                 return
 
     async def _run_checks(
@@ -379,18 +350,9 @@ class ConfigRollout:
         self._progress.last_health = report
         self._refresh_view()
         self._raise_if_halted()
-        if self._bypass is not None:
+        if self._state.bypass is not None:
             return report
-        tripped = []
-        for result in report.checks:
-            if result.verdict == UNHEALTHY:
-                self._failures[result.index] = self._failures.get(result.index, 0) + 1
-                limit = int(stage.health[result.index].get("failure_limit") or 1)
-                if self._failures[result.index] >= limit:
-                    count = f" ({self._failures[result.index]} failures in a row)" if limit > 1 else ""
-                    tripped.append(f"{result.name}: {result.summary}{count}")
-            elif result.verdict == HEALTHY:
-                self._failures[result.index] = 0
+        tripped = self._state.count_failures(stage, report)
         if tripped:
             raise _StopRollout(
                 Outcome.REVERTED, f"stage {stage.name} is unhealthy: " + "; ".join(tripped), SYSTEM_ACTOR
@@ -403,7 +365,7 @@ class ConfigRollout:
             RolloutState.AWAITING_APPROVAL, SYSTEM_ACTOR, f"stage {stage.name} passed; waiting for approve"
         )
         self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
-        await self._wait_until(lambda: self._progress.approved or self._bypass is not None)
+        await self._wait_until(lambda: self._progress.approved or self._state.bypass is not None)
 
     async def _wait_until(
         self, done: Callable[[], bool], *, deadline: datetime | None = None, summary: str | None = None
@@ -419,14 +381,14 @@ class ConfigRollout:
             now = workflow.now()
             if done() or (deadline is not None and now >= deadline):
                 return
-            renewal = self._next_lease_renewal()
+            renewal = self._state.next_lease_renewal()
             if renewal is not None and now >= renewal:
                 await self._renew_leases()
                 continue
             wake_at = min((moment for moment in (deadline, renewal) if moment is not None), default=None)
 
             def wakes() -> bool:
-                return self._halt is not None or done()
+                return self._state.halt is not None or done()
 
             self._parked_on = wakes
             try:
@@ -441,36 +403,28 @@ class ConfigRollout:
             finally:
                 self._parked_on = None
 
-    def _next_lease_renewal(self) -> datetime | None:
-        if not self._leases or self._leases_renewed_at is None:
-            return None
-        shortest = min(self._leases.values())
-        return self._leases_renewed_at + timedelta(seconds=shortest * LEASE_RENEWAL_FRACTION)
-
     async def _renew_leases(self) -> None:
-        assert self._plan is not None
+        leases = self._state.leases
         result = await workflow.execute_activity(
             RENEW_LEASES_ACTIVITY,
             RenewLeasesInput(
-                namespace=self._plan.namespace,
-                path=self._plan.path,
+                namespace=self._progress.namespace,
+                path=self._progress.path,
                 run_id=workflow.info().run_id,
-                expirations=dict(self._leases),
+                expirations=dict(leases),
             ),
             result_type=RenewLeasesResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
             retry_policy=STORE_RETRY,
-            summary=f"renew the leases of {len(self._leases)} live stage(s)",
+            summary=f"renew the leases of {len(leases)} live stage(s)",
         )
-        self._leases_renewed_at = workflow.now()
-        for index, expires_at in result.expires_at.items():
-            self._progress.stages[int(index)].expires_at = expires_at
+        self._state.leases_renewed(result.expires_at, now=workflow.now())
 
     async def _promote(self, plan: RolloutPlan, *, bypassed: bool) -> RolloutResult:
         info = workflow.info()
-        by = (self._bypass.by or DEFAULT_OPERATOR) if self._bypass else SYSTEM_ACTOR
-        if self._bypass:
-            reason = f"bypassed: {self._bypass.reason or 'no reason given'}"
+        by = (self._state.bypass.by or DEFAULT_OPERATOR) if self._state.bypass else SYSTEM_ACTOR
+        if self._state.bypass:
+            reason = f"bypassed: {self._state.bypass.reason or 'no reason given'}"
         elif plan.stages:
             reason = "every stage passed its hold and checks"
         else:
@@ -489,10 +443,7 @@ class ConfigRollout:
         if await _finish_despite_cancellation(promotion):
             # Too late to cancel: the version is (being made) stable. Say so, and end promoted.
             self._note("temporal", "cancellation requested while promoting: ignored, the promotion completed")
-        self._leases.clear()
-        for stage in self._progress.stages:
-            if stage.status == "live":
-                stage.status = "passed"
+        self._state.end_live_stages("passed")
         outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
         self._progress.outcome = outcome.value
         self._progress.reason = reason
@@ -534,10 +485,7 @@ class ConfigRollout:
             retry_policy=REVERT_RETRY,
             summary=f"revert: clear the live stages, every client back on stable if any ({reason})",
         )
-        self._leases.clear()
-        for stage in self._progress.stages:
-            if stage.status == "live":
-                stage.status = "reverted"
+        self._state.end_live_stages("reverted")
         self._progress.outcome = outcome.value
         # What clients are back on: the stable version, or none (the phase must not say "stable").
         self._progress.stable_version = reverted.stable_version
@@ -556,24 +504,12 @@ class ConfigRollout:
     # -- notifications -------------------------------------------------------------------------
     def _notify(self, event: str, reason: str) -> None:
         """Start one webhook delivery per URL without waiting for it (a slow hook never holds a stage)."""
-        if self._plan is None or not self._plan.webhooks:
+        plan = self._state.plan
+        if plan is None or not plan.webhooks:
             return
-        info = workflow.info()
-        progress = self._progress
-        body = {
-            "id": f"{info.run_id}:{len(self._notifications)}",
-            "event": event,
-            "workflow_id": info.workflow_id,
-            "namespace": progress.namespace,
-            "path": progress.path,
-            "version": progress.version,
-            "state": progress.state,
-            "stage": progress.stage_name,
-            "stage_index": progress.stage_index,
-            "reason": reason,
-            "at": self._now_iso(),
-        }
-        for url in self._plan.webhooks:
+        body = self._state.webhook_body(event, reason, run_id=workflow.info().run_id, at=self._now_iso())
+        for url in plan.webhooks:
+            self._state.deliveries_started += 1
             self._notifications.append(
                 workflow.start_activity(
                     NOTIFY_ACTIVITY,
@@ -590,71 +526,28 @@ class ConfigRollout:
             await asyncio.gather(*self._notifications, return_exceptions=True)
 
     # -- state bookkeeping ---------------------------------------------------------------------
-    def _set_plan_progress(self, plan: RolloutPlan) -> None:
-        self._progress.version = plan.version
-        self._progress.stage_count = len(plan.stages)
-        self._progress.stages = [
-            StageProgress(
-                index=stage.index,
-                name=stage.name,
-                cohort=stage.cohort(),
-                cooldown_seconds=stage.cooldown_seconds,
-                manual=stage.manual,
-            )
-            for stage in plan.stages
-        ]
-        self._upsert_search_attributes()
-
-    def _mark_stage(self, index: int, status: str) -> None:
-        if 0 <= index < len(self._progress.stages):
-            self._progress.stages[index].status = status
-
     def _transition(self, to_state: RolloutState, by: str, reason: str, *, audit: bool = True) -> None:
         """Move to a named state, recording who and why (history, audit log, search attributes, UI)."""
-        if not audit:
-            # Written by the activity that made it happen (promote/revert): don't write it twice.
-            self._unaudited.add(len(self._progress.history))
-        # A "transition" to the state it is in would read as a change that did not happen.
-        kind = NOTE if to_state.value == self._progress.state else TRANSITION
-        self._record(to_state.value, by, reason, kind)
+        self._state.transition(to_state, by, reason, at=self._now_iso(), audit=audit)
+        self._refresh_view()
 
     def _note(self, by: str, reason: str) -> None:
         """Record an operator command that does not change the state (pause, approve, ...)."""
-        self._record(self._progress.state, by, reason, NOTE)
-
-    def _record(self, to_state: str, by: str, reason: str, kind: str) -> None:
-        progress = self._progress
-        progress.history.append(
-            Transition(
-                at=self._now_iso(),
-                from_state=progress.state,
-                to_state=to_state,
-                by=by or DEFAULT_OPERATOR,
-                reason=reason,
-                stage=progress.stage_name,
-                kind=kind,
-            )
-        )
-        progress.state = to_state
+        self._state.note(by, reason, at=self._now_iso())
         self._refresh_view()
 
     def _refresh_view(self) -> None:
-        self._progress.paused = bool(self._progress.pause_reasons)
-        self._progress.phase = describe_phase(self._progress)
-        workflow.set_current_details(render_current_details(self._progress, self._plan, now=workflow.now()))
+        self._state.refresh()
+        workflow.set_current_details(render_current_details(self._progress, self._state.plan, now=workflow.now()))
         self._upsert_search_attributes()
 
     def _has_unaudited(self) -> bool:
-        return bool(self._progress.path) and self._audited_transitions < len(self._progress.history)
+        return self._state.has_unaudited()
 
     async def _audit_transitions(self) -> None:
         """Write the transitions not yet in the audit log (idempotent: keyed by sequence number)."""
         history = self._progress.history
-        if self._audited_transitions >= len(history) or not self._progress.path:
-            return
-        first = self._audited_transitions
-        sequences = [seq for seq in range(first, len(history)) if seq not in self._unaudited]
-        self._audited_transitions = len(history)
+        sequences = self._state.take_unaudited()
         if not sequences:
             return
         info = workflow.info()
@@ -677,143 +570,45 @@ class ConfigRollout:
     def _upsert_search_attributes(self) -> None:
         """Upsert the attributes whose value changed (each upsert is a history event)."""
         progress = self._progress
-        wanted = {
-            STATE_ATTRIBUTE: progress.state,
-            PATH_ATTRIBUTE: progress.path,
-            VERSION_ATTRIBUTE: progress.version,
-            STAGE_ATTRIBUTE: progress.stage_name,
-        }
-        updates = [
-            key.value_set(value)
-            for key, value in wanted.items()
-            if value and self._search_attributes.get(key.name) != value
-        ]
-        if updates:
-            workflow.upsert_search_attributes(updates)
-            self._search_attributes.update({key.name: value for key, value in wanted.items() if value})
+        changes = self._state.search_attribute_changes(
+            {
+                STATE_ATTRIBUTE.name: progress.state,
+                PATH_ATTRIBUTE.name: progress.path,
+                VERSION_ATTRIBUTE.name: progress.version,
+                STAGE_ATTRIBUTE.name: progress.stage_name,
+            }
+        )
+        if changes:
+            workflow.upsert_search_attributes(
+                [_SEARCH_ATTRIBUTE_KEYS[name].value_set(value) for name, value in changes.items()]
+            )
 
     def _raise_if_halted(self) -> None:
-        if self._halt is not None:
+        if self._state.halt is not None:
             raise _StopRollout(
-                Outcome.HALTED, self._halt.reason or "halted by an operator", self._halt.by or "operator"
+                Outcome.HALTED, self._state.halt.reason or "halted by an operator", self._state.halt.by or "operator"
             )
 
     def _now_iso(self) -> str:
         return workflow.now().isoformat()
 
-    def _is_final_or_promoting(self) -> bool:
-        state = RolloutState(self._progress.state)
-        return state in FINAL_STATES or state in (RolloutState.PROMOTING, RolloutState.REVERTING)
-
     # -- signals and updates (same names; an update answers a short CommandResult or an error) --
-    def _stage_label(self) -> str:
-        progress = self._progress
-        if progress.stage_name is None:
-            return "the first stage"
-        return f"stage {progress.stage_index + 1}/{progress.stage_count} {progress.stage_name}"
-
-    def _apply_halt(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._halt is not None:
-            effect = _Effect(False, "a halt was already requested: the rollout is reverting")
-        elif self._is_final_or_promoting():
-            effect = _Effect(False, f"halt ignored: the rollout is already {self._progress.state}")
-        else:
-            self._halt = OperatorCommand(reason=command.reason, by=by)
-            self._note(by, f"halt requested: {command.reason or 'no reason given'}")
-            return _Effect(
-                True,
-                "halted: the live stages were reverted",
-                "requested: halt; the live stages are reverted once the current step ends",
-            )
-        # Signals cannot be refused; say in the history why this one changed nothing.
-        self._note(by, effect.done)
-        return effect
-
-    def _apply_bypass(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._bypass is not None:
-            effect = _Effect(False, "a bypass was already requested: the version is being promoted")
-        elif self._halt is not None:
-            effect = _Effect(False, "bypass ignored: the rollout is being halted")
-        elif self._is_final_or_promoting():
-            effect = _Effect(False, f"bypass ignored: the rollout is already {self._progress.state}")
-        else:
-            self._bypass = OperatorCommand(reason=command.reason, by=by)
-            self._note(by, f"bypass requested: {command.reason or 'no reason given'}")
-            version = self._progress.version or "the version"
-            return _Effect(
-                True,
-                f"bypassed: {version} was promoted to stable",
-                f"requested: bypass; {version} is promoted once the current step ends",
-            )
-        self._note(by, effect.done)
-        return effect
-
-    def _apply_advance(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._progress.state != RolloutState.HOLDING or self._progress.hold_deadline is None:
-            effect = _Effect(False, f"advance ignored: no hold is running (the rollout is {self._progress.state})")
-            self._note(by, effect.done)
-            return effect
-        stage = self._stage_label()
-        self._advance_requested = True
-        self._note(by, f"advance: hold ended early ({command.reason or 'no reason'})")
-        return _Effect(
-            True,
-            f"the hold of {stage} ended early",
-            f"requested: the hold of {stage} ends early; the rollout moves on once the current step ends",
-        )
-
-    def _apply_pause(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._is_final_or_promoting():
-            effect = _Effect(False, f"pause ignored: the rollout is already {self._progress.state}")
-            self._note(by, effect.done)
-            return effect
-        self._progress.pause_reasons.append(command.reason or f"paused by {by}")
-        self._note(by, f"pause: {command.reason or 'no reason given'}")
-        done = f"paused at {self._stage_label()}: the rollout does not leave it until resume"
-        return _Effect(True, done, done)
-
-    def _apply_resume(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if not self._progress.pause_reasons:
-            effect = _Effect(False, "resume ignored: the rollout is not paused")
-            self._note(by, effect.done)
-            return effect
-        self._progress.pause_reasons.clear()
-        self._note(by, f"resume: {command.reason or 'no reason given'}")
-        return _Effect(True, "resumed", "requested: resume; the rollout moves on once the current step ends")
-
-    def _apply_approve(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        progress = self._progress
-        paused = "; ".join(progress.pause_reasons)
-        if progress.state != RolloutState.AWAITING_APPROVAL:
-            effect = _Effect(False, "approve ignored: nothing is waiting for approval")
-        elif progress.approved:
-            held = f", held until resume (paused: {paused})" if paused else ""
-            effect = _Effect(False, f"{progress.stage_name} is already approved{held}")
-        else:
-            progress.approved = True
-            why = f": {command.reason}" if command.reason else ""
-            if paused:
-                # The approval counts, but a paused rollout does not leave its stage: say so.
-                held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
-                self._note(by, f"approved {progress.stage_name}{why}; held until resume (paused: {paused})")
-                return _Effect(True, held, held)
-            self._note(by, f"approved {progress.stage_name}{why}")
-            return _Effect(
-                True,
-                f"approved {progress.stage_name}",
-                f"requested: approve {progress.stage_name}; the rollout moves on once the current step ends",
-            )
-        self._note(by, effect.done)
+    def _apply(self, command: str, argument: OperatorCommand | None) -> Effect:
+        """Act on an operator command (signal or update), then show its effect."""
+        apply = {
+            "halt": self._state.apply_halt,
+            "bypass": self._state.apply_bypass,
+            "advance": self._state.apply_advance,
+            "pause": self._state.apply_pause,
+            "resume": self._state.apply_resume,
+            "approve": self._state.apply_approve,
+        }[command]
+        effect = apply(argument or OperatorCommand(), at=self._now_iso())
+        self._refresh_view()
         return effect
 
     def _ended(self) -> bool:
-        return RolloutState(self._progress.state) in FINAL_STATES
+        return self._state.ended()
 
     def _settled(self) -> bool:
         """The rollout acted on the command: it has ended, or waits for something the command did
@@ -824,7 +619,7 @@ class ConfigRollout:
         parked_on = self._parked_on
         return parked_on is not None and not parked_on() and not self._has_unaudited()
 
-    async def _reply(self, command: str, effect: _Effect, took_effect: Callable[[], bool] | None) -> CommandResult:
+    async def _reply(self, command: str, effect: Effect, took_effect: Callable[[], bool] | None) -> CommandResult:
         """Wait (bounded) until the command took effect, then answer where the rollout is."""
         in_effect = True
         if effect.accepted and took_effect is not None:
@@ -851,116 +646,83 @@ class ConfigRollout:
 
     @workflow.signal(name="halt")
     def halt_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_halt(command or OperatorCommand())
+        self._apply("halt", command)
 
     @workflow.signal(name="bypass")
     def bypass_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_bypass(command or OperatorCommand())
+        self._apply("bypass", command)
 
     @workflow.signal(name="advance")
     def advance_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_advance(command or OperatorCommand())
+        self._apply("advance", command)
 
     @workflow.signal(name="pause")
     def pause_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_pause(command or OperatorCommand())
+        self._apply("pause", command)
 
     @workflow.signal(name="resume")
     def resume_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_resume(command or OperatorCommand())
+        self._apply("resume", command)
 
     @workflow.signal(name="approve")
     def approve_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_approve(command or OperatorCommand())
+        self._apply("approve", command)
 
     @workflow.update(name="halt")
     async def halt_update(self, command: OperatorCommand | None = None) -> CommandResult:
         # Answer once every live stage is reverted.
-        return await self._reply("halt", self._apply_halt(command or OperatorCommand()), self._ended)
+        return await self._reply("halt", self._apply("halt", command), self._ended)
 
     @halt_update.validator
     def _validate_halt(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("halt")
-        if self._progress.state == RolloutState.PROMOTING:
-            raise ApplicationError(
-                "cannot halt: the version is being promoted to stable; roll back with "
-                "`tempoconf rollback PATH VERSION` instead"
-            )
+        self._refuse("halt")
 
     @workflow.update(name="bypass")
     async def bypass_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("bypass", self._apply_bypass(command or OperatorCommand()), self._ended)
+        return await self._reply("bypass", self._apply("bypass", command), self._ended)
 
     @bypass_update.validator
     def _validate_bypass(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("bypass")
-        if self._halt is not None or self._progress.state == RolloutState.REVERTING:
-            raise ApplicationError("cannot bypass: the rollout is being halted and reverted")
-        if self._progress.state == RolloutState.PROMOTING:
-            raise ApplicationError("cannot bypass: the version is already being promoted")
+        self._refuse("bypass")
 
     @workflow.update(name="advance")
     async def advance_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("advance", self._apply_advance(command or OperatorCommand()), self._settled)
+        return await self._reply("advance", self._apply("advance", command), self._settled)
 
     @advance_update.validator
     def _validate_advance(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("advance")
-        progress = self._progress
-        if progress.state != RolloutState.HOLDING:
-            raise ApplicationError(f"cannot advance: no hold is running (the rollout is {progress.state})")
-        if progress.hold_deadline is None:
-            # The hold is over; the rollout stays at its stage because it is paused.
-            raise ApplicationError(
-                f"cannot advance: the hold of {self._stage_label()} has ended; the rollout is paused "
-                f"({'; '.join(progress.pause_reasons)}): resume it to move on"
-            )
+        self._refuse("advance")
 
     @workflow.update(name="pause")
     async def pause_update(self, command: OperatorCommand | None = None) -> CommandResult:
         # In effect at once: the rollout will not leave its stage (nothing to wait for).
-        return await self._reply("pause", self._apply_pause(command or OperatorCommand()), None)
+        return await self._reply("pause", self._apply("pause", command), None)
 
     @pause_update.validator
     def _validate_pause(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("pause")
-        if self._is_final_or_promoting():
-            raise ApplicationError(f"cannot pause: the rollout is {self._progress.state}")
+        self._refuse("pause")
 
     @workflow.update(name="resume")
     async def resume_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("resume", self._apply_resume(command or OperatorCommand()), self._settled)
+        return await self._reply("resume", self._apply("resume", command), self._settled)
 
     @resume_update.validator
     def _validate_resume(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("resume")
-        if not self._progress.pause_reasons:
-            raise ApplicationError("cannot resume: the rollout is not paused")
+        self._refuse("resume")
 
     @workflow.update(name="approve")
     async def approve_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("approve", self._apply_approve(command or OperatorCommand()), self._settled)
+        return await self._reply("approve", self._apply("approve", command), self._settled)
 
     @approve_update.validator
     def _validate_approve(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("approve")
-        if self._progress.state == RolloutState.AWAITING_APPROVAL and self._progress.approved:
-            paused = "; ".join(self._progress.pause_reasons)
-            raise ApplicationError(
-                f"cannot approve: {self._progress.stage_name} is already approved"
-                + (f"; the rollout is paused ({paused}) and moves on at resume" if paused else "")
-            )
-        if self._progress.state != RolloutState.AWAITING_APPROVAL:
-            raise ApplicationError(
-                f"cannot approve: nothing is waiting for approval (the rollout is {self._progress.state}"
-                + (f" at stage {self._progress.stage_name}" if self._progress.stage_name else "")
-                + ")"
-            )
+        self._refuse("approve")
 
-    def _refuse_when_finished(self, command: str) -> None:
-        state = RolloutState(self._progress.state)
-        if state in FINAL_STATES:
-            raise ApplicationError(f"cannot {command}: the rollout has already ended ({state.value})")
+    def _refuse(self, command: str) -> None:
+        """An update's validator: refused before anything is written to history."""
+        refusal = self._state.refusal(command)
+        if refusal:
+            raise ApplicationError(refusal)
 
     @workflow.query(name="status")
     def status(self) -> RolloutProgress:
