@@ -20,16 +20,15 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from tempoconf.health import (
     UNHEALTHY,
     apply_no_data_policy,
-    check_display_name,
     cohort_stages,
     evidence_since,
     gather_evidence,
     judge_reports,
     judge_samples,
-    parse_check,
     summarize,
 )
 from tempoconf.messages import CHECK_HEALTH_ACTIVITY, CheckHealthInput
+from tempoconf.plan import CheckSpec
 from tempoconf.progress import CheckResult, HealthReport
 from tempoconf.promql import placeholder_values, render_promql, render_url
 from tempoconf.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
@@ -77,31 +76,28 @@ class HealthCheckActivities:
         )
 
     async def _run_check(self, input: CheckHealthInput, index: int) -> CheckResult:
-        raw = input.stage.health[index]
-        name = check_display_name(raw, index)
-        kind = str(raw.get("kind"))
+        check = input.stage.health[index]
+        name, kind = check.name, check.kind
         try:
-            spec = parse_check(raw)
+            spec = check.typed_spec()
         except ValidationError as error:
             return CheckResult(index, name, kind, UNHEALTHY, f"invalid check definition: {error}")
         try:
-            async for attempt in _retrying(spec.attempts):
+            async for attempt in _retrying(check.attempts):
                 with attempt:
                     verdict, summary, figures = await self._evaluate(input, spec)
         except SourceUnreachableError as error:
             verdict, summary, figures = (
                 UNHEALTHY,
-                f"source unreachable after {spec.attempts} attempt(s): {error}",
-                {"attempts": spec.attempts},
+                f"source unreachable after {check.attempts} attempt(s): {error}",
+                {"attempts": check.attempts},
             )
         except _Verdict as verdict_error:
             verdict, summary, figures = UNHEALTHY, str(verdict_error), {}
         result = CheckResult(index=index, name=name, kind=kind, verdict=verdict, summary=summary, figures=figures)
-        return apply_no_data_policy(result, spec.on_no_data, final=input.final)
+        return apply_no_data_policy(result, check.on_no_data, final=input.final)
 
-    async def _evaluate(
-        self, input: CheckHealthInput, spec: ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec
-    ) -> tuple[str, str, dict[str, Any]]:
+    async def _evaluate(self, input: CheckHealthInput, spec: CheckSpec) -> tuple[str, str, dict[str, Any]]:
         if isinstance(spec, ReportsCheckSpec):
             return await self._reports(input, spec)
         if isinstance(spec, PrometheusCheckSpec):

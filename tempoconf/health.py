@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter
-
 from tempoconf.durations import format_duration
 from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import CheckResult
-from tempoconf.request import HealthCheckSpec, HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.request import PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
 
 __all__ = [
@@ -29,14 +27,12 @@ __all__ = [
     "ReportEvidence",
     "ReportTally",
     "apply_no_data_policy",
-    "check_display_name",
     "cohort_stages",
     "describe_evidence",
     "evidence_since",
     "gather_evidence",
     "judge_reports",
     "judge_samples",
-    "parse_check",
     "reporting_identity",
     "summarize",
 ]
@@ -44,8 +40,6 @@ __all__ = [
 HEALTHY = "healthy"
 UNHEALTHY = "unhealthy"
 NO_DATA = "no_data"
-
-_CHECK_ADAPTER: TypeAdapter[Any] = TypeAdapter(HealthCheckSpec)
 
 
 @dataclass(frozen=True)
@@ -178,23 +172,6 @@ def describe_evidence(evidence: ReportEvidence, now: datetime) -> str:
             "outside the cohort left out"
         )
     return text
-
-
-def parse_check(raw: dict[str, Any]) -> ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec:
-    """A check as the plan carries it (JSON) back into its typed spec."""
-    return _CHECK_ADAPTER.validate_python(raw)
-
-
-def check_display_name(raw: dict[str, Any], index: int) -> str:
-    if raw.get("name"):
-        return str(raw["name"])
-    kind = str(raw.get("kind", "check"))
-    if kind == "http":
-        return f"http {raw.get('url', '')}"
-    if kind == "prometheus":
-        bound = f"<= {raw['max']:g}" if raw.get("max") is not None else f">= {raw.get('min', 0):g}"
-        return f"prometheus #{index + 1} ({bound})"
-    return f"reports #{index + 1}"
 
 
 def _ratio(value: float | None) -> str:

@@ -216,7 +216,7 @@ class RolloutRunState:
         for result in report.checks:
             if result.verdict == "unhealthy":
                 self.failures[result.index] = self.failures.get(result.index, 0) + 1
-                limit = int(stage.health[result.index].get("failure_limit") or 1)
+                limit = stage.health[result.index].failure_limit
                 if self.failures[result.index] >= limit:
                     count = (
                         f" ({self.failures[result.index]} failures in a row)" if limit > 1 else ""

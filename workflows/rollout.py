@@ -110,13 +110,8 @@ async def _finish_despite_cancellation(step: asyncio.Future[Any]) -> bool:
 
 
 def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
-    """Long enough for the slowest check's every attempt (checks of one call run concurrently)."""
-    slowest = max(
-        float(stage.health[index].get("timeout") or 30.0) * int(stage.health[index].get("attempts") or 3)
-        + 2.0 * int(stage.health[index].get("attempts") or 3)
-        for index in indices
-    )
-    return timedelta(seconds=slowest + 15.0)
+    """Long enough for the slowest check's every attempt, and the activity's own start."""
+    return timedelta(seconds=stage.seconds_per_check_run(indices) + 15.0)
 
 
 class _StopRollout(Exception):
@@ -261,9 +256,9 @@ class ConfigRollout:
             RolloutState.HOLDING, SYSTEM_ACTOR, f"holding {stage.name} for {stage.cooldown_seconds:g}s"
         )
         due = {
-            index: started + timedelta(seconds=float(check.get("initial_delay") or 0))
+            index: started + timedelta(seconds=check.initial_delay_seconds)
             for index, check in enumerate(stage.health)
-            if check.get("interval")
+            if check.interval_seconds
         }
 
         def hold_cut_short() -> bool:
@@ -283,7 +278,7 @@ class ConfigRollout:
             if ready:
                 await self._run_checks(plan, stage, ready, final=False)
                 for index in ready:
-                    due[index] = now + timedelta(seconds=float(stage.health[index]["interval"]))
+                    due[index] = now + timedelta(seconds=stage.health[index].interval_seconds or 0.0)
         self._progress.hold_deadline = None
 
     async def _check_health(self, plan: RolloutPlan, stage: PlannedStage) -> None:
@@ -306,7 +301,7 @@ class ConfigRollout:
             pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
             if not pending:
                 return
-            recheck = min(float(stage.health[index].get("interval") or DEFAULT_RECHECK_SECONDS) for index in pending)
+            recheck = min(stage.health[index].interval_seconds or DEFAULT_RECHECK_SECONDS for index in pending)
             await self._wait_until(
                 lambda: self._state.bypass is not None,
                 deadline=workflow.now() + timedelta(seconds=recheck),
