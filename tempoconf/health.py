@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from tempoconf.durations import format_duration
 from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import CheckResult
+from tempoconf.progress import CheckResult, Verdict
 from tempoconf.request import PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
 
@@ -37,9 +37,9 @@ __all__ = [
     "summarize",
 ]
 
-HEALTHY = "healthy"
-UNHEALTHY = "unhealthy"
-NO_DATA = "no_data"
+HEALTHY = Verdict.HEALTHY
+UNHEALTHY = Verdict.UNHEALTHY
+NO_DATA = Verdict.NO_DATA
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def _ratio(value: float | None) -> str:
 
 def judge_reports(
     spec: ReportsCheckSpec, evidence: ReportEvidence, *, now: datetime
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[Verdict, str, dict[str, Any]]:
     """Judge the cohort's reports on the rollout's version (and, optionally, against the baseline)."""
     cohort, baseline = evidence.cohort, evidence.baseline
     figures: dict[str, Any] = {
@@ -231,7 +231,7 @@ def judge_reports(
     return HEALTHY, f"{described} within max_error_ratio {spec.max_error_ratio:g}; {source}", figures
 
 
-def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[str, str, dict[str, Any]]:
+def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[Verdict, str, dict[str, Any]]:
     """Judge a query's samples: every sample must satisfy the bounds; the worst one is reported."""
     values = [value for value in samples if not math.isnan(value)]
     figures: dict[str, Any] = {"samples": len(values), "max": spec.max, "min": spec.min}

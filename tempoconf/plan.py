@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -22,7 +23,9 @@ from tempoconf.request import (
 
 __all__ = [
     "DEFAULT_CHECK_TIMEOUT_SECONDS",
+    "CheckKind",
     "CheckSpec",
+    "NoDataPolicy",
     "PlannedCheck",
     "PlannedStage",
     "RolloutPlan",
@@ -37,12 +40,24 @@ DEFAULT_CHECK_TIMEOUT_SECONDS = 30.0
 _CHECK_ADAPTER: TypeAdapter[CheckSpec] = TypeAdapter(HealthCheckSpec)
 
 
+class CheckKind(StrEnum):
+    REPORTS = "reports"
+    PROMETHEUS = "prometheus"
+    HTTP = "http"
+
+
+class NoDataPolicy(StrEnum):
+    """What a check with no data concludes at the end of the hold."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+
 @dataclass
 class PlannedCheck:
     """A health check as the rollout runs it: every default applied, its timing in seconds."""
 
-    kind: str
-    """`reports`, `prometheus` or `http`."""
+    kind: CheckKind
     name: str
     """For people: the check's own name, else one made of its kind (and bound, or URL)."""
     interval_seconds: float | None = None
@@ -50,8 +65,7 @@ class PlannedCheck:
     initial_delay_seconds: float = 0.0
     failure_limit: int = 1
     """Failures in a row that make the stage unhealthy."""
-    on_no_data: str = "fail"
-    """What no data means at the end of the hold: `pass` or `fail`."""
+    on_no_data: NoDataPolicy = NoDataPolicy.FAIL
     attempts: int = 3
     """Tries against an unreachable source before the check counts as failed."""
     timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
@@ -75,12 +89,12 @@ def plan_check(spec: CheckSpec | Mapping[str, Any], index: int) -> PlannedCheck:
     )
     timeout = getattr(typed, "timeout", None)
     return PlannedCheck(
-        kind=typed.kind,
+        kind=CheckKind(typed.kind),
         name=_check_name(typed, index),
         interval_seconds=typed.interval.total_seconds() if typed.interval is not None else None,
         initial_delay_seconds=typed.initial_delay.total_seconds(),
         failure_limit=typed.failure_limit,
-        on_no_data=typed.on_no_data,
+        on_no_data=NoDataPolicy(typed.on_no_data),
         attempts=typed.attempts,
         # `or`: a zero timeout leaves the attempt its default budget, as before checks were typed
         timeout_seconds=(timeout.total_seconds() if timeout is not None else 0.0)

@@ -26,7 +26,10 @@ from tempoconf.progress import (
     RolloutProgress,
     RolloutState,
     StageProgress,
+    StageStatus,
     Transition,
+    TransitionKind,
+    Verdict,
     describe_phase,
 )
 
@@ -105,15 +108,15 @@ class RolloutRunState:
             for stage in plan.stages
         ]
 
-    def mark_stage(self, index: int, status: str) -> None:
+    def mark_stage(self, index: int, status: StageStatus) -> None:
         if 0 <= index < len(self.progress.stages):
             self.progress.stages[index].status = status
 
-    def end_live_stages(self, status: str) -> None:
+    def end_live_stages(self, status: StageStatus) -> None:
         """The rollout ended: its live stages are now `status` (passed once promoted, else reverted)."""
         self.leases.clear()
         for stage in self.progress.stages:
-            if stage.status == "live":
+            if stage.status == StageStatus.LIVE:
                 stage.status = status
 
     def stage_label(self) -> str:
@@ -138,14 +141,16 @@ class RolloutRunState:
         if not audit:
             self.unaudited.append(len(self.progress.history))
         # A "transition" to the state it is in would read as a change that did not happen.
-        kind = NOTE if to_state.value == self.progress.state else TRANSITION
-        self._record(to_state.value, by, reason, kind, at=at)
+        kind = NOTE if to_state == self.progress.state else TRANSITION
+        self._record(to_state, by, reason, kind, at=at)
 
     def note(self, by: str, reason: str, *, at: str) -> None:
         """Record an operator command that does not change the state (pause, approve, ...)."""
         self._record(self.progress.state, by, reason, NOTE, at=at)
 
-    def _record(self, to_state: str, by: str, reason: str, kind: str, *, at: str) -> None:
+    def _record(
+        self, to_state: RolloutState, by: str, reason: str, kind: TransitionKind, *, at: str
+    ) -> None:
         progress = self.progress
         progress.history.append(
             Transition(
@@ -214,7 +219,7 @@ class RolloutRunState:
         `failure_limit`, described."""
         tripped = []
         for result in report.checks:
-            if result.verdict == "unhealthy":
+            if result.verdict == Verdict.UNHEALTHY:
                 self.failures[result.index] = self.failures.get(result.index, 0) + 1
                 limit = stage.health[result.index].failure_limit
                 if self.failures[result.index] >= limit:
@@ -222,7 +227,7 @@ class RolloutRunState:
                         f" ({self.failures[result.index]} failures in a row)" if limit > 1 else ""
                     )
                     tripped.append(f"{result.name}: {result.summary}{count}")
-            elif result.verdict == "healthy":
+            elif result.verdict == Verdict.HEALTHY:
                 self.failures[result.index] = 0
         return tripped
 

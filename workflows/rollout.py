@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutProgress,
         RolloutResult,
         RolloutState,
+        StageStatus,
     )
     from tempoconf.run_state import DEFAULT_OPERATOR, Effect, RolloutRunState
     from tempoconf.temporal import (
@@ -213,7 +214,7 @@ class ConfigRollout:
             if self._state.bypass:
                 return True
             await self._wait_until(lambda: not self._progress.pause_reasons or self._state.bypass is not None)
-            self._state.mark_stage(stage.index, "passed")
+            self._state.mark_stage(stage.index, StageStatus.PASSED)
         return self._state.bypass is not None
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
@@ -238,7 +239,7 @@ class ConfigRollout:
         )
         self._state.lease_published(stage, now=workflow.now())
         progress_stage = self._progress.stages[stage.index]
-        progress_stage.status = "live"
+        progress_stage.status = StageStatus.LIVE
         progress_stage.published_at = result.published_at
         progress_stage.expires_at = result.expires_at
         self._progress.stage_started_at = self._now_iso()
@@ -438,18 +439,16 @@ class ConfigRollout:
         if await _finish_despite_cancellation(promotion):
             # Too late to cancel: the version is (being made) stable. Say so, and end promoted.
             self._note("temporal", "cancellation requested while promoting: ignored, the promotion completed")
-        self._state.end_live_stages("passed")
+        self._state.end_live_stages(StageStatus.PASSED)
         outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
-        self._progress.outcome = outcome.value
+        self._progress.outcome = outcome
         self._progress.reason = reason
         self._progress.stable_version = plan.version
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         await self._finish_notifications()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return RolloutResult(
-            outcome=outcome.value, version=plan.version, reason=reason, stable_version=plan.version
-        )
+        return RolloutResult(outcome=outcome, version=plan.version, reason=reason, stable_version=plan.version)
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
@@ -480,8 +479,8 @@ class ConfigRollout:
             retry_policy=REVERT_RETRY,
             summary=f"revert: clear the live stages, every client back on stable if any ({reason})",
         )
-        self._state.end_live_stages("reverted")
-        self._progress.outcome = outcome.value
+        self._state.end_live_stages(StageStatus.REVERTED)
+        self._progress.outcome = outcome
         # What clients are back on: the stable version, or none (the phase must not say "stable").
         self._progress.stable_version = reverted.stable_version
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
@@ -490,7 +489,7 @@ class ConfigRollout:
             await self._finish_notifications()
             await workflow.wait_condition(workflow.all_handlers_finished)
         return RolloutResult(
-            outcome=outcome.value,
+            outcome=outcome,
             version=self._progress.version,
             reason=reason,
             stable_version=reverted.stable_version,

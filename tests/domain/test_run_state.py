@@ -3,13 +3,22 @@ and the bookkeeping the workflow does on it, without Temporal."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.converter import DataConverter
 
 from tempoconf.plan import RolloutPlan, plan_from_request
-from tempoconf.progress import CheckResult, HealthReport, OperatorCommand, RolloutState
+from tempoconf.progress import (
+    CheckResult,
+    HealthReport,
+    OperatorCommand,
+    Outcome,
+    RolloutState,
+    StageStatus,
+    Verdict,
+)
 from tempoconf.request import parse_rollout_request
 from tempoconf.run_state import RolloutRunState
 
@@ -234,3 +243,23 @@ def test_updates_are_refused_with_the_reason(
     state = at_stage(started(), 0, state_name)
     state.progress.hold_deadline = AT
     assert state.refusal(command) == refusal
+
+
+def test_the_status_json_keeps_its_strings() -> None:
+    state = at_stage(started(), 0, RolloutState.HOLDING)
+    state.progress.stages[0].status = StageStatus.LIVE
+    state.end_live_stages(StageStatus.REVERTED)
+    state.transition(RolloutState.REVERTED, "workflow", "bad", at=AT)
+    state.progress.outcome = Outcome.REVERTED
+    state.progress.last_health = HealthReport(
+        False, "x", AT, checks=[CheckResult(0, "c", "reports", Verdict.NO_DATA, "s")]
+    )
+    [payload] = DataConverter.default.payload_converter.to_payloads([state.progress])
+    status = json.loads(payload.data)
+    assert (status["state"], status["outcome"]) == ("reverted", "reverted")
+    assert [stage["status"] for stage in status["stages"]] == ["reverted", "pending"]
+    assert [(row["from_state"], row["to_state"], row["kind"]) for row in status["history"]] == [
+        ("preparing", "holding", "transition"),
+        ("holding", "reverted", "transition"),
+    ]
+    assert status["last_health"]["checks"][0]["verdict"] == "no_data"
