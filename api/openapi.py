@@ -20,20 +20,10 @@ from tempoconf.api.routes.reports import (
     MAX_LABEL_LENGTH,
     MAX_LABELS,
 )
-from tempoconf.api.routes.rollouts import SIGNALS
 from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
+from tempoconf.commands import COMMAND_NAMES, COMMANDS
 
 __all__ = ["openapi_document"]
-
-_SIGNAL_HELP = {
-    "halt": "Revert every client to stable and end the rollout.",
-    "bypass": "Skip every remaining hold, check and approval and promote now.",
-    "advance": "End the current hold now.",
-    "pause": "Hold the rollout where it is until `resume`.",
-    "resume": "Clear the pause.",
-    "approve": "Let a manual stage advance.",
-}
-
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -349,7 +339,7 @@ def _schemas() -> dict[str, Any]:
             "required": ["workflow_id", "command", "accepted", "state", "phase", "message"],
             "properties": {
                 "workflow_id": {"type": "string"},
-                "command": {"enum": list(SIGNALS)},
+                "command": {"enum": list(COMMAND_NAMES)},
                 "accepted": {"type": "boolean",
                              "description": "False when it changed nothing (e.g. a second halt)"},
                 "state": {"type": "string", "description": "The rollout's state after it"},
@@ -584,11 +574,11 @@ def _paths() -> dict[str, Any]:
             }
         },
     }
-    for name in SIGNALS:
+    for name in COMMAND_NAMES:
         paths[f"/v1/admin/rollouts/{{path}}/{name}"] = {
             "post": {
                 "operationId": f"{name}Rollout",
-                "summary": _SIGNAL_HELP[name] + " Sent as a workflow update.",
+                "summary": COMMANDS[name].summary + " Sent as a workflow update.",
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),

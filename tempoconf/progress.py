@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tempoconf.commands import CommandName
+
 __all__ = [
     "CheckResult",
     "CommandResult",
     "FINAL_STATES",
     "HealthReport",
     "NOTE",
-    "OperatorCommand",
     "Outcome",
     "RolloutProgress",
     "RolloutResult",
@@ -93,14 +94,6 @@ class TransitionKind(StrEnum):
 
     TRANSITION = "transition"
     NOTE = "note"
-
-
-@dataclass
-class OperatorCommand:
-    """The argument of every signal and update: why, and who (both optional)."""
-
-    reason: str = ""
-    by: str = ""
 
 
 TRANSITION = TransitionKind.TRANSITION
@@ -198,7 +191,7 @@ class CommandResult:
     """What an update (halt, bypass, advance, pause, resume, approve) answers: a short result.
     The full progress stays the `status` query."""
 
-    command: str
+    command: CommandName
     accepted: bool
     """False when the command changed nothing (e.g. a second halt)."""
     state: RolloutState

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from tempoconf.commands import CommandName, OperatorCommand
 from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import (
     FINAL_STATES,
     NOTE,
     TRANSITION,
     HealthReport,
-    OperatorCommand,
     RolloutProgress,
     RolloutState,
     StageProgress,
@@ -358,23 +358,35 @@ class RolloutRunState:
         self.note(by, effect.done, at=at)
         return effect
 
-    def refusal(self, command: str) -> str | None:
+    def apply(self, command: CommandName, argument: OperatorCommand, *, at: str) -> Effect:
+        """Act on an operator command (a signal, or an update its validator accepted)."""
+        apply = {
+            CommandName.HALT: self.apply_halt,
+            CommandName.BYPASS: self.apply_bypass,
+            CommandName.ADVANCE: self.apply_advance,
+            CommandName.PAUSE: self.apply_pause,
+            CommandName.RESUME: self.apply_resume,
+            CommandName.APPROVE: self.apply_approve,
+        }[command]
+        return apply(argument, at=at)
+
+    def refusal(self, command: CommandName) -> str | None:
         """Why an update `command` is refused before it is written to history; None: accepted."""
         progress = self.progress
         state = RolloutState(progress.state)
         if state in FINAL_STATES:
             return f"cannot {command}: the rollout has already ended ({state.value})"
-        if command == "halt" and state == RolloutState.PROMOTING:
+        if command == CommandName.HALT and state == RolloutState.PROMOTING:
             return (
                 "cannot halt: the version is being promoted to stable; roll back with "
                 "`tempoconf rollback PATH VERSION` instead"
             )
-        if command == "bypass":
+        if command == CommandName.BYPASS:
             if self.halt is not None or state == RolloutState.REVERTING:
                 return "cannot bypass: the rollout is being halted and reverted"
             if state == RolloutState.PROMOTING:
                 return "cannot bypass: the version is already being promoted"
-        if command == "advance":
+        if command == CommandName.ADVANCE:
             if state != RolloutState.HOLDING:
                 return f"cannot advance: no hold is running (the rollout is {progress.state})"
             if progress.hold_deadline is None:
@@ -383,11 +395,11 @@ class RolloutRunState:
                     f"cannot advance: the hold of {self.stage_label()} has ended; the rollout is paused "
                     f"({'; '.join(progress.pause_reasons)}): resume it to move on"
                 )
-        if command == "pause" and self.is_final_or_promoting():
+        if command == CommandName.PAUSE and self.is_final_or_promoting():
             return f"cannot pause: the rollout is {progress.state}"
-        if command == "resume" and not progress.pause_reasons:
+        if command == CommandName.RESUME and not progress.pause_reasons:
             return "cannot resume: the rollout is not paused"
-        if command == "approve":
+        if command == CommandName.APPROVE:
             if state == RolloutState.AWAITING_APPROVAL and progress.approved:
                 paused = "; ".join(progress.pause_reasons)
                 return f"cannot approve: {progress.stage_name} is already approved" + (

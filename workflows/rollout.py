@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
     from tempoconf.details import render_current_details
     from tempoconf.health import UNHEALTHY
     from tempoconf.messages import (
@@ -47,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         CheckResult,
         CommandResult,
         HealthReport,
-        OperatorCommand,
         Outcome,
         RolloutProgress,
         RolloutResult,
@@ -586,20 +586,18 @@ class ConfigRollout:
     def _now_iso(self) -> str:
         return workflow.now().isoformat()
 
-    # -- signals and updates (same names; an update answers a short CommandResult or an error) --
-    def _apply(self, command: str, argument: OperatorCommand | None) -> Effect:
-        """Act on an operator command (signal or update), then show its effect."""
-        apply = {
-            "halt": self._state.apply_halt,
-            "bypass": self._state.apply_bypass,
-            "advance": self._state.apply_advance,
-            "pause": self._state.apply_pause,
-            "resume": self._state.apply_resume,
-            "approve": self._state.apply_approve,
-        }[command]
-        effect = apply(argument or OperatorCommand(), at=self._now_iso())
+    # -- operator commands (tempoconf.commands): each a signal and an update of the same name ----
+    def _apply(self, command: CommandName, argument: OperatorCommand | None) -> Effect:
+        """Act on an operator command, then show its effect."""
+        effect = self._state.apply(command, argument or OperatorCommand(), at=self._now_iso())
         self._refresh_view()
         return effect
+
+    def _refuse(self, command: CommandName) -> None:
+        """An update's validator: a refusal is answered before anything is written to history."""
+        refusal = self._state.refusal(command)
+        if refusal:
+            raise ApplicationError(refusal)
 
     def _ended(self) -> bool:
         return self._state.ended()
@@ -613,8 +611,14 @@ class ConfigRollout:
         parked_on = self._parked_on
         return parked_on is not None and not parked_on() and not self._has_unaudited()
 
-    async def _reply(self, command: str, effect: Effect, took_effect: Callable[[], bool] | None) -> CommandResult:
-        """Wait (bounded) until the command took effect, then answer where the rollout is."""
+    async def _answer(self, command: CommandName, argument: OperatorCommand | None) -> CommandResult:
+        """Apply an update, wait (bounded) until it took effect, then answer where the rollout is."""
+        effect = self._apply(command, argument)
+        took_effect = {
+            AnswerWhen.ENDED: self._ended,
+            AnswerWhen.SETTLED: self._settled,
+            AnswerWhen.AT_ONCE: None,
+        }[COMMANDS[command].answer_when]
         in_effect = True
         if effect.accepted and took_effect is not None:
             try:
@@ -638,85 +642,77 @@ class ConfigRollout:
             message=effect.done if in_effect else (effect.requested or effect.done),
         )
 
-    @workflow.signal(name="halt")
+    @workflow.signal(name=CommandName.HALT)
     def halt_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply("halt", command)
+        self._apply(CommandName.HALT, command)
 
-    @workflow.signal(name="bypass")
-    def bypass_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply("bypass", command)
-
-    @workflow.signal(name="advance")
-    def advance_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply("advance", command)
-
-    @workflow.signal(name="pause")
-    def pause_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply("pause", command)
-
-    @workflow.signal(name="resume")
-    def resume_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply("resume", command)
-
-    @workflow.signal(name="approve")
-    def approve_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply("approve", command)
-
-    @workflow.update(name="halt")
+    @workflow.update(name=CommandName.HALT)
     async def halt_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        # Answer once every live stage is reverted.
-        return await self._reply("halt", self._apply("halt", command), self._ended)
+        return await self._answer(CommandName.HALT, command)
 
     @halt_update.validator
     def _validate_halt(self, command: OperatorCommand | None = None) -> None:
-        self._refuse("halt")
+        self._refuse(CommandName.HALT)
 
-    @workflow.update(name="bypass")
+    @workflow.signal(name=CommandName.BYPASS)
+    def bypass_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.BYPASS, command)
+
+    @workflow.update(name=CommandName.BYPASS)
     async def bypass_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("bypass", self._apply("bypass", command), self._ended)
+        return await self._answer(CommandName.BYPASS, command)
 
     @bypass_update.validator
     def _validate_bypass(self, command: OperatorCommand | None = None) -> None:
-        self._refuse("bypass")
+        self._refuse(CommandName.BYPASS)
 
-    @workflow.update(name="advance")
+    @workflow.signal(name=CommandName.ADVANCE)
+    def advance_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.ADVANCE, command)
+
+    @workflow.update(name=CommandName.ADVANCE)
     async def advance_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("advance", self._apply("advance", command), self._settled)
+        return await self._answer(CommandName.ADVANCE, command)
 
     @advance_update.validator
     def _validate_advance(self, command: OperatorCommand | None = None) -> None:
-        self._refuse("advance")
+        self._refuse(CommandName.ADVANCE)
 
-    @workflow.update(name="pause")
+    @workflow.signal(name=CommandName.PAUSE)
+    def pause_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.PAUSE, command)
+
+    @workflow.update(name=CommandName.PAUSE)
     async def pause_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        # In effect at once: the rollout will not leave its stage (nothing to wait for).
-        return await self._reply("pause", self._apply("pause", command), None)
+        return await self._answer(CommandName.PAUSE, command)
 
     @pause_update.validator
     def _validate_pause(self, command: OperatorCommand | None = None) -> None:
-        self._refuse("pause")
+        self._refuse(CommandName.PAUSE)
 
-    @workflow.update(name="resume")
+    @workflow.signal(name=CommandName.RESUME)
+    def resume_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.RESUME, command)
+
+    @workflow.update(name=CommandName.RESUME)
     async def resume_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("resume", self._apply("resume", command), self._settled)
+        return await self._answer(CommandName.RESUME, command)
 
     @resume_update.validator
     def _validate_resume(self, command: OperatorCommand | None = None) -> None:
-        self._refuse("resume")
+        self._refuse(CommandName.RESUME)
 
-    @workflow.update(name="approve")
+    @workflow.signal(name=CommandName.APPROVE)
+    def approve_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.APPROVE, command)
+
+    @workflow.update(name=CommandName.APPROVE)
     async def approve_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("approve", self._apply("approve", command), self._settled)
+        return await self._answer(CommandName.APPROVE, command)
 
     @approve_update.validator
     def _validate_approve(self, command: OperatorCommand | None = None) -> None:
-        self._refuse("approve")
-
-    def _refuse(self, command: str) -> None:
-        """An update's validator: refused before anything is written to history."""
-        refusal = self._state.refusal(command)
-        if refusal:
-            raise ApplicationError(refusal)
+        self._refuse(CommandName.APPROVE)
 
     @workflow.query(name="status")
     def status(self) -> RolloutProgress:

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.converter import DataConverter
 
+from tempoconf.commands import CommandName, OperatorCommand
 from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.progress import (
     CheckResult,
     HealthReport,
-    OperatorCommand,
     Outcome,
     RolloutState,
     StageStatus,
@@ -193,36 +193,47 @@ def test_a_second_halt_changes_nothing_and_says_so_in_the_history() -> None:
         "halt requested: bad",
         "a halt was already requested: the rollout is reverting",
     ]
-    assert state.refusal("bypass") == "cannot bypass: the rollout is being halted and reverted"
+    assert (
+        state.refusal(CommandName.BYPASS)
+        == "cannot bypass: the rollout is being halted and reverted"
+    )
 
 
 def test_pause_resume_and_approve() -> None:
     state = at_stage(started(), 1, RolloutState.AWAITING_APPROVAL)
-    assert state.refusal("resume") == "cannot resume: the rollout is not paused"
+    assert state.refusal(CommandName.RESUME) == "cannot resume: the rollout is not paused"
     paused = state.apply_pause(OperatorCommand(reason="freeze", by="alice"), at=AT)
     assert paused.done == "paused at stage 2/2 50%: the rollout does not leave it until resume"
     assert state.progress.paused and state.progress.phase == "Paused at 50%: freeze"
     approved = state.apply_approve(OperatorCommand(), at=AT)
     assert approved.done == "approval of 50% accepted and held until resume (paused: freeze)"
-    assert state.refusal("approve") == (
+    assert state.refusal(CommandName.APPROVE) == (
         "cannot approve: 50% is already approved; the rollout is paused (freeze) and moves on at resume"
     )
     assert state.apply_resume(OperatorCommand(), at=AT).done == "resumed"
-    assert not state.progress.paused and state.refusal("resume") is not None
+    assert not state.progress.paused and state.refusal(CommandName.RESUME) is not None
 
 
 @pytest.mark.parametrize(
     ("state_name", "command", "refusal"),
     [
-        (RolloutState.PROMOTED, "pause", "cannot pause: the rollout has already ended (promoted)"),
+        (
+            RolloutState.PROMOTED,
+            CommandName.PAUSE,
+            "cannot pause: the rollout has already ended (promoted)",
+        ),
         (
             RolloutState.PROMOTING,
             "halt",
             "cannot halt: the version is being promoted to stable; roll back "
             "with `tempoconf rollback PATH VERSION` instead",
         ),
-        (RolloutState.PROMOTING, "bypass", "cannot bypass: the version is already being promoted"),
-        (RolloutState.PROMOTING, "pause", "cannot pause: the rollout is promoting"),
+        (
+            RolloutState.PROMOTING,
+            CommandName.BYPASS,
+            "cannot bypass: the version is already being promoted",
+        ),
+        (RolloutState.PROMOTING, CommandName.PAUSE, "cannot pause: the rollout is promoting"),
         (
             RolloutState.PUBLISHING,
             "advance",
@@ -234,11 +245,11 @@ def test_pause_resume_and_approve() -> None:
             "cannot approve: nothing is waiting for approval (the rollout is "
             "holding at stage channel:canary)",
         ),
-        (RolloutState.HOLDING, "halt", None),
+        (RolloutState.HOLDING, CommandName.HALT, None),
     ],
 )
 def test_updates_are_refused_with_the_reason(
-    state_name: RolloutState, command: str, refusal: str | None
+    state_name: RolloutState, command: CommandName, refusal: str | None
 ) -> None:
     state = at_stage(started(), 0, state_name)
     state.progress.hold_deadline = AT
