@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY, CheckHealthInput
 from tempoconf.health import (
     HEALTHY,
     UNHEALTHY,
@@ -28,7 +29,6 @@ from tempoconf.health import (
     judge_samples,
     summarize,
 )
-from tempoconf.messages import CHECK_HEALTH_ACTIVITY, CheckHealthInput
 from tempoconf.plan import CheckSpec
 from tempoconf.progress import CheckResult, HealthReport, Verdict
 from tempoconf.promql import placeholder_values, render_promql, render_url

@@ -17,10 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
-    from tempoconf.details import render_current_details
-    from tempoconf.health import UNHEALTHY
-    from tempoconf.messages import (
+    from tempoconf.activity_io import (
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
         NOTIFY_ACTIVITY,
@@ -43,6 +40,9 @@ with workflow.unsafe.imports_passed_through():
         RevertInput,
         RevertResult,
     )
+    from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
+    from tempoconf.details import render_current_details
+    from tempoconf.health import UNHEALTHY
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.progress import (
         CheckResult,

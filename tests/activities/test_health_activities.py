@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import ActivityEnvironment
 
 from tempoconf.activities.health import HealthCheckActivities
-from tempoconf.messages import CheckHealthInput
+from tempoconf.activity_io import CheckHealthInput
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_check
 from tempoconf.store.records import SeenClient
 from tempoconf.store.store import Store
