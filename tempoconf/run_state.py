@@ -23,6 +23,7 @@ from tempoconf.progress import (
     NOTE,
     TRANSITION,
     HealthReport,
+    Outcome,
     RolloutProgress,
     RolloutState,
     StageProgress,
@@ -107,6 +108,49 @@ class RolloutRunState:
             )
             for stage in plan.stages
         ]
+
+    def enter_stage(self, stage: PlannedStage) -> None:
+        """The rollout moves to `stage` (it is about to be published)."""
+        self.progress.stage_index = stage.index
+        self.progress.stage_name = stage.name
+        self.progress.approved = False
+
+    def stage_published(
+        self, stage: PlannedStage, *, published_at: str, expires_at: str, now: datetime
+    ) -> None:
+        """`stage` is live: its lease is renewed from now on."""
+        self.lease_published(stage, now=now)
+        live = self.progress.stages[stage.index]
+        live.status = StageStatus.LIVE
+        live.published_at = published_at
+        live.expires_at = expires_at
+        self.progress.stage_started_at = now.isoformat()
+
+    def start_hold(self, stage: PlannedStage, *, deadline: datetime) -> None:
+        """A hold of `stage` starts: no advance asked for yet, no check has failed yet."""
+        self.advance_requested = False
+        self.failures = {index: 0 for index in range(len(stage.health))}
+        self.progress.hold_deadline = deadline.isoformat()
+        self.progress.stages[stage.index].hold_deadline = self.progress.hold_deadline
+
+    def promotion(self, *, system_actor: str) -> tuple[str, str]:
+        """Who promotes the version, and why: the bypass's operator, else the rollout itself."""
+        if self.bypass:
+            return (
+                self.bypass.by or DEFAULT_OPERATOR,
+                f"bypassed: {self.bypass.reason or 'no reason given'}",
+            )
+        if self.plan is not None and self.plan.stages:
+            return system_actor, "every stage passed its hold and checks"
+        return system_actor, "no stages: promoted directly"
+
+    def finish(self, outcome: Outcome, reason: str, *, stable_version: str | None) -> None:
+        """The rollout ends with `outcome`; every client is on `stable_version` (None: on none, 404)."""
+        promoted = outcome in (Outcome.PROMOTED, Outcome.BYPASSED)
+        self.end_live_stages(StageStatus.PASSED if promoted else StageStatus.REVERTED)
+        self.progress.outcome = outcome
+        self.progress.reason = reason
+        self.progress.stable_version = stable_version
 
     def mark_stage(self, index: int, status: StageStatus) -> None:
         if 0 <= index < len(self.progress.stages):

@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutState,
         StageStatus,
     )
-    from tempoconf.run_state import DEFAULT_OPERATOR, Effect, RolloutRunState
+    from tempoconf.run_state import Effect, RolloutRunState
     from tempoconf.temporal import (
         PATH_ATTRIBUTE,
         SEARCH_ATTRIBUTES,
@@ -219,9 +219,7 @@ class ConfigRollout:
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         info = workflow.info()
-        self._progress.stage_index = stage.index
-        self._progress.stage_name = stage.name
-        self._progress.approved = False
+        self._state.enter_stage(stage)
         self._transition(
             RolloutState.PUBLISHING,
             SYSTEM_ACTOR,
@@ -237,22 +235,16 @@ class ConfigRollout:
             retry_policy=STORE_RETRY,
             summary=f"publish stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
         )
-        self._state.lease_published(stage, now=workflow.now())
-        progress_stage = self._progress.stages[stage.index]
-        progress_stage.status = StageStatus.LIVE
-        progress_stage.published_at = result.published_at
-        progress_stage.expires_at = result.expires_at
-        self._progress.stage_started_at = self._now_iso()
+        self._state.stage_published(
+            stage, published_at=result.published_at, expires_at=result.expires_at, now=workflow.now()
+        )
         self._notify("stage_published", f"stage {stage.name} reaches {stage.cohort()}")
 
     async def _hold(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         """Hold the stage for its cooldown; checks with an `interval` run during it and fail fast."""
-        self._state.advance_requested = False
-        self._state.failures = {index: 0 for index in range(len(stage.health))}
         started = workflow.now()
         deadline = started + timedelta(seconds=stage.cooldown_seconds)
-        self._progress.hold_deadline = deadline.isoformat()
-        self._progress.stages[stage.index].hold_deadline = self._progress.hold_deadline
+        self._state.start_hold(stage, deadline=deadline)
         self._transition(
             RolloutState.HOLDING, SYSTEM_ACTOR, f"holding {stage.name} for {stage.cooldown_seconds:g}s"
         )
@@ -418,13 +410,7 @@ class ConfigRollout:
 
     async def _promote(self, plan: RolloutPlan, *, bypassed: bool) -> RolloutResult:
         info = workflow.info()
-        by = (self._state.bypass.by or DEFAULT_OPERATOR) if self._state.bypass else SYSTEM_ACTOR
-        if self._state.bypass:
-            reason = f"bypassed: {self._state.bypass.reason or 'no reason given'}"
-        elif plan.stages:
-            reason = "every stage passed its hold and checks"
-        else:
-            reason = "no stages: promoted directly"
+        by, reason = self._state.promotion(system_actor=SYSTEM_ACTOR)
         self._transition(RolloutState.PROMOTING, by, reason)
         await self._audit_transitions()
         promotion = asyncio.ensure_future(
@@ -439,11 +425,8 @@ class ConfigRollout:
         if await _finish_despite_cancellation(promotion):
             # Too late to cancel: the version is (being made) stable. Say so, and end promoted.
             self._note("temporal", "cancellation requested while promoting: ignored, the promotion completed")
-        self._state.end_live_stages(StageStatus.PASSED)
         outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
-        self._progress.outcome = outcome
-        self._progress.reason = reason
-        self._progress.stable_version = plan.version
+        self._state.finish(outcome, reason, stable_version=plan.version)
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         await self._finish_notifications()
@@ -479,10 +462,8 @@ class ConfigRollout:
             retry_policy=REVERT_RETRY,
             summary=f"revert: clear the live stages, every client back on stable if any ({reason})",
         )
-        self._state.end_live_stages(StageStatus.REVERTED)
-        self._progress.outcome = outcome
         # What clients are back on: the stable version, or none (the phase must not say "stable").
-        self._progress.stable_version = reverted.stable_version
+        self._state.finish(outcome, reason, stable_version=reverted.stable_version)
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         if outcome is not Outcome.CANCELLED:

@@ -274,3 +274,57 @@ def test_the_status_json_keeps_its_strings() -> None:
         ("holding", "reverted", "transition"),
     ]
     assert status["last_health"]["checks"][0]["verdict"] == "no_data"
+
+
+def test_a_stage_is_entered_published_and_held() -> None:
+    state = started()
+    plan = state.plan
+    assert plan is not None
+    state.progress.approved = True
+    state.enter_stage(plan.stages[1])
+    assert (state.progress.stage_index, state.progress.stage_name, state.progress.approved) == (
+        1,
+        "50%",
+        False,
+    )
+    state.stage_published(plan.stages[1], published_at=AT, expires_at="later", now=NOW)
+    live = state.progress.stages[1]
+    assert (live.status, live.published_at, live.expires_at) == ("live", AT, "later")
+    assert state.progress.stage_started_at == NOW.isoformat() and state.leases == {1: 3600.0}
+    state.advance_requested = True
+    state.failures = {0: 5}
+    state.start_hold(plan.stages[1], deadline=NOW + timedelta(minutes=5))
+    assert not state.advance_requested and state.failures == {0: 0}
+    assert state.progress.hold_deadline == live.hold_deadline == "2026-11-29T12:05:00+00:00"
+
+
+def test_who_promotes_and_why() -> None:
+    state = started()
+    assert state.promotion(system_actor="workflow") == (
+        "workflow",
+        "every stage passed its hold and checks",
+    )
+    assert started(stages=[]).promotion(system_actor="workflow") == (
+        "workflow",
+        "no stages: promoted directly",
+    )
+    state.apply_bypass(OperatorCommand(reason="hotfix", by="carol"), at=AT)
+    assert state.promotion(system_actor="workflow") == ("carol", "bypassed: hotfix")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status"),
+    [(Outcome.PROMOTED, "passed"), (Outcome.BYPASSED, "passed"), (Outcome.HALTED, "reverted")],
+)
+def test_the_end_leaves_live_stages_passed_or_reverted(outcome: Outcome, status: str) -> None:
+    state = started()
+    state.progress.stages[0].status = StageStatus.LIVE
+    state.leases = {0: 600.0}
+    state.finish(outcome, "why", stable_version=None)
+    assert [stage.status for stage in state.progress.stages] == [status, "pending"]
+    assert (state.progress.outcome, state.progress.reason, state.progress.stable_version) == (
+        outcome,
+        "why",
+        None,
+    )
+    assert state.leases == {}
