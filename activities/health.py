@@ -18,20 +18,20 @@ from pydantic import ValidationError
 from temporalio import activity
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY, CheckHealthInput
 from tempoconf.health import (
+    HEALTHY,
     UNHEALTHY,
     apply_no_data_policy,
-    check_display_name,
     cohort_stages,
     evidence_since,
     gather_evidence,
     judge_reports,
     judge_samples,
-    parse_check,
     summarize,
 )
-from tempoconf.messages import CHECK_HEALTH_ACTIVITY, CheckHealthInput
-from tempoconf.progress import CheckResult, HealthReport
+from tempoconf.plan import CheckSpec
+from tempoconf.progress import CheckResult, HealthReport, Verdict
 from tempoconf.promql import placeholder_values, render_promql, render_url
 from tempoconf.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.store.store import Store
@@ -78,38 +78,35 @@ class HealthCheckActivities:
         )
 
     async def _run_check(self, input: CheckHealthInput, index: int) -> CheckResult:
-        raw = input.stage.health[index]
-        name = check_display_name(raw, index)
-        kind = str(raw.get("kind"))
+        check = input.stage.health[index]
+        name, kind = check.name, check.kind
         try:
-            spec = parse_check(raw)
+            spec = check.typed_spec()
         except ValidationError as error:
             return CheckResult(index, name, kind, UNHEALTHY, f"invalid check definition: {error}")
         try:
-            async for attempt in _retrying(spec.attempts):
+            async for attempt in _retrying(check.attempts):
                 with attempt:
                     verdict, summary, figures = await self._evaluate(input, spec)
         except SourceUnreachableError as error:
             verdict, summary, figures = (
                 UNHEALTHY,
-                f"source unreachable after {spec.attempts} attempt(s): {error}",
-                {"attempts": spec.attempts},
+                f"source unreachable after {check.attempts} attempt(s): {error}",
+                {"attempts": check.attempts},
             )
         except _Verdict as verdict_error:
             verdict, summary, figures = UNHEALTHY, str(verdict_error), {}
         result = CheckResult(index=index, name=name, kind=kind, verdict=verdict, summary=summary, figures=figures)
-        return apply_no_data_policy(result, spec.on_no_data, final=input.final)
+        return apply_no_data_policy(result, check.on_no_data, final=input.final)
 
-    async def _evaluate(
-        self, input: CheckHealthInput, spec: ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec
-    ) -> tuple[str, str, dict[str, Any]]:
+    async def _evaluate(self, input: CheckHealthInput, spec: CheckSpec) -> tuple[Verdict, str, dict[str, Any]]:
         if isinstance(spec, ReportsCheckSpec):
             return await self._reports(input, spec)
         if isinstance(spec, PrometheusCheckSpec):
             return await self._prometheus(input, spec)
         return await self._http(input, spec)
 
-    async def _reports(self, input: CheckHealthInput, spec: ReportsCheckSpec) -> tuple[str, str, dict[str, Any]]:
+    async def _reports(self, input: CheckHealthInput, spec: ReportsCheckSpec) -> tuple[Verdict, str, dict[str, Any]]:
         plan = input.plan
         now = datetime.now(UTC)
         since, reason = evidence_since(_published_at(input), now, spec.window)
@@ -125,7 +122,7 @@ class HealthCheckActivities:
 
     async def _prometheus(
         self, input: CheckHealthInput, spec: PrometheusCheckSpec
-    ) -> tuple[str, str, dict[str, Any]]:
+    ) -> tuple[Verdict, str, dict[str, Any]]:
         query = render_promql(spec.query, _placeholders(input))
         url = spec.url.rstrip("/") + "/api/v1/query"
         try:
@@ -146,7 +143,7 @@ class HealthCheckActivities:
         figures["query"] = query
         return verdict, summary, figures
 
-    async def _http(self, input: CheckHealthInput, spec: HttpCheckSpec) -> tuple[str, str, dict[str, Any]]:
+    async def _http(self, input: CheckHealthInput, spec: HttpCheckSpec) -> tuple[Verdict, str, dict[str, Any]]:
         url = render_url(spec.url, _placeholders(input))
         try:
             async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
@@ -159,7 +156,7 @@ class HealthCheckActivities:
             raise SourceUnreachableError(f"{url}: {type(error).__name__}: {error}") from error
         figures = {"status": response.status_code}
         if 200 <= response.status_code < 300:
-            return "healthy", f"{url} answered {response.status_code}", figures
+            return HEALTHY, f"{url} answered {response.status_code}", figures
         return UNHEALTHY, f"{url} answered {response.status_code}: {response.text[:200]}", figures
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from temporalio import activity
 
-from tempoconf.messages import NOTIFY_ACTIVITY, NotifyInput
+from tempoconf.activity_io import NOTIFY_ACTIVITY, NotifyInput
 
 __all__ = ["NotifyActivities", "WEBHOOK_TIMEOUT_SECONDS"]
 

@@ -17,8 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempoconf.change import rollout_change
-from tempoconf.messages import (
+from tempoconf.activity_io import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,
@@ -37,6 +36,7 @@ from tempoconf.messages import (
     RevertInput,
     RevertResult,
 )
+from tempoconf.change import rollout_change
 from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.progress import NOTE

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 
 from tempoconf.api.errors import ApiError
@@ -18,7 +18,7 @@ __all__ = ["ADMIN_BODY_LIMIT", "REPORT_BODY_LIMIT", "read_json", "validate_body"
 REPORT_BODY_LIMIT = 64 * 1024
 ADMIN_BODY_LIMIT = 1024 * 1024
 
-Model = TypeVar("Model", bound=BaseModel)
+Model = TypeVar("Model")
 
 
 async def read_json(request: Request, *, limit: int, empty: Any = ...) -> Any:
@@ -66,12 +66,13 @@ async def read_json(request: Request, *, limit: int, empty: Any = ...) -> Any:
 
 
 def validate_body(model: type[Model], raw: Any, *, what: str) -> Model:
-    """`raw` as a `model`, or ApiError(400) listing every problem with its JSON pointer."""
+    """`raw` as a `model` (a pydantic model or a dataclass), or ApiError(400) listing every
+    problem with its JSON pointer."""
     if not isinstance(raw, dict):
         problem = Problem("", f"{what} is a JSON object, not {_json_type(raw)}")
         raise ApiError(400, f"invalid {what}: {problem}", problems=[problem])
     try:
-        return model.model_validate(raw)
+        return TypeAdapter(model).validate_python(raw)
     except ValidationError as error:
         raise invalid(what, problems_from_validation_error(error)) from None
 

@@ -31,9 +31,9 @@ from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
 from tempoconf.api.distribution import MAX_WAIT
 from tempoconf.api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
 from tempoconf.api.routes.reports import ReportBody
-from tempoconf.api.routes.rollouts import SIGNALS, CommandBody
 from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
+from tempoconf.commands import COMMAND_NAMES, COMMANDS, OperatorCommand
 from tempoconf.contract_schema import ContractJsonSchema
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.request import ConfigPath, Namespace, RolloutRequest
@@ -41,7 +41,7 @@ from tempoconf.request import ConfigPath, Namespace, RolloutRequest
 __all__ = ["ANSWERS", "REF_TEMPLATE", "REQUEST_BODIES", "body_schemas", "openapi_document"]
 
 REF_TEMPLATE = "#/components/schemas/{model}"
-REQUEST_BODIES: tuple[type[Any], ...] = (RolloutRequest, ReportBody, SchemaBody, CommandBody)
+REQUEST_BODIES: tuple[type[Any], ...] = (RolloutRequest, ReportBody, SchemaBody, OperatorCommand)
 """The models that read request bodies: documented as they validate."""
 ANSWERS: tuple[type[Any], ...] = (
     ErrorAnswer,
@@ -59,14 +59,6 @@ ANSWERS: tuple[type[Any], ...] = (
 """The models of the JSON answers: documented as they serialize."""
 Mode = Literal["validation", "serialization"]
 
-_SIGNAL_HELP = {
-    "halt": "Revert every client to stable and end the rollout.",
-    "bypass": "Skip every remaining hold, check and approval and promote now.",
-    "advance": "End the current hold now.",
-    "pause": "Hold the rollout where it is until `resume`.",
-    "resume": "Clear the pause.",
-    "approve": "Let a manual stage advance.",
-}
 
 
 @cache
@@ -342,15 +334,15 @@ def _paths() -> dict[str, Any]:
             }
         },
     }
-    for name in SIGNALS:
+    for name in COMMAND_NAMES:
         paths[f"/v1/admin/rollouts/{{path}}/{name}"] = {
             "post": {
                 "operationId": f"{name}Rollout",
-                "summary": _SIGNAL_HELP[name] + " Sent as a workflow update.",
+                "summary": COMMANDS[name].summary + " Sent as a workflow update.",
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),
-                "requestBody": _request(CommandBody, required=False),
+                "requestBody": _request(OperatorCommand, required=False),
                 "responses": {
                     "200": _answer(CommandAnswer, "Answered by the workflow"),
                     "400": _error("Invalid path, namespace or body"),

@@ -11,18 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from tempoconf.cli._common import CommandError
+from tempoconf.commands import OPERATOR_COMMANDS
 
 __all__ = ["build_parser", "main"]
 
-UPDATE_NAMES = ("halt", "bypass", "advance", "pause", "resume", "approve")
-_UPDATE_HELP = {
-    "halt": "revert every client to stable and end the rollout",
-    "bypass": "skip every remaining hold, check and approval and promote now",
-    "advance": "end the current hold now",
-    "pause": "hold the rollout where it is until `resume`",
-    "resume": "clear the pause",
-    "approve": "let a manual stage advance",
-}
 
 
 def _package_version() -> str:
@@ -238,10 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(handler="plan.plan_command")
 
-    for name in UPDATE_NAMES:
-        update = rollout_commands.add_parser(name, parents=[connection], help=_UPDATE_HELP[name])
+    for command in OPERATOR_COMMANDS:
+        name = command.name.value
+        update = rollout_commands.add_parser(name, parents=[connection], help=command.help)
         update.add_argument("path", metavar="PATH")
-        update.add_argument("--reason", default="", help="why, recorded in the rollout's history")
+        if command.takes_reason:
+            update.add_argument("--reason", default="", help="why, recorded in the rollout's history")
         update.add_argument(
             "--id",
             dest="workflow_id",

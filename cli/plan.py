@@ -224,7 +224,7 @@ def _plan_json(
                 "cooldown_seconds": stage.cooldown_seconds,
                 "expiration_seconds": stage.expiration_seconds,
                 "manual": stage.manual,
-                "health": stage.health,
+                "health": [check.spec for check in stage.health],
                 "new_clients": item.new,
                 "clients": item.cumulative,
             }
@@ -289,7 +289,7 @@ def _print_plan(
                     duration_text(stage.cooldown_seconds),
                     duration_text(stage.expiration_seconds),
                     "yes" if stage.manual else "-",
-                    "; ".join(_check_text(check) for check in stage.health) or "-",
+                    "; ".join(_check_text(check.spec) for check in stage.health) or "-",
                     f"+{len(item.new)}",
                     f"{item.cumulative}/{total}{share}",
                 ]

@@ -305,7 +305,7 @@ async def _update(settings: Settings, args: argparse.Namespace, workflow_id: str
     name = args.update_name
     try:
         result = await handle.execute_update(
-            name, {"reason": args.reason, "by": actor()}, rpc_timeout=RPC_TIMEOUT
+            name, {"reason": getattr(args, "reason", ""), "by": actor()}, rpc_timeout=RPC_TIMEOUT
         )
     except WorkflowUpdateFailedError as error:
         print(f"{name} refused by the rollout {workflow_id!r}: {_failure_message(error)}")

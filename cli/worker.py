@@ -17,8 +17,8 @@ from temporalio.worker import Worker
 from tempoconf.activities.health import HealthCheckActivities
 from tempoconf.activities.notify import NotifyActivities
 from tempoconf.activities.rollout import RolloutActivities
+from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.cli.devstack import temporal_command
-from tempoconf.messages import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES

@@ -87,7 +87,7 @@ def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetim
 
 
 def _stage_line(stage: StageProgress, progress: RolloutProgress, now: datetime) -> str:
-    notes = [stage.status]
+    notes: list[str] = [stage.status]
     # Only a hold that is running has an end worth showing: once it is over (checks, approval,
     # promotion) its time is in the past and would only mislead.
     holding = progress.state == RolloutState.HOLDING and stage.index == progress.stage_index

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter
-
 from tempoconf.durations import format_duration
 from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import CheckResult
-from tempoconf.request import HealthCheckSpec, HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.progress import CheckResult, Verdict
+from tempoconf.request import PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
 
 __all__ = [
@@ -29,23 +27,19 @@ __all__ = [
     "ReportEvidence",
     "ReportTally",
     "apply_no_data_policy",
-    "check_display_name",
     "cohort_stages",
     "describe_evidence",
     "evidence_since",
     "gather_evidence",
     "judge_reports",
     "judge_samples",
-    "parse_check",
     "reporting_identity",
     "summarize",
 ]
 
-HEALTHY = "healthy"
-UNHEALTHY = "unhealthy"
-NO_DATA = "no_data"
-
-_CHECK_ADAPTER: TypeAdapter[HealthCheckSpec] = TypeAdapter(HealthCheckSpec)
+HEALTHY = Verdict.HEALTHY
+UNHEALTHY = Verdict.UNHEALTHY
+NO_DATA = Verdict.NO_DATA
 
 
 @dataclass(frozen=True)
@@ -180,30 +174,13 @@ def describe_evidence(evidence: ReportEvidence, now: datetime) -> str:
     return text
 
 
-def parse_check(raw: dict[str, Any]) -> ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec:
-    """A check as the plan carries it (JSON) back into its typed spec."""
-    return _CHECK_ADAPTER.validate_python(raw)
-
-
-def check_display_name(raw: dict[str, Any], index: int) -> str:
-    if raw.get("name"):
-        return str(raw["name"])
-    kind = str(raw.get("kind", "check"))
-    if kind == "http":
-        return f"http {raw.get('url', '')}"
-    if kind == "prometheus":
-        bound = f"<= {raw['max']:g}" if raw.get("max") is not None else f">= {raw.get('min', 0):g}"
-        return f"prometheus #{index + 1} ({bound})"
-    return f"reports #{index + 1}"
-
-
 def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
 def judge_reports(
     spec: ReportsCheckSpec, evidence: ReportEvidence, *, now: datetime
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[Verdict, str, dict[str, Any]]:
     """Judge the cohort's reports on the rollout's version (and, optionally, against the baseline)."""
     cohort, baseline = evidence.cohort, evidence.baseline
     figures: dict[str, Any] = {
@@ -254,7 +231,7 @@ def judge_reports(
     return HEALTHY, f"{described} within max_error_ratio {spec.max_error_ratio:g}; {source}", figures
 
 
-def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[str, str, dict[str, Any]]:
+def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[Verdict, str, dict[str, Any]]:
     """Judge a query's samples: every sample must satisfy the bounds; the worst one is reported."""
     values = [value for value in samples if not math.isnan(value)]
     figures: dict[str, Any] = {"samples": len(values), "max": spec.max, "min": spec.min}

@@ -6,12 +6,113 @@ converter and are safe to import in the workflow sandbox.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from tempoconf.request import RolloutRequest
+from pydantic import TypeAdapter
 
-__all__ = ["PlannedStage", "RolloutPlan", "plan_from_request"]
+from tempoconf.request import (
+    HealthCheckSpec,
+    HttpCheckSpec,
+    PrometheusCheckSpec,
+    ReportsCheckSpec,
+    RolloutRequest,
+)
+
+__all__ = [
+    "DEFAULT_CHECK_TIMEOUT_SECONDS",
+    "CheckKind",
+    "CheckSpec",
+    "NoDataPolicy",
+    "PlannedCheck",
+    "PlannedStage",
+    "RolloutPlan",
+    "plan_check",
+    "plan_from_request",
+]
+
+CheckSpec = ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec
+"""A health check's typed spec, one model per kind."""
+DEFAULT_CHECK_TIMEOUT_SECONDS = 30.0
+"""How long one attempt of a check without a `timeout` of its own (reports: a store read) may take."""
+_CHECK_ADAPTER: TypeAdapter[CheckSpec] = TypeAdapter(HealthCheckSpec)
+
+
+class CheckKind(StrEnum):
+    REPORTS = "reports"
+    PROMETHEUS = "prometheus"
+    HTTP = "http"
+
+
+class NoDataPolicy(StrEnum):
+    """What a check with no data concludes at the end of the hold."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+
+@dataclass
+class PlannedCheck:
+    """A health check as the rollout runs it: every default applied, its timing in seconds."""
+
+    kind: CheckKind
+    name: str
+    """For people: the check's own name, else one made of its kind (and bound, or URL)."""
+    interval_seconds: float | None = None
+    """Also run during the hold, this often; None: only at the hold's end."""
+    initial_delay_seconds: float = 0.0
+    failure_limit: int = 1
+    """Failures in a row that make the stage unhealthy."""
+    on_no_data: NoDataPolicy = NoDataPolicy.FAIL
+    attempts: int = 3
+    """Tries against an unreachable source before the check counts as failed."""
+    timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
+    """How long one attempt may take."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The check as the request gave it, as JSON (durations in seconds; unset fields left out)."""
+
+    def typed_spec(self) -> CheckSpec:
+        """The kind's own model (raises pydantic's ValidationError if `spec` is not a valid check)."""
+        return _CHECK_ADAPTER.validate_python(self.spec)
+
+    def seconds_per_run(self) -> float:
+        """The longest one run of the check can take: every attempt, and the pauses between them."""
+        return self.timeout_seconds * self.attempts + 2.0 * self.attempts
+
+
+def plan_check(spec: CheckSpec | Mapping[str, Any], index: int) -> PlannedCheck:
+    """`spec` (typed, or as JSON) planned as the `index`-th check of its stage."""
+    typed = spec if isinstance(spec, ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec) else (
+        _CHECK_ADAPTER.validate_python(spec)
+    )
+    timeout = getattr(typed, "timeout", None)
+    return PlannedCheck(
+        kind=CheckKind(typed.kind),
+        name=_check_name(typed, index),
+        interval_seconds=typed.interval.total_seconds() if typed.interval is not None else None,
+        initial_delay_seconds=typed.initial_delay.total_seconds(),
+        failure_limit=typed.failure_limit,
+        on_no_data=NoDataPolicy(typed.on_no_data),
+        attempts=typed.attempts,
+        # `or`: a zero timeout leaves the attempt its default budget, as before checks were typed
+        timeout_seconds=(timeout.total_seconds() if timeout is not None else 0.0)
+        or DEFAULT_CHECK_TIMEOUT_SECONDS,
+        # dumped anew for each stage: no check dict is shared between two stages
+        spec=typed.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def _check_name(spec: CheckSpec, index: int) -> str:
+    if spec.name:
+        return spec.name
+    if isinstance(spec, HttpCheckSpec):
+        return f"http {spec.url}"
+    if isinstance(spec, PrometheusCheckSpec):
+        bound = f"<= {spec.max:g}" if spec.max is not None else f">= {spec.min or 0:g}"
+        return f"prometheus #{index + 1} ({bound})"
+    return f"reports #{index + 1}"
 
 
 @dataclass
@@ -24,8 +125,12 @@ class PlannedStage:
     cooldown_seconds: float = 300.0
     expiration_seconds: float = 3600.0
     manual: bool = False
-    health: list[dict[str, Any]] = field(default_factory=list)
-    """Checks of this stage: the rollout's `health` plus the stage's own, as JSON."""
+    health: list[PlannedCheck] = field(default_factory=list)
+    """Checks of this stage: the rollout's `health` plus the stage's own."""
+
+    def seconds_per_check_run(self, indices: list[int]) -> float:
+        """The longest a run of these checks can take (they run concurrently): the slowest one's."""
+        return max(self.health[index].seconds_per_run() for index in indices)
 
     def cohort(self) -> str:
         """Who this stage reaches, in words."""
@@ -62,11 +167,10 @@ class RolloutPlan:
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
     """The plan of `request`: defaults applied, names given, rollout-level checks in every stage."""
 
-    def checks(stage_checks: list[Any] | None) -> list[dict[str, Any]]:
-        # dumped anew for each stage: no check dict is shared between two stages
+    def checks(stage_checks: list[CheckSpec] | None) -> list[PlannedCheck]:
         return [
-            check.model_dump(mode="json", exclude_none=True)
-            for check in [*request.health, *(stage_checks or [])]
+            plan_check(check, index)
+            for index, check in enumerate([*request.health, *(stage_checks or [])])
         ]
 
     stages = [

@@ -10,20 +10,24 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tempoconf.commands import CommandName
+
 __all__ = [
     "CheckResult",
     "CommandResult",
     "FINAL_STATES",
     "HealthReport",
     "NOTE",
-    "OperatorCommand",
     "Outcome",
     "RolloutProgress",
     "RolloutResult",
     "RolloutState",
     "StageProgress",
+    "StageStatus",
     "TRANSITION",
     "Transition",
+    "TransitionKind",
+    "Verdict",
     "describe_phase",
 ]
 
@@ -67,16 +71,33 @@ WAITING_STATES = frozenset(
 )
 
 
-@dataclass
-class OperatorCommand:
-    """The argument of every signal and update: why, and who (both optional)."""
+class StageStatus(StrEnum):
+    """Where a stage is: pending, live (published; the current stage), passed (its hold and checks
+    passed; it still serves its cohort until promotion, since stages are cumulative) or reverted."""
 
-    reason: str = ""
-    by: str = ""
+    PENDING = "pending"
+    LIVE = "live"
+    PASSED = "passed"
+    REVERTED = "reverted"
 
 
-TRANSITION = "transition"
-NOTE = "note"
+class Verdict(StrEnum):
+    """What a health check concludes."""
+
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+    NO_DATA = "no_data"
+
+
+class TransitionKind(StrEnum):
+    """A history row: a change of state, or a note (a command that left the state as it was)."""
+
+    TRANSITION = "transition"
+    NOTE = "note"
+
+
+TRANSITION = TransitionKind.TRANSITION
+NOTE = TransitionKind.NOTE
 
 
 @dataclass
@@ -86,13 +107,12 @@ class Transition:
 
     at: str
     """ISO-8601 UTC, workflow time."""
-    from_state: str
-    to_state: str
+    from_state: RolloutState
+    to_state: RolloutState
     by: str
     reason: str
     stage: str | None = None
-    kind: str = TRANSITION
-    """`transition` or `note`."""
+    kind: TransitionKind = TransitionKind.TRANSITION
 
 
 @dataclass
@@ -102,7 +122,7 @@ class CheckResult:
     index: int
     name: str
     kind: str
-    verdict: str
+    verdict: Verdict
     summary: str
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -124,9 +144,7 @@ class StageProgress:
     cohort: str
     cooldown_seconds: float
     manual: bool
-    status: str = "pending"
-    """pending | live (published; the current stage) | passed (its hold and checks passed; it still
-    serves its cohort until promotion, since stages are cumulative) | reverted."""
+    status: StageStatus = StageStatus.PENDING
     published_at: str | None = None
     hold_deadline: str | None = None
     expires_at: str | None = None
@@ -137,7 +155,7 @@ class RolloutProgress:
     workflow_id: str
     namespace: str
     path: str
-    state: str = RolloutState.PREPARING.value
+    state: RolloutState = RolloutState.PREPARING
     phase: str = "Preparing"
     version: str | None = None
     stage_index: int = -1
@@ -152,7 +170,7 @@ class RolloutProgress:
     last_health: HealthReport | None = None
     stages: list[StageProgress] = field(default_factory=list)
     history: list[Transition] = field(default_factory=list)
-    outcome: str | None = None
+    outcome: Outcome | None = None
     reason: str = ""
     stable_version: str | None = None
     """Once ended: the config's stable version, which every client now gets (None: the config has
@@ -161,7 +179,7 @@ class RolloutProgress:
 
 @dataclass
 class RolloutResult:
-    outcome: str
+    outcome: Outcome
     version: str | None
     reason: str = ""
     stable_version: str | None = None
@@ -173,10 +191,10 @@ class CommandResult:
     """What an update (halt, bypass, advance, pause, resume, approve) answers: a short result.
     The full progress stays the `status` query."""
 
-    command: str
+    command: CommandName
     accepted: bool
     """False when the command changed nothing (e.g. a second halt)."""
-    state: str
+    state: RolloutState
     """The state once the command took effect (or, if it has not yet, the state now)."""
     phase: str
     stage: str | None

@@ -429,7 +429,8 @@ def problems_from_validation_error(error: ValidationError) -> list[Problem]:
     for detail in error.errors(include_url=False):
         location = _strip_union_tags(list(detail["loc"]))
         kind = detail["type"]
-        if kind == "extra_forbidden":
+        # unexpected_keyword_argument: the same, said by a dataclass (tempoconf.commands)
+        if kind in ("extra_forbidden", "unexpected_keyword_argument"):
             message = f"unknown field {location[-1]!r}" if location else "unknown field"
         elif kind == "missing":
             message = "required field is missing"

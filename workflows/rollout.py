@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,9 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.details import render_current_details
-    from tempoconf.health import HEALTHY, UNHEALTHY
-    from tempoconf.messages import (
+    from tempoconf.activity_io import (
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
         NOTIFY_ACTIVITY,
@@ -43,25 +40,24 @@ with workflow.unsafe.imports_passed_through():
         RevertInput,
         RevertResult,
     )
+    from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
+    from tempoconf.details import render_current_details
+    from tempoconf.health import UNHEALTHY
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.progress import (
-        FINAL_STATES,
-        NOTE,
-        TRANSITION,
         CheckResult,
         CommandResult,
         HealthReport,
-        OperatorCommand,
         Outcome,
         RolloutProgress,
         RolloutResult,
         RolloutState,
-        StageProgress,
-        Transition,
-        describe_phase,
+        StageStatus,
     )
+    from tempoconf.run_state import Effect, RolloutRunState
     from tempoconf.temporal import (
         PATH_ATTRIBUTE,
+        SEARCH_ATTRIBUTES,
         STAGE_ATTRIBUTE,
         STATE_ATTRIBUTE,
         VERSION_ATTRIBUTE,
@@ -94,11 +90,8 @@ WEBHOOK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attem
 WEBHOOK_TIMEOUT = timedelta(seconds=10)
 HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 DEFAULT_RECHECK_SECONDS = 30.0
-# Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
-LEASE_RENEWAL_FRACTION = 0.5
 SYSTEM_ACTOR = "workflow"
-# Who a signal or update came from when it does not say (signals carry no identity).
-DEFAULT_OPERATOR = "operator"
+_SEARCH_ATTRIBUTE_KEYS = {key.name: key for key in SEARCH_ATTRIBUTES}
 # An update answers once the rollout has acted on it (e.g. the next stage is published and held),
 # or after this long with a `requested:` message: clients wait 15 s for an answer.
 STEERING_REPLY_TIMEOUT = timedelta(seconds=10)
@@ -118,22 +111,8 @@ async def _finish_despite_cancellation(step: asyncio.Future[Any]) -> bool:
 
 
 def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
-    """Long enough for the slowest check's every attempt (checks of one call run concurrently)."""
-    slowest = max(
-        float(stage.health[index].get("timeout") or 30.0) * int(stage.health[index].get("attempts") or 3)
-        + 2.0 * int(stage.health[index].get("attempts") or 3)
-        for index in indices
-    )
-    return timedelta(seconds=slowest + 15.0)
-
-
-@dataclass(frozen=True)
-class _Effect:
-    """What a command did: the reply once the rollout acted on it, and while it has not yet."""
-
-    accepted: bool
-    done: str
-    requested: str = ""
+    """Long enough for the slowest check's every attempt, and the activity's own start."""
+    return timedelta(seconds=stage.seconds_per_check_run(indices) + 15.0)
 
 
 class _StopRollout(Exception):
@@ -150,38 +129,28 @@ class _StopRollout(Exception):
 class ConfigRollout:
     @workflow.init
     def __init__(self, request: Any) -> None:
-        raw = request if isinstance(request, dict) else {}
-        info = workflow.info()
-        self._progress = RolloutProgress(
-            workflow_id=info.workflow_id,
-            namespace=str(raw.get("namespace") or "default"),
-            path=str(raw.get("path") or ""),
-        )
-        self._plan: RolloutPlan | None = None
-        self._halt: OperatorCommand | None = None
-        self._bypass: OperatorCommand | None = None
-        self._advance_requested = False
-        self._failures: dict[int, int] = {}
+        # The whole run state in one object (continue-as-new can carry it); what follows is
+        # only what lives and dies with this run's code: deliveries in flight, the current wait.
+        self._state = RolloutRunState.start(request, workflow_id=workflow.info().workflow_id)
         self._notifications: list[asyncio.Future[Any]] = []
-        self._search_attributes: dict[str, str] = {}
-        # Lease bookkeeping: stage index → lease length (s), and when leases were last renewed.
-        self._leases: dict[int, float] = {}
-        self._leases_renewed_at: datetime | None = None
-        self._audited_transitions = 0
-        self._unaudited: set[int] = set()
         # What the main loop waits for while it is parked in _wait_until (None while it runs or
         # awaits an activity): an update answers once the rollout waits for something it did not give.
         self._parked_on: Callable[[], bool] | None = None
+
+    @property
+    def _progress(self) -> RolloutProgress:
+        return self._state.progress
 
     # -- main loop -----------------------------------------------------------------------------
     @workflow.run
     async def run(self, request: Any) -> RolloutResult:
         self._upsert_search_attributes()
         try:
-            self._plan = await self._prepare(request)
-            self._set_plan_progress(self._plan)
-            bypassed = await self._run_stages(self._plan)
-            return await self._promote(self._plan, bypassed=bypassed)
+            plan = await self._prepare(request)
+            self._state.set_plan(plan)
+            self._upsert_search_attributes()
+            bypassed = await self._run_stages(plan)
+            return await self._promote(plan, bypassed=bypassed)
         except _StopRollout as stop:
             return await self._revert(stop.outcome, stop.reason, stop.by)
         except ActivityError as error:
@@ -198,7 +167,7 @@ class ConfigRollout:
     async def _prepare(self, request: Any) -> RolloutPlan:
         info = workflow.info()
         try:
-            plan = await workflow.execute_activity(
+            plan: RolloutPlan = await workflow.execute_activity(
                 PREPARE_ACTIVITY,
                 PrepareInput(request=request, workflow_id=info.workflow_id, run_id=info.run_id),
                 result_type=RolloutPlan,
@@ -232,27 +201,25 @@ class ConfigRollout:
         """Walk the stages; True when a bypass cut the walk short."""
         self._raise_if_halted()
         for stage in plan.stages:
-            if self._bypass:
+            if self._state.bypass:
                 return True
             await self._publish(plan, stage)
             self._raise_if_halted()
             await self._hold(plan, stage)
-            if self._bypass:
+            if self._state.bypass:
                 return True
             await self._check_health(plan, stage)
-            if stage.manual and self._bypass is None:
+            if stage.manual and self._state.bypass is None:
                 await self._await_approval(stage)
-            if self._bypass:
+            if self._state.bypass:
                 return True
-            await self._wait_until(lambda: not self._progress.pause_reasons or self._bypass is not None)
-            self._mark_stage(stage.index, "passed")
-        return self._bypass is not None
+            await self._wait_until(lambda: not self._progress.pause_reasons or self._state.bypass is not None)
+            self._state.mark_stage(stage.index, StageStatus.PASSED)
+        return self._state.bypass is not None
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         info = workflow.info()
-        self._progress.stage_index = stage.index
-        self._progress.stage_name = stage.name
-        self._progress.approved = False
+        self._state.enter_stage(stage)
         self._transition(
             RolloutState.PUBLISHING,
             SYSTEM_ACTOR,
@@ -268,35 +235,27 @@ class ConfigRollout:
             retry_policy=STORE_RETRY,
             summary=f"publish stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
         )
-        self._leases[stage.index] = stage.expiration_seconds
-        if self._leases_renewed_at is None:
-            self._leases_renewed_at = workflow.now()
-        progress_stage = self._progress.stages[stage.index]
-        progress_stage.status = "live"
-        progress_stage.published_at = result.published_at
-        progress_stage.expires_at = result.expires_at
-        self._progress.stage_started_at = self._now_iso()
+        self._state.stage_published(
+            stage, published_at=result.published_at, expires_at=result.expires_at, now=workflow.now()
+        )
         self._notify("stage_published", f"stage {stage.name} reaches {stage.cohort()}")
 
     async def _hold(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         """Hold the stage for its cooldown; checks with an `interval` run during it and fail fast."""
-        self._advance_requested = False
-        self._failures = {index: 0 for index in range(len(stage.health))}
         started = workflow.now()
         deadline = started + timedelta(seconds=stage.cooldown_seconds)
-        self._progress.hold_deadline = deadline.isoformat()
-        self._progress.stages[stage.index].hold_deadline = self._progress.hold_deadline
+        self._state.start_hold(stage, deadline=deadline)
         self._transition(
             RolloutState.HOLDING, SYSTEM_ACTOR, f"holding {stage.name} for {stage.cooldown_seconds:g}s"
         )
         due = {
-            index: started + timedelta(seconds=float(check.get("initial_delay") or 0))
+            index: started + timedelta(seconds=check.initial_delay_seconds)
             for index, check in enumerate(stage.health)
-            if check.get("interval")
+            if check.interval_seconds
         }
 
         def hold_cut_short() -> bool:
-            return self._advance_requested or self._bypass is not None
+            return self._state.advance_requested or self._state.bypass is not None
 
         while True:
             next_check = min(due.values(), default=None)
@@ -312,7 +271,7 @@ class ConfigRollout:
             if ready:
                 await self._run_checks(plan, stage, ready, final=False)
                 for index in ready:
-                    due[index] = now + timedelta(seconds=float(stage.health[index]["interval"]))
+                    due[index] = now + timedelta(seconds=stage.health[index].interval_seconds or 0.0)
         self._progress.hold_deadline = None
 
     async def _check_health(self, plan: RolloutPlan, stage: PlannedStage) -> None:
@@ -330,18 +289,18 @@ class ConfigRollout:
         pending = list(range(len(stage.health)))
         while True:
             report = await self._run_checks(plan, stage, pending, final=True)
-            if self._bypass is not None:
+            if self._state.bypass is not None:
                 return
             pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
             if not pending:
                 return
-            recheck = min(float(stage.health[index].get("interval") or DEFAULT_RECHECK_SECONDS) for index in pending)
+            recheck = min(stage.health[index].interval_seconds or DEFAULT_RECHECK_SECONDS for index in pending)
             await self._wait_until(
-                lambda: self._bypass is not None,
+                lambda: self._state.bypass is not None,
                 deadline=workflow.now() + timedelta(seconds=recheck),
                 summary=f"re-check {len(pending)} failing health check(s) of {stage.name}",
             )
-            if self._bypass is not None:
+            if self._state.bypass is not None:
                 return
 
     async def _run_checks(
@@ -349,7 +308,7 @@ class ConfigRollout:
     ) -> HealthReport:
         """Run some of the stage's checks; revert once a check has failed `failure_limit` times in a row."""
         try:
-            report = await workflow.execute_activity(
+            report: HealthReport = await workflow.execute_activity(
                 CHECK_HEALTH_ACTIVITY,
                 CheckHealthInput(
                     plan=plan, stage=stage, final=final, check_indices=indices,
@@ -379,18 +338,9 @@ class ConfigRollout:
         self._progress.last_health = report
         self._refresh_view()
         self._raise_if_halted()
-        if self._bypass is not None:
+        if self._state.bypass is not None:
             return report
-        tripped = []
-        for result in report.checks:
-            if result.verdict == UNHEALTHY:
-                self._failures[result.index] = self._failures.get(result.index, 0) + 1
-                limit = int(stage.health[result.index].get("failure_limit") or 1)
-                if self._failures[result.index] >= limit:
-                    count = f" ({self._failures[result.index]} failures in a row)" if limit > 1 else ""
-                    tripped.append(f"{result.name}: {result.summary}{count}")
-            elif result.verdict == HEALTHY:
-                self._failures[result.index] = 0
+        tripped = self._state.count_failures(stage, report)
         if tripped:
             raise _StopRollout(
                 Outcome.REVERTED, f"stage {stage.name} is unhealthy: " + "; ".join(tripped), SYSTEM_ACTOR
@@ -403,7 +353,7 @@ class ConfigRollout:
             RolloutState.AWAITING_APPROVAL, SYSTEM_ACTOR, f"stage {stage.name} passed; waiting for approve"
         )
         self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
-        await self._wait_until(lambda: self._progress.approved or self._bypass is not None)
+        await self._wait_until(lambda: self._progress.approved or self._state.bypass is not None)
 
     async def _wait_until(
         self, done: Callable[[], bool], *, deadline: datetime | None = None, summary: str | None = None
@@ -419,14 +369,14 @@ class ConfigRollout:
             now = workflow.now()
             if done() or (deadline is not None and now >= deadline):
                 return
-            renewal = self._next_lease_renewal()
+            renewal = self._state.next_lease_renewal()
             if renewal is not None and now >= renewal:
                 await self._renew_leases()
                 continue
             wake_at = min((moment for moment in (deadline, renewal) if moment is not None), default=None)
 
             def wakes() -> bool:
-                return self._halt is not None or done()
+                return self._state.halt is not None or done()
 
             self._parked_on = wakes
             try:
@@ -441,40 +391,26 @@ class ConfigRollout:
             finally:
                 self._parked_on = None
 
-    def _next_lease_renewal(self) -> datetime | None:
-        if not self._leases or self._leases_renewed_at is None:
-            return None
-        shortest = min(self._leases.values())
-        return self._leases_renewed_at + timedelta(seconds=shortest * LEASE_RENEWAL_FRACTION)
-
     async def _renew_leases(self) -> None:
-        assert self._plan is not None
+        leases = self._state.leases
         result = await workflow.execute_activity(
             RENEW_LEASES_ACTIVITY,
             RenewLeasesInput(
-                namespace=self._plan.namespace,
-                path=self._plan.path,
+                namespace=self._progress.namespace,
+                path=self._progress.path,
                 run_id=workflow.info().run_id,
-                expirations=dict(self._leases),
+                expirations=dict(leases),
             ),
             result_type=RenewLeasesResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
             retry_policy=STORE_RETRY,
-            summary=f"renew the leases of {len(self._leases)} live stage(s)",
+            summary=f"renew the leases of {len(leases)} live stage(s)",
         )
-        self._leases_renewed_at = workflow.now()
-        for index, expires_at in result.expires_at.items():
-            self._progress.stages[int(index)].expires_at = expires_at
+        self._state.leases_renewed(result.expires_at, now=workflow.now())
 
     async def _promote(self, plan: RolloutPlan, *, bypassed: bool) -> RolloutResult:
         info = workflow.info()
-        by = (self._bypass.by or DEFAULT_OPERATOR) if self._bypass else SYSTEM_ACTOR
-        if self._bypass:
-            reason = f"bypassed: {self._bypass.reason or 'no reason given'}"
-        elif plan.stages:
-            reason = "every stage passed its hold and checks"
-        else:
-            reason = "no stages: promoted directly"
+        by, reason = self._state.promotion(system_actor=SYSTEM_ACTOR)
         self._transition(RolloutState.PROMOTING, by, reason)
         await self._audit_transitions()
         promotion = asyncio.ensure_future(
@@ -489,21 +425,13 @@ class ConfigRollout:
         if await _finish_despite_cancellation(promotion):
             # Too late to cancel: the version is (being made) stable. Say so, and end promoted.
             self._note("temporal", "cancellation requested while promoting: ignored, the promotion completed")
-        self._leases.clear()
-        for stage in self._progress.stages:
-            if stage.status == "live":
-                stage.status = "passed"
         outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
-        self._progress.outcome = outcome.value
-        self._progress.reason = reason
-        self._progress.stable_version = plan.version
+        self._state.finish(outcome, reason, stable_version=plan.version)
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         await self._finish_notifications()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return RolloutResult(
-            outcome=outcome.value, version=plan.version, reason=reason, stable_version=plan.version
-        )
+        return RolloutResult(outcome=outcome, version=plan.version, reason=reason, stable_version=plan.version)
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
@@ -534,20 +462,15 @@ class ConfigRollout:
             retry_policy=REVERT_RETRY,
             summary=f"revert: clear the live stages, every client back on stable if any ({reason})",
         )
-        self._leases.clear()
-        for stage in self._progress.stages:
-            if stage.status == "live":
-                stage.status = "reverted"
-        self._progress.outcome = outcome.value
         # What clients are back on: the stable version, or none (the phase must not say "stable").
-        self._progress.stable_version = reverted.stable_version
+        self._state.finish(outcome, reason, stable_version=reverted.stable_version)
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         if outcome is not Outcome.CANCELLED:
             await self._finish_notifications()
             await workflow.wait_condition(workflow.all_handlers_finished)
         return RolloutResult(
-            outcome=outcome.value,
+            outcome=outcome,
             version=self._progress.version,
             reason=reason,
             stable_version=reverted.stable_version,
@@ -556,24 +479,12 @@ class ConfigRollout:
     # -- notifications -------------------------------------------------------------------------
     def _notify(self, event: str, reason: str) -> None:
         """Start one webhook delivery per URL without waiting for it (a slow hook never holds a stage)."""
-        if self._plan is None or not self._plan.webhooks:
+        plan = self._state.plan
+        if plan is None or not plan.webhooks:
             return
-        info = workflow.info()
-        progress = self._progress
-        body = {
-            "id": f"{info.run_id}:{len(self._notifications)}",
-            "event": event,
-            "workflow_id": info.workflow_id,
-            "namespace": progress.namespace,
-            "path": progress.path,
-            "version": progress.version,
-            "state": progress.state,
-            "stage": progress.stage_name,
-            "stage_index": progress.stage_index,
-            "reason": reason,
-            "at": self._now_iso(),
-        }
-        for url in self._plan.webhooks:
+        body = self._state.webhook_body(event, reason, run_id=workflow.info().run_id, at=self._now_iso())
+        for url in plan.webhooks:
+            self._state.deliveries_started += 1
             self._notifications.append(
                 workflow.start_activity(
                     NOTIFY_ACTIVITY,
@@ -590,71 +501,28 @@ class ConfigRollout:
             await asyncio.gather(*self._notifications, return_exceptions=True)
 
     # -- state bookkeeping ---------------------------------------------------------------------
-    def _set_plan_progress(self, plan: RolloutPlan) -> None:
-        self._progress.version = plan.version
-        self._progress.stage_count = len(plan.stages)
-        self._progress.stages = [
-            StageProgress(
-                index=stage.index,
-                name=stage.name,
-                cohort=stage.cohort(),
-                cooldown_seconds=stage.cooldown_seconds,
-                manual=stage.manual,
-            )
-            for stage in plan.stages
-        ]
-        self._upsert_search_attributes()
-
-    def _mark_stage(self, index: int, status: str) -> None:
-        if 0 <= index < len(self._progress.stages):
-            self._progress.stages[index].status = status
-
     def _transition(self, to_state: RolloutState, by: str, reason: str, *, audit: bool = True) -> None:
         """Move to a named state, recording who and why (history, audit log, search attributes, UI)."""
-        if not audit:
-            # Written by the activity that made it happen (promote/revert): don't write it twice.
-            self._unaudited.add(len(self._progress.history))
-        # A "transition" to the state it is in would read as a change that did not happen.
-        kind = NOTE if to_state.value == self._progress.state else TRANSITION
-        self._record(to_state.value, by, reason, kind)
+        self._state.transition(to_state, by, reason, at=self._now_iso(), audit=audit)
+        self._refresh_view()
 
     def _note(self, by: str, reason: str) -> None:
         """Record an operator command that does not change the state (pause, approve, ...)."""
-        self._record(self._progress.state, by, reason, NOTE)
-
-    def _record(self, to_state: str, by: str, reason: str, kind: str) -> None:
-        progress = self._progress
-        progress.history.append(
-            Transition(
-                at=self._now_iso(),
-                from_state=progress.state,
-                to_state=to_state,
-                by=by or DEFAULT_OPERATOR,
-                reason=reason,
-                stage=progress.stage_name,
-                kind=kind,
-            )
-        )
-        progress.state = to_state
+        self._state.note(by, reason, at=self._now_iso())
         self._refresh_view()
 
     def _refresh_view(self) -> None:
-        self._progress.paused = bool(self._progress.pause_reasons)
-        self._progress.phase = describe_phase(self._progress)
-        workflow.set_current_details(render_current_details(self._progress, self._plan, now=workflow.now()))
+        self._state.refresh()
+        workflow.set_current_details(render_current_details(self._progress, self._state.plan, now=workflow.now()))
         self._upsert_search_attributes()
 
     def _has_unaudited(self) -> bool:
-        return bool(self._progress.path) and self._audited_transitions < len(self._progress.history)
+        return self._state.has_unaudited()
 
     async def _audit_transitions(self) -> None:
         """Write the transitions not yet in the audit log (idempotent: keyed by sequence number)."""
         history = self._progress.history
-        if self._audited_transitions >= len(history) or not self._progress.path:
-            return
-        first = self._audited_transitions
-        sequences = [seq for seq in range(first, len(history)) if seq not in self._unaudited]
-        self._audited_transitions = len(history)
+        sequences = self._state.take_unaudited()
         if not sequences:
             return
         info = workflow.info()
@@ -677,143 +545,43 @@ class ConfigRollout:
     def _upsert_search_attributes(self) -> None:
         """Upsert the attributes whose value changed (each upsert is a history event)."""
         progress = self._progress
-        wanted = {
-            STATE_ATTRIBUTE: progress.state,
-            PATH_ATTRIBUTE: progress.path,
-            VERSION_ATTRIBUTE: progress.version,
-            STAGE_ATTRIBUTE: progress.stage_name,
-        }
-        updates = [
-            key.value_set(value)
-            for key, value in wanted.items()
-            if value and self._search_attributes.get(key.name) != value
-        ]
-        if updates:
-            workflow.upsert_search_attributes(updates)
-            self._search_attributes.update({key.name: value for key, value in wanted.items() if value})
+        changes = self._state.search_attribute_changes(
+            {
+                STATE_ATTRIBUTE.name: progress.state,
+                PATH_ATTRIBUTE.name: progress.path,
+                VERSION_ATTRIBUTE.name: progress.version,
+                STAGE_ATTRIBUTE.name: progress.stage_name,
+            }
+        )
+        if changes:
+            workflow.upsert_search_attributes(
+                [_SEARCH_ATTRIBUTE_KEYS[name].value_set(value) for name, value in changes.items()]
+            )
 
     def _raise_if_halted(self) -> None:
-        if self._halt is not None:
+        if self._state.halt is not None:
             raise _StopRollout(
-                Outcome.HALTED, self._halt.reason or "halted by an operator", self._halt.by or "operator"
+                Outcome.HALTED, self._state.halt.reason or "halted by an operator", self._state.halt.by or "operator"
             )
 
     def _now_iso(self) -> str:
         return workflow.now().isoformat()
 
-    def _is_final_or_promoting(self) -> bool:
-        state = RolloutState(self._progress.state)
-        return state in FINAL_STATES or state in (RolloutState.PROMOTING, RolloutState.REVERTING)
-
-    # -- signals and updates (same names; an update answers a short CommandResult or an error) --
-    def _stage_label(self) -> str:
-        progress = self._progress
-        if progress.stage_name is None:
-            return "the first stage"
-        return f"stage {progress.stage_index + 1}/{progress.stage_count} {progress.stage_name}"
-
-    def _apply_halt(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._halt is not None:
-            effect = _Effect(False, "a halt was already requested: the rollout is reverting")
-        elif self._is_final_or_promoting():
-            effect = _Effect(False, f"halt ignored: the rollout is already {self._progress.state}")
-        else:
-            self._halt = OperatorCommand(reason=command.reason, by=by)
-            self._note(by, f"halt requested: {command.reason or 'no reason given'}")
-            return _Effect(
-                True,
-                "halted: the live stages were reverted",
-                "requested: halt; the live stages are reverted once the current step ends",
-            )
-        # Signals cannot be refused; say in the history why this one changed nothing.
-        self._note(by, effect.done)
+    # -- operator commands (tempoconf.commands): each a signal and an update of the same name ----
+    def _apply(self, command: CommandName, argument: OperatorCommand | None) -> Effect:
+        """Act on an operator command, then show its effect."""
+        effect = self._state.apply(command, argument or OperatorCommand(), at=self._now_iso())
+        self._refresh_view()
         return effect
 
-    def _apply_bypass(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._bypass is not None:
-            effect = _Effect(False, "a bypass was already requested: the version is being promoted")
-        elif self._halt is not None:
-            effect = _Effect(False, "bypass ignored: the rollout is being halted")
-        elif self._is_final_or_promoting():
-            effect = _Effect(False, f"bypass ignored: the rollout is already {self._progress.state}")
-        else:
-            self._bypass = OperatorCommand(reason=command.reason, by=by)
-            self._note(by, f"bypass requested: {command.reason or 'no reason given'}")
-            version = self._progress.version or "the version"
-            return _Effect(
-                True,
-                f"bypassed: {version} was promoted to stable",
-                f"requested: bypass; {version} is promoted once the current step ends",
-            )
-        self._note(by, effect.done)
-        return effect
-
-    def _apply_advance(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._progress.state != RolloutState.HOLDING or self._progress.hold_deadline is None:
-            effect = _Effect(False, f"advance ignored: no hold is running (the rollout is {self._progress.state})")
-            self._note(by, effect.done)
-            return effect
-        stage = self._stage_label()
-        self._advance_requested = True
-        self._note(by, f"advance: hold ended early ({command.reason or 'no reason'})")
-        return _Effect(
-            True,
-            f"the hold of {stage} ended early",
-            f"requested: the hold of {stage} ends early; the rollout moves on once the current step ends",
-        )
-
-    def _apply_pause(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if self._is_final_or_promoting():
-            effect = _Effect(False, f"pause ignored: the rollout is already {self._progress.state}")
-            self._note(by, effect.done)
-            return effect
-        self._progress.pause_reasons.append(command.reason or f"paused by {by}")
-        self._note(by, f"pause: {command.reason or 'no reason given'}")
-        done = f"paused at {self._stage_label()}: the rollout does not leave it until resume"
-        return _Effect(True, done, done)
-
-    def _apply_resume(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        if not self._progress.pause_reasons:
-            effect = _Effect(False, "resume ignored: the rollout is not paused")
-            self._note(by, effect.done)
-            return effect
-        self._progress.pause_reasons.clear()
-        self._note(by, f"resume: {command.reason or 'no reason given'}")
-        return _Effect(True, "resumed", "requested: resume; the rollout moves on once the current step ends")
-
-    def _apply_approve(self, command: OperatorCommand) -> _Effect:
-        by = command.by or DEFAULT_OPERATOR
-        progress = self._progress
-        paused = "; ".join(progress.pause_reasons)
-        if progress.state != RolloutState.AWAITING_APPROVAL:
-            effect = _Effect(False, "approve ignored: nothing is waiting for approval")
-        elif progress.approved:
-            held = f", held until resume (paused: {paused})" if paused else ""
-            effect = _Effect(False, f"{progress.stage_name} is already approved{held}")
-        else:
-            progress.approved = True
-            why = f": {command.reason}" if command.reason else ""
-            if paused:
-                # The approval counts, but a paused rollout does not leave its stage: say so.
-                held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
-                self._note(by, f"approved {progress.stage_name}{why}; held until resume (paused: {paused})")
-                return _Effect(True, held, held)
-            self._note(by, f"approved {progress.stage_name}{why}")
-            return _Effect(
-                True,
-                f"approved {progress.stage_name}",
-                f"requested: approve {progress.stage_name}; the rollout moves on once the current step ends",
-            )
-        self._note(by, effect.done)
-        return effect
+    def _refuse(self, command: CommandName) -> None:
+        """An update's validator: a refusal is answered before anything is written to history."""
+        refusal = self._state.refusal(command)
+        if refusal:
+            raise ApplicationError(refusal)
 
     def _ended(self) -> bool:
-        return RolloutState(self._progress.state) in FINAL_STATES
+        return self._state.ended()
 
     def _settled(self) -> bool:
         """The rollout acted on the command: it has ended, or waits for something the command did
@@ -824,8 +592,14 @@ class ConfigRollout:
         parked_on = self._parked_on
         return parked_on is not None and not parked_on() and not self._has_unaudited()
 
-    async def _reply(self, command: str, effect: _Effect, took_effect: Callable[[], bool] | None) -> CommandResult:
-        """Wait (bounded) until the command took effect, then answer where the rollout is."""
+    async def _answer(self, command: CommandName, argument: OperatorCommand | None) -> CommandResult:
+        """Apply an update, wait (bounded) until it took effect, then answer where the rollout is."""
+        effect = self._apply(command, argument)
+        took_effect = {
+            AnswerWhen.ENDED: self._ended,
+            AnswerWhen.SETTLED: self._settled,
+            AnswerWhen.AT_ONCE: None,
+        }[COMMANDS[command].answer_when]
         in_effect = True
         if effect.accepted and took_effect is not None:
             try:
@@ -849,118 +623,77 @@ class ConfigRollout:
             message=effect.done if in_effect else (effect.requested or effect.done),
         )
 
-    @workflow.signal(name="halt")
+    @workflow.signal(name=CommandName.HALT)
     def halt_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_halt(command or OperatorCommand())
+        self._apply(CommandName.HALT, command)
 
-    @workflow.signal(name="bypass")
-    def bypass_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_bypass(command or OperatorCommand())
-
-    @workflow.signal(name="advance")
-    def advance_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_advance(command or OperatorCommand())
-
-    @workflow.signal(name="pause")
-    def pause_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_pause(command or OperatorCommand())
-
-    @workflow.signal(name="resume")
-    def resume_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_resume(command or OperatorCommand())
-
-    @workflow.signal(name="approve")
-    def approve_signal(self, command: OperatorCommand | None = None) -> None:
-        self._apply_approve(command or OperatorCommand())
-
-    @workflow.update(name="halt")
+    @workflow.update(name=CommandName.HALT)
     async def halt_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        # Answer once every live stage is reverted.
-        return await self._reply("halt", self._apply_halt(command or OperatorCommand()), self._ended)
+        return await self._answer(CommandName.HALT, command)
 
     @halt_update.validator
     def _validate_halt(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("halt")
-        if self._progress.state == RolloutState.PROMOTING:
-            raise ApplicationError(
-                "cannot halt: the version is being promoted to stable; roll back with "
-                "`tempoconf rollback PATH VERSION` instead"
-            )
+        self._refuse(CommandName.HALT)
 
-    @workflow.update(name="bypass")
+    @workflow.signal(name=CommandName.BYPASS)
+    def bypass_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.BYPASS, command)
+
+    @workflow.update(name=CommandName.BYPASS)
     async def bypass_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("bypass", self._apply_bypass(command or OperatorCommand()), self._ended)
+        return await self._answer(CommandName.BYPASS, command)
 
     @bypass_update.validator
     def _validate_bypass(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("bypass")
-        if self._halt is not None or self._progress.state == RolloutState.REVERTING:
-            raise ApplicationError("cannot bypass: the rollout is being halted and reverted")
-        if self._progress.state == RolloutState.PROMOTING:
-            raise ApplicationError("cannot bypass: the version is already being promoted")
+        self._refuse(CommandName.BYPASS)
 
-    @workflow.update(name="advance")
+    @workflow.signal(name=CommandName.ADVANCE)
+    def advance_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.ADVANCE, command)
+
+    @workflow.update(name=CommandName.ADVANCE)
     async def advance_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("advance", self._apply_advance(command or OperatorCommand()), self._settled)
+        return await self._answer(CommandName.ADVANCE, command)
 
     @advance_update.validator
     def _validate_advance(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("advance")
-        progress = self._progress
-        if progress.state != RolloutState.HOLDING:
-            raise ApplicationError(f"cannot advance: no hold is running (the rollout is {progress.state})")
-        if progress.hold_deadline is None:
-            # The hold is over; the rollout stays at its stage because it is paused.
-            raise ApplicationError(
-                f"cannot advance: the hold of {self._stage_label()} has ended; the rollout is paused "
-                f"({'; '.join(progress.pause_reasons)}): resume it to move on"
-            )
+        self._refuse(CommandName.ADVANCE)
 
-    @workflow.update(name="pause")
+    @workflow.signal(name=CommandName.PAUSE)
+    def pause_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.PAUSE, command)
+
+    @workflow.update(name=CommandName.PAUSE)
     async def pause_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        # In effect at once: the rollout will not leave its stage (nothing to wait for).
-        return await self._reply("pause", self._apply_pause(command or OperatorCommand()), None)
+        return await self._answer(CommandName.PAUSE, command)
 
     @pause_update.validator
     def _validate_pause(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("pause")
-        if self._is_final_or_promoting():
-            raise ApplicationError(f"cannot pause: the rollout is {self._progress.state}")
+        self._refuse(CommandName.PAUSE)
 
-    @workflow.update(name="resume")
+    @workflow.signal(name=CommandName.RESUME)
+    def resume_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.RESUME, command)
+
+    @workflow.update(name=CommandName.RESUME)
     async def resume_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("resume", self._apply_resume(command or OperatorCommand()), self._settled)
+        return await self._answer(CommandName.RESUME, command)
 
     @resume_update.validator
     def _validate_resume(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("resume")
-        if not self._progress.pause_reasons:
-            raise ApplicationError("cannot resume: the rollout is not paused")
+        self._refuse(CommandName.RESUME)
 
-    @workflow.update(name="approve")
+    @workflow.signal(name=CommandName.APPROVE)
+    def approve_signal(self, command: OperatorCommand | None = None) -> None:
+        self._apply(CommandName.APPROVE, command)
+
+    @workflow.update(name=CommandName.APPROVE)
     async def approve_update(self, command: OperatorCommand | None = None) -> CommandResult:
-        return await self._reply("approve", self._apply_approve(command or OperatorCommand()), self._settled)
+        return await self._answer(CommandName.APPROVE, command)
 
     @approve_update.validator
     def _validate_approve(self, command: OperatorCommand | None = None) -> None:
-        self._refuse_when_finished("approve")
-        if self._progress.state == RolloutState.AWAITING_APPROVAL and self._progress.approved:
-            paused = "; ".join(self._progress.pause_reasons)
-            raise ApplicationError(
-                f"cannot approve: {self._progress.stage_name} is already approved"
-                + (f"; the rollout is paused ({paused}) and moves on at resume" if paused else "")
-            )
-        if self._progress.state != RolloutState.AWAITING_APPROVAL:
-            raise ApplicationError(
-                f"cannot approve: nothing is waiting for approval (the rollout is {self._progress.state}"
-                + (f" at stage {self._progress.stage_name}" if self._progress.stage_name else "")
-                + ")"
-            )
-
-    def _refuse_when_finished(self, command: str) -> None:
-        state = RolloutState(self._progress.state)
-        if state in FINAL_STATES:
-            raise ApplicationError(f"cannot {command}: the rollout has already ended ({state.value})")
+        self._refuse(CommandName.APPROVE)
 
     @workflow.query(name="status")
     def status(self) -> RolloutProgress:

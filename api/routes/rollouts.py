@@ -9,7 +9,6 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from temporalio.client import (
@@ -35,28 +34,19 @@ from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
 from tempoconf.change import rollout_change, workflow_summary
+from tempoconf.commands import COMMAND_NAMES, OperatorCommand
 from tempoconf.problems import InvalidRequestError
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 from tempoconf.validation import validate_rollout
 
-__all__ = ["RPC_TIMEOUT", "SIGNALS", "CommandBody", "routes"]
+__all__ = ["RPC_TIMEOUT", "routes"]
 
-SIGNALS = ("halt", "bypass", "advance", "pause", "resume", "approve")
 RPC_TIMEOUT = timedelta(seconds=15)
 STATUS_TIMEOUT = timedelta(seconds=5)
 """A status query needs a worker; without one it would hang until this."""
 _MAX_WORKFLOW_ID = 1000
-
-
-class CommandBody(BaseModel):
-    """The argument of every signal: why, and who (both optional)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    reason: str = Field(default="", max_length=2000)
-    by: str = Field(default="", max_length=200)
 
 
 # -- start --------------------------------------------------------------------------------------
@@ -174,7 +164,7 @@ async def _workflow_state(request: Request, workflow_id: str) -> WorkflowAnswer:
     return WorkflowAnswer.model_validate(state)
 
 
-# -- signals ------------------------------------------------------------------------------------
+# -- operator commands (tempoconf.commands), sent as updates ----------------------------------------------------------
 def _signal_endpoint(name: str) -> Endpoint:
     async def endpoint(request: Request) -> JSONResponse:
         return await _send(request, name)
@@ -188,7 +178,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
     namespace, path = config_name(request)
     explicit = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
-    command = validate_body(CommandBody, raw, what=f"{name} request")
+    command = validate_body(OperatorCommand, raw, what=f"{name} request")
     store = store_of(request)
     lock, rollout = await asyncio.to_thread(_lock_and_rollout, store, namespace, path)
     workflow_id = explicit or _target_workflow(namespace, path, lock, rollout)
@@ -265,7 +255,7 @@ routes = [
     route("/v1/admin/rollouts", start_rollout, methods=["POST"]),
     *(
         route(f"/v1/admin/rollouts/{CONFIG_PATH}/{name}", _signal_endpoint(name), methods=["POST"])
-        for name in SIGNALS
+        for name in COMMAND_NAMES
     ),
     route(f"/v1/admin/rollouts/{CONFIG_PATH}", rollout_state, methods=["GET"]),
 ]

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import ActivityEnvironment
 
 from tempoconf.activities.health import HealthCheckActivities
-from tempoconf.messages import CheckHealthInput
-from tempoconf.plan import PlannedStage, RolloutPlan
+from tempoconf.activity_io import CheckHealthInput
+from tempoconf.plan import PlannedStage, RolloutPlan, plan_check
 from tempoconf.store.records import SeenClient
 from tempoconf.store.store import Store
 
@@ -20,8 +20,8 @@ CHECK = {"kind": "reports", "max_error_ratio": 0.1, "min_clients": 1, "window": 
 PLAN = RolloutPlan(
     namespace="default", path=PATH, version=NEW,
     stages=[
-        PlannedStage(index=0, name="channel:canary", channel="canary", health=[CHECK]),
-        PlannedStage(index=1, name="labels:region=eu", labels={"region": "eu"}, health=[CHECK]),
+        PlannedStage(index=0, name="channel:canary", channel="canary", health=[plan_check(CHECK, 0)]),
+        PlannedStage(index=1, name="labels:region=eu", labels={"region": "eu"}, health=[plan_check(CHECK, 0)]),
     ],
 )
 

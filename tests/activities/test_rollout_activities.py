@@ -7,7 +7,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tempoconf.activities.rollout import RolloutActivities
-from tempoconf.messages import (
+from tempoconf.activity_io import (
     PrepareInput,
     PromoteInput,
     PublishStageInput,

@@ -35,9 +35,9 @@ from tempoconf.api.answers import (
 from tempoconf.api.app import create_app
 from tempoconf.api.openapi import REF_TEMPLATE
 from tempoconf.api.routes.reports import ReportBody
-from tempoconf.api.routes.rollouts import SIGNALS, CommandBody
 from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routing import template_of
+from tempoconf.commands import COMMAND_NAMES, OperatorCommand
 from tempoconf.contract_schema import ContractJsonSchema
 from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings
@@ -128,7 +128,7 @@ async def test_the_poll_operation_documents_its_query_parameters(
 
 # -- each body is its model's schema ------------------------------------------------------------
 
-_COMMAND = (CommandBody, {"200": CommandAnswer})
+_COMMAND = (OperatorCommand, {"200": CommandAnswer})
 BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/configs/{path}", "get"): (None, {"200": ConfigAnswer}),
     ("/v1/reports", "post"): (ReportBody, {"202": Accepted}),
@@ -139,7 +139,7 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/clients/{path}", "get"): (None, {"200": ClientsAnswer}),
     ("/v1/admin/rollouts", "post"): (RolloutRequest, {"202": RolloutStarted}),
     ("/v1/admin/rollouts/{path}", "get"): (None, {"200": RolloutStateAnswer}),
-    **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in SIGNALS},
+    **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
     ("/healthz", "get"): (None, {"200": HealthAnswer, "503": HealthAnswer}),
 }
 """What reads each request body and builds each JSON answer; any other JSON answer is an error."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tempoconf.details import render_current_details, steering_command, time_left
-from tempoconf.plan import PlannedStage, RolloutPlan
+from tempoconf.plan import PlannedStage, RolloutPlan, plan_check
 from tempoconf.progress import RolloutProgress, RolloutState, StageProgress, describe_phase
 
 NOW = datetime(2026, 11, 29, 12, 51, 23, 400000, tzinfo=UTC)
@@ -22,7 +22,7 @@ def plan(**fields: object) -> RolloutPlan:
         "version": "0123456789abcdef",
         "stages": [
             PlannedStage(index=0, name="channel:canary", channel="canary",
-                         health=[{"kind": "reports", "max_error_ratio": 0.05}]),
+                         health=[plan_check({"kind": "reports", "max_error_ratio": 0.05}, 0)]),
             PlannedStage(index=1, name="50%", percentile=50, manual=True),
         ],
         "author": "alice@example.com",

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
+from tempoconf.plan import PlannedCheck, PlannedStage, RolloutPlan, plan_check, plan_from_request
 from tempoconf.request import HealthCheckSpec, parse_rollout_request
 
 REPORTS = {"kind": "reports", "max_error_ratio": 0.05, "min_clients": 1}
@@ -84,9 +84,9 @@ def test_rollout_checks_are_merged_into_every_stage_before_its_own() -> None:
         stages=[{"channel": "canary"}, {"percentile": 10, "health": [HTTP]}],
     )
     first, second = result.stages
-    assert [check["kind"] for check in first.health] == ["reports"]
-    assert [check["kind"] for check in second.health] == ["reports", "http"]
-    assert first.health[0]["max_error_ratio"] == 0.05
+    assert [check.kind for check in first.health] == ["reports"]
+    assert [check.kind for check in second.health] == ["reports", "http"]
+    assert first.health[0].spec["max_error_ratio"] == 0.05
 
 
 def test_no_checks_means_empty_lists() -> None:
@@ -96,8 +96,8 @@ def test_no_checks_means_empty_lists() -> None:
 
 def test_stage_checks_are_not_shared_between_stages() -> None:
     first, second = plan(health=[REPORTS], stages=[{"channel": "a"}, {"channel": "b"}]).stages
-    first.health[0]["max_error_ratio"] = 0.9
-    assert second.health[0]["max_error_ratio"] == 0.05
+    first.health[0].spec["max_error_ratio"] = 0.9
+    assert second.health[0].spec["max_error_ratio"] == 0.05
 
 
 def test_planned_checks_are_json_and_validate_again_unchanged() -> None:
@@ -110,14 +110,49 @@ def test_planned_checks_are_json_and_validate_again_unchanged() -> None:
         }
     )
     (stage,) = plan_from_request(request, "v").stages
-    assert json.loads(json.dumps(stage.health)) == stage.health
+    specs = [check.spec for check in stage.health]
+    assert json.loads(json.dumps(specs)) == specs
     adapter = TypeAdapter(HealthCheckSpec)
-    assert [adapter.validate_python(check) for check in stage.health] == [
-        *request.health,
-        *request.stages[0].health,  # type: ignore[misc]
-    ]
-    assert stage.health[0]["window"] == 600 and stage.health[0]["interval"] == 30
-    assert "name" not in stage.health[0]  # None fields are left out
+    expected = [*request.health, *request.stages[0].health]  # type: ignore[misc]
+    assert [adapter.validate_python(spec) for spec in specs] == expected
+    assert [check.typed_spec() for check in stage.health] == expected
+    assert specs[0]["window"] == 600 and specs[0]["interval"] == 30
+    assert "name" not in specs[0]  # None fields are left out
+
+
+def test_planned_checks_have_every_default_applied_once() -> None:
+    (stage,) = plan(
+        health=[REPORTS],
+        stages=[{"channel": "canary", "health": [
+            {**HTTP, "name": "judge", "interval": "1m", "initial_delay": "10s", "failure_limit": 3,
+             "on_no_data": "pass", "attempts": 5},
+            {"kind": "prometheus", "url": "http://prom:9090", "query": "up", "min": 1},
+        ]}],
+    ).stages
+    reports, http, prometheus = stage.health
+    assert reports == PlannedCheck(
+        kind="reports", name="reports #1", interval_seconds=None, initial_delay_seconds=0.0,
+        failure_limit=1, on_no_data="fail", attempts=3, timeout_seconds=30.0,
+        spec={**REPORTS, "window": 300.0, "initial_delay": 0.0, "failure_limit": 1,
+              "on_no_data": "fail", "attempts": 3},
+    )
+    assert (http.name, http.interval_seconds, http.initial_delay_seconds, http.failure_limit) == (
+        "judge", 60.0, 10.0, 3,
+    )
+    assert (http.on_no_data, http.attempts, http.timeout_seconds) == ("pass", 5, 2.0)
+    assert (prometheus.name, prometheus.timeout_seconds) == ("prometheus #3 (>= 1)", 10.0)
+    # the longest a run of checks can take: the slowest check's every attempt and pause
+    assert stage.seconds_per_check_run([0, 1]) == 30.0 * 3 + 2.0 * 3
+    assert stage.seconds_per_check_run([1, 2]) == 10.0 * 3 + 2.0 * 3
+
+
+def test_check_names_for_people() -> None:
+    assert plan_check(HTTP, 0).name == "http https://judge.example/ok"
+    prometheus = {"kind": "prometheus", "url": "http://prom:9090", "query": "up"}
+    assert plan_check({**prometheus, "max": 0.5}, 1).name == "prometheus #2 (<= 0.5)"
+    assert plan_check({**prometheus, "min": 2}, 1).name == "prometheus #2 (>= 2)"
+    assert plan_check({**REPORTS, "name": "errors"}, 4).name == "errors"
+    assert plan_check(REPORTS, 4).name == "reports #5"
 
 
 def test_plan_is_plain_json_friendly_data() -> None:

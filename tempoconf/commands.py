@@ -1,0 +1,98 @@
+"""The operator commands that steer a running rollout, listed once.
+
+halt, bypass, advance, pause, resume and approve: each is a signal and an update of the
+`ConfigRollout` workflow of the same name, a route of the API (`POST
+/v1/admin/rollouts/{path}/{name}`) and a `tempoconf rollout NAME` command. The workflow's
+handlers, the API's routes and document and the CLI's parser all read this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, with_config
+
+__all__ = [
+    "COMMANDS",
+    "COMMAND_NAMES",
+    "AnswerWhen",
+    "CommandName",
+    "CommandSpec",
+    "OperatorCommand",
+    "OPERATOR_COMMANDS",
+]
+
+
+class CommandName(StrEnum):
+    HALT = "halt"
+    BYPASS = "bypass"
+    ADVANCE = "advance"
+    PAUSE = "pause"
+    RESUME = "resume"
+    APPROVE = "approve"
+
+
+class AnswerWhen(StrEnum):
+    """When an update answers (at the latest after a bounded wait, with a `requested:` message)."""
+
+    ENDED = "ended"
+    """Once the rollout has ended: every live stage reverted, or the version promoted."""
+    SETTLED = "settled"
+    """Once the rollout acted on it and waits for something the command did not give it."""
+    AT_ONCE = "at_once"
+    """At once: the command is in effect as soon as it is recorded."""
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: CommandName
+    help: str
+    """What it does, for `tempoconf rollout --help` (lower case, no final period)."""
+    answer_when: AnswerWhen
+    takes_reason: bool = True
+    """The command accepts a reason, recorded in the rollout's history."""
+    signal: bool = True
+    """Also a signal (fire and forget: never refused, a no-op is noted in the history)."""
+    update: bool = True
+    """An update: refused by its validator before anything is recorded, else answered."""
+
+    @property
+    def summary(self) -> str:
+        """`help` as a sentence, for the API's document."""
+        return self.help[:1].upper() + self.help[1:] + "."
+
+
+OPERATOR_COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec(
+        CommandName.HALT, "revert every client to stable and end the rollout", AnswerWhen.ENDED
+    ),
+    CommandSpec(
+        CommandName.BYPASS,
+        "skip every remaining hold, check and approval and promote now",
+        AnswerWhen.ENDED,
+    ),
+    CommandSpec(CommandName.ADVANCE, "end the current hold now", AnswerWhen.SETTLED),
+    CommandSpec(
+        CommandName.PAUSE, "hold the rollout where it is until `resume`", AnswerWhen.AT_ONCE
+    ),
+    CommandSpec(CommandName.RESUME, "clear the pause", AnswerWhen.SETTLED),
+    CommandSpec(CommandName.APPROVE, "let a manual stage advance", AnswerWhen.SETTLED),
+)
+COMMANDS: Mapping[str, CommandSpec] = {spec.name.value: spec for spec in OPERATOR_COMMANDS}
+COMMAND_NAMES: tuple[str, ...] = tuple(spec.name.value for spec in OPERATOR_COMMANDS)
+
+
+@with_config(ConfigDict(extra="forbid"))
+@dataclass
+class OperatorCommand:
+    """The argument of every command (signal, update, API body): why, and who (both optional).
+
+    A plain dataclass, so Temporal's default converter carries it; pydantic validates it as the
+    API's request body (`TypeAdapter(OperatorCommand)`), with the limits declared here.
+    """
+
+    reason: Annotated[str, Field(max_length=2000, strict=True)] = ""
+    by: Annotated[str, Field(max_length=200, strict=True)] = ""

@@ -1,0 +1,458 @@
+"""The whole state of one rollout run, and the bookkeeping on it that needs no engine.
+
+`RolloutRunState` is every field the `ConfigRollout` workflow keeps between two steps: the
+progress the `status` query returns, the plan, the operator commands waiting to be acted on, the
+failure counts, the leases, what the audit log and the search attributes already hold. It is a
+plain dataclass the default converter carries (continue-as-new can hand it to the next run).
+
+Its methods are pure: the workflow passes in the clock (`at`, `now`) and does the side effects
+(activities, timers, search attributes, the Web UI's details) itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tempoconf.commands import CommandName, OperatorCommand
+from tempoconf.plan import PlannedStage, RolloutPlan
+from tempoconf.progress import (
+    FINAL_STATES,
+    NOTE,
+    TRANSITION,
+    HealthReport,
+    Outcome,
+    RolloutProgress,
+    RolloutState,
+    StageProgress,
+    StageStatus,
+    Transition,
+    TransitionKind,
+    Verdict,
+    describe_phase,
+)
+
+__all__ = [
+    "DEFAULT_OPERATOR",
+    "LEASE_RENEWAL_FRACTION",
+    "Effect",
+    "RolloutRunState",
+]
+
+# Who a signal or update came from when it does not say (signals carry no identity).
+DEFAULT_OPERATOR = "operator"
+# Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
+LEASE_RENEWAL_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What an operator command did: the reply once the rollout acted on it, and while it has not yet."""
+
+    accepted: bool
+    done: str
+    requested: str = ""
+
+
+@dataclass
+class RolloutRunState:
+    """Everything one run of a rollout knows; `progress` is what the `status` query returns."""
+
+    progress: RolloutProgress
+    plan: RolloutPlan | None = None
+    halt: OperatorCommand | None = None
+    """A halt an operator asked for, acted on once the current step ends."""
+    bypass: OperatorCommand | None = None
+    advance_requested: bool = False
+    """The current hold was asked to end early."""
+    failures: dict[int, int] = field(default_factory=dict)
+    """Check index → failures in a row, for the current stage."""
+    leases: dict[int, float] = field(default_factory=dict)
+    """Stage index → lease length in seconds, for every live stage."""
+    leases_renewed_at: datetime | None = None
+    audited_transitions: int = 0
+    """History rows up to here are in the audit log (or are written by the activity that caused them)."""
+    unaudited: list[int] = field(default_factory=list)
+    """History rows the audit must skip: the promote or revert activity wrote them itself."""
+    search_attributes: dict[str, str] = field(default_factory=dict)
+    """Search attribute name → the value last upserted (each upsert is a history event)."""
+    deliveries_started: int = 0
+    """Webhook deliveries started so far: numbers each event's idempotency id."""
+
+    @classmethod
+    def start(cls, request: Any, *, workflow_id: str) -> RolloutRunState:
+        """The state before prepare: the namespace and path as the raw request gives them."""
+        raw = request if isinstance(request, dict) else {}
+        return cls(
+            RolloutProgress(
+                workflow_id=workflow_id,
+                namespace=str(raw.get("namespace") or "default"),
+                path=str(raw.get("path") or ""),
+            )
+        )
+
+    # -- plan and stages ----------------------------------------------------------------------
+    def set_plan(self, plan: RolloutPlan) -> None:
+        self.plan = plan
+        self.progress.version = plan.version
+        self.progress.stage_count = len(plan.stages)
+        self.progress.stages = [
+            StageProgress(
+                index=stage.index,
+                name=stage.name,
+                cohort=stage.cohort(),
+                cooldown_seconds=stage.cooldown_seconds,
+                manual=stage.manual,
+            )
+            for stage in plan.stages
+        ]
+
+    def enter_stage(self, stage: PlannedStage) -> None:
+        """The rollout moves to `stage` (it is about to be published)."""
+        self.progress.stage_index = stage.index
+        self.progress.stage_name = stage.name
+        self.progress.approved = False
+
+    def stage_published(
+        self, stage: PlannedStage, *, published_at: str, expires_at: str, now: datetime
+    ) -> None:
+        """`stage` is live: its lease is renewed from now on."""
+        self.lease_published(stage, now=now)
+        live = self.progress.stages[stage.index]
+        live.status = StageStatus.LIVE
+        live.published_at = published_at
+        live.expires_at = expires_at
+        self.progress.stage_started_at = now.isoformat()
+
+    def start_hold(self, stage: PlannedStage, *, deadline: datetime) -> None:
+        """A hold of `stage` starts: no advance asked for yet, no check has failed yet."""
+        self.advance_requested = False
+        self.failures = {index: 0 for index in range(len(stage.health))}
+        self.progress.hold_deadline = deadline.isoformat()
+        self.progress.stages[stage.index].hold_deadline = self.progress.hold_deadline
+
+    def promotion(self, *, system_actor: str) -> tuple[str, str]:
+        """Who promotes the version, and why: the bypass's operator, else the rollout itself."""
+        if self.bypass:
+            return (
+                self.bypass.by or DEFAULT_OPERATOR,
+                f"bypassed: {self.bypass.reason or 'no reason given'}",
+            )
+        if self.plan is not None and self.plan.stages:
+            return system_actor, "every stage passed its hold and checks"
+        return system_actor, "no stages: promoted directly"
+
+    def finish(self, outcome: Outcome, reason: str, *, stable_version: str | None) -> None:
+        """The rollout ends with `outcome`; every client is on `stable_version` (None: on none, 404)."""
+        promoted = outcome in (Outcome.PROMOTED, Outcome.BYPASSED)
+        self.end_live_stages(StageStatus.PASSED if promoted else StageStatus.REVERTED)
+        self.progress.outcome = outcome
+        self.progress.reason = reason
+        self.progress.stable_version = stable_version
+
+    def mark_stage(self, index: int, status: StageStatus) -> None:
+        if 0 <= index < len(self.progress.stages):
+            self.progress.stages[index].status = status
+
+    def end_live_stages(self, status: StageStatus) -> None:
+        """The rollout ended: its live stages are now `status` (passed once promoted, else reverted)."""
+        self.leases.clear()
+        for stage in self.progress.stages:
+            if stage.status == StageStatus.LIVE:
+                stage.status = status
+
+    def stage_label(self) -> str:
+        progress = self.progress
+        if progress.stage_name is None:
+            return "the first stage"
+        return f"stage {progress.stage_index + 1}/{progress.stage_count} {progress.stage_name}"
+
+    # -- states and history -------------------------------------------------------------------
+    def ended(self) -> bool:
+        return RolloutState(self.progress.state) in FINAL_STATES
+
+    def is_final_or_promoting(self) -> bool:
+        state = RolloutState(self.progress.state)
+        return state in FINAL_STATES or state in (RolloutState.PROMOTING, RolloutState.REVERTING)
+
+    def transition(
+        self, to_state: RolloutState, by: str, reason: str, *, at: str, audit: bool = True
+    ) -> None:
+        """Move to a named state, recording who and why. `audit=False`: the activity that made it
+        happen (promote, revert) writes it to the audit log, so the workflow must not write it twice."""
+        if not audit:
+            self.unaudited.append(len(self.progress.history))
+        # A "transition" to the state it is in would read as a change that did not happen.
+        kind = NOTE if to_state == self.progress.state else TRANSITION
+        self._record(to_state, by, reason, kind, at=at)
+
+    def note(self, by: str, reason: str, *, at: str) -> None:
+        """Record an operator command that does not change the state (pause, approve, ...)."""
+        self._record(self.progress.state, by, reason, NOTE, at=at)
+
+    def _record(
+        self, to_state: RolloutState, by: str, reason: str, kind: TransitionKind, *, at: str
+    ) -> None:
+        progress = self.progress
+        progress.history.append(
+            Transition(
+                at=at,
+                from_state=progress.state,
+                to_state=to_state,
+                by=by or DEFAULT_OPERATOR,
+                reason=reason,
+                stage=progress.stage_name,
+                kind=kind,
+            )
+        )
+        progress.state = to_state
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Derive what is derived: `paused` from the pause reasons, the phase from the state."""
+        self.progress.paused = bool(self.progress.pause_reasons)
+        self.progress.phase = describe_phase(self.progress)
+
+    # -- audit log ----------------------------------------------------------------------------
+    def has_unaudited(self) -> bool:
+        return bool(self.progress.path) and self.audited_transitions < len(self.progress.history)
+
+    def take_unaudited(self) -> list[int]:
+        """The history rows to write to the audit log now (their sequence numbers), marked written."""
+        history = self.progress.history
+        if self.audited_transitions >= len(history) or not self.progress.path:
+            return []
+        first = self.audited_transitions
+        self.audited_transitions = len(history)
+        skipped = set(self.unaudited)
+        return [seq for seq in range(first, len(history)) if seq not in skipped]
+
+    # -- search attributes --------------------------------------------------------------------
+    def search_attribute_changes(self, wanted: Mapping[str, str | None]) -> dict[str, str]:
+        """Of `wanted` (name → value), those set and not yet upserted with that value; remembered."""
+        changes = {
+            name: value
+            for name, value in wanted.items()
+            if value and self.search_attributes.get(name) != value
+        }
+        self.search_attributes.update(changes)
+        return changes
+
+    # -- leases -------------------------------------------------------------------------------
+    def lease_published(self, stage: PlannedStage, *, now: datetime) -> None:
+        self.leases[stage.index] = stage.expiration_seconds
+        if self.leases_renewed_at is None:
+            self.leases_renewed_at = now
+
+    def next_lease_renewal(self) -> datetime | None:
+        if not self.leases or self.leases_renewed_at is None:
+            return None
+        shortest = min(self.leases.values())
+        return self.leases_renewed_at + timedelta(seconds=shortest * LEASE_RENEWAL_FRACTION)
+
+    def leases_renewed(self, expires_at: Mapping[int, str], *, now: datetime) -> None:
+        self.leases_renewed_at = now
+        for index, expiry in expires_at.items():
+            self.progress.stages[int(index)].expires_at = expiry
+
+    # -- health -------------------------------------------------------------------------------
+    def count_failures(self, stage: PlannedStage, report: HealthReport) -> list[str]:
+        """Count each check's failures in a row (a pass resets it); the checks that reached their
+        `failure_limit`, described."""
+        tripped = []
+        for result in report.checks:
+            if result.verdict == Verdict.UNHEALTHY:
+                self.failures[result.index] = self.failures.get(result.index, 0) + 1
+                limit = stage.health[result.index].failure_limit
+                if self.failures[result.index] >= limit:
+                    count = (
+                        f" ({self.failures[result.index]} failures in a row)" if limit > 1 else ""
+                    )
+                    tripped.append(f"{result.name}: {result.summary}{count}")
+            elif result.verdict == Verdict.HEALTHY:
+                self.failures[result.index] = 0
+        return tripped
+
+    # -- webhooks -----------------------------------------------------------------------------
+    def webhook_body(self, event: str, reason: str, *, run_id: str, at: str) -> dict[str, Any]:
+        """The JSON every webhook URL gets for `event`; its `id` is the same for each URL."""
+        progress = self.progress
+        return {
+            "id": f"{run_id}:{self.deliveries_started}",
+            "event": event,
+            "workflow_id": progress.workflow_id,
+            "namespace": progress.namespace,
+            "path": progress.path,
+            "version": progress.version,
+            "state": progress.state,
+            "stage": progress.stage_name,
+            "stage_index": progress.stage_index,
+            "reason": reason,
+            "at": at,
+        }
+
+    # -- operator commands --------------------------------------------------------------------
+    def apply_halt(self, command: OperatorCommand, *, at: str) -> Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self.halt is not None:
+            effect = Effect(False, "a halt was already requested: the rollout is reverting")
+        elif self.is_final_or_promoting():
+            effect = Effect(False, f"halt ignored: the rollout is already {self.progress.state}")
+        else:
+            self.halt = OperatorCommand(reason=command.reason, by=by)
+            self.note(by, f"halt requested: {command.reason or 'no reason given'}", at=at)
+            return Effect(
+                True,
+                "halted: the live stages were reverted",
+                "requested: halt; the live stages are reverted once the current step ends",
+            )
+        # Signals cannot be refused; say in the history why this one changed nothing.
+        self.note(by, effect.done, at=at)
+        return effect
+
+    def apply_bypass(self, command: OperatorCommand, *, at: str) -> Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self.bypass is not None:
+            effect = Effect(False, "a bypass was already requested: the version is being promoted")
+        elif self.halt is not None:
+            effect = Effect(False, "bypass ignored: the rollout is being halted")
+        elif self.is_final_or_promoting():
+            effect = Effect(False, f"bypass ignored: the rollout is already {self.progress.state}")
+        else:
+            self.bypass = OperatorCommand(reason=command.reason, by=by)
+            self.note(by, f"bypass requested: {command.reason or 'no reason given'}", at=at)
+            version = self.progress.version or "the version"
+            return Effect(
+                True,
+                f"bypassed: {version} was promoted to stable",
+                f"requested: bypass; {version} is promoted once the current step ends",
+            )
+        self.note(by, effect.done, at=at)
+        return effect
+
+    def apply_advance(self, command: OperatorCommand, *, at: str) -> Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self.progress.state != RolloutState.HOLDING or self.progress.hold_deadline is None:
+            effect = Effect(
+                False, f"advance ignored: no hold is running (the rollout is {self.progress.state})"
+            )
+            self.note(by, effect.done, at=at)
+            return effect
+        stage = self.stage_label()
+        self.advance_requested = True
+        self.note(by, f"advance: hold ended early ({command.reason or 'no reason'})", at=at)
+        return Effect(
+            True,
+            f"the hold of {stage} ended early",
+            f"requested: the hold of {stage} ends early; the rollout moves on once the current step ends",
+        )
+
+    def apply_pause(self, command: OperatorCommand, *, at: str) -> Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if self.is_final_or_promoting():
+            effect = Effect(False, f"pause ignored: the rollout is already {self.progress.state}")
+            self.note(by, effect.done, at=at)
+            return effect
+        self.progress.pause_reasons.append(command.reason or f"paused by {by}")
+        self.note(by, f"pause: {command.reason or 'no reason given'}", at=at)
+        done = f"paused at {self.stage_label()}: the rollout does not leave it until resume"
+        return Effect(True, done, done)
+
+    def apply_resume(self, command: OperatorCommand, *, at: str) -> Effect:
+        by = command.by or DEFAULT_OPERATOR
+        if not self.progress.pause_reasons:
+            effect = Effect(False, "resume ignored: the rollout is not paused")
+            self.note(by, effect.done, at=at)
+            return effect
+        self.progress.pause_reasons.clear()
+        self.note(by, f"resume: {command.reason or 'no reason given'}", at=at)
+        return Effect(
+            True, "resumed", "requested: resume; the rollout moves on once the current step ends"
+        )
+
+    def apply_approve(self, command: OperatorCommand, *, at: str) -> Effect:
+        by = command.by or DEFAULT_OPERATOR
+        progress = self.progress
+        paused = "; ".join(progress.pause_reasons)
+        if progress.state != RolloutState.AWAITING_APPROVAL:
+            effect = Effect(False, "approve ignored: nothing is waiting for approval")
+        elif progress.approved:
+            held = f", held until resume (paused: {paused})" if paused else ""
+            effect = Effect(False, f"{progress.stage_name} is already approved{held}")
+        else:
+            progress.approved = True
+            why = f": {command.reason}" if command.reason else ""
+            if paused:
+                # The approval counts, but a paused rollout does not leave its stage: say so.
+                held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
+                self.note(
+                    by,
+                    f"approved {progress.stage_name}{why}; held until resume (paused: {paused})",
+                    at=at,
+                )
+                return Effect(True, held, held)
+            self.note(by, f"approved {progress.stage_name}{why}", at=at)
+            return Effect(
+                True,
+                f"approved {progress.stage_name}",
+                f"requested: approve {progress.stage_name}; the rollout moves on once the current step ends",
+            )
+        self.note(by, effect.done, at=at)
+        return effect
+
+    def apply(self, command: CommandName, argument: OperatorCommand, *, at: str) -> Effect:
+        """Act on an operator command (a signal, or an update its validator accepted)."""
+        apply = {
+            CommandName.HALT: self.apply_halt,
+            CommandName.BYPASS: self.apply_bypass,
+            CommandName.ADVANCE: self.apply_advance,
+            CommandName.PAUSE: self.apply_pause,
+            CommandName.RESUME: self.apply_resume,
+            CommandName.APPROVE: self.apply_approve,
+        }[command]
+        return apply(argument, at=at)
+
+    def refusal(self, command: CommandName) -> str | None:
+        """Why an update `command` is refused before it is written to history; None: accepted."""
+        progress = self.progress
+        state = RolloutState(progress.state)
+        if state in FINAL_STATES:
+            return f"cannot {command}: the rollout has already ended ({state.value})"
+        if command == CommandName.HALT and state == RolloutState.PROMOTING:
+            return (
+                "cannot halt: the version is being promoted to stable; roll back with "
+                "`tempoconf rollback PATH VERSION` instead"
+            )
+        if command == CommandName.BYPASS:
+            if self.halt is not None or state == RolloutState.REVERTING:
+                return "cannot bypass: the rollout is being halted and reverted"
+            if state == RolloutState.PROMOTING:
+                return "cannot bypass: the version is already being promoted"
+        if command == CommandName.ADVANCE:
+            if state != RolloutState.HOLDING:
+                return f"cannot advance: no hold is running (the rollout is {progress.state})"
+            if progress.hold_deadline is None:
+                # The hold is over; the rollout stays at its stage because it is paused.
+                return (
+                    f"cannot advance: the hold of {self.stage_label()} has ended; the rollout is paused "
+                    f"({'; '.join(progress.pause_reasons)}): resume it to move on"
+                )
+        if command == CommandName.PAUSE and self.is_final_or_promoting():
+            return f"cannot pause: the rollout is {progress.state}"
+        if command == CommandName.RESUME and not progress.pause_reasons:
+            return "cannot resume: the rollout is not paused"
+        if command == CommandName.APPROVE:
+            if state == RolloutState.AWAITING_APPROVAL and progress.approved:
+                paused = "; ".join(progress.pause_reasons)
+                return f"cannot approve: {progress.stage_name} is already approved" + (
+                    f"; the rollout is paused ({paused}) and moves on at resume" if paused else ""
+                )
+            if state != RolloutState.AWAITING_APPROVAL:
+                return (
+                    f"cannot approve: nothing is waiting for approval (the rollout is {progress.state}"
+                    + (f" at stage {progress.stage_name}" if progress.stage_name else "")
+                    + ")"
+                )
+        return None
