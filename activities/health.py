@@ -65,7 +65,11 @@ class HealthCheckActivities:
 
     @activity.defn(name=CHECK_HEALTH_ACTIVITY)
     async def check_stage_health(self, input: CheckHealthInput) -> HealthReport:
-        indices = input.check_indices if input.check_indices is not None else range(len(input.stage.health))
+        indices = (
+            input.check_indices
+            if input.check_indices is not None
+            else range(len(input.stage.health))
+        )
         results = await asyncio.gather(*(self._run_check(input, index) for index in indices))
         healthy, summary = summarize(results)
         return HealthReport(
@@ -96,27 +100,41 @@ class HealthCheckActivities:
             )
         except _Verdict as verdict_error:
             verdict, summary, figures = UNHEALTHY, str(verdict_error), {}
-        result = CheckResult(index=index, name=name, kind=kind, verdict=verdict, summary=summary, figures=figures)
+        result = CheckResult(
+            index=index, name=name, kind=kind, verdict=verdict, summary=summary, figures=figures
+        )
         return apply_no_data_policy(result, check.on_no_data, final=input.final)
 
-    async def _evaluate(self, input: CheckHealthInput, spec: CheckSpec) -> tuple[Verdict, str, dict[str, Any]]:
+    async def _evaluate(
+        self, input: CheckHealthInput, spec: CheckSpec
+    ) -> tuple[Verdict, str, dict[str, Any]]:
         if isinstance(spec, ReportsCheckSpec):
             return await self._reports(input, spec)
         if isinstance(spec, PrometheusCheckSpec):
             return await self._prometheus(input, spec)
         return await self._http(input, spec)
 
-    async def _reports(self, input: CheckHealthInput, spec: ReportsCheckSpec) -> tuple[Verdict, str, dict[str, Any]]:
+    async def _reports(
+        self, input: CheckHealthInput, spec: ReportsCheckSpec
+    ) -> tuple[Verdict, str, dict[str, Any]]:
         plan = input.plan
         now = datetime.now(UTC)
         since, reason = evidence_since(_published_at(input), now, spec.window)
         try:
-            totals = await asyncio.to_thread(self._store.report_totals, plan.namespace, plan.path, since=since)
-        except Exception as error:  # the store is the source here: any failure to read it is "unreachable"
+            totals = await asyncio.to_thread(
+                self._store.report_totals, plan.namespace, plan.path, since=since
+            )
+        except (
+            Exception
+        ) as error:  # the store is the source here: any failure to read it is "unreachable"
             raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
         evidence = gather_evidence(
-            totals, path=plan.path, version=plan.version, stages=cohort_stages(plan, input.stage),
-            since=since, since_reason=reason,
+            totals,
+            path=plan.path,
+            version=plan.version,
+            stages=cohort_stages(plan, input.stage),
+            since=since,
+            since_reason=reason,
         )
         return judge_reports(spec, evidence, now=now)
 
@@ -135,7 +153,9 @@ class HealthCheckActivities:
         try:
             body = response.json()
         except ValueError:
-            raise SourceUnreachableError(f"{url} answered {response.status_code} with no JSON") from None
+            raise SourceUnreachableError(
+                f"{url} answered {response.status_code} with no JSON"
+            ) from None
         if body.get("status") != "success":
             raise _Verdict(f"Prometheus rejected the query {query!r}: {body.get('error', body)}")
         samples = _samples(body.get("data", {}))
@@ -143,7 +163,9 @@ class HealthCheckActivities:
         figures["query"] = query
         return verdict, summary, figures
 
-    async def _http(self, input: CheckHealthInput, spec: HttpCheckSpec) -> tuple[Verdict, str, dict[str, Any]]:
+    async def _http(
+        self, input: CheckHealthInput, spec: HttpCheckSpec
+    ) -> tuple[Verdict, str, dict[str, Any]]:
         url = render_url(spec.url, _placeholders(input))
         try:
             async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
@@ -167,8 +189,12 @@ def _published_at(input: CheckHealthInput) -> datetime | None:
 def _placeholders(input: CheckHealthInput) -> dict[str, str]:
     plan = input.plan
     return placeholder_values(
-        namespace=plan.namespace, path=plan.path, version=plan.version, stage=input.stage.name,
-        published_at=_published_at(input), now=datetime.now(UTC),
+        namespace=plan.namespace,
+        path=plan.path,
+        version=plan.version,
+        stage=input.stage.name,
+        published_at=_published_at(input),
+        now=datetime.now(UTC),
     )
 
 

@@ -26,6 +26,8 @@ class NotifyActivities:
     @activity.defn(name=NOTIFY_ACTIVITY)
     async def notify_webhook(self, input: NotifyInput) -> None:
         async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as http:
-            response = await http.post(input.url, json=input.body, headers={"User-Agent": "tempoconf"})
+            response = await http.post(
+                input.url, json=input.body, headers={"User-Agent": "tempoconf"}
+            )
         # A non-2xx answer is a failed delivery: raising lets the retry policy try again.
         response.raise_for_status()

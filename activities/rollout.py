@@ -53,13 +53,18 @@ UNKNOWN_STARTER = "unknown"
 
 def _lock_lost(error: LockHeldError) -> ApplicationError:
     # Another run owns the config now: writing would overwrite its work. Retrying can't help.
-    return ApplicationError(f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True)
+    return ApplicationError(
+        f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True
+    )
 
 
 def _invalid(problems: list[Problem]) -> ApplicationError:
     error = InvalidRequestError(problems)
     return ApplicationError(
-        str(error), [asdict(problem) for problem in problems], type=INVALID_REQUEST_ERROR, non_retryable=True
+        str(error),
+        [asdict(problem) for problem in problems],
+        type=INVALID_REQUEST_ERROR,
+        non_retryable=True,
     )
 
 
@@ -71,7 +76,9 @@ class RolloutActivities:
     ("" leaves the address out, for the CLI's own default).
     """
 
-    def __init__(self, store: Store, *, temporal_cli: str = "temporal", temporal_address: str = "") -> None:
+    def __init__(
+        self, store: Store, *, temporal_cli: str = "temporal", temporal_address: str = ""
+    ) -> None:
         self._store = store
         self._temporal_cli = temporal_cli
         self._temporal_address = temporal_address
@@ -112,7 +119,9 @@ class RolloutActivities:
                 message=request.message,
                 created_at=datetime.now(UTC),
             )
-            await asyncio.to_thread(self._store.put_version, request.namespace, request.path, record)
+            await asyncio.to_thread(
+                self._store.put_version, request.namespace, request.path, record
+            )
         reason = request.message or (
             f"rollback to {version}" if existing is not None else f"rollout of {version} started"
         )
@@ -139,7 +148,9 @@ class RolloutActivities:
         )
         return replace(
             plan_from_request(request, version),
-            change=rollout_change(value, stable, rollback_to=version if existing is not None else None),
+            change=rollout_change(
+                value, stable, rollback_to=version if existing is not None else None
+            ),
             temporal_cli=self._temporal_cli,
             temporal_address=self._temporal_address,
             temporal_namespace=activity.info().workflow_namespace or "",
@@ -157,7 +168,9 @@ class RolloutActivities:
             activity.logger.warning("cannot read who started %s: %s", input.workflow_id, error)
         return UNKNOWN_STARTER
 
-    async def _take_lock(self, namespace: str, path: str, input: PrepareInput, version: str) -> None:
+    async def _take_lock(
+        self, namespace: str, path: str, input: PrepareInput, version: str
+    ) -> None:
         def acquire(replace_run_id: str | None = None) -> LockRecord:
             return self._store.acquire_lock(
                 namespace,
@@ -173,9 +186,13 @@ class RolloutActivities:
         except LockHeldError as held:
             holder = held.holder
             if await self._is_running(holder):
-                raise ApplicationError(str(held), type=ROLLOUT_RUNNING_ERROR, non_retryable=True) from None
+                raise ApplicationError(
+                    str(held), type=ROLLOUT_RUNNING_ERROR, non_retryable=True
+                ) from None
             # The holder ended without cleanup (terminated, say): reclaim its lock, atomically.
-            activity.logger.warning("reclaiming the lock of %s/%s from ended run %s", namespace, path, holder.run_id)
+            activity.logger.warning(
+                "reclaiming the lock of %s/%s from ended run %s", namespace, path, holder.run_id
+            )
             await asyncio.to_thread(acquire, holder.run_id)
             await asyncio.to_thread(
                 self._store.record_event,
@@ -234,9 +251,15 @@ class RolloutActivities:
             for index, seconds in input.expirations.items()
         ]
         await asyncio.to_thread(
-            self._store.renew_leases, input.namespace, input.path, run_id=input.run_id, leases=leases
+            self._store.renew_leases,
+            input.namespace,
+            input.path,
+            run_id=input.run_id,
+            leases=leases,
         )
-        return RenewLeasesResult(expires_at={lease.index: lease.expires_at.isoformat() for lease in leases})
+        return RenewLeasesResult(
+            expires_at={lease.index: lease.expires_at.isoformat() for lease in leases}
+        )
 
     @activity.defn(name=RECORD_TRANSITION_ACTIVITY)
     async def record_transition(self, input: RecordTransitionsInput) -> None:
@@ -253,7 +276,11 @@ class RolloutActivities:
                     version=input.version,
                     workflow_id=input.workflow_id,
                     event_key=f"{input.run_id}:transition:{sequence}",
-                    details={"from": transition.from_state, "stage": transition.stage, "at": transition.at},
+                    details={
+                        "from": transition.from_state,
+                        "stage": transition.stage,
+                        "at": transition.at,
+                    },
                 )
 
         await asyncio.to_thread(write)

@@ -103,8 +103,9 @@ def create_app(
                 tasks.append(asyncio.create_task(listener.run(), name="tempoconf-listen"))
             stop_seen = asyncio.Event()
             seen = asyncio.create_task(
-                record_seen_clients(config_polls, store, api_metrics, stop=stop_seen,
-                                    interval=seen_flush_interval),
+                record_seen_clients(
+                    config_polls, store, api_metrics, stop=stop_seen, interval=seen_flush_interval
+                ),
                 name="tempoconf-seen-clients",
             )
             try:

@@ -80,7 +80,9 @@ def validate_body(model: type[Model], raw: Any, *, what: str) -> Model:
 def invalid(what: str, problems: list[Problem]) -> ApiError:
     """ApiError(400) whose message lists every problem."""
     listed = "; ".join(str(problem) for problem in problems)
-    return ApiError(400, f"invalid {what} ({len(problems)} problem(s)): {listed}", problems=problems)
+    return ApiError(
+        400, f"invalid {what} ({len(problems)} problem(s)): {listed}", problems=problems
+    )
 
 
 def _too_large(limit: int, got: str) -> str:
@@ -94,5 +96,10 @@ def _refuse_constant(name: str) -> Any:
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "an array"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+    }.get(type(value), type(value).__name__)

@@ -66,8 +66,9 @@ class ChangeListener:
                 raise
             except Exception as exc:  # the database may be away for a while: keep trying
                 if failures == 0:
-                    logger.warning("LISTEN %s failed, polling the store instead: %s",
-                                   CHANGE_CHANNEL, exc)
+                    logger.warning(
+                        "LISTEN %s failed, polling the store instead: %s", CHANGE_CHANNEL, exc
+                    )
                 failures += 1
             finally:
                 self._down()

@@ -41,7 +41,9 @@ class ApiError(Exception):
 def error_body(message: str, problems: Sequence[Problem] = ()) -> dict[str, Any]:
     answer = ErrorAnswer(
         error=message,
-        problems=[ProblemAnswer(pointer=problem.pointer, message=problem.message) for problem in problems],
+        problems=[
+            ProblemAnswer(pointer=problem.pointer, message=problem.message) for problem in problems
+        ],
     )
     # `problems` only when there are some, as the API always answered
     return answer.model_dump(mode="json", exclude_defaults=True)

@@ -60,7 +60,6 @@ ANSWERS: tuple[type[Any], ...] = (
 Mode = Literal["validation", "serialization"]
 
 
-
 @cache
 def body_schemas() -> tuple[dict[type[Any], dict[str, Any]], dict[str, Any]]:
     """Each body model's `$ref`, and the component schemas they refer to, generated together."""
@@ -115,14 +114,22 @@ _CLIENT: list[dict[str, list[str]]] = [{"clientToken": []}, {}]
 
 def _parameters() -> dict[str, Any]:
     def query(name: str, schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
-        return {"name": name, "in": "query", "required": False, "schema": schema,
-                "description": description, **extra}
+        return {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": schema,
+            "description": description,
+            **extra,
+        }
 
     return {
         "ConfigPath": {
-            "name": "path", "in": "path", "required": True,
+            "name": "path",
+            "in": "path",
+            "required": True,
             "description": "Config path: 1-255 characters of [a-z0-9._-] segments joined by '/', "
-                           "written as is (slashes not encoded)",
+            "written as is (slashes not encoded)",
             "schema": TypeAdapter(ConfigPath).json_schema(),
         },
         "Namespace": query(
@@ -130,28 +137,62 @@ def _parameters() -> dict[str, Any]:
             {**TypeAdapter(Namespace).json_schema(), "default": DEFAULT_NAMESPACE},
             "Config namespace",
         ),
-        "Client": query("client", {"type": "string"},
-                        "Client id (default: anonymous, never in a percentile stage)"),
+        "Client": query(
+            "client",
+            {"type": "string"},
+            "Client id (default: anonymous, never in a percentile stage)",
+        ),
         "Channel": query("channel", {"type": "string"}, "The client's channel"),
-        "Label": query("label", {"type": "array", "items": {"type": "string", "pattern": "^[^=]+="}},
-                       "A label key=value; repeatable", style="form", explode=True),
-        "Wait": query("wait", {"type": "number", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
-                      "Long-poll: with If-None-Match, hold the request up to this many seconds "
-                      "until what this client resolves to changes, else answer 304"),
-        "Stable": query("stable", {"enum": ["true", "false", "1", "0", "yes", "no"]},
-                        "true: always the stable version"),
-        "IfNoneMatch": {"name": "If-None-Match", "in": "header", "required": False,
-                        "schema": {"type": "string"}, "description": "ETag of the copy held"},
-        "Limit": query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY_LIMIT,
-                                 "default": DEFAULT_HISTORY_LIMIT}, "Newest entries to return"),
+        "Label": query(
+            "label",
+            {"type": "array", "items": {"type": "string", "pattern": "^[^=]+="}},
+            "A label key=value; repeatable",
+            style="form",
+            explode=True,
+        ),
+        "Wait": query(
+            "wait",
+            {"type": "number", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
+            "Long-poll: with If-None-Match, hold the request up to this many seconds "
+            "until what this client resolves to changes, else answer 304",
+        ),
+        "Stable": query(
+            "stable",
+            {"enum": ["true", "false", "1", "0", "yes", "no"]},
+            "true: always the stable version",
+        ),
+        "IfNoneMatch": {
+            "name": "If-None-Match",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string"},
+            "description": "ETag of the copy held",
+        },
+        "Limit": query(
+            "limit",
+            {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_HISTORY_LIMIT,
+                "default": DEFAULT_HISTORY_LIMIT,
+            },
+            "Newest entries to return",
+        ),
         "SinceSeconds": query(
             "since_seconds",
-            {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SINCE_SECONDS,
-             "default": DEFAULT_SINCE_SECONDS},
+            {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": MAX_SINCE_SECONDS,
+                "default": DEFAULT_SINCE_SECONDS,
+            },
             "How far back, in seconds, a client must have been seen",
         ),
-        "WorkflowId": query("workflow_id", {"type": "string", "minLength": 1, "maxLength": 1000},
-                            "Workflow id (default: the lock holder's, else rollout:{namespace}/{path})"),
+        "WorkflowId": query(
+            "workflow_id",
+            {"type": "string", "minLength": 1, "maxLength": 1000},
+            "Workflow id (default: the lock holder's, else rollout:{namespace}/{path})",
+        ),
     }
 
 
@@ -165,7 +206,13 @@ def _paths() -> dict[str, Any]:
                 "tags": ["distribution"],
                 "security": _CLIENT,
                 "parameters": _params(
-                    "ConfigPath", "Namespace", "Client", "Channel", "Label", "Wait", "Stable",
+                    "ConfigPath",
+                    "Namespace",
+                    "Client",
+                    "Channel",
+                    "Label",
+                    "Wait",
+                    "Stable",
                     "IfNoneMatch",
                 ),
                 "responses": {
@@ -173,8 +220,10 @@ def _paths() -> dict[str, Any]:
                         **_answer(ConfigAnswer, "The resolved config"),
                         "headers": {"ETag": {"schema": {"type": "string"}}},
                     },
-                    "304": {"description": "The copy held (If-None-Match) is current",
-                            "headers": {"ETag": {"schema": {"type": "string"}}}},
+                    "304": {
+                        "description": "The copy held (If-None-Match) is current",
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                    },
                     "400": _error("Invalid path or query parameter"),
                     "401": _unauthorized(),
                     "404": _error("Unknown config, or nothing to serve this client yet"),
@@ -260,13 +309,14 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "operationId": "listRecentClients",
                 "summary": "Clients seen recently (from their polls or their health reports): "
-                           "who a rollout plan counts",
+                "who a rollout plan counts",
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "SinceSeconds"),
                 "responses": {
-                    "200": _answer(ClientsAnswer,
-                                 "The clients; polls reach the store within a few seconds"),
+                    "200": _answer(
+                        ClientsAnswer, "The clients; polls reach the store within a few seconds"
+                    ),
                     "400": _error("Invalid path, namespace or since_seconds"),
                     **admin_errors,
                 },
@@ -298,8 +348,10 @@ def _paths() -> dict[str, Any]:
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),
                 "responses": {
-                    "200": _answer(RolloutStateAnswer,
-                                 "The state; `workflow.error` says why Temporal could not tell"),
+                    "200": _answer(
+                        RolloutStateAnswer,
+                        "The state; `workflow.error` says why Temporal could not tell",
+                    ),
                     "400": _error("Invalid path or namespace"),
                     **admin_errors,
                 },
@@ -321,8 +373,12 @@ def _paths() -> dict[str, Any]:
                 "operationId": "metrics",
                 "summary": "Prometheus metrics",
                 "tags": ["operations"],
-                "responses": {"200": {"description": "Prometheus text format",
-                                      "content": {"text/plain": {"schema": {"type": "string"}}}}},
+                "responses": {
+                    "200": {
+                        "description": "Prometheus text format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
             }
         },
         "/openapi.json": {
@@ -364,18 +420,24 @@ def openapi_document() -> dict[str, Any]:
             "title": "tempoconf distribution API",
             "version": __version__,
             "description": "Serves each polling client the config version its identity resolves "
-                           "to; takes health reports; admin endpoints drive rollouts on Temporal. "
-                           "A `{path}` parameter is a config path and may contain '/'.",
+            "to; takes health reports; admin endpoints drive rollouts on Temporal. "
+            "A `{path}` parameter is a config path and may contain '/'.",
         },
         "paths": _paths(),
         "components": {
             "schemas": body_schemas()[1],
             "parameters": _parameters(),
             "securitySchemes": {
-                "adminToken": {"type": "http", "scheme": "bearer",
-                               "description": "TEMPOCONF_ADMIN_TOKEN; required only when set"},
-                "clientToken": {"type": "http", "scheme": "bearer",
-                                "description": "TEMPOCONF_CLIENT_TOKEN; required only when set"},
+                "adminToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "TEMPOCONF_ADMIN_TOKEN; required only when set",
+                },
+                "clientToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "TEMPOCONF_CLIENT_TOKEN; required only when set",
+                },
             },
         },
     }

@@ -87,7 +87,9 @@ class ConfigPolls:
             self._metrics.polls[("", "", "", 500)] += 1
             await _send_error(send, ApiError(500, "internal error"), head)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, head: bool, started: float) -> None:
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, head: bool, started: float
+    ) -> None:
         if_none: bytes | None = None
         authorization: bytes | None = None
         for name, value in scope["headers"]:
@@ -105,7 +107,7 @@ class ConfigPolls:
         query = self._queries.get((path, query_string))
         if query is None:
             # Clients repeat the same query on every poll: parse it once.
-            query = parse_config_query(path[len(CONFIGS_PREFIX):], QueryParams(query_string))
+            query = parse_config_query(path[len(CONFIGS_PREFIX) :], QueryParams(query_string))
             if len(self._queries) >= QUERIES_KEPT:
                 self._queries.clear()
             self._queries[(path, query_string)] = query
@@ -117,13 +119,17 @@ class ConfigPolls:
             # No await since the snapshot was read, so no refresh came in between: this event
             # is set by the first change after that read.
             changed = self._cache.changed_for(query.namespace, query.path)
-            polled, modified = await self._long_poll(query, prepared, answer, header, changed, receive)
+            polled, modified = await self._long_poll(
+                query, prepared, answer, header, changed, receive
+            )
             if polled is None:
                 return  # the client went away while it waited: nobody to answer
             answer = polled
         else:
             self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
-        self._metrics.polls[(query.namespace, query.path, answer.stage, 200 if modified else 304)] += 1
+        self._metrics.polls[
+            (query.namespace, query.path, answer.stage, 200 if modified else 304)
+        ] += 1
         if not query.anonymous:
             # For rollout plans (api/seen.py flushes it): keyed by the cached query object, which
             # hashes by identity, a poll pays one dict assignment and builds nothing.
@@ -133,9 +139,7 @@ class ConfigPolls:
             else:
                 self._metrics.seen_clients_dropped += 1
         if modified:
-            await send(
-                {"type": "http.response.start", "status": 200, "headers": answer.headers}
-            )
+            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
             await send({"type": "http.response.body", "body": b"" if head else answer.body})
         else:
             await send(
@@ -173,7 +177,9 @@ class ConfigPolls:
                     wake = min(wake, loop.time() + (expiry - now).total_seconds() + _LEASE_SLACK)
                 waiter = loop.create_task(changed.wait())
                 await asyncio.wait(
-                    (waiter, gone), timeout=max(0.0, wake - loop.time()), return_when=asyncio.FIRST_COMPLETED
+                    (waiter, gone),
+                    timeout=max(0.0, wake - loop.time()),
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
                 waiter.cancel()
                 if gone.done():
@@ -222,7 +228,8 @@ def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer
     if query.stable_only:
         raise ApiError(404, f"{where} has no stable version yet")
     raise ApiError(
-        404, f"{where} has no stable version yet, and no stage of its rollout applies to this client"
+        404,
+        f"{where} has no stable version yet, and no stage of its rollout applies to this client",
     )
 
 
@@ -238,6 +245,10 @@ async def _send_error(send: Send, error: ApiError, head: bool) -> None:
         (b"cache-control", b"no-cache"),
     ]
     headers.extend((name.lower().encode(), value.encode()) for name, value in error.headers.items())
-    message: dict[str, Any] = {"type": "http.response.start", "status": error.status, "headers": headers}
+    message: dict[str, Any] = {
+        "type": "http.response.start",
+        "status": error.status,
+        "headers": headers,
+    }
     await send(message)
     await send({"type": "http.response.body", "body": b"" if head else body})

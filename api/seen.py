@@ -59,8 +59,11 @@ def seen_batches(
             unstorable += 1
             continue
         configs.setdefault((query.namespace, query.path), {})[identity.client_id] = SeenClient(
-            client=identity.client_id, channel=identity.channel, labels=dict(identity.labels),
-            last_seen=at, last_version=answer.version,
+            client=identity.client_id,
+            channel=identity.channel,
+            labels=dict(identity.labels),
+            last_seen=at,
+            last_version=answer.version,
         )
     return {config: list(clients.values()) for config, clients in configs.items()}, unstorable
 
@@ -115,7 +118,11 @@ def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> in
                 store.record_seen_clients(namespace, path, chunk)
             except Exception as exc:  # the store may be down: keep serving, try the next config
                 logger.warning(
-                    "cannot record %d clients seen polling %s/%s: %s", len(chunk), namespace, path, exc
+                    "cannot record %d clients seen polling %s/%s: %s",
+                    len(chunk),
+                    namespace,
+                    path,
+                    exc,
                 )
                 break
             written += len(chunk)
@@ -123,7 +130,11 @@ def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> in
 
 
 async def record_seen_clients(
-    polls: ConfigPolls, store: Store, metrics: ApiMetrics, *, stop: asyncio.Event,
+    polls: ConfigPolls,
+    store: Store,
+    metrics: ApiMetrics,
+    *,
+    stop: asyncio.Event,
     interval: float = SEEN_FLUSH_INTERVAL,
 ) -> None:
     """Flush every `interval` seconds until `stop` is set, then once more.

@@ -105,9 +105,7 @@ class SnapshotCache:
     async def refresh(self) -> int:
         """Reload every snapshot now; returns the revision loaded."""
         async with self._refresh_lock:
-            revision, snapshots, changed_keys = await asyncio.to_thread(
-                self._load, self._snapshots
-            )
+            revision, snapshots, changed_keys = await asyncio.to_thread(self._load, self._snapshots)
             self._snapshots = MappingProxyType(snapshots)
             self._revision = revision
             self.last_error = None

@@ -92,16 +92,29 @@ def emit(result: dict[str, Any]) -> None:
 def context() -> dict[str, Any]:
     """The code measured (commit, and whether the tree had uncommitted changes) and the machine:
     its cores and its load (other work on a shared machine moves every figure)."""
+
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=BENCH_DIR.parent, capture_output=True,
-                                  text=True, timeout=10).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=BENCH_DIR.parent, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
     commit = git("rev-parse", "--short", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--",
-                     "api", "tempoconf", "workflows", "activities", "cli"))
+    dirty = bool(
+        git(
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            "api",
+            "tempoconf",
+            "workflows",
+            "activities",
+            "cli",
+        )
+    )
     return {
         "commit": commit + ("+uncommitted" if dirty else "") if commit else None,
         "cpus": os.cpu_count(),
@@ -218,8 +231,14 @@ def seed_config(store: Store) -> str:
     """The benchmark config with a stable version; returns that version."""
     version = version_id(STABLE_VALUE)
     store.put_version(NAMESPACE, CONFIG_PATH, VersionRecord(version, STABLE_VALUE, author="bench"))
-    store.set_stable(NAMESPACE, CONFIG_PATH, version, actor="bench", reason="seed",
-                     event_key=f"bench:stable:{version}")
+    store.set_stable(
+        NAMESPACE,
+        CONFIG_PATH,
+        version,
+        actor="bench",
+        reason="seed",
+        event_key=f"bench:stable:{version}",
+    )
     return version
 
 
@@ -233,34 +252,67 @@ class BenchRollout:
 
     def begin(self, value: dict[str, Any] = NEW_VALUE) -> str:
         self.version = version_id(value)
-        self.store.put_version(NAMESPACE, CONFIG_PATH, VersionRecord(self.version, value,
-                                                                   author="bench"))
+        self.store.put_version(
+            NAMESPACE, CONFIG_PATH, VersionRecord(self.version, value, author="bench")
+        )
         workflow_id = f"bench:{self.run_id}"
-        self.store.acquire_lock(NAMESPACE, CONFIG_PATH, workflow_id=workflow_id,
-                                run_id=self.run_id, version=self.version)
-        self.store.begin_rollout(NAMESPACE, CONFIG_PATH, workflow_id=workflow_id,
-                                 run_id=self.run_id, version=self.version, actor="bench",
-                                 reason="bench", event_key=f"{self.run_id}:begin")
+        self.store.acquire_lock(
+            NAMESPACE,
+            CONFIG_PATH,
+            workflow_id=workflow_id,
+            run_id=self.run_id,
+            version=self.version,
+        )
+        self.store.begin_rollout(
+            NAMESPACE,
+            CONFIG_PATH,
+            workflow_id=workflow_id,
+            run_id=self.run_id,
+            version=self.version,
+            actor="bench",
+            reason="bench",
+            event_key=f"{self.run_id}:begin",
+        )
         return self.version
 
-    def stage(self, index: int, *, channel: str | None = None,
-              percentile: float | None = None) -> PublishedStage:
+    def stage(
+        self, index: int, *, channel: str | None = None, percentile: float | None = None
+    ) -> PublishedStage:
         name = f"channel:{channel}" if channel else f"{percentile:g}%"
-        return PublishedStage(index=index, name=name, channel=channel, percentile=percentile,
-                              labels={}, expires_at=datetime.now(UTC) + LEASE)
+        return PublishedStage(
+            index=index,
+            name=name,
+            channel=channel,
+            percentile=percentile,
+            labels={},
+            expires_at=datetime.now(UTC) + LEASE,
+        )
 
     def publish(self, stage: PublishedStage) -> int:
         """Publish `stage`; returns time.time_ns() taken right after the commit returned."""
-        self.store.publish_stage(NAMESPACE, CONFIG_PATH, run_id=self.run_id, stage=stage,
-                                 actor="bench", event_key=f"{self.run_id}:stage:{stage.index}")
+        self.store.publish_stage(
+            NAMESPACE,
+            CONFIG_PATH,
+            run_id=self.run_id,
+            stage=stage,
+            actor="bench",
+            event_key=f"{self.run_id}:stage:{stage.index}",
+        )
         return time.time_ns()
 
     def revert(self) -> int:
         """Clear the rollout (every client back on stable), as the revert activity does;
         returns time.time_ns() taken right after the commit returned."""
-        self.store.revert(NAMESPACE, CONFIG_PATH, run_id=self.run_id,
-                          workflow_id=f"bench:{self.run_id}", actor="bench", reason="bench",
-                          outcome="reverted", event_key=f"{self.run_id}:revert")
+        self.store.revert(
+            NAMESPACE,
+            CONFIG_PATH,
+            run_id=self.run_id,
+            workflow_id=f"bench:{self.run_id}",
+            actor="bench",
+            reason="bench",
+            outcome="reverted",
+            event_key=f"{self.run_id}:revert",
+        )
         return time.time_ns()
 
 
@@ -379,12 +431,21 @@ class LoadGen:
 
     async def __aenter__(self) -> LoadGen:
         for first in range(0, self.count, CLIENTS_PER_GENERATOR):
-            spec = {"port": self.port, "path": CONFIG_PATH, "first": first,
-                    "count": min(CLIENTS_PER_GENERATOR, self.count - first), "wait": self.wait,
-                    "canary_every": CANARY_EVERY, "spread": self.spread}
+            spec = {
+                "port": self.port,
+                "path": CONFIG_PATH,
+                "first": first,
+                "count": min(CLIENTS_PER_GENERATOR, self.count - first),
+                "wait": self.wait,
+                "canary_every": CANARY_EVERY,
+                "spread": self.spread,
+            }
             process = await asyncio.create_subprocess_exec(
-                PYTHON, str(BENCH_DIR / "_loadgen.py"), json.dumps(spec),
-                stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+                PYTHON,
+                str(BENCH_DIR / "_loadgen.py"),
+                json.dumps(spec),
+                stdout=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.DEVNULL,
                 limit=1 << 20,
             )
             self._processes.append(process)
@@ -419,8 +480,10 @@ class LoadGen:
     async def ready(self, api: ApiProcess, timeout: float) -> None:
         """Every client holds a version and waits in a long-poll (the API's gauge says so)."""
         if not await self.until(lambda: self._ready >= self.count, timeout):
-            raise SystemExit(f"only {len(self.holding)} of {self.count} clients got a first "
-                             f"answer within {timeout:g} s")
+            raise SystemExit(
+                f"only {len(self.holding)} of {self.count} clients got a first "
+                f"answer within {timeout:g} s"
+            )
         await self.settled(api, timeout)
 
     async def settled(self, api: ApiProcess, timeout: float = 30.0) -> None:

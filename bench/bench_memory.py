@@ -46,17 +46,19 @@ async def main() -> None:
                     await asyncio.sleep(0.5)
                 log(f"{waiting} long-polls waiting: {held_mb} MB")
             errors = fleet.totals()["connection_errors"]
-    emit({
-        "bench": "memory",
-        "clients": CLIENTS,
-        "long_polls_waiting": waiting,
-        "rss_idle_mb": idle_mb,
-        "rss_with_long_polls_mb": held_mb,
-        "kb_per_long_poll": round((held_mb - idle_mb) * 1000 / CLIENTS, 1),
-        "connection_errors": errors,
-        "goal": f"RSS <= {GOAL_MB:g} MB with {CLIENTS} open long-polls",
-        "goal_met": held_mb <= GOAL_MB,
-    })
+    emit(
+        {
+            "bench": "memory",
+            "clients": CLIENTS,
+            "long_polls_waiting": waiting,
+            "rss_idle_mb": idle_mb,
+            "rss_with_long_polls_mb": held_mb,
+            "kb_per_long_poll": round((held_mb - idle_mb) * 1000 / CLIENTS, 1),
+            "connection_errors": errors,
+            "goal": f"RSS <= {GOAL_MB:g} MB with {CLIENTS} open long-polls",
+            "goal_met": held_mb <= GOAL_MB,
+        }
+    )
 
 
 if __name__ == "__main__":

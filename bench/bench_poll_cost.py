@@ -99,8 +99,15 @@ def write_lua(directory: Path, etags: list[str]) -> Path:
 async def run_wrk(wrk: str, url: str, script: Path, seconds: int) -> float:
     """Requests/s that wrk measured; refuses a run with errors or non-304 answers."""
     process = await asyncio.create_subprocess_exec(
-        wrk, f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "-s", str(script), url,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        wrk,
+        f"-t{THREADS}",
+        f"-c{CONNECTIONS}",
+        f"-d{seconds}s",
+        "-s",
+        str(script),
+        url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     output = (await process.communicate())[0].decode()
     rps = _RPS.search(output)
@@ -117,7 +124,11 @@ async def main() -> None:
     raise_fd_limit()
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
         seed_live_rollout(url)
-        async with bounded(300, "the poll-cost benchmark"), ApiProcess("api", url) as api, ApiProcess("floor") as floor:
+        async with (
+            bounded(300, "the poll-cost benchmark"),
+            ApiProcess("api", url) as api,
+            ApiProcess("floor") as floor,
+        ):
             etags = await fetch_etags(api)
             script = write_lua(Path(scratch), etags)
             rounds: list[dict[str, float]] = []
@@ -128,26 +139,41 @@ async def main() -> None:
                     measured[name] = await run_wrk(wrk, server.base_url, script, DURATION_SECONDS)
                     log(f"round {number}: {name} {measured[name]:.0f} requests/s")
                 rounds.append(measured)
-            not_modified = await api.metric("tempoconf_api_polls_total",
-                                            lambda labels: 'code="304"' in labels)
-            modified = await api.metric("tempoconf_api_polls_total",
-                                        lambda labels: 'code="200"' in labels)
+            not_modified = await api.metric(
+                "tempoconf_api_polls_total", lambda labels: 'code="304"' in labels
+            )
+            modified = await api.metric(
+                "tempoconf_api_polls_total", lambda labels: 'code="200"' in labels
+            )
     ratio = statistics.median(r["api"] / r["floor"] for r in rounds)
-    emit({
-        "bench": "poll_cost",
-        "clients": CLIENTS,
-        "wrk": {"threads": THREADS, "connections": CONNECTIONS, "duration_s": DURATION_SECONDS,
-                "warmup_s": WARMUP_SECONDS, "rounds": ROUNDS},
-        "api_rps": round(statistics.median(r["api"] for r in rounds)),
-        "floor_rps": round(statistics.median(r["floor"] for r in rounds)),
-        "ratio": round(ratio, 3),
-        "rounds": [{"floor": round(r["floor"]), "api": round(r["api"]),
-                    "ratio": round(r["api"] / r["floor"], 3)} for r in rounds],
-        "api_polls_304": int(not_modified),
-        "api_polls_200": int(modified),
-        "goal": f"ratio >= {GOAL_RATIO}",
-        "goal_met": ratio >= GOAL_RATIO,
-    })
+    emit(
+        {
+            "bench": "poll_cost",
+            "clients": CLIENTS,
+            "wrk": {
+                "threads": THREADS,
+                "connections": CONNECTIONS,
+                "duration_s": DURATION_SECONDS,
+                "warmup_s": WARMUP_SECONDS,
+                "rounds": ROUNDS,
+            },
+            "api_rps": round(statistics.median(r["api"] for r in rounds)),
+            "floor_rps": round(statistics.median(r["floor"] for r in rounds)),
+            "ratio": round(ratio, 3),
+            "rounds": [
+                {
+                    "floor": round(r["floor"]),
+                    "api": round(r["api"]),
+                    "ratio": round(r["api"] / r["floor"], 3),
+                }
+                for r in rounds
+            ],
+            "api_polls_304": int(not_modified),
+            "api_polls_200": int(modified),
+            "goal": f"ratio >= {GOAL_RATIO}",
+            "goal_met": ratio >= GOAL_RATIO,
+        }
+    )
 
 
 if __name__ == "__main__":

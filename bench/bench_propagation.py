@@ -46,8 +46,9 @@ SETTLE_TIMEOUT = 15.0
 RUN_TIMEOUT = 180.0
 
 
-async def trial(store: Store, api: ApiProcess, fleet: LoadGen, stable: str,
-                number: int) -> dict[str, Any]:
+async def trial(
+    store: Store, api: ApiProcess, fleet: LoadGen, stable: str, number: int
+) -> dict[str, Any]:
     """One rollout: a canary stage, then a 50% stage (measured), then a revert (measured)."""
     clients = fleet.count
     everyone = set(range(clients))
@@ -55,8 +56,7 @@ async def trial(store: Store, api: ApiProcess, fleet: LoadGen, stable: str,
     rollout = BenchRollout(store)
     version = await asyncio.to_thread(rollout.begin, {**NEW_VALUE, "trial": number})
     await asyncio.to_thread(rollout.publish, rollout.stage(0, channel="canary"))
-    if not await fleet.until(lambda: fleet.on(version, canaries) == len(canaries),
-                             SETTLE_TIMEOUT):
+    if not await fleet.until(lambda: fleet.on(version, canaries) == len(canaries), SETTLE_TIMEOUT):
         raise SystemExit("canary clients never got the staged version")
     stage = rollout.stage(1, percentile=50)
     # The clients this publish moves: stable before, the new version after (canaries hold it
@@ -75,8 +75,13 @@ async def trial(store: Store, api: ApiProcess, fleet: LoadGen, stable: str,
     reverted_ns = await asyncio.to_thread(rollout.revert)
     await fleet.until(lambda: fleet.on(stable, everyone) == clients, SETTLE_TIMEOUT)
     reverted = fleet.latencies(stable, on_version, reverted_ns)
-    return {"movers": len(movers), "staged": staged, "reverted": reverted,
-            "reverted_expected": len(on_version), "strays": strays}
+    return {
+        "movers": len(movers),
+        "staged": staged,
+        "reverted": reverted,
+        "reverted_expected": len(on_version),
+        "strays": strays,
+    }
 
 
 async def measure(backend: str, clients: int) -> dict[str, Any]:
@@ -85,19 +90,25 @@ async def measure(backend: str, clients: int) -> dict[str, Any]:
         store = Store(url)
         try:
             stable = seed_config(store)
-            async with ApiProcess("api", url) as api, LoadGen(api.port, clients,
-                                                              wait=LONG_POLL_WAIT) as fleet:
+            async with (
+                ApiProcess("api", url) as api,
+                LoadGen(api.port, clients, wait=LONG_POLL_WAIT) as fleet,
+            ):
                 await fleet.ready(api, timeout=90)
-                log(f"{backend}, {clients} clients: all long-polling; {TRIALS} rollouts, each "
-                    f"publishing a 50% stage, then reverting")
+                log(
+                    f"{backend}, {clients} clients: all long-polling; {TRIALS} rollouts, each "
+                    f"publishing a 50% stage, then reverting"
+                )
                 trials = [await trial(store, api, fleet, stable, n) for n in range(TRIALS)]
             totals = fleet.totals()
         finally:
             store.close()
-    staged = latency_figures([x for t in trials for x in t["staged"]],
-                             sum(t["movers"] for t in trials))
-    reverted = latency_figures([x for t in trials for x in t["reverted"]],
-                               sum(t["reverted_expected"] for t in trials))
+    staged = latency_figures(
+        [x for t in trials for x in t["staged"]], sum(t["movers"] for t in trials)
+    )
+    reverted = latency_figures(
+        [x for t in trials for x in t["reverted"]], sum(t["reverted_expected"] for t in trials)
+    )
     p99 = staged["p99_s"]
     result = {
         "backend": backend,
@@ -126,15 +137,22 @@ async def main() -> None:
                 runs.append(await measure(backend, clients))
         except OperationalError as exc:
             log(f"{backend} is unavailable, skipped: {exc}")
-            runs.append({"backend": backend, "clients": clients,
-                         "skipped": f"database unavailable: {str(exc).splitlines()[0]}"})
-    emit({
-        "bench": "propagation",
-        "goal": f"p99 <= {GOAL_P99_S:g} s with {GOAL_CLIENTS} clients on SQLite and PostgreSQL",
-        "long_poll_wait_s": LONG_POLL_WAIT,
-        "runs": runs,
-        "goal_met": verdict([run for run in runs if run["clients"] == GOAL_CLIENTS]),
-    })
+            runs.append(
+                {
+                    "backend": backend,
+                    "clients": clients,
+                    "skipped": f"database unavailable: {str(exc).splitlines()[0]}",
+                }
+            )
+    emit(
+        {
+            "bench": "propagation",
+            "goal": f"p99 <= {GOAL_P99_S:g} s with {GOAL_CLIENTS} clients on SQLite and PostgreSQL",
+            "long_poll_wait_s": LONG_POLL_WAIT,
+            "runs": runs,
+            "goal_met": verdict([run for run in runs if run["clients"] == GOAL_CLIENTS]),
+        }
+    )
 
 
 def verdict(judged: list[dict[str, Any]]) -> bool | None:

@@ -46,8 +46,15 @@ SETTLE_TIMEOUT = 30.0
 RUN_TIMEOUT = 240.0
 
 
-async def trial(client: Client, task_queue: str, store: Store, api: ApiProcess, fleet: LoadGen,
-                stable: str, number: int) -> dict[str, Any]:
+async def trial(
+    client: Client,
+    task_queue: str,
+    store: Store,
+    api: ApiProcess,
+    fleet: LoadGen,
+    stable: str,
+    number: int,
+) -> dict[str, Any]:
     """Start a rollout at 100% with a long hold, wait until every client holds it, halt it."""
     everyone = set(range(fleet.count))
     request = {
@@ -61,8 +68,9 @@ async def trial(client: Client, task_queue: str, store: Store, api: ApiProcess, 
         "message": f"revert benchmark, trial {number}",
     }
     workflow_id = f"bench-revert-{secrets.token_hex(4)}"
-    handle = await client.start_workflow(WORKFLOW_TYPE, request, id=workflow_id,
-                                         task_queue=task_queue)
+    handle = await client.start_workflow(
+        WORKFLOW_TYPE, request, id=workflow_id, task_queue=task_queue
+    )
     # The staged version is whatever every client moved to; find it from the fleet.
     if not await fleet.until(
         lambda: len(set(fleet.holding.values())) == 1 and stable not in fleet.holding.values(),
@@ -77,13 +85,22 @@ async def trial(client: Client, task_queue: str, store: Store, api: ApiProcess, 
     await fleet.until(lambda: fleet.on(stable, everyone) == len(everyone), SETTLE_TIMEOUT)
     latencies = fleet.latencies(stable, everyone, sent_ns)
     result = await asyncio.wait_for(handle.result(), SETTLE_TIMEOUT)
-    halted = [e for e in store.history(NAMESPACE, CONFIG_PATH, limit=20)
-              if e.workflow_id == workflow_id and e.action == "rollout.halted"]
+    halted = [
+        e
+        for e in store.history(NAMESPACE, CONFIG_PATH, limit=20)
+        if e.workflow_id == workflow_id and e.action == "rollout.halted"
+    ]
     written_s = (halted[0].at.timestamp() * 1e9 - sent_ns) / 1e9 if halted else None
-    log(f"trial {number}: {staged} halted, outcome {result.get('outcome')!r}, "
-        f"p99 {latency_figures(latencies, len(everyone))['p99_s']} s")
-    return {"latencies": latencies, "outcome": result.get("outcome"),
-            "signal_call_s": (signalled_ns - sent_ns) / 1e9, "revert_written_s": written_s}
+    log(
+        f"trial {number}: {staged} halted, outcome {result.get('outcome')!r}, "
+        f"p99 {latency_figures(latencies, len(everyone))['p99_s']} s"
+    )
+    return {
+        "latencies": latencies,
+        "outcome": result.get("outcome"),
+        "signal_call_s": (signalled_ns - sent_ns) / 1e9,
+        "revert_written_s": written_s,
+    }
 
 
 async def main() -> None:
@@ -101,31 +118,40 @@ async def main() -> None:
                         dev_server_extra_args=["--log-level", "error"],
                     )
                 task_queue = f"tempoconf-bench-{secrets.token_hex(4)}"
-                async with env, build_worker(env.client, store, task_queue=task_queue), \
-                        ApiProcess("api", url) as api, LoadGen(api.port, CLIENTS) as fleet:
+                async with (
+                    env,
+                    build_worker(env.client, store, task_queue=task_queue),
+                    ApiProcess("api", url) as api,
+                    LoadGen(api.port, CLIENTS) as fleet,
+                ):
                     await fleet.ready(api, timeout=90)
                     log(f"{CLIENTS} clients long-polling; {TRIALS} rollouts to halt")
-                    trials = [await trial(env.client, task_queue, store, api, fleet, stable, n)
-                              for n in range(TRIALS)]
+                    trials = [
+                        await trial(env.client, task_queue, store, api, fleet, stable, n)
+                        for n in range(TRIALS)
+                    ]
         finally:
             store.close()
     figures = latency_figures([x for t in trials for x in t["latencies"]], CLIENTS * TRIALS)
     per_trial = [latency_figures(t["latencies"], CLIENTS)["time_to_99pct_s"] for t in trials]
-    emit({
-        "bench": "revert",
-        "backend": "sqlite",
-        "clients": CLIENTS,
-        "trials": TRIALS,
-        "stage": "100%, hold 1h",
-        **figures,
-        "time_to_99pct_per_trial_s": per_trial,
-        "halt_to_revert_written_s": [round(t["revert_written_s"], 4)
-                                     if t["revert_written_s"] is not None else None
-                                     for t in trials],
-        "outcomes": [t["outcome"] for t in trials],
-        "goal": f"99% back on stable within {GOAL_S:g} s of halt",
-        "goal_met": all(t is not None and t <= GOAL_S for t in per_trial),
-    })
+    emit(
+        {
+            "bench": "revert",
+            "backend": "sqlite",
+            "clients": CLIENTS,
+            "trials": TRIALS,
+            "stage": "100%, hold 1h",
+            **figures,
+            "time_to_99pct_per_trial_s": per_trial,
+            "halt_to_revert_written_s": [
+                round(t["revert_written_s"], 4) if t["revert_written_s"] is not None else None
+                for t in trials
+            ],
+            "outcomes": [t["outcome"] for t in trials],
+            "goal": f"99% back on stable within {GOAL_S:g} s of halt",
+            "goal_met": all(t is not None and t <= GOAL_S for t in per_trial),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -249,7 +249,9 @@ def workflow_ui_url(settings: Settings, workflow_id: str, run_id: str | None = N
     return f"{url}/{quote(run_id, safe='')}/history" if run_id else url
 
 
-def run_until_signal(main: Callable[[], Coroutine[Any, Any, int]], *, fast_loop: bool = False) -> int:
+def run_until_signal(
+    main: Callable[[], Coroutine[Any, Any, int]], *, fast_loop: bool = False
+) -> int:
     """Run `main()`; SIGINT/SIGTERM cancel it (its cleanup runs) and the exit code is 0.
 
     `fast_loop` runs it on uvloop (installed with uvicorn[standard]) when available: the API's poll

@@ -48,7 +48,11 @@ def add_parser(commands: Any, label_type: Any) -> None:
     agent.add_argument("--client", help="client id (default: this host's name)")
     agent.add_argument("--channel", help="the client's channel, e.g. canary")
     agent.add_argument(
-        "--label", action="append", default=[], type=label_type, metavar="KEY=VALUE",
+        "--label",
+        action="append",
+        default=[],
+        type=label_type,
+        metavar="KEY=VALUE",
         help="a client label (repeatable)",
     )
     agent.add_argument("--api-url", help="distribution API base URL (env TEMPOCONF_API_URL)")
@@ -62,12 +66,17 @@ def add_parser(commands: Any, label_type: Any) -> None:
         "default $XDG_CACHE_HOME/tempoconf or ~/.cache/tempoconf)",
     )
     agent.add_argument(
-        "--exec", dest="exec_command", metavar="CMD",
+        "--exec",
+        dest="exec_command",
+        metavar="CMD",
         help="shell command run after each change of FILE; it gets TEMPOCONF_VERSION, "
         "TEMPOCONF_STAGE, TEMPOCONF_PATH, TEMPOCONF_NAMESPACE, TEMPOCONF_FILE",
     )
     agent.add_argument(
-        "--exec-timeout", type=float, default=60.0, metavar="SECONDS",
+        "--exec-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
         help="a command running longer is killed (default 60)",
     )
     agent.add_argument(
@@ -77,11 +86,17 @@ def add_parser(commands: Any, label_type: Any) -> None:
         "--metrics-host", default="127.0.0.1", help="address /metrics binds (default 127.0.0.1)"
     )
     agent.add_argument(
-        "--long-poll", type=float, default=30.0, metavar="SECONDS",
+        "--long-poll",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
         help="long-poll seconds, up to 60 (default 30; 0 polls instead)",
     )
     agent.add_argument(
-        "--poll-interval", type=float, default=5.0, metavar="SECONDS",
+        "--poll-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
         help="pause between polls the API answers at once (default 5)",
     )
     agent.set_defaults(handler="agent.agent_command")
@@ -184,7 +199,9 @@ class _Agent:
         return 0
 
     async def _on_value(self, value: ConfigValue) -> None:
-        data = (json.dumps(value.value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        data = (
+            json.dumps(value.value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        ).encode()
         try:
             if self.out.read_bytes() == data:
                 # A restart with the file already current: no rewrite, no reload of the program.
@@ -201,7 +218,10 @@ class _Agent:
             return
         logger.info(
             "wrote version %s (stage %s, from %s) to %s",
-            value.version, value.stage, value.source, self.out,
+            value.version,
+            value.stage,
+            value.source,
+            self.out,
         )
         if self.command:
             self._to_run = value
@@ -239,7 +259,9 @@ class _Agent:
             await process.wait()
             logger.error(
                 "--exec %r ran over %gs for version %s: killed",
-                self.command, self.exec_timeout, value.version,
+                self.command,
+                self.exec_timeout,
+                value.version,
             )
             return
         except asyncio.CancelledError:

@@ -73,7 +73,9 @@ def load_example(name: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
-        die(f"cannot read the example {path}: {error.strerror or error} (is the package installed whole?)")
+        die(
+            f"cannot read the example {path}: {error.strerror or error} (is the package installed whole?)"
+        )
 
 
 def demo_request(name: str, *, cooldown: str | None = None) -> dict[str, Any]:

@@ -188,7 +188,9 @@ class DevStack:
         if self.settings.database_url:
             # Without it a store command in the other shell would look for SQLite in the data dir.
             variables["TEMPOCONF_DATABASE_URL"] = self.settings.database_url
-        return "export " + " ".join(f"{key}={shlex.quote(value)}" for key, value in variables.items())
+        return "export " + " ".join(
+            f"{key}={shlex.quote(value)}" for key, value in variables.items()
+        )
 
     async def wait(self) -> None:
         """Run until a component stops; raise DevStackError saying which and why."""

@@ -16,7 +16,6 @@ from tempoconf.commands import OPERATOR_COMMANDS
 __all__ = ["build_parser", "main"]
 
 
-
 def _package_version() -> str:
     """The installed distribution's version (pyproject.toml), from the package metadata."""
     from importlib.metadata import PackageNotFoundError, version
@@ -84,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tempoconf", description="Staged configuration rollouts on Temporal."
     )
     parser.add_argument(
-        "--version", action="version", version=f"tempoconf {_package_version()}",
+        "--version",
+        action="version",
+        version=f"tempoconf {_package_version()}",
         help="print the installed version of tempoconf and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -235,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
         update = rollout_commands.add_parser(name, parents=[connection], help=command.help)
         update.add_argument("path", metavar="PATH")
         if command.takes_reason:
-            update.add_argument("--reason", default="", help="why, recorded in the rollout's history")
+            update.add_argument(
+                "--reason", default="", help="why, recorded in the rollout's history"
+            )
         update.add_argument(
             "--id",
             dest="workflow_id",

@@ -331,7 +331,5 @@ def _print_plan(
             f"  stay on stable until promotion: {len(untouched)}"
             + (f" ({shown})" if untouched else "")
         )
-    start = (
-        f"{tempoconf_command()} rollout start {shlex.quote(args.file)}{given_connection_flags(args)}"
-    )
+    start = f"{tempoconf_command()} rollout start {shlex.quote(args.file)}{given_connection_flags(args)}"
     print(f"\nto start it: {start}")

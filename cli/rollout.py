@@ -76,7 +76,9 @@ def request_change(request: RolloutRequest, store: Any) -> str:
     if request.version is None:
         return rollout_change(request.value, stable)
     existing = store.get_version(request.namespace, request.path, request.version)
-    return rollout_change(None if existing is None else existing.value, stable, rollback_to=request.version)
+    return rollout_change(
+        None if existing is None else existing.value, stable, rollback_to=request.version
+    )
 
 
 def start_command(args: argparse.Namespace) -> int:
@@ -92,8 +94,14 @@ def start_command(args: argparse.Namespace) -> int:
         change = request_change(request, store)
     return asyncio.run(
         _start(
-            settings, raw, request, lock, change=change, workflow_id=args.workflow_id,
-            wait=args.wait, flags=given_connection_flags(args),
+            settings,
+            raw,
+            request,
+            lock,
+            change=change,
+            workflow_id=args.workflow_id,
+            wait=args.wait,
+            flags=given_connection_flags(args),
         )
     )
 
@@ -155,7 +163,13 @@ def rollback_command(args: argparse.Namespace) -> int:
     wait = args.wait or (not args.staged and not args.no_wait)
     return asyncio.run(
         _start(
-            settings, raw, request, lock, change=change, workflow_id=None, wait=wait,
+            settings,
+            raw,
+            request,
+            lock,
+            change=change,
+            workflow_id=None,
+            wait=wait,
             flags=given_connection_flags(args),
         )
     )
@@ -213,7 +227,9 @@ async def _start(
     if request.all_stages:
         print("next:")
         print(f"  {tempoconf} rollout status {target} --watch{flags}   follow it stage by stage")
-        print(f"  {tempoconf} rollout halt {target} --reason '...'{flags}     revert every client to stable")
+        print(
+            f"  {tempoconf} rollout halt {target} --reason '...'{flags}     revert every client to stable"
+        )
         print(
             f"  {tempoconf} rollout bypass {target} --reason '...'{flags}   promote now, skipping holds and checks"
         )
@@ -323,5 +339,7 @@ def _print_command_result(name: str, workflow_id: str, result: dict[str, Any]) -
     print(f"{name}: {verdict} by {workflow_id}: {result.get('message')}")
     print(f"  state   {result.get('state')}: {result.get('phase')}")
     if result.get("stage"):
-        print(f"  stage   {result.get('stage_number')}/{result.get('stage_count')} {result.get('stage')}")
+        print(
+            f"  stage   {result.get('stage_number')}/{result.get('stage_count')} {result.get('stage')}"
+        )
     return 0 if result.get("accepted") else 1

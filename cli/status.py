@@ -369,7 +369,9 @@ def format_view(
                 if item.get("kind") == "note" or item.get("from_state") == item.get("to_state")
                 else f"{item.get('from_state')} → {item.get('to_state')}"
             )
-            lines.append(f"    {utc_text(item.get('at'))}  {change}{where}  by {item.get('by')}{why}")
+            lines.append(
+                f"    {utc_text(item.get('at'))}  {change}{where}  by {item.get('by')}{why}"
+            )
     if settings is not None:
         if snapshot.running:
             approve = state == "awaiting_approval" or any(

@@ -82,7 +82,9 @@ def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
     """The worker; the rollouts it runs print their steering commands with the address of `client`
     and the Temporal CLI as typed here, so they run as printed."""
     rollout = RolloutActivities(
-        store, temporal_cli=temporal_command(), temporal_address=client.service_client.config.target_host
+        store,
+        temporal_cli=temporal_command(),
+        temporal_address=client.service_client.config.target_host,
     )
     return Worker(
         client,
@@ -101,5 +103,9 @@ async def run_worker(settings: Settings, store: Store, client: Client) -> None:
     _quiet_user_errors()
     await ensure_search_attributes(client, client.namespace)
     worker = build_worker(client, store, task_queue=settings.task_queue)
-    log.info("worker polling task queue %s on %s", settings.task_queue, settings.resolved_temporal_address)
+    log.info(
+        "worker polling task queue %s on %s",
+        settings.task_queue,
+        settings.resolved_temporal_address,
+    )
     await worker.run()

@@ -11,7 +11,9 @@ __all__ = ["canonical_json", "version_id"]
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 text; NaN and infinities are refused (not JSON)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def version_id(value: Any) -> str:

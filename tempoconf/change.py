@@ -47,7 +47,9 @@ def _key_path(parent: str, key: str) -> str:
 def _walk(before: Any, after: Any, where: str) -> Iterator[str]:
     if isinstance(before, dict) and isinstance(after, dict):
         for key in sorted(before.keys() | after.keys()):
-            yield from _walk(before.get(key, _MISSING), after.get(key, _MISSING), _key_path(where, key))
+            yield from _walk(
+                before.get(key, _MISSING), after.get(key, _MISSING), _key_path(where, key)
+            )
         return
     if before is _MISSING:
         yield f"{where} added: {_show(after)}"
@@ -96,7 +98,9 @@ def _fit(changes: list[str], limit: int) -> str:
     return changes[0] + (f" and {len(changes) - 1} more" if len(changes) > 1 else "")
 
 
-def rollout_change(value: Any, stable: VersionRecord | None, *, rollback_to: str | None = None) -> str:
+def rollout_change(
+    value: Any, stable: VersionRecord | None, *, rollback_to: str | None = None
+) -> str:
     """The summary of a rollout of `value` (a rollback's when `rollback_to` names a version) over
     the config's stable version (None when it has none)."""
     return change_summary(
@@ -111,7 +115,9 @@ def workflow_summary(namespace: str, path: str, version: str, change: str) -> st
     """The workflow's static summary (the Web UI's Summary column): the config and its change,
     `default/myproject/server_config: max_connections 1000 → 2000 (3f2a9c1b00000000)`, cut to
     Temporal's byte limit."""
-    text = f"{namespace}/{path}: {change} ({version})" if change else f"{namespace}/{path} → {version}"
+    text = (
+        f"{namespace}/{path}: {change} ({version})" if change else f"{namespace}/{path} → {version}"
+    )
     encoded = text.encode("utf-8")
     if len(encoded) <= MAX_SUMMARY_BYTES:
         return text

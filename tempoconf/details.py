@@ -52,7 +52,9 @@ def _hold_end(deadline_iso: str, now: datetime, *, as_of: bool) -> str:
     return f"ends {day}{_clock(deadline_iso)}, in {time_left(left)}{when}"
 
 
-def steering_command(plan: RolloutPlan, workflow_id: str, verb: str, name: str, *, reason: bool) -> str:
+def steering_command(
+    plan: RolloutPlan, workflow_id: str, verb: str, name: str, *, reason: bool
+) -> str:
     """A Temporal CLI command that runs as printed: the CLI as the worker's machine types it,
     the server's address and namespace, the quoted workflow id."""
     words = [plan.temporal_cli or "temporal", "workflow", *verb.split()]
@@ -70,7 +72,11 @@ def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetim
     state = RolloutState(progress.state)
     if state in FINAL_STATES:
         return None
-    stage = plan.stages[progress.stage_index] if plan and 0 <= progress.stage_index < len(plan.stages) else None
+    stage = (
+        plan.stages[progress.stage_index]
+        if plan and 0 <= progress.stage_index < len(plan.stages)
+        else None
+    )
     waits_for = None
     if state == RolloutState.HOLDING and progress.hold_deadline:
         checks = f", then {len(stage.health)} health check(s)" if stage and stage.health else ""
@@ -98,7 +104,9 @@ def _stage_line(stage: StageProgress, progress: RolloutProgress, now: datetime) 
     return f"{stage.index + 1}. **{stage.name}**: {stage.cohort} ({', '.join(notes)})"
 
 
-def render_current_details(progress: RolloutProgress, plan: RolloutPlan | None, *, now: datetime) -> str:
+def render_current_details(
+    progress: RolloutProgress, plan: RolloutPlan | None, *, now: datetime
+) -> str:
     """Markdown for the Web UI (User Metadata → Current Details): the change, what is live for
     whom, what the rollout waits for, the last health result, and the commands to steer it.
     `now` is the workflow's clock: times left are as of this rendering."""
@@ -118,8 +126,14 @@ def render_current_details(progress: RolloutProgress, plan: RolloutPlan | None, 
         lines.append("")
     if progress.last_health:
         verdict = "healthy" if progress.last_health.healthy else "UNHEALTHY"
-        lines += [f"Last health check ({_clock(progress.last_health.checked_at)}): **{verdict}**", ""]
-        lines += [f"- {check.name}: {check.verdict}: {check.summary}" for check in progress.last_health.checks]
+        lines += [
+            f"Last health check ({_clock(progress.last_health.checked_at)}): **{verdict}**",
+            "",
+        ]
+        lines += [
+            f"- {check.name}: {check.verdict}: {check.summary}"
+            for check in progress.last_health.checks
+        ]
         if progress.last_health.checks:
             lines.append("")
     state = RolloutState(progress.state)

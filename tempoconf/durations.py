@@ -34,7 +34,11 @@ DURATION_JSON_SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 # int64 seconds may be a string in protobuf JSON; negative ones make a negative duration
-                "seconds": {"type": ["integer", "string"], "minimum": 0, "pattern": r"^\s*\+?\d+\s*$"},
+                "seconds": {
+                    "type": ["integer", "string"],
+                    "minimum": 0,
+                    "pattern": r"^\s*\+?\d+\s*$",
+                },
                 "nanos": {"type": "integer", "minimum": -999_999_999, "maximum": 999_999_999},
             },
             "additionalProperties": False,
@@ -53,7 +57,9 @@ def parse_duration(raw: Any) -> timedelta:
     if isinstance(raw, timedelta):
         seconds = raw.total_seconds()
     elif isinstance(raw, bool):
-        raise ValueError("a duration must be a number of seconds or a string like '300s', not a boolean")
+        raise ValueError(
+            "a duration must be a number of seconds or a string like '300s', not a boolean"
+        )
     elif isinstance(raw, int | float):
         try:
             seconds = float(raw)
@@ -89,7 +95,9 @@ def _parse_duration_string(text: str) -> float:
     sign = -1.0 if stripped[0] == "-" else 1.0
     position = 1 if stripped[0] in "+-" else 0
     if position == len(stripped):
-        raise ValueError(f"cannot parse duration {text!r}: expected a number with a unit such as '300s'")
+        raise ValueError(
+            f"cannot parse duration {text!r}: expected a number with a unit such as '300s'"
+        )
     total = 0.0
     while position < len(stripped):
         match = _PART.match(stripped, position)
@@ -106,7 +114,9 @@ def _parse_duration_string(text: str) -> float:
 def _parse_protobuf_duration(raw: dict[str, Any]) -> float:
     unknown = set(raw) - {"seconds", "nanos"}
     if unknown:
-        raise ValueError(f"a protobuf duration has only 'seconds' and 'nanos', not {sorted(unknown)}")
+        raise ValueError(
+            f"a protobuf duration has only 'seconds' and 'nanos', not {sorted(unknown)}"
+        )
     seconds = _protobuf_integer(raw.get("seconds", 0), raw)
     nanos = _protobuf_integer(raw.get("nanos", 0), raw)
     if not -999_999_999 <= nanos <= 999_999_999:

@@ -96,7 +96,9 @@ class ReportEvidence:
     """Clients outside the cohort on other versions: what `max_baseline_factor` compares with."""
 
 
-def evidence_since(published_at: datetime | None, now: datetime, window: timedelta) -> tuple[datetime, str]:
+def evidence_since(
+    published_at: datetime | None, now: datetime, window: timedelta
+) -> tuple[datetime, str]:
     """Where a stage's evidence starts: its publish time, or `now - window` when that is later
     (or the publish time is unknown). Earlier reports are about another stage, or another rollout."""
     windowed = now - window
@@ -121,8 +123,13 @@ def reporting_identity(reports: ClientReports) -> ClientIdentity:
 
 
 def gather_evidence(
-    totals: Iterable[ClientReports], *, path: str, version: str, stages: Sequence[StageTarget],
-    since: datetime, since_reason: str,
+    totals: Iterable[ClientReports],
+    *,
+    path: str,
+    version: str,
+    stages: Sequence[StageTarget],
+    since: datetime,
+    since_reason: str,
 ) -> ReportEvidence:
     """Split a config's reports since `since` into the cohort's, the left-out ones and the baseline.
 
@@ -140,8 +147,11 @@ def gather_evidence(
         elif not member:
             baseline.append(reports)
     return ReportEvidence(
-        since=since, since_reason=since_reason,
-        cohort=_tally(cohort), outside=_tally(outside), baseline=_tally(baseline),
+        since=since,
+        since_reason=since_reason,
+        cohort=_tally(cohort),
+        outside=_tally(outside),
+        baseline=_tally(baseline),
     )
 
 
@@ -209,10 +219,18 @@ def judge_reports(
     )
     if spec.max_error_ratio is not None and cohort.error_ratio > spec.max_error_ratio:
         figures["bound"] = {"max_error_ratio": spec.max_error_ratio}
-        return UNHEALTHY, f"{described} exceeds max_error_ratio {spec.max_error_ratio:g}; {source}", figures
+        return (
+            UNHEALTHY,
+            f"{described} exceeds max_error_ratio {spec.max_error_ratio:g}; {source}",
+            figures,
+        )
     if spec.max_baseline_factor is not None:
         if baseline.error_ratio is None:
-            return HEALTHY, f"{described}; no baseline reports from clients outside the cohort; {source}", figures
+            return (
+                HEALTHY,
+                f"{described}; no baseline reports from clients outside the cohort; {source}",
+                figures,
+            )
         # A flawless baseline (ratio 0) would make any single error fatal; 0.1% keeps the factor meaningful.
         threshold = max(baseline.error_ratio, 0.001) * spec.max_baseline_factor
         baseline_text = (
@@ -220,7 +238,10 @@ def judge_reports(
             "cohort, on other versions)"
         )
         if cohort.error_ratio > threshold:
-            figures["bound"] = {"max_baseline_factor": spec.max_baseline_factor, "threshold": threshold}
+            figures["bound"] = {
+                "max_baseline_factor": spec.max_baseline_factor,
+                "threshold": threshold,
+            }
             return (
                 UNHEALTHY,
                 f"{described} is more than {spec.max_baseline_factor:g}x {baseline_text} "
@@ -228,10 +249,16 @@ def judge_reports(
                 figures,
             )
         return HEALTHY, f"{described}; {baseline_text}; {source}", figures
-    return HEALTHY, f"{described} within max_error_ratio {spec.max_error_ratio:g}; {source}", figures
+    return (
+        HEALTHY,
+        f"{described} within max_error_ratio {spec.max_error_ratio:g}; {source}",
+        figures,
+    )
 
 
-def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[Verdict, str, dict[str, Any]]:
+def judge_samples(
+    spec: PrometheusCheckSpec, samples: Sequence[float]
+) -> tuple[Verdict, str, dict[str, Any]]:
     """Judge a query's samples: every sample must satisfy the bounds; the worst one is reported."""
     values = [value for value in samples if not math.isnan(value)]
     figures: dict[str, Any] = {"samples": len(values), "max": spec.max, "min": spec.min}
@@ -243,7 +270,9 @@ def judge_samples(spec: PrometheusCheckSpec, samples: Sequence[float]) -> tuple[
         return UNHEALTHY, f"query value {highest:g} is above max {spec.max:g}", figures
     if spec.min is not None and lowest < spec.min:
         return UNHEALTHY, f"query value {lowest:g} is below min {spec.min:g}", figures
-    shown = f"{highest:g}" if len(values) == 1 else f"{lowest:g}..{highest:g} over {len(values)} series"
+    shown = (
+        f"{highest:g}" if len(values) == 1 else f"{lowest:g}..{highest:g} over {len(values)} series"
+    )
     return HEALTHY, f"query value {shown} within bounds", figures
 
 
@@ -269,4 +298,6 @@ def summarize(results: Sequence[CheckResult]) -> tuple[bool, str]:
         return False, "; ".join(f"{result.name}: {result.summary}" for result in failing)
     if not results:
         return True, "no health checks configured"
-    return True, "; ".join(f"{result.name}: {result.verdict} ({result.summary})" for result in results)
+    return True, "; ".join(
+        f"{result.name}: {result.verdict} ({result.summary})" for result in results
+    )

@@ -84,8 +84,10 @@ class PlannedCheck:
 
 def plan_check(spec: CheckSpec | Mapping[str, Any], index: int) -> PlannedCheck:
     """`spec` (typed, or as JSON) planned as the `index`-th check of its stage."""
-    typed = spec if isinstance(spec, ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec) else (
-        _CHECK_ADAPTER.validate_python(spec)
+    typed = (
+        spec
+        if isinstance(spec, ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec)
+        else (_CHECK_ADAPTER.validate_python(spec))
     )
     timeout = getattr(typed, "timeout", None)
     return PlannedCheck(

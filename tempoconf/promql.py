@@ -29,7 +29,13 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholder_values(
-    *, namespace: str, path: str, version: str, stage: str, published_at: datetime | None, now: datetime
+    *,
+    namespace: str,
+    path: str,
+    version: str,
+    stage: str,
+    published_at: datetime | None,
+    now: datetime,
 ) -> dict[str, str]:
     """The values of the placeholders for one check of a stage; without a publish time, `{since}`
     and `{elapsed}` have none (and stay as written)."""
@@ -45,7 +51,9 @@ def placeholder_values(
 
 def unknown_placeholders(template: str) -> list[str]:
     """Placeholder names in `template` that are not one of PROMQL_PLACEHOLDERS."""
-    return sorted({name for name in _PLACEHOLDER.findall(template) if name not in PROMQL_PLACEHOLDERS})
+    return sorted(
+        {name for name in _PLACEHOLDER.findall(template) if name not in PROMQL_PLACEHOLDERS}
+    )
 
 
 def _render(template: str, values: dict[str, str], escape: Callable[[str], str]) -> str:
@@ -74,7 +82,9 @@ def template_problems(template: str) -> list[str]:
     problems = []
     unknown = unknown_placeholders(template)
     if unknown:
-        problems.append(f"query uses unknown placeholder(s) {unknown}; known: {sorted(PROMQL_PLACEHOLDERS)}")
+        problems.append(
+            f"query uses unknown placeholder(s) {unknown}; known: {sorted(PROMQL_PLACEHOLDERS)}"
+        )
     depth = {"{": 0, "(": 0, "[": 0}
     closing = {"}": "{", ")": "(", "]": "["}
     quote: str | None = None
@@ -90,5 +100,7 @@ def template_problems(template: str) -> list[str]:
             if depth[closing[char]] < 0:
                 problems.append(f"query has an unmatched {char!r}")
                 return problems
-    problems += [f"query has an unclosed {opening!r}" for opening, count in depth.items() if count > 0]
+    problems += [
+        f"query has an unclosed {opening!r}" for opening, count in depth.items() if count > 0
+    ]
     return problems

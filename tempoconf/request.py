@@ -75,7 +75,11 @@ def _refuse(problem_of: Callable[[Any], str | None]) -> Callable[[Any], Any]:
 
 
 def _url_problem(value: str) -> str | None:
-    return None if value.startswith(("http://", "https://")) else "url must start with http:// or https://"
+    return (
+        None
+        if value.startswith(("http://", "https://"))
+        else "url must start with http:// or https://"
+    )
 
 
 # The JSON Schemas say what path_problem and namespace_problem check (they keep their messages).
@@ -84,7 +88,12 @@ ConfigPath = Annotated[
     str,
     AfterValidator(_refuse(path_problem)),
     WithJsonSchema(
-        {"type": "string", "minLength": 1, "maxLength": 255, "pattern": f"^{_SEGMENT}(/{_SEGMENT})*$"}
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": f"^{_SEGMENT}(/{_SEGMENT})*$",
+        }
     ),
 ]
 """A config path (docs/contract.md: 1-255 chars of [a-z0-9._-] segments joined by /)."""
@@ -104,7 +113,9 @@ HttpUrl = Annotated[
 def _one_of(*fields: str, exactly: bool = False) -> dict[str, Any]:
     """JSON Schema for a rule the model checks in a validator: at least (or exactly) one of
     `fields` is given and not null, so that the published schema refuses what the model refuses."""
-    given = [{"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in fields]
+    given = [
+        {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in fields
+    ]
     return {"oneOf" if exactly else "anyOf": given}
 
 
@@ -244,7 +255,9 @@ class StageSpec(_Strict):
         return self.name or stage_display_name(self.channel, self.percentile, self.labels or {})
 
 
-def stage_display_name(channel: str | None, percentile: float | None, labels: dict[str, str]) -> str:
+def stage_display_name(
+    channel: str | None, percentile: float | None, labels: dict[str, str]
+) -> str:
     """The default stage name: `channel:canary`, `10%`, `labels:region=eu`, joined by spaces."""
     parts = []
     if channel is not None:
@@ -252,7 +265,9 @@ def stage_display_name(channel: str | None, percentile: float | None, labels: di
     if percentile is not None:
         parts.append(f"{percentile:g}%")
     if labels:
-        parts.append("labels:" + ",".join(f"{key}={value}" for key, value in sorted(labels.items())))
+        parts.append(
+            "labels:" + ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+        )
     return " ".join(parts)
 
 
@@ -361,7 +376,9 @@ class RolloutRequest(_Strict):
 def parse_rollout_request(raw: Any) -> RolloutRequest:
     """Validate raw JSON into a request, or raise InvalidRequestError listing every problem."""
     if not isinstance(raw, dict):
-        raise InvalidRequestError([Problem("", f"a rollout request is a JSON object, not {type(raw).__name__}")])
+        raise InvalidRequestError(
+            [Problem("", f"a rollout request is a JSON object, not {type(raw).__name__}")]
+        )
     problems: list[Problem] = []
     if "value" in raw:
         try:
@@ -387,11 +404,19 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         )
     if request is not None and request.strategy is not None:
         explicit = {stage.display_name for stage in request.stages}
-        repeated = [stage.display_name for stage in request.strategy.expand() if stage.display_name in explicit]
+        repeated = [
+            stage.display_name
+            for stage in request.strategy.expand()
+            if stage.display_name in explicit
+        ]
         if repeated:
-            problems.append(Problem("/strategy", f"the strategy repeats stage(s) {repeated} of 'stages'"))
+            problems.append(
+                Problem("/strategy", f"the strategy repeats stage(s) {repeated} of 'stages'")
+            )
         if len(request.all_stages) > MAX_STAGES:
-            problems.append(Problem("/strategy", f"the strategy expands to more than {MAX_STAGES} stages"))
+            problems.append(
+                Problem("/strategy", f"the strategy expands to more than {MAX_STAGES} stages")
+            )
     if problems or request is None:
         raise InvalidRequestError(problems)
     return request
@@ -435,7 +460,9 @@ def problems_from_validation_error(error: ValidationError) -> list[Problem]:
         elif kind == "missing":
             message = "required field is missing"
         elif kind == "union_tag_invalid":
-            message = f"unknown check kind {detail['input'].get('kind')!r}; known: {sorted(_CHECK_KINDS)}"
+            message = (
+                f"unknown check kind {detail['input'].get('kind')!r}; known: {sorted(_CHECK_KINDS)}"
+            )
         elif kind == "union_tag_not_found":
             message = f"a health check needs 'kind', one of {sorted(_CHECK_KINDS)}"
         else:

@@ -16,7 +16,9 @@ __all__ = ["schema_problems", "value_problems"]
 def schema_problems(schema: Any) -> list[Problem]:
     """Every reason `schema` is not a usable draft 2020-12 JSON Schema (empty when it is)."""
     if not isinstance(schema, dict | bool):
-        return [Problem("", f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")]
+        return [
+            Problem("", f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
+        ]
     meta = Draft202012Validator(
         Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
     )
@@ -35,7 +37,11 @@ def value_problems(schema: Any, value: Any, *, pointer_prefix: str = "/value") -
     broken = schema_problems(schema)
     if broken:
         reasons = "; ".join(str(problem) for problem in broken)
-        return [Problem(pointer_prefix, f"cannot be checked: the config's schema is invalid ({reasons})")]
+        return [
+            Problem(
+                pointer_prefix, f"cannot be checked: the config's schema is invalid ({reasons})"
+            )
+        ]
     validator = Draft202012Validator(schema)
     try:
         found = list(validator.iter_errors(value))
@@ -43,6 +49,9 @@ def value_problems(schema: Any, value: Any, *, pointer_prefix: str = "/value") -
         return [Problem(pointer_prefix, f"cannot be checked against the config's schema: {error}")]
     errors = sorted(found, key=lambda error: list(map(str, error.absolute_path)))
     return [
-        Problem(pointer_prefix + json_pointer(error.absolute_path), f"fails the config's schema: {error.message}")
+        Problem(
+            pointer_prefix + json_pointer(error.absolute_path),
+            f"fails the config's schema: {error.message}",
+        )
         for error in errors
     ]

@@ -69,7 +69,9 @@ __all__ = ["ConfigRollout"]
 # Store writes are short; a store outage is retried with backoff rather than failing the rollout.
 STORE_WRITE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30)
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
 )
 # Prepare gives up (and the workflow fails) after a bounded number of attempts: an operator is
 # waiting on the CLI for it, and the lock it may hold is released by the revert that follows.
@@ -82,7 +84,9 @@ PREPARE_RETRY = RetryPolicy(
 )
 # The revert is the emergency path: it retries until it succeeds (unlimited attempts).
 REVERT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=15)
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=15),
 )
 # A check's own retries happen inside the activity; the activity is retried only for worker loss.
 # Webhooks: a few tries, then given up; they never hold up or fail the rollout.
@@ -185,7 +189,9 @@ class ConfigRollout:
             )
             if not refused:
                 # Prepare may have taken the lock before failing: release it before failing.
-                await self._revert(Outcome.REVERTED, f"prepare failed: {cause or error}", SYSTEM_ACTOR)
+                await self._revert(
+                    Outcome.REVERTED, f"prepare failed: {cause or error}", SYSTEM_ACTOR
+                )
             message = cause.message if isinstance(cause, ApplicationError) else str(error)
             self._progress.reason = message
             self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message)
@@ -213,7 +219,9 @@ class ConfigRollout:
                 await self._await_approval(stage)
             if self._state.bypass:
                 return True
-            await self._wait_until(lambda: not self._progress.pause_reasons or self._state.bypass is not None)
+            await self._wait_until(
+                lambda: not self._progress.pause_reasons or self._state.bypass is not None
+            )
             self._state.mark_stage(stage.index, StageStatus.PASSED)
         return self._state.bypass is not None
 
@@ -229,14 +237,19 @@ class ConfigRollout:
         await self._audit_transitions()
         result = await workflow.execute_activity(
             PUBLISH_STAGE_ACTIVITY,
-            PublishStageInput(plan=plan, stage=stage, workflow_id=info.workflow_id, run_id=info.run_id),
+            PublishStageInput(
+                plan=plan, stage=stage, workflow_id=info.workflow_id, run_id=info.run_id
+            ),
             result_type=PublishStageResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"publish stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
         )
         self._state.stage_published(
-            stage, published_at=result.published_at, expires_at=result.expires_at, now=workflow.now()
+            stage,
+            published_at=result.published_at,
+            expires_at=result.expires_at,
+            now=workflow.now(),
         )
         self._notify("stage_published", f"stage {stage.name} reaches {stage.cohort()}")
 
@@ -246,7 +259,9 @@ class ConfigRollout:
         deadline = started + timedelta(seconds=stage.cooldown_seconds)
         self._state.start_hold(stage, deadline=deadline)
         self._transition(
-            RolloutState.HOLDING, SYSTEM_ACTOR, f"holding {stage.name} for {stage.cooldown_seconds:g}s"
+            RolloutState.HOLDING,
+            SYSTEM_ACTOR,
+            f"holding {stage.name} for {stage.cooldown_seconds:g}s",
         )
         due = {
             index: started + timedelta(seconds=check.initial_delay_seconds)
@@ -271,7 +286,9 @@ class ConfigRollout:
             if ready:
                 await self._run_checks(plan, stage, ready, final=False)
                 for index in ready:
-                    due[index] = now + timedelta(seconds=stage.health[index].interval_seconds or 0.0)
+                    due[index] = now + timedelta(
+                        seconds=stage.health[index].interval_seconds or 0.0
+                    )
         self._progress.hold_deadline = None
 
     async def _check_health(self, plan: RolloutPlan, stage: PlannedStage) -> None:
@@ -282,10 +299,15 @@ class ConfigRollout:
         """
         if not stage.health:
             self._progress.last_health = HealthReport(
-                healthy=True, summary="no health checks configured", checked_at=self._now_iso(), stage=stage.name
+                healthy=True,
+                summary="no health checks configured",
+                checked_at=self._now_iso(),
+                stage=stage.name,
             )
             return
-        self._transition(RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}")
+        self._transition(
+            RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}"
+        )
         pending = list(range(len(stage.health)))
         while True:
             report = await self._run_checks(plan, stage, pending, final=True)
@@ -294,7 +316,9 @@ class ConfigRollout:
             pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
             if not pending:
                 return
-            recheck = min(stage.health[index].interval_seconds or DEFAULT_RECHECK_SECONDS for index in pending)
+            recheck = min(
+                stage.health[index].interval_seconds or DEFAULT_RECHECK_SECONDS for index in pending
+            )
             await self._wait_until(
                 lambda: self._state.bypass is not None,
                 deadline=workflow.now() + timedelta(seconds=recheck),
@@ -311,7 +335,10 @@ class ConfigRollout:
             report: HealthReport = await workflow.execute_activity(
                 CHECK_HEALTH_ACTIVITY,
                 CheckHealthInput(
-                    plan=plan, stage=stage, final=final, check_indices=indices,
+                    plan=plan,
+                    stage=stage,
+                    final=final,
+                    check_indices=indices,
                     published_at=self._progress.stages[stage.index].published_at,
                 ),
                 result_type=HealthReport,
@@ -330,7 +357,13 @@ class ConfigRollout:
                 checked_at=self._now_iso(),
                 stage=stage.name,
                 checks=[
-                    CheckResult(index=index, name=f"check #{index + 1}", kind="?", verdict=UNHEALTHY, summary=reason)
+                    CheckResult(
+                        index=index,
+                        name=f"check #{index + 1}",
+                        kind="?",
+                        verdict=UNHEALTHY,
+                        summary=reason,
+                    )
                     for index in indices
                 ],
                 final=final,
@@ -343,20 +376,28 @@ class ConfigRollout:
         tripped = self._state.count_failures(stage, report)
         if tripped:
             raise _StopRollout(
-                Outcome.REVERTED, f"stage {stage.name} is unhealthy: " + "; ".join(tripped), SYSTEM_ACTOR
+                Outcome.REVERTED,
+                f"stage {stage.name} is unhealthy: " + "; ".join(tripped),
+                SYSTEM_ACTOR,
             )
         return report
 
     async def _await_approval(self, stage: PlannedStage) -> None:
         self._progress.approved = False
         self._transition(
-            RolloutState.AWAITING_APPROVAL, SYSTEM_ACTOR, f"stage {stage.name} passed; waiting for approve"
+            RolloutState.AWAITING_APPROVAL,
+            SYSTEM_ACTOR,
+            f"stage {stage.name} passed; waiting for approve",
         )
         self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
         await self._wait_until(lambda: self._progress.approved or self._state.bypass is not None)
 
     async def _wait_until(
-        self, done: Callable[[], bool], *, deadline: datetime | None = None, summary: str | None = None
+        self,
+        done: Callable[[], bool],
+        *,
+        deadline: datetime | None = None,
+        summary: str | None = None,
     ) -> None:
         """Wait for `done()` or the deadline, renewing leases on the way; a halt raises _StopRollout.
 
@@ -373,7 +414,9 @@ class ConfigRollout:
             if renewal is not None and now >= renewal:
                 await self._renew_leases()
                 continue
-            wake_at = min((moment for moment in (deadline, renewal) if moment is not None), default=None)
+            wake_at = min(
+                (moment for moment in (deadline, renewal) if moment is not None), default=None
+            )
 
             def wakes() -> bool:
                 return self._state.halt is not None or done()
@@ -416,7 +459,13 @@ class ConfigRollout:
         promotion = asyncio.ensure_future(
             workflow.execute_activity(
                 PROMOTE_ACTIVITY,
-                PromoteInput(plan=plan, workflow_id=info.workflow_id, run_id=info.run_id, actor=by, reason=reason),
+                PromoteInput(
+                    plan=plan,
+                    workflow_id=info.workflow_id,
+                    run_id=info.run_id,
+                    actor=by,
+                    reason=reason,
+                ),
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
                 retry_policy=STORE_RETRY,
                 summary=f"promote {plan.version} to stable",
@@ -424,14 +473,19 @@ class ConfigRollout:
         )
         if await _finish_despite_cancellation(promotion):
             # Too late to cancel: the version is (being made) stable. Say so, and end promoted.
-            self._note("temporal", "cancellation requested while promoting: ignored, the promotion completed")
+            self._note(
+                "temporal",
+                "cancellation requested while promoting: ignored, the promotion completed",
+            )
         outcome = Outcome.BYPASSED if bypassed else Outcome.PROMOTED
         self._state.finish(outcome, reason, stable_version=plan.version)
         self._transition(RolloutState(outcome.value), by, reason, audit=False)
         self._notify(outcome.value, reason)
         await self._finish_notifications()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return RolloutResult(outcome=outcome, version=plan.version, reason=reason, stable_version=plan.version)
+        return RolloutResult(
+            outcome=outcome, version=plan.version, reason=reason, stable_version=plan.version
+        )
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
@@ -482,7 +536,9 @@ class ConfigRollout:
         plan = self._state.plan
         if plan is None or not plan.webhooks:
             return
-        body = self._state.webhook_body(event, reason, run_id=workflow.info().run_id, at=self._now_iso())
+        body = self._state.webhook_body(
+            event, reason, run_id=workflow.info().run_id, at=self._now_iso()
+        )
         for url in plan.webhooks:
             self._state.deliveries_started += 1
             self._notifications.append(
@@ -501,7 +557,9 @@ class ConfigRollout:
             await asyncio.gather(*self._notifications, return_exceptions=True)
 
     # -- state bookkeeping ---------------------------------------------------------------------
-    def _transition(self, to_state: RolloutState, by: str, reason: str, *, audit: bool = True) -> None:
+    def _transition(
+        self, to_state: RolloutState, by: str, reason: str, *, audit: bool = True
+    ) -> None:
         """Move to a named state, recording who and why (history, audit log, search attributes, UI)."""
         self._state.transition(to_state, by, reason, at=self._now_iso(), audit=audit)
         self._refresh_view()
@@ -513,7 +571,9 @@ class ConfigRollout:
 
     def _refresh_view(self) -> None:
         self._state.refresh()
-        workflow.set_current_details(render_current_details(self._progress, self._state.plan, now=workflow.now()))
+        workflow.set_current_details(
+            render_current_details(self._progress, self._state.plan, now=workflow.now())
+        )
         self._upsert_search_attributes()
 
     def _has_unaudited(self) -> bool:
@@ -561,7 +621,9 @@ class ConfigRollout:
     def _raise_if_halted(self) -> None:
         if self._state.halt is not None:
             raise _StopRollout(
-                Outcome.HALTED, self._state.halt.reason or "halted by an operator", self._state.halt.by or "operator"
+                Outcome.HALTED,
+                self._state.halt.reason or "halted by an operator",
+                self._state.halt.by or "operator",
             )
 
     def _now_iso(self) -> str:
@@ -592,7 +654,9 @@ class ConfigRollout:
         parked_on = self._parked_on
         return parked_on is not None and not parked_on() and not self._has_unaudited()
 
-    async def _answer(self, command: CommandName, argument: OperatorCommand | None) -> CommandResult:
+    async def _answer(
+        self, command: CommandName, argument: OperatorCommand | None
+    ) -> CommandResult:
         """Apply an update, wait (bounded) until it took effect, then answer where the rollout is."""
         effect = self._apply(command, argument)
         took_effect = {

@@ -78,7 +78,9 @@ class ReportBody(BaseModel):
     """The report a client POSTs (docs/contract.md, Distribution API). Unknown fields are ignored, so
     newer clients can send more."""
 
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="ignore", strict=True, frozen=True, use_attribute_docstrings=True
+    )
 
     path: ConfigPath
     namespace: Namespace = DEFAULT_NAMESPACE
@@ -128,7 +130,11 @@ async def _require_version(request: Request, report: ReportBody) -> None:
         snapshot = snapshot_cache(request).get(report.namespace, report.path)
     except SnapshotsNotLoadedError:
         snapshot = None
-    served = {record.version for record in (snapshot.stable, snapshot.staged) if record} if snapshot else set()
+    served = (
+        {record.version for record in (snapshot.stable, snapshot.staged) if record}
+        if snapshot
+        else set()
+    )
     if report.version not in served:
         stored = await asyncio.to_thread(
             store_of(request).get_version, report.namespace, report.path, report.version

@@ -65,7 +65,9 @@ async def start_rollout(request: Request) -> JSONResponse:
     connector = temporal_of(request)
     client = await connector.client()
     lock = await asyncio.to_thread(store.get_lock, namespace, path)
-    if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id, connector.where):
+    if lock is not None and await _is_running(
+        client, lock.workflow_id, lock.run_id, connector.where
+    ):
         raise ApiError(
             409,
             f"config {path!r} in namespace {namespace!r} already has a running rollout: "
@@ -139,7 +141,10 @@ def _lock_and_rollout(
 async def _workflow_state(request: Request, workflow_id: str) -> WorkflowAnswer:
     """What Temporal says of the workflow; `error` says why not when it cannot."""
     state: dict[str, Any] = {
-        "workflow_id": workflow_id, "run_id": None, "execution_status": None, "status": None,
+        "workflow_id": workflow_id,
+        "run_id": None,
+        "execution_status": None,
+        "status": None,
         "error": None,
     }
     connector = temporal_of(request)
@@ -156,7 +161,9 @@ async def _workflow_state(request: Request, workflow_id: str) -> WorkflowAnswer:
         if error.status == RPCStatusCode.NOT_FOUND:
             state["error"] = f"no workflow {workflow_id!r} in {connector.where}"
         elif temporal_unavailable(error):
-            state["error"] = f"{connector.where} did not answer (is a worker running?): {error.message}"
+            state["error"] = (
+                f"{connector.where} did not answer (is a worker running?): {error.message}"
+            )
         else:
             state["error"] = f"{connector.where}: {error.message}"
     except WorkflowQueryFailedError as error:
@@ -190,7 +197,9 @@ async def _send(request: Request, name: str) -> JSONResponse:
         with rpc_errors(connector.where):
             result = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)
     except WorkflowUpdateFailedError as error:
-        raise ApiError(409, f"{name} refused by rollout {workflow_id!r}: {_failure(error)}") from None
+        raise ApiError(
+            409, f"{name} refused by rollout {workflow_id!r}: {_failure(error)}"
+        ) from None
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise ApiError(
@@ -198,7 +207,9 @@ async def _send(request: Request, name: str) -> JSONResponse:
                 f"no running rollout of config {path!r} in namespace {namespace!r} "
                 f"(workflow {workflow_id!r}): {error.message}",
             ) from None
-        raise ApiError(502, f"{name} could not be delivered to {workflow_id!r}: {error.message}") from None
+        raise ApiError(
+            502, f"{name} could not be delivered to {workflow_id!r}: {error.message}"
+        ) from None
     # The workflow's short CommandResult (the full progress stays GET /v1/admin/rollouts/{path}),
     # passed on as it comes: api.answers.CommandAnswer documents it.
     return JSONResponse({"workflow_id": workflow_id, **result})

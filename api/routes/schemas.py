@@ -54,8 +54,12 @@ async def put_schema(request: Request) -> JSONResponse:
     if problems:
         raise invalid("schema", problems)
     await asyncio.to_thread(
-        store_of(request).set_schema, namespace, path, body.schema_,
-        actor=body.by or "api", reason=body.reason,
+        store_of(request).set_schema,
+        namespace,
+        path,
+        body.schema_,
+        actor=body.by or "api",
+        reason=body.reason,
     )
     return JSONResponse(SchemaAnswer(namespace=namespace, path=path, schema=body.schema_).body())
 

@@ -30,7 +30,10 @@ async def list_versions(request: Request) -> JSONResponse:
         raise ApiError(404, f"unknown config {path!r} in namespace {namespace!r}")
     stable = next((info.version for info in versions if info.is_stable), None)
     answer = VersionsAnswer(
-        namespace=namespace, path=path, stable=stable, versions=[_version(info) for info in versions]
+        namespace=namespace,
+        path=path,
+        stable=stable,
+        versions=[_version(info) for info in versions],
     )
     return JSONResponse(answer.body())
 
@@ -40,7 +43,9 @@ async def history(request: Request) -> JSONResponse:
     namespace, path = config_name(request)
     limit = _limit(request.query_params.get("limit"))
     entries = await asyncio.to_thread(store_of(request).history, namespace, path, limit=limit)
-    answer = HistoryAnswer(namespace=namespace, path=path, entries=[_entry(entry) for entry in entries])
+    answer = HistoryAnswer(
+        namespace=namespace, path=path, entries=[_entry(entry) for entry in entries]
+    )
     return JSONResponse(answer.body())
 
 

@@ -107,11 +107,21 @@ class AsyncConfigClient(StateReads):
         registry: CollectorRegistry | None = None,
     ) -> None:
         self._state = build_state(
-            api_url, path, namespace=namespace, client_id=client_id, channel=channel,
-            labels=labels, token=token, cache_dir=cache_dir,
-            long_poll_seconds=long_poll_seconds, poll_interval=poll_interval,
-            min_interval=min_interval, timeout=timeout, backoff_base=backoff_base,
-            backoff_cap=backoff_cap, registry=registry,
+            api_url,
+            path,
+            namespace=namespace,
+            client_id=client_id,
+            channel=channel,
+            labels=labels,
+            token=token,
+            cache_dir=cache_dir,
+            long_poll_seconds=long_poll_seconds,
+            poll_interval=poll_interval,
+            min_interval=min_interval,
+            timeout=timeout,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            registry=registry,
         )
         self._http = httpx.AsyncClient(timeout=timeout)
         self._callbacks: list[AsyncCallback] = []
@@ -164,7 +174,10 @@ class AsyncConfigClient(StateReads):
             return
         self._task = asyncio.get_running_loop().create_task(
             watch_loop(
-                self._state, self._http, self._deliver, attempted=self._attempted.set,
+                self._state,
+                self._http,
+                self._deliver,
+                attempted=self._attempted.set,
                 exclusive=self._request_lock,
             ),
             name=f"tempoconf-watch:{self._state.options.path}",
@@ -205,7 +218,9 @@ class AsyncConfigClient(StateReads):
         ConfigUnavailableError on failure."""
         request = self._state.report_request(ok, failed, error)
         try:
-            response = await self._http.post(request.url, json=request.json, headers=request.headers)
+            response = await self._http.post(
+                request.url, json=request.json, headers=request.headers
+            )
         except httpx.HTTPError as exc:
             raise report_unreachable(request.url, exc) from exc
         check_report_answer(request.url, response.status_code, response.content)
@@ -217,5 +232,6 @@ class AsyncConfigClient(StateReads):
                 if inspect.isawaitable(result):
                     await result
             except Exception:  # one bad subscriber must not stop the watcher or the others
-                logger.exception("config subscriber %r failed on version %s", callback, value.version)
-
+                logger.exception(
+                    "config subscriber %r failed on version %s", callback, value.version
+                )

@@ -52,9 +52,7 @@ def build_state(
     )
     cache = None
     if cache_dir is not None:
-        identity = identity_key(
-            namespace, path, options.client_id, options.channel, options.labels
-        )
+        identity = identity_key(namespace, path, options.client_id, options.channel, options.labels)
         cache = DiskCache(Path(cache_dir), identity)
     # A private registry by default: two clients in one process must not collide in the global one.
     gauge = VersionGauge(registry if registry is not None else CollectorRegistry())

@@ -69,7 +69,9 @@ class ClientOptions:
 
     def __post_init__(self) -> None:
         if not self.path or self.path.startswith("/"):
-            raise ValueError(f"a config path like 'myproject/server_config' is needed, not {self.path!r}")
+            raise ValueError(
+                f"a config path like 'myproject/server_config' is needed, not {self.path!r}"
+            )
         if not 0 <= self.long_poll_seconds <= MAX_LONG_POLL_SECONDS:
             raise ValueError(
                 f"long_poll_seconds must be 0 (off) to {MAX_LONG_POLL_SECONDS}, "
@@ -235,7 +237,9 @@ class WatchState:
             pending, self._pending = self._pending, None
             logger.info(
                 "hold on %s ended: applying version %s (stage %s)",
-                self._describe(), pending.version, pending.stage,
+                self._describe(),
+                pending.version,
+                pending.stage,
             )
             return self._apply(pending)
 
@@ -329,8 +333,11 @@ class WatchState:
                 assert current is not None and decision.hold_until is not None
                 logger.info(
                     "%s: holding version %s (stage %s) until %s against staged version %s",
-                    self._describe(), current.version, current.stage,
-                    decision.hold_until.isoformat(), incoming.version,
+                    self._describe(),
+                    current.version,
+                    current.stage,
+                    decision.hold_until.isoformat(),
+                    incoming.version,
                 )
             self._pending = incoming
             return None

@@ -84,11 +84,21 @@ class ConfigClient(StateReads):
         registry: CollectorRegistry | None = None,
     ) -> None:
         self._state = build_state(
-            api_url, path, namespace=namespace, client_id=client_id, channel=channel,
-            labels=labels, token=token, cache_dir=cache_dir,
-            long_poll_seconds=long_poll_seconds, poll_interval=poll_interval,
-            min_interval=min_interval, timeout=timeout, backoff_base=backoff_base,
-            backoff_cap=backoff_cap, registry=registry,
+            api_url,
+            path,
+            namespace=namespace,
+            client_id=client_id,
+            channel=channel,
+            labels=labels,
+            token=token,
+            cache_dir=cache_dir,
+            long_poll_seconds=long_poll_seconds,
+            poll_interval=poll_interval,
+            min_interval=min_interval,
+            timeout=timeout,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            registry=registry,
         )
         self._http = httpx.Client(timeout=timeout)
         self._callbacks: list[Callback] = []
@@ -203,7 +213,9 @@ class ConfigClient(StateReads):
             self._task = asyncio.current_task()
             ready.set()
             async with httpx.AsyncClient(timeout=self._state.options.timeout) as http:
-                await watch_loop(self._state, http, self._deliver_async, attempted=self._attempted.set)
+                await watch_loop(
+                    self._state, http, self._deliver_async, attempted=self._attempted.set
+                )
 
         try:
             asyncio.run(main())
@@ -222,4 +234,6 @@ class ConfigClient(StateReads):
             try:
                 callback(value)
             except Exception:  # one bad subscriber must not stop the watcher or the others
-                logger.exception("config subscriber %r failed on version %s", callback, value.version)
+                logger.exception(
+                    "config subscriber %r failed on version %s", callback, value.version
+                )

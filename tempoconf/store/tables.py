@@ -51,7 +51,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: the store takes timezone-aware UTC datetimes")
+            raise ValueError(
+                f"naive datetime {value!r}: the store takes timezone-aware UTC datetimes"
+            )
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
@@ -95,9 +97,7 @@ class ConfigVersion(SQLModel, table=True):
 
 class Stable(SQLModel, table=True):
     __tablename__ = "stable"
-    __table_args__ = (
-        _references_version("fk_stable_version"),
-    )
+    __table_args__ = (_references_version("fk_stable_version"),)
 
     namespace: str = Field(primary_key=True, max_length=255)
     path: str = Field(primary_key=True, max_length=255)
@@ -126,9 +126,7 @@ class Rollout(SQLModel, table=True):
     """The active rollout of a config (at most one)."""
 
     __tablename__ = "rollout"
-    __table_args__ = (
-        _references_version("fk_rollout_version"),
-    )
+    __table_args__ = (_references_version("fk_rollout_version"),)
 
     namespace: str = Field(primary_key=True, max_length=255)
     path: str = Field(primary_key=True, max_length=255)

@@ -47,8 +47,14 @@ def start_rollout(
     workflow_id = f"rollout:{namespace}/{path}"
     store.acquire_lock(namespace, path, workflow_id=workflow_id, run_id=run_id, version=rec.version)
     store.begin_rollout(
-        namespace, path, workflow_id=workflow_id, run_id=run_id, version=rec.version,
-        actor=ACTOR, reason="test", event_key=_key("begin"),
+        namespace,
+        path,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        version=rec.version,
+        actor=ACTOR,
+        reason="test",
+        event_key=_key("begin"),
     )
     return rec
 

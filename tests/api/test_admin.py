@@ -42,7 +42,9 @@ async def admin(
     """The API over the harness's store, starting workflows on the harness's task queue."""
     settings = Settings(data_dir=tmp_path, task_queue=rollout_harness.task_queue)
     app = create_app(
-        rollout_harness.store, settings, poll_interval=0.05,
+        rollout_harness.store,
+        settings,
+        poll_interval=0.05,
         temporal_client=rollout_harness.realtime_client,
     )
     async with app.router.lifespan_context(app):
@@ -79,7 +81,9 @@ async def wait_for_state(http: httpx.AsyncClient, path: str, state: str) -> dict
         assert status is not None and status["state"] == state, status and status["state"]
         return body
 
-    return await eventually(reached, what=f"the rollout of {path} to be {state}", timeout=20, interval=0.1)
+    return await eventually(
+        reached, what=f"the rollout of {path} to be {state}", timeout=20, interval=0.1
+    )
 
 
 # -- schemas, versions, history -----------------------------------------------------------------
@@ -113,7 +117,9 @@ async def test_schema_set_get_and_refused(
     assert [(e.action, e.actor, e.reason) for e in history] == [("schema.set", "alice", "first")]
 
 
-async def test_versions_and_history(rollout_harness: RolloutHarness, admin: httpx.AsyncClient) -> None:
+async def test_versions_and_history(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
     path = unique_path()
     first = make_stable(rollout_harness.store, path, STABLE_VALUE)
     second = make_stable(rollout_harness.store, path, NEW_VALUE)
@@ -128,7 +134,8 @@ async def test_versions_and_history(rollout_harness: RolloutHarness, admin: http
     body = versions.json()
     assert body["stable"] == second.version
     assert {v["version"]: v["is_stable"] for v in body["versions"]} == {
-        first.version: False, second.version: True,
+        first.version: False,
+        second.version: True,
     }
     assert all(len(v["stable_since"]) == 1 for v in body["versions"])
     assert [e["action"] for e in history.json()["entries"]] == ["stable.set", "stable.set"]
@@ -186,7 +193,9 @@ async def test_start_watch_and_signal_a_rollout(
     assert refused.status_code == 409
     assert "cannot approve: nothing is waiting for approval" in refused.json()["error"]
 
-    again = await admin.post("/v1/admin/rollouts", json=rollout_request(path, value={"max_connections": 3}))
+    again = await admin.post(
+        "/v1/admin/rollouts", json=rollout_request(path, value={"max_connections": 3})
+    )
     assert again.status_code == 409
     assert "already has a running rollout" in again.json()["error"]
 
@@ -214,7 +223,9 @@ async def test_start_watch_and_signal_a_rollout(
     assert final["workflow"]["status"]["state"] == "halted"
 
 
-async def test_bypass_promotes_now(rollout_harness: RolloutHarness, admin: httpx.AsyncClient) -> None:
+async def test_bypass_promotes_now(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
     path = unique_path()
     make_stable(rollout_harness.store, path, STABLE_VALUE)
     started = await admin.post("/v1/admin/rollouts", json=rollout_request(path))
@@ -238,8 +249,12 @@ async def test_a_rollback_through_strategy_stages_reports_its_version_and_stages
 ) -> None:
     path = unique_path()
     first = make_stable(rollout_harness.store, path, STABLE_VALUE)
-    request = {"path": path, "version": first.version, "stages": [{"channel": "canary"}],
-               "strategy": {"linear": {"step": 50, "every": "1h"}}}
+    request = {
+        "path": path,
+        "version": first.version,
+        "stages": [{"channel": "canary"}],
+        "strategy": {"linear": {"step": 50, "every": "1h"}},
+    }
 
     started = await admin.post("/v1/admin/rollouts", json=request)
 
@@ -300,4 +315,3 @@ async def test_temporal_unreachable_is_503_while_the_rest_works(
     assert signal.status_code == 503
     assert state.status_code == 200 and "unreachable" in state.json()["workflow"]["error"]
     assert versions.status_code == 200
-

@@ -92,8 +92,11 @@ def _report(**fields: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("url", "limit"),
-    [("/v1/reports", REPORT_BODY_LIMIT), ("/v1/admin/rollouts", ADMIN_BODY_LIMIT),
-     (f"/v1/admin/schemas/{PATH}", ADMIN_BODY_LIMIT)],
+    [
+        ("/v1/reports", REPORT_BODY_LIMIT),
+        ("/v1/admin/rollouts", ADMIN_BODY_LIMIT),
+        (f"/v1/admin/schemas/{PATH}", ADMIN_BODY_LIMIT),
+    ],
 )
 async def test_bodies_over_the_limit_are_413_by_length_and_while_chunked(
     url: str, limit: int, live: httpx.AsyncClient
@@ -105,7 +108,7 @@ async def test_bodies_over_the_limit_are_413_by_length_and_while_chunked(
 
     async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: Transfer-Encoding chunked
         for start in range(0, len(big), 8192):
-            yield big[start:start + 8192]
+            yield big[start : start + 8192]
 
     chunked = await live.request(method, url, content=chunks())
 
@@ -129,10 +132,14 @@ async def test_bodies_over_the_limit_are_413_by_length_and_while_chunked(
 async def test_malformed_bodies_are_400_with_the_position(
     content: bytes, fragment: str, live: httpx.AsyncClient
 ) -> None:
-    for url, method in (("/v1/reports", "POST"), ("/v1/admin/rollouts", "POST"),
-                        (f"/v1/admin/schemas/{PATH}", "PUT")):
-        response = await live.request(method, url, content=content,
-                                      headers={"Content-Type": "application/json"})
+    for url, method in (
+        ("/v1/reports", "POST"),
+        ("/v1/admin/rollouts", "POST"),
+        (f"/v1/admin/schemas/{PATH}", "PUT"),
+    ):
+        response = await live.request(
+            method, url, content=content, headers={"Content-Type": "application/json"}
+        )
         assert response.status_code == 400, (url, response.text)
         assert fragment in response.json()["error"], url
 

@@ -161,7 +161,9 @@ async def test_an_expired_lease_falls_back_to_stable(
     stable = make_stable(api_store, PATH, STABLE_VALUE)
     staged = start_rollout(api_store, PATH, NEW_VALUE)
     lapsed_lease = timedelta(seconds=-1)
-    publish(api_store, PATH, index=0, name="channel:canary", channel="canary", expires_in=lapsed_lease)
+    publish(
+        api_store, PATH, index=0, name="channel:canary", channel="canary", expires_in=lapsed_lease
+    )
     publish(api_store, PATH, index=1, name="channel:beta", channel="beta")
     await cache.refresh()
 
@@ -204,7 +206,9 @@ async def test_etag_answers_304_until_what_the_client_gets_changes(
     staged_etag = changed.headers["etag"]
     renewed_until = datetime.now(UTC) + timedelta(hours=2)
     api_store.renew_leases(
-        "default", PATH, run_id="run-1",
+        "default",
+        PATH,
+        run_id="run-1",
         leases=[StageLease(0, renewed_until), StageLease(1, renewed_until)],
     )
     await cache.refresh()

@@ -92,8 +92,14 @@ async def test_wakes_on_a_revert(
     await long_polls_waiting(client, 1)
 
     api_store.revert(
-        "default", PATH, run_id="run-1", workflow_id=f"rollout:default/{PATH}", actor="tests",
-        reason="halted", outcome="halted", event_key="revert-1",
+        "default",
+        PATH,
+        run_id="run-1",
+        workflow_id=f"rollout:default/{PATH}",
+        actor="tests",
+        reason="halted",
+        outcome="halted",
+        event_key="revert-1",
     )
     response, took = await poll
 
@@ -113,8 +119,14 @@ async def test_wakes_on_a_promotion(
     await long_polls_waiting(client, 1)
 
     api_store.promote(
-        "default", PATH, run_id="run-1", workflow_id=f"rollout:default/{PATH}",
-        version=staged.version, actor="tests", reason="done", event_key="promote-1",
+        "default",
+        PATH,
+        run_id="run-1",
+        workflow_id=f"rollout:default/{PATH}",
+        version=staged.version,
+        actor="tests",
+        reason="done",
+        event_key="promote-1",
     )
     response, _ = await poll
 

@@ -121,7 +121,14 @@ async def test_the_poll_operation_documents_its_query_parameters(
     names = {resolve(document, p)["name"] for p in operation["parameters"]}
 
     assert names == {
-        "path", "namespace", "client", "channel", "label", "wait", "stable", "If-None-Match",
+        "path",
+        "namespace",
+        "client",
+        "channel",
+        "label",
+        "wait",
+        "stable",
+        "If-None-Match",
     }
     assert set(operation["responses"]) >= {"200", "304", "400", "401", "404"}
 
@@ -233,7 +240,9 @@ class DocumentedAnswers:
         validator = Draft202012Validator(
             {"$ref": "urn:openapi" + schema["$ref"]}, registry=self.registry
         )
-        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())]
+        errors = [
+            f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(response.json())
+        ]
         assert errors == [], (path, method, response.status_code, response.json())
         # and nothing undocumented (the answers' schemas do not forbid more, for newer servers)
         properties = resolve(self.document, schema)["properties"]
@@ -268,7 +277,9 @@ async def test_the_answers_without_temporal_are_as_documented(
     put = await client.put(schema, json={"schema": {"type": "object"}, "reason": "test"})
     answers.check("/v1/admin/schemas/{path}", "put", put)
     answers.check("/v1/admin/schemas/{path}", "get", await client.get(schema))
-    answers.check("/v1/admin/versions/{path}", "get", await client.get(f"/v1/admin/versions/{path}"))
+    answers.check(
+        "/v1/admin/versions/{path}", "get", await client.get(f"/v1/admin/versions/{path}")
+    )
     answers.check("/v1/admin/history/{path}", "get", await client.get(f"/v1/admin/history/{path}"))
     answers.check("/v1/admin/clients/{path}", "get", await client.get(f"/v1/admin/clients/{path}"))
     answers.check("/healthz", "get", await client.get("/healthz"))

@@ -70,7 +70,11 @@ async def test_write_from_another_process_is_served(
         """
     )
     done = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+        subprocess.run,
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
@@ -134,8 +138,12 @@ async def test_a_change_in_another_process_wakes_a_waiting_long_poll(
                 """
             )
             done = await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                text=True, timeout=60,
+                subprocess.run,
+                [sys.executable, "-c", script],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
             assert done.returncode == 0, done.stderr
             written = time.monotonic()
@@ -174,13 +182,17 @@ async def test_postgresql_listener_reconnects_after_losing_its_connection(
             async def relistening() -> bool:
                 return listener.connections == 2 and cache.poll_interval == 3600
 
-            await eventually(relistening, what="the listener to LISTEN again on a second connection")
+            await eventually(
+                relistening, what="the listener to LISTEN again on a second connection"
+            )
             make_stable(store, PATH, {"v": 2})
 
             async def sees_v2() -> bool:
                 snapshot = cache.get("default", PATH)
-                return snapshot is not None and snapshot.stable is not None and (
-                    snapshot.stable.value == {"v": 2}
+                return (
+                    snapshot is not None
+                    and snapshot.stable is not None
+                    and (snapshot.stable.value == {"v": 2})
                 )
 
             await eventually(sees_v2, what="a NOTIFY to bring v2 into the cache")

@@ -20,8 +20,6 @@ def report(version: str, **fields: Any) -> dict[str, Any]:
     return {"path": PATH, "client": "host-1", "version": version, "ok": 10, "failed": 0, **fields}
 
 
-
-
 async def test_reports_are_stored_and_counted(
     api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
 ) -> None:
@@ -30,17 +28,29 @@ async def test_reports_are_stored_and_counted(
     since = datetime.now(UTC) - timedelta(minutes=1)
 
     answers = [
-        await client.post("/v1/reports", json=report(staged.version, client="c-1", ok=90, failed=10,
-                                                     error="timeout talking to db")),
-        await client.post("/v1/reports", json=report(staged.version, client="c-2", ok=100,
-                                                     namespace="default", error=None)),
-        await client.post("/v1/reports", json=report(stable.version, client="h-1", ok=50, failed=1,
-                                                     extra_field="ignored")),
+        await client.post(
+            "/v1/reports",
+            json=report(
+                staged.version, client="c-1", ok=90, failed=10, error="timeout talking to db"
+            ),
+        ),
+        await client.post(
+            "/v1/reports",
+            json=report(staged.version, client="c-2", ok=100, namespace="default", error=None),
+        ),
+        await client.post(
+            "/v1/reports",
+            json=report(stable.version, client="h-1", ok=50, failed=1, extra_field="ignored"),
+        ),
     ]
 
     assert [(a.status_code, a.json()) for a in answers] == [(202, {"accepted": True})] * 3
     assert api_store.report_stats("default", PATH, staged.version, since=since) == ReportStats(
-        clients=2, ok=190, failed=10, error_ratio=10 / 200, last_error="timeout talking to db",
+        clients=2,
+        ok=190,
+        failed=10,
+        error_ratio=10 / 200,
+        last_error="timeout talking to db",
         reports=2,
     )
     baseline = api_store.report_stats(
@@ -100,16 +110,25 @@ async def test_a_report_keeps_the_identity_it_names(
     since = datetime.now(UTC) - timedelta(minutes=1)
 
     answers = [
-        await client.post("/v1/reports", json=report(stable.version, client="c-1", channel="canary",
-                                                     labels={"region": "eu", "tier": "a=b"})),
+        await client.post(
+            "/v1/reports",
+            json=report(
+                stable.version,
+                client="c-1",
+                channel="canary",
+                labels={"region": "eu", "tier": "a=b"},
+            ),
+        ),
         await client.post("/v1/reports", json=report(stable.version, client="c-2", labels={})),
-        await client.post("/v1/reports", json=report(stable.version, client="c-3", channel=None,
-                                                     labels=None)),
+        await client.post(
+            "/v1/reports", json=report(stable.version, client="c-3", channel=None, labels=None)
+        ),
     ]
 
     assert [a.status_code for a in answers] == [202] * 3
     identities = {
-        row.client: (row.channel, row.labels) for row in api_store.report_totals("default", PATH, since=since)
+        row.client: (row.channel, row.labels)
+        for row in api_store.report_totals("default", PATH, since=since)
     }
     assert identities == {
         "c-1": ("canary", {"region": "eu", "tier": "a=b"}),
@@ -121,7 +140,10 @@ async def test_a_report_keeps_the_identity_it_names(
 @pytest.mark.parametrize(
     ("body", "fragments"),
     [
-        ({"client": "h", "version": "v", "ok": 1, "failed": 0}, ["/path: required field is missing"]),
+        (
+            {"client": "h", "version": "v", "ok": 1, "failed": 0},
+            ["/path: required field is missing"],
+        ),
         (
             {"path": PATH, "client": "", "version": "v", "ok": -1, "failed": "3"},
             ["/client:", "/ok:", "/failed:"],
@@ -129,19 +151,67 @@ async def test_a_report_keeps_the_identity_it_names(
         ({"path": PATH, "client": "h", "version": "v", "ok": 1.5, "failed": 0}, ["/ok:"]),
         ({"path": PATH, "client": "h", "version": "v", "ok": True, "failed": 0}, ["/ok:"]),
         ({"path": "Bad//Path", "client": "h", "version": "v", "ok": 1, "failed": 0}, ["/path:"]),
-        ({"path": PATH, "namespace": "A B", "client": "h", "version": "v", "ok": 1, "failed": 0},
-         ["/namespace:"]),
-        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "error": "x" * 1001},
-         ["/error:"]),
+        (
+            {"path": PATH, "namespace": "A B", "client": "h", "version": "v", "ok": 1, "failed": 0},
+            ["/namespace:"],
+        ),
+        (
+            {
+                "path": PATH,
+                "client": "h",
+                "version": "v",
+                "ok": 1,
+                "failed": 0,
+                "error": "x" * 1001,
+            },
+            ["/error:"],
+        ),
         ({"path": PATH, "client": "h", "version": "v", "ok": 10**13, "failed": 0}, ["/ok:"]),
-        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "channel": "",
-          "labels": {"region": 1}}, ["/channel:", "/labels/region:"]),
-        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "labels": {"a=b": "c"}},
-         ["/labels:", "label key 'a=b' must be 1-255 characters without '='"]),
-        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0, "labels": ["region=eu"]},
-         ["/labels:"]),
-        ({"path": PATH, "client": "h", "version": "v", "ok": 1, "failed": 0,
-          "labels": {str(n): "x" for n in range(65)}}, ["/labels:"]),
+        (
+            {
+                "path": PATH,
+                "client": "h",
+                "version": "v",
+                "ok": 1,
+                "failed": 0,
+                "channel": "",
+                "labels": {"region": 1},
+            },
+            ["/channel:", "/labels/region:"],
+        ),
+        (
+            {
+                "path": PATH,
+                "client": "h",
+                "version": "v",
+                "ok": 1,
+                "failed": 0,
+                "labels": {"a=b": "c"},
+            },
+            ["/labels:", "label key 'a=b' must be 1-255 characters without '='"],
+        ),
+        (
+            {
+                "path": PATH,
+                "client": "h",
+                "version": "v",
+                "ok": 1,
+                "failed": 0,
+                "labels": ["region=eu"],
+            },
+            ["/labels:"],
+        ),
+        (
+            {
+                "path": PATH,
+                "client": "h",
+                "version": "v",
+                "ok": 1,
+                "failed": 0,
+                "labels": {str(n): "x" for n in range(65)},
+            },
+            ["/labels:"],
+        ),
         ([1, 2], ["a JSON object, not an array"]),
     ],
 )

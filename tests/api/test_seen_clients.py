@@ -28,9 +28,7 @@ POLLS = [
 ]
 
 
-async def poll_all(
-    app: Starlette, http: httpx.AsyncClient, queries: list[str] = POLLS
-) -> None:
+async def poll_all(app: Starlette, http: httpx.AsyncClient, queries: list[str] = POLLS) -> None:
     await app.state.snapshot_cache.refresh()
     for query in queries:
         response = await http.get(f"/v1/configs/{PATH}?{query}")
@@ -45,7 +43,9 @@ def recent(store: Store) -> list[SeenClient]:
     return store.recent_clients("default", PATH, since=datetime.now(UTC) - timedelta(minutes=5))
 
 
-def identities(clients: list[SeenClient]) -> list[tuple[str, str | None, dict[str, str], str | None]]:
+def identities(
+    clients: list[SeenClient],
+) -> list[tuple[str, str | None, dict[str, str], str | None]]:
     return [(c.client, c.channel, c.labels, c.last_version) for c in clients]
 
 
@@ -89,8 +89,12 @@ async def test_the_admin_endpoint_lists_recent_clients(
     assert abs((datetime.now(UTC) - since) - timedelta(hours=1)) < timedelta(minutes=1)
     listed = [{k: v for k, v in c.items() if k != "last_seen"} for c in body["clients"]]
     assert listed == [
-        {"client": "host-1", "channel": "canary", "labels": {"tier": "web", "zone": "eu"},
-         "last_version": version},
+        {
+            "client": "host-1",
+            "channel": "canary",
+            "labels": {"tier": "web", "zone": "eu"},
+            "last_version": version,
+        },
         {"client": "host-2", "channel": None, "labels": {"zone": "us"}, "last_version": version},
         {"client": "reporter", "channel": None, "labels": {}, "last_version": version},
     ]
@@ -187,7 +191,9 @@ async def test_pending_identities_are_bounded_and_drops_counted(
 
     version = api_store.get_stable("default", PATH).version  # type: ignore[union-attr]
     assert identities(recent(api_store)) == [
-        ("a", "beta", {}, version), ("b", None, {}, version), ("c", None, {}, version),
+        ("a", "beta", {}, version),
+        ("b", None, {}, version),
+        ("c", None, {}, version),
     ]
     text = (await client.get("/metrics")).text
     # client=c twice in the first round (200 and 304), then the long id at the flush.
@@ -228,8 +234,6 @@ async def test_a_store_error_is_logged_and_the_other_configs_are_written(
         store.close()
 
 
-
-
 async def test_an_unchanged_client_is_not_rewritten_within_a_minute_but_a_changed_one_is(
     app: Starlette, api_store: Store, client: httpx.AsyncClient
 ) -> None:
@@ -239,7 +243,9 @@ async def test_an_unchanged_client_is_not_rewritten_within_a_minute_but_a_change
     await poll_all(app, client)
     assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 2
     await poll_all(app, client)
-    assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 0  # nothing new
+    assert (
+        await flush_seen_clients(polls, api_store, app.state.metrics, written) == 0
+    )  # nothing new
     await poll_all(app, client, ["client=host-1&channel=beta"])  # host-1 changed its channel
     assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 1
     assert {seen.client: seen.channel for seen in recent(api_store)}["host-1"] == "beta"

@@ -101,7 +101,9 @@ def shell_blocks(text: str) -> list[ShellBlock]:
                 continue
             # A `#` that starts a word on the command's last line starts bash's comment.
             comment = re.search(r"\s#\s+(.*)$", line)
-            commands.append(ShellCommand(current, " ".join(notes), comment.group(1) if comment else ""))
+            commands.append(
+                ShellCommand(current, " ".join(notes), comment.group(1) if comment else "")
+            )
             current, notes = "", []
         blocks.append(ShellBlock(text[position : match.start()], commands))
         position = match.end()

@@ -69,7 +69,9 @@ class Agent:
 
     def wait_value(self, expected: object) -> None:
         try:
-            eventually_sync(lambda: self.value() == expected, what=f"{self.out} to hold {expected}", timeout=20)
+            eventually_sync(
+                lambda: self.value() == expected, what=f"{self.out} to hold {expected}", timeout=20
+            )
         except pytest.fail.Exception:
             pytest.fail(f"{self.out} never held {expected}; agent output:\n{self.output()}")
 
@@ -113,7 +115,9 @@ def test_agent_writes_runs_its_command_serves_metrics_and_stops_on_sigterm(
     )
 
     agent.wait_value({"max_connections": 100})
-    eventually_sync(lambda: ran.exists() and ran.read_text().count("\n") == 1, what="the agent's first --exec")
+    eventually_sync(
+        lambda: ran.exists() and ran.read_text().count("\n") == 1, what="the agent's first --exec"
+    )
     assert ran.read_text() == f"{first.version} stable\n"
     assert sorted(p.name for p in agent.out.parent.iterdir()) == [agent.out.name]  # no temporary
     metrics = eventually_sync(
@@ -145,7 +149,9 @@ def test_a_failing_command_is_logged_and_the_agent_goes_on(
     stable_served(live_api, {"v": 1})
     agent = start_agent(live_api.url, "--exec", "echo failing >&2; exit 3")
     agent.wait_value({"v": 1})
-    eventually_sync(lambda: "exited with 3" in agent.output(), what="the agent to report the failing --exec")
+    eventually_sync(
+        lambda: "exited with 3" in agent.output(), what="the agent to report the failing --exec"
+    )
 
     stable_served(live_api, {"v": 2})
     agent.wait_value({"v": 2})

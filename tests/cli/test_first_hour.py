@@ -154,7 +154,9 @@ def test_plan_start_and_rollback_hints_run_as_printed(dev: RunningDev) -> None:
     assert started.returncode == 0, started.stdout + started.stderr
     hints = hint_commands(started.stdout)
     assert [" ".join(shlex.split(hint)[1:3]) for hint in hints] == [
-        "rollout status", "rollout halt", "rollout bypass"
+        "rollout status",
+        "rollout halt",
+        "rollout bypass",
     ]
     for hint in hints:
         assert_runnable(hint, cwd=elsewhere, env=env)
@@ -179,7 +181,10 @@ def test_get_of_a_missing_config_says_what_is_missing_in_one_line(dev: RunningDe
     result = dev.cli("get", path)
     assert result.returncode == 1
     assert result.stdout == ""
-    assert result.stderr == f"tempoconf: no config {path} in namespace default (404 from {dev.api_url})\n"
+    assert (
+        result.stderr
+        == f"tempoconf: no config {path} in namespace default (404 from {dev.api_url})\n"
+    )
 
 
 def test_refused_rollouts_are_one_line_each_on_the_dev_console(dev: RunningDev) -> None:
@@ -196,8 +201,13 @@ def test_refused_rollouts_are_one_line_each_on_the_dev_console(dev: RunningDev) 
                                   "stages": [{"channel": "canary", "cooldown": "1h"}]}))  # fmt: skip
     assert holder.returncode == 0, holder.stderr
     eventually_sync(
-        lambda: "holding" in temporal(dev, "workflow", "query", "-w", f"holder-{path}", "--type", "status").stdout,
-        what="the first rollout to reach its hold", timeout=30, interval=0.2,
+        lambda: (
+            "holding"
+            in temporal(dev, "workflow", "query", "-w", f"holder-{path}", "--type", "status").stdout
+        ),
+        what="the first rollout to reach its hold",
+        timeout=30,
+        interval=0.2,
     )
     second = temporal(dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
                       "--workflow-id", f"second-{path}", "--input", json.dumps({"path": path, "value": 2}))  # fmt: skip

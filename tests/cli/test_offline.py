@@ -175,7 +175,8 @@ def test_a_store_command_elsewhere_refuses_and_creates_nothing(
     """Run from a directory without a store (no data dir set): say where it looked and which
     setting points at the right one; never leave an empty ./.tempoconf/tempoconf.db behind."""
     env = cli_env(
-        TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}", TEMPOCONF_API_URL=f"http://127.0.0.1:{free_port()}"
+        TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}",
+        TEMPOCONF_API_URL=f"http://127.0.0.1:{free_port()}",
     )
     result = run_cli(*command, env=env, cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -201,13 +202,20 @@ def test_a_data_dir_without_a_store_is_named_in_the_refusal(tmp_path: Path) -> N
 
 def test_schema_set_may_create_the_store_but_says_so(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    created = run_cli("schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path)
+    created = run_cli(
+        "schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path
+    )
     assert created.returncode == 0, created.stderr
     database = (tmp_path / "state" / "tempoconf.db").resolve()
     assert f"note: no store at {database} yet: creating it" in created.stderr
-    again = run_cli("schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path)
+    again = run_cli(
+        "schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path
+    )
     assert "note:" not in again.stderr
-    assert run_cli("versions", PATH, env=env, cwd=tmp_path).stdout.strip() == f"no versions of default/{PATH}"
+    assert (
+        run_cli("versions", PATH, env=env, cwd=tmp_path).stdout.strip()
+        == f"no versions of default/{PATH}"
+    )
 
 
 def test_schema_request_prints_the_published_schema(tmp_path: Path) -> None:

@@ -62,16 +62,34 @@ def _wait_for_state(
         assert status["state"] in states, f"{status['state']} ({status['phase']})"
         return dict(status)
 
-    return eventually_sync(reached, what=f"the rollout of {path} to be {' or '.join(states)}", timeout=timeout,
-                           interval=0.3)
+    return eventually_sync(
+        reached,
+        what=f"the rollout of {path} to be {' or '.join(states)}",
+        timeout=timeout,
+        interval=0.3,
+    )
 
 
-def _report(dev: RunningDev, path: str, client: str, version: str, ok: int, failed: int,
-            channel: str | None = None) -> None:
+def _report(
+    dev: RunningDev,
+    path: str,
+    client: str,
+    version: str,
+    ok: int,
+    failed: int,
+    channel: str | None = None,
+) -> None:
     identity = {"channel": channel} if channel else {}
     response = httpx.post(
         f"{dev.api_url}/v1/reports",
-        json={"path": path, "client": client, "version": version, "ok": ok, "failed": failed, **identity},
+        json={
+            "path": path,
+            "client": client,
+            "version": version,
+            "ok": ok,
+            "failed": failed,
+            **identity,
+        },
         timeout=10,
     )
     assert response.status_code < 300, response.text
@@ -100,8 +118,11 @@ def _watch_while(dev: RunningDev, watch: list[str], *steer: str) -> tuple[int, s
         )  # fmt: skip
     try:
         # Each view is flushed as it is printed: the watch is following the rollout.
-        eventually_sync(lambda: out.read_text().strip() or process.poll() is not None,
-                        what="the watch's first view", timeout=30)
+        eventually_sync(
+            lambda: out.read_text().strip() or process.poll() is not None,
+            what="the watch's first view",
+            timeout=30,
+        )
         _ok(dev.cli(*steer))
         process.wait(timeout=60)
     finally:
@@ -119,7 +140,9 @@ def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: Runn
         "stages": [{"channel": "canary", "cooldown": "120s", "manual": True}],
         "strategy": {"linear": {"step": 50, "every": "1s"}},
         # The later stages' evidence starts at their publish, and nobody reports in their 1s holds.
-        "health": [{"kind": "reports", "max_error_ratio": 0.2, "min_clients": 1, "on_no_data": "pass"}],
+        "health": [
+            {"kind": "reports", "max_error_ratio": 0.2, "min_clients": 1, "on_no_data": "pass"}
+        ],
         "author": "alice@example.com",
         "commit": "3f2a9c1",
         "message": "triple max_connections",
@@ -155,7 +178,10 @@ def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: Runn
     ]  # fmt: skip
     assert "pending" in _row(view, "3", "100%", "100% of clients")
     figures = _row(view, "reports #1", "reports", "healthy")
-    assert "clients=1 error_ratio=0.1 failed=1 left_out_clients=0 left_out_reports=0 ok=9 since=" in figures, figures
+    assert (
+        "clients=1 error_ratio=0.1 failed=1 left_out_clients=0 left_out_reports=0 ok=9 since="
+        in figures
+    ), figures
     assert "reports #1: error ratio 0.1 (1 failed of 10 operations, 1 client(s))" in view
 
     code, stdout, stderr = _watch_while(
@@ -226,7 +252,10 @@ def test_history_lists_a_halt_with_its_reason(dev: RunningDev) -> None:
     ]
     assert all(entry["actor"] for entry in run), run
     assert [(entry["action"], entry["actor"]) for entry in run[:4]] == [
-        ("rollout.started", f"tempoconf:{ME}"),  # no author in the request: the starter, not "workflow"
+        (
+            "rollout.started",
+            f"tempoconf:{ME}",
+        ),  # no author in the request: the starter, not "workflow"
         ("rollout.publishing", "workflow"),
         ("stage.published", "workflow"),
         ("rollout.holding", "workflow"),

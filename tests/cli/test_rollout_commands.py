@@ -58,8 +58,12 @@ def _wait_for_state(
         assert status["state"] in states, f"{status['state']} ({status['phase']})"
         return status
 
-    return eventually_sync(reached, what=f"the rollout of {path} to be {' or '.join(states)}", timeout=timeout,
-                           interval=0.3)
+    return eventually_sync(
+        reached,
+        what=f"the rollout of {path} to be {' or '.join(states)}",
+        timeout=timeout,
+        interval=0.3,
+    )
 
 
 def _served(dev: RunningDev, path: str, *args: str) -> dict[str, Any]:
@@ -175,7 +179,10 @@ def test_manual_rollout_steered_from_the_cli(dev: RunningDev) -> None:
     ) in approved.stdout
     view = dev.cli("rollout", "status", path).stdout
     assert "approved 25%: looks good; held until resume (paused: coffee)" in view, view
-    assert "awaiting_approval → awaiting_approval" not in view and "note (awaiting_approval) [25%]" in view
+    assert (
+        "awaiting_approval → awaiting_approval" not in view
+        and "note (awaiting_approval) [25%]" in view
+    )
     resumed = dev.cli("rollout", "resume", path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resume: accepted by {workflow_id}: resumed\n" in resumed.stdout
@@ -296,14 +303,20 @@ def test_web_ui_names_the_change_and_its_commands_run_as_printed(dev: RunningDev
 
     described = subprocess.run(
         [str(temporal_cli_path()), "workflow", "describe", *where, "-o", "json"],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     summary = json.loads(described.stdout)["executionConfig"]["userMetadata"]["summary"]
     assert summary == f"default/{path}: max_connections 1000 → 3000 ({version_id(NEW)})"
 
     metadata = subprocess.run(
         [str(temporal_cli_path()), "workflow", "metadata", *where],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     ).stdout
     assert f"## default/{path}: max_connections 1000 → 3000" in metadata
     halt = re.search(r"^- halt \(back to stable\): `([^`]+)`$", metadata, re.MULTILINE)
@@ -312,14 +325,21 @@ def test_web_ui_names_the_change_and_its_commands_run_as_printed(dev: RunningDev
     shell_env = {key: value for key, value in dev.env.items() if not key.startswith("TEMPORAL_")}
     pasted = subprocess.run(
         ["bash", "-c", halt.group(1).replace('"..."', '"pasted from the Web UI"')],
-        cwd=dev.workdir, env=shell_env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=dev.workdir,
+        env=shell_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert pasted.returncode == 0, halt.group(1) + "\n" + pasted.stdout + pasted.stderr
     final = _wait_for_state(dev, path, "halted")
     assert final["reason"] == "pasted from the Web UI"
 
 
-def test_a_revert_of_a_config_without_a_stable_version_says_clients_get_404(dev: RunningDev) -> None:
+def test_a_revert_of_a_config_without_a_stable_version_says_clients_get_404(
+    dev: RunningDev,
+) -> None:
     path = unique_path("nostable")
     request = {
         "path": path,

@@ -30,7 +30,10 @@ NEW = {"is_debug": False, "max_connections": 2000}
 def temporal(dev: RunningDev, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [str(temporal_cli_path()), *args, "--address", dev.temporal_address],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 0, f"temporal {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result
@@ -40,8 +43,14 @@ def client_in(path: str, low: int, high: int) -> str:
     return next(f"host-{n}" for n in itertools.count() if low <= bucket(path, f"host-{n}") < high)
 
 
-def served(dev: RunningDev, path: str, client: str, channel: str | None = None,
-           *, expect: tuple[str, str] | None = None) -> tuple[str, str]:
+def served(
+    dev: RunningDev,
+    path: str,
+    client: str,
+    channel: str | None = None,
+    *,
+    expect: tuple[str, str] | None = None,
+) -> tuple[str, str]:
     """(version, stage) the API serves this client; with `expect`, wait for it (the API follows
     the store within its refresh interval, so right after a change it may lag briefly)."""
     params = {"client": client, **({"channel": channel} if channel else {})}
@@ -57,18 +66,37 @@ def served(dev: RunningDev, path: str, client: str, channel: str | None = None,
 
 def wait_for(dev: RunningDev, workflow_id: str, state: str, stage_index: int) -> dict[str, Any]:
     def reached() -> dict[str, Any]:
-        answer = temporal(dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json")
+        answer = temporal(
+            dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json"
+        )
         progress = json.loads(answer.stdout)["queryResult"][0]
-        assert (progress["state"], progress["stage_index"]) == (state, stage_index), progress["phase"]
+        assert (progress["state"], progress["stage_index"]) == (state, stage_index), progress[
+            "phase"
+        ]
         return dict(progress)
 
-    return eventually_sync(reached, what=f"{workflow_id} to be {state} at stage index {stage_index}", timeout=30,
-                           interval=0.2)
+    return eventually_sync(
+        reached,
+        what=f"{workflow_id} to be {state} at stage index {stage_index}",
+        timeout=30,
+        interval=0.2,
+    )
 
 
 def start(dev: RunningDev, workflow_id: str, request: dict[str, Any]) -> None:
-    temporal(dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
-             "--workflow-id", workflow_id, "--input", json.dumps(request))
+    temporal(
+        dev,
+        "workflow",
+        "start",
+        "--type",
+        "ConfigRollout",
+        "--task-queue",
+        "tempoconf",
+        "--workflow-id",
+        workflow_id,
+        "--input",
+        json.dumps(request),
+    )
 
 
 def result_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
@@ -76,7 +104,9 @@ def result_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
     return dict(json.loads(answer.stdout)["result"])
 
 
-def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(dev: RunningDev) -> None:
+def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
+    dev: RunningDev,
+) -> None:
     path = f"myproject/server_config_{uuid.uuid4().hex[:6]}"
     start(dev, f"stable-{path}", {"path": path, "value": STABLE})
     stable = result_of(dev, f"stable-{path}")["version"]
@@ -85,27 +115,55 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     # The contract's example request, as typed (hour-long holds; `advance` steps through them).
     workflow_id = f"rollout:default/{path}"
     request = {
-        "path": path, "namespace": "default", "value": NEW,
-        "default_cooldown_time": "1h", "default_expiration_time": "3600s",
-        "stages": [{"channel": "canary"}, {"percentile": 10}, {"percentile": 50, "cooldown": "900s"}],
-        "author": "alice@example.com", "commit": "3f2a9c1", "message": "raise max_connections",
+        "path": path,
+        "namespace": "default",
+        "value": NEW,
+        "default_cooldown_time": "1h",
+        "default_expiration_time": "3600s",
+        "stages": [
+            {"channel": "canary"},
+            {"percentile": 10},
+            {"percentile": 50, "cooldown": "900s"},
+        ],
+        "author": "alice@example.com",
+        "commit": "3f2a9c1",
+        "message": "raise max_connections",
     }
     start(dev, workflow_id, request)
     new = version_id(NEW)
-    canary, in_10, in_50, outside = (client_in(path, 9000, 10000), client_in(path, 0, 1000),
-                                     client_in(path, 1000, 5000), client_in(path, 5000, 10000))
+    canary, in_10, in_50, outside = (
+        client_in(path, 9000, 10000),
+        client_in(path, 0, 1000),
+        client_in(path, 1000, 5000),
+        client_in(path, 5000, 10000),
+    )
 
     wait_for(dev, workflow_id, "holding", 0)
-    assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (new, "channel:canary")
+    assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (
+        new,
+        "channel:canary",
+    )
     assert served(dev, path, in_10, expect=(stable, "stable")) == (stable, "stable")
-    advanced = temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
+    advanced = temporal(
+        dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance"
+    )
     # A short result, once the command took effect (the next stage held), not the whole status.
-    result_line = next(line for line in advanced.stdout.splitlines() if line.strip().startswith("Result"))
-    for fragment in ("accepted:true", "command:advance", "state:holding", "stage:10%", "stage_number:2",
-                     "message:the hold of stage 1/3 channel:canary ended early"):
+    result_line = next(
+        line for line in advanced.stdout.splitlines() if line.strip().startswith("Result")
+    )
+    for fragment in (
+        "accepted:true",
+        "command:advance",
+        "state:holding",
+        "stage:10%",
+        "stage_number:2",
+        "message:the hold of stage 1/3 channel:canary ended early",
+    ):
         assert fragment in result_line, advanced.stdout
     assert len(advanced.stdout) < 600 and "history" not in advanced.stdout, advanced.stdout
-    assert result_line.endswith("stage:10% stage_count:3 stage_number:2 state:holding]")  # as README says
+    assert result_line.endswith(
+        "stage:10% stage_count:3 stage_number:2 state:holding]"
+    )  # as README says
 
     wait_for(dev, workflow_id, "holding", 1)
     assert served(dev, path, in_10, expect=(new, "10%")) == (new, "10%")
@@ -115,14 +173,34 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     wait_for(dev, workflow_id, "holding", 2)
     assert served(dev, path, in_50, expect=(new, "50%")) == (new, "50%")
     assert served(dev, path, outside, expect=(stable, "stable")) == (stable, "stable")
-    assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (new, "channel:canary")
+    assert served(dev, path, canary, "canary", expect=(new, "channel:canary")) == (
+        new,
+        "channel:canary",
+    )
 
-    listed = temporal(dev, "workflow", "list", "-q", f'TempoconfPath="{path}" AND TempoconfState="holding"')
+    listed = temporal(
+        dev, "workflow", "list", "-q", f'TempoconfPath="{path}" AND TempoconfState="holding"'
+    )
     assert workflow_id in listed.stdout
 
-    temporal(dev, "workflow", "signal", "-w", workflow_id, "--name", "halt", "--input", '{"reason": "error rate up"}')
+    temporal(
+        dev,
+        "workflow",
+        "signal",
+        "-w",
+        workflow_id,
+        "--name",
+        "halt",
+        "--input",
+        '{"reason": "error rate up"}',
+    )
     result = result_of(dev, workflow_id)
-    assert result == {"outcome": "halted", "version": new, "reason": "error rate up", "stable_version": stable}
+    assert result == {
+        "outcome": "halted",
+        "version": new,
+        "reason": "error rate up",
+        "stable_version": stable,
+    }
     for client, channel in ((canary, "canary"), (in_10, None), (in_50, None), (outside, None)):
         assert served(dev, path, client, channel, expect=(stable, "stable")) == (stable, "stable")
 
@@ -132,16 +210,34 @@ def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
     start(dev, f"stable-{path}", {"path": path, "value": STABLE})
     result_of(dev, f"stable-{path}")
     workflow_id = f"rollout:default/{path}"
-    start(dev, workflow_id, {"path": path, "value": NEW, "default_cooldown_time": "1s",
-                             "stages": [{"channel": "canary"}, {"percentile": 10}]})
+    start(
+        dev,
+        workflow_id,
+        {
+            "path": path,
+            "value": NEW,
+            "default_cooldown_time": "1s",
+            "stages": [{"channel": "canary"}, {"percentile": 10}],
+        },
+    )
     assert result_of(dev, workflow_id) == {
-        "outcome": "promoted", "version": version_id(NEW), "reason": "every stage passed its hold and checks",
+        "outcome": "promoted",
+        "version": version_id(NEW),
+        "reason": "every stage passed its hold and checks",
         "stable_version": version_id(NEW),
     }
-    assert served(dev, path, "anyone", expect=(version_id(NEW), "stable")) == (version_id(NEW), "stable")
-    described = json.loads(temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json").stdout)
+    assert served(dev, path, "anyone", expect=(version_id(NEW), "stable")) == (
+        version_id(NEW),
+        "stable",
+    )
+    described = json.loads(
+        temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json").stdout
+    )
     info = described["workflowExecutionInfo"]
     assert info["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
     assert set(info["searchAttributes"]["indexedFields"]) >= {
-        "TempoconfPath", "TempoconfVersion", "TempoconfStage", "TempoconfState"
+        "TempoconfPath",
+        "TempoconfVersion",
+        "TempoconfStage",
+        "TempoconfState",
     }

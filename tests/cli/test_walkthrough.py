@@ -164,7 +164,9 @@ class Walkthrough:
         notes = command.notes
         times = re.search(r"run it (\w+) times in all", notes)
         first = re.search(r"Result (map\[.*?\])", notes)
-        assert times and first, f"the README must say how often to advance and what it answers: {notes}"
+        assert times and first, (
+            f"the README must say how often to advance and what it answers: {notes}"
+        )
         answers = [first.group(1), *re.findall(r"\(([^()]*state:[^()]*)\)", notes[times.end() :])]
         assert len(answers) == NUMBERS[times.group(1)], answers
         for answer in answers:
@@ -185,11 +187,15 @@ class Walkthrough:
         )
         assert health, "the walkthrough no longer says what status shows of a check with no data"
         verdict, figure, summary = health.groups()
-        assert re.search(rf"^\s+reports #1\s+reports\s+{verdict}\s+{re.escape(figure)}\s", output, re.M), output
+        assert re.search(
+            rf"^\s+reports #1\s+reports\s+{verdict}\s+{re.escape(figure)}\s", output, re.M
+        ), output
         assert summary in output, output
         self.checked += ["awaiting", "no data"]
 
-    def halted_status(self, command: str, output: str, state: str, outcome: str, reason: str) -> None:
+    def halted_status(
+        self, command: str, output: str, state: str, outcome: str, reason: str
+    ) -> None:
         # A signal is delivered, not awaited: on a loaded machine the revert may still be under
         # way when status asks, as it would be for a person typing fast. Ask again until then.
         deadline = time.monotonic() + 30
@@ -198,10 +204,14 @@ class Walkthrough:
             time.sleep(0.2)
             output = self.ok(command)
         assert re.search(rf"^\s+state\s+{state}\b", output, re.M), output
-        assert re.search(rf"^\s+outcome\s+{outcome}: {quoted(reason).pattern}", output, re.M), output
+        assert re.search(rf"^\s+outcome\s+{outcome}: {quoted(reason).pattern}", output, re.M), (
+            output
+        )
         self.halted.add(self.version_of(-1))
         # "Halt one (every client goes back to stable at once)": the canary is back on stable.
-        canary = self.ok(".venv/bin/tempoconf get myproject/server_config --client host-1 --channel canary")
+        canary = self.ok(
+            ".venv/bin/tempoconf get myproject/server_config --client host-1 --channel canary"
+        )
         assert json.loads(canary)["version"] == self.version_of(-2), canary
         self.checked.append("halted")
 
@@ -231,7 +241,9 @@ class Walkthrough:
         newest_first = [version_id(request["value"]) for request in reversed(self.inputs)]
         assert [row.split()[0] for row in rows] == newest_first, output
         stable = [column(header, row, "STABLE", "STABLE SINCE") for row in rows]
-        assert stable == ["yes"] + ["" if v in self.halted else "was" for v in newest_first[1:]], output
+        assert stable == ["yes"] + ["" if v in self.halted else "was" for v in newest_first[1:]], (
+            output
+        )
         self.assert_first_metadata(output)
         self.checked.append("versions")
 
@@ -247,7 +259,9 @@ class Walkthrough:
 
     def rollback(self, command: str, output: str, max_connections: int) -> None:
         version = shlex.split(command)[3]
-        first = next(r["value"] for r in self.inputs if r["value"]["max_connections"] == max_connections)
+        first = next(
+            r["value"] for r in self.inputs if r["value"]["max_connections"] == max_connections
+        )
         assert version == version_id(first), command
         assert "outcome: promoted" in output and f"version: {version}" in output, output
         self.checked.append("rollback")
@@ -261,7 +275,7 @@ class Walkthrough:
         self.checked.append("staged rollback")
 
     def kept_metadata(self, commands: list[str]) -> None:
-        """"A version keeps the author, commit and message of the rollout that first stored it; a
+        """ "A version keeps the author, commit and message of the rollout that first stored it; a
         later rollout of the same value, a rollback included, records its own in the audit log":
         the README's versions and history once more, after its rollbacks."""
         self.assert_first_metadata(self.ok(next(c for c in commands if " versions " in c)))
@@ -283,10 +297,17 @@ class Walkthrough:
         ids = re.search(r"ids above are those of `(\{[^`]+\})` and `\.\.\. (\d+)\}`", self.text)
         assert ids, "the walkthrough no longer says which values the rollback ids are"
         value = json.loads(ids.group(1))
-        rollbacks = re.findall(r"tempoconf rollback myproject/server_config ([0-9a-f]{16})", self.text)
-        assert rollbacks == [version_id(value), version_id({**value, "max_connections": int(ids.group(2))})]
+        rollbacks = re.findall(
+            r"tempoconf rollback myproject/server_config ([0-9a-f]{16})", self.text
+        )
+        assert rollbacks == [
+            version_id(value),
+            version_id({**value, "max_connections": int(ids.group(2))}),
+        ]
         # "refusing bad input before anything is started (every problem listed)"
-        bad = re.search(r"`(\.venv/bin/tempoconf rollout start examples/rollout-bad\.json)`", self.text)
+        bad = re.search(
+            r"`(\.venv/bin/tempoconf rollout start examples/rollout-bad\.json)`", self.text
+        )
         assert bad, "the walkthrough no longer names examples/rollout-bad.json"
         refused = self.sh(bad.group(1))
         assert refused.returncode == 2, refused.stdout + refused.stderr
@@ -305,7 +326,9 @@ def test_the_walkthrough_gives_what_the_readme_says_right_after_make_run(tmp_pat
         banner = dev.output.read_text()
         # "state kept in `.tempoconf/`": the demo's data dir, next to the walkthrough's commands
         assert f"Data dir   {clone / '.tempoconf'}  " in banner, banner
-        exports = next(line.strip() for line in banner.splitlines() if line.strip().startswith("export "))
+        exports = next(
+            line.strip() for line in banner.splitlines() if line.strip().startswith("export ")
+        )
         walkthrough = Walkthrough(clone, dev, exports)
 
         blocks = shell_blocks(walkthrough.text)

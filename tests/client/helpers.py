@@ -28,15 +28,27 @@ def stable_served(live_api: LiveApi, value: Any, path: str = PATH) -> VersionRec
 def revert(store: Store, path: str = PATH, *, run_id: str = "run-1") -> None:
     """Halt the rollout of `run_id`: every client is back on stable."""
     store.revert(
-        NS, path, run_id=run_id, workflow_id=f"rollout:{NS}/{path}", actor=ACTOR,
-        reason="test halt", outcome="halted", event_key=f"revert:{uuid.uuid4()}",
+        NS,
+        path,
+        run_id=run_id,
+        workflow_id=f"rollout:{NS}/{path}",
+        actor=ACTOR,
+        reason="test halt",
+        outcome="halted",
+        event_key=f"revert:{uuid.uuid4()}",
     )
 
 
 def promote(store: Store, version: str, path: str = PATH, *, run_id: str = "run-1") -> None:
     store.promote(
-        NS, path, run_id=run_id, workflow_id=f"rollout:{NS}/{path}", version=version,
-        actor=ACTOR, reason="test promote", event_key=f"promote:{uuid.uuid4()}",
+        NS,
+        path,
+        run_id=run_id,
+        workflow_id=f"rollout:{NS}/{path}",
+        version=version,
+        actor=ACTOR,
+        reason="test promote",
+        event_key=f"promote:{uuid.uuid4()}",
     )
 
 

@@ -48,7 +48,11 @@ class LiveApi:
             self._loop = asyncio.get_running_loop()
             self._task = asyncio.current_task()
             await serve_api(
-                self.settings, self.store, host="127.0.0.1", port=self.port, access_log=True,
+                self.settings,
+                self.store,
+                host="127.0.0.1",
+                port=self.port,
+                access_log=True,
                 on_started=started.set_result,
             )
 
@@ -81,8 +85,11 @@ class LiveApi:
     def wait_served(self, path: str, version: str, *, timeout: float = 10.0, **params: str) -> None:
         """Wait until the API has loaded a store write and answers `version` (client "probe")."""
         params.setdefault("client", "probe")
-        eventually_sync(lambda: self.serves(path, version, **params), what=f"the API to serve {version}",
-                        timeout=timeout)
+        eventually_sync(
+            lambda: self.serves(path, version, **params),
+            what=f"the API to serve {version}",
+            timeout=timeout,
+        )
 
     def wait_long_polls(self, count: int) -> None:
         """Wait until the API's own gauge says `count` long-polls are held (so one is "in")."""

@@ -68,14 +68,19 @@ def test_falls_back_to_the_cache_when_the_api_stops_and_recovers(
     live_api: LiveApi, cache_dir: Path
 ) -> None:
     stable = stable_served(live_api, {"v": 1})
-    with ConfigClient(live_api.url, PATH, client_id="h1", cache_dir=cache_dir, timeout=2,
-                      **FAST) as client:
-        eventually_sync(lambda: client.current is not None and client.current.source == "api",
-                        what="a first value from the API")
+    with ConfigClient(
+        live_api.url, PATH, client_id="h1", cache_dir=cache_dir, timeout=2, **FAST
+    ) as client:
+        eventually_sync(
+            lambda: client.current is not None and client.current.source == "api",
+            what="a first value from the API",
+        )
 
         live_api.stop()
-        down = eventually_sync(lambda: client.get().source == "cache" and client.get(),
-                               what="the client to fall back to its cache")
+        down = eventually_sync(
+            lambda: client.get().source == "cache" and client.get(),
+            what="the client to fall back to its cache",
+        )
         assert (down.version, down.value) == (stable.version, {"v": 1})
         assert client.last_error is not None
         age = down.age_seconds
@@ -85,8 +90,11 @@ def test_falls_back_to_the_cache_when_the_api_stops_and_recovers(
         # A new stable version while the API is away; the client picks it up once it is back.
         newer = make_stable(live_api.store, PATH, {"v": 2})
         live_api.start()
-        back = eventually_sync(lambda: client.get().version == newer.version and client.get(),
-                               what="the client to take v2 from the API once it is back", timeout=20)
+        back = eventually_sync(
+            lambda: client.get().version == newer.version and client.get(),
+            what="the client to take v2 from the API once it is back",
+            timeout=20,
+        )
         assert back.source == "api" and back.value == {"v": 2} and back.age_seconds < 5
         assert client.last_error is None
 

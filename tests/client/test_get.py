@@ -44,14 +44,17 @@ def test_get_returns_what_the_api_serves(live_api: LiveApi) -> None:
 def test_get_resolves_this_clients_identity(live_api: LiveApi) -> None:
     stable_served(live_api, {"v": 1})
     staged = start_rollout(live_api.store, PATH, {"v": 2})
-    stage = publish(live_api.store, PATH, index=0, name="canary", channel="canary",
-                    labels={"region": "eu"})
+    stage = publish(
+        live_api.store, PATH, index=0, name="canary", channel="canary", labels={"region": "eu"}
+    )
     live_api.wait_served(PATH, staged.version, channel="canary", label="region=eu")
 
-    canary = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary",
-                          labels={"region": "eu"})
-    other = ConfigClient(live_api.url, PATH, client_id="h2", channel="canary",
-                         labels={"region": "us"})
+    canary = ConfigClient(
+        live_api.url, PATH, client_id="h1", channel="canary", labels={"region": "eu"}
+    )
+    other = ConfigClient(
+        live_api.url, PATH, client_id="h2", channel="canary", labels={"region": "us"}
+    )
     try:
         in_stage, outside = canary.get(), other.get()
     finally:
@@ -87,8 +90,7 @@ def test_an_unknown_config_is_a_request_error(live_api: LiveApi, cache_dir: Path
 
 
 def test_no_api_and_no_cache_is_unavailable(tmp_path: Path) -> None:
-    client = ConfigClient("http://127.0.0.1:9", PATH, client_id="h1", cache_dir=tmp_path,
-                          timeout=2)
+    client = ConfigClient("http://127.0.0.1:9", PATH, client_id="h1", cache_dir=tmp_path, timeout=2)
     try:
         with pytest.raises(ConfigUnavailableError, match="cannot reach the API"):
             client.get()
@@ -129,7 +131,9 @@ def test_client_token(sqlite_store: Store, tmp_path: Path) -> None:
         wrong = ConfigClient(api.url, PATH, client_id="h1", token="nope")
         right = ConfigClient(api.url, PATH, client_id="h1", token="s3cret")
         try:
-            eventually_sync(lambda: _served(right), what="the API's snapshot poll to have the write")
+            eventually_sync(
+                lambda: _served(right), what="the API's snapshot poll to have the write"
+            )
             assert right.get().version == stable.version
             for refused in (anonymous, wrong):
                 with pytest.raises(ConfigRequestError) as caught:

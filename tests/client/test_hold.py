@@ -20,8 +20,7 @@ def stage_a_then_b(live_api: LiveApi, client: ConfigClient) -> tuple[ConfigValue
     after A's was reverted, which the client did not see: it was not polling meanwhile)."""
     store = live_api.store
     a = start_rollout(store, PATH, {"v": "A"}, run_id="run-a")
-    publish(store, PATH, index=0, name="canary", channel="canary", expires_in=LEASE,
-            run_id="run-a")
+    publish(store, PATH, index=0, name="canary", channel="canary", expires_in=LEASE, run_id="run-a")
     live_api.wait_served(PATH, a.version, channel="canary")
     held = client.get()
     assert (held.version, held.stage) == (a.version, "canary")
@@ -37,8 +36,9 @@ def stage_a_then_b(live_api: LiveApi, client: ConfigClient) -> tuple[ConfigValue
 def test_a_staged_value_is_held_against_another_staged_version(live_api: LiveApi) -> None:
     stable_served(live_api, {"v": "S"})
     # Long intervals: if B is applied on time, it is the hold deadline that woke the watcher.
-    client = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary",
-                          poll_interval=30, long_poll_seconds=30)
+    client = ConfigClient(
+        live_api.url, PATH, client_id="h1", channel="canary", poll_interval=30, long_poll_seconds=30
+    )
     try:
         held, still = stage_a_then_b(live_api, client)
         assert held.expires_at is not None
@@ -49,8 +49,11 @@ def test_a_staged_value_is_held_against_another_staged_version(live_api: LiveApi
         changes: list[tuple[ConfigValue, float]] = []
         client.subscribe(lambda value: changes.append((value, time.time())))
         client.start()
-        eventually_sync(lambda: len(changes) == 2, what="the change back at the lease's end",
-                        timeout=LEASE.total_seconds() + 10)
+        eventually_sync(
+            lambda: len(changes) == 2,
+            what="the change back at the lease's end",
+            timeout=LEASE.total_seconds() + 10,
+        )
     finally:
         client.close()
 
@@ -68,8 +71,9 @@ def test_a_move_back_to_stable_is_applied_at_once(live_api: LiveApi) -> None:
     client = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary")
     try:
         staged = start_rollout(store, PATH, {"v": "A"})
-        publish(store, PATH, index=0, name="canary", channel="canary",
-                expires_in=timedelta(hours=1))
+        publish(
+            store, PATH, index=0, name="canary", channel="canary", expires_in=timedelta(hours=1)
+        )
         live_api.wait_served(PATH, staged.version, channel="canary")
         in_stage = client.get()
         assert in_stage.is_staged and in_stage.expires_at is not None
@@ -99,14 +103,14 @@ def test_stable_to_staged_is_not_held(live_api: LiveApi) -> None:
 
 def test_the_hold_survives_a_restart_through_the_cache(live_api: LiveApi, tmp_path: Path) -> None:
     stable_served(live_api, {"v": "S"})
-    first = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary",
-                         cache_dir=tmp_path)
+    first = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary", cache_dir=tmp_path)
     try:
         held, _ = stage_a_then_b(live_api, first)
     finally:
         first.close()
-    restarted = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary",
-                             cache_dir=tmp_path)
+    restarted = ConfigClient(
+        live_api.url, PATH, client_id="h1", channel="canary", cache_dir=tmp_path
+    )
     try:
         assert restarted.get().version == held.version  # A from the cache, B held back
         assert restarted.pending is not None and restarted.pending.value == {"v": "B"}

@@ -77,8 +77,19 @@ def test_options_refuse_bad_values() -> None:
 
 
 FORBIDDEN = (
-    "api", "cli", "workflows", "activities", "sqlalchemy", "sqlmodel", "temporalio", "starlette",
-    "uvicorn", "pydantic", "tempoconf.store", "tempoconf.resolution", "tempoconf.settings",
+    "api",
+    "cli",
+    "workflows",
+    "activities",
+    "sqlalchemy",
+    "sqlmodel",
+    "temporalio",
+    "starlette",
+    "uvicorn",
+    "pydantic",
+    "tempoconf.store",
+    "tempoconf.resolution",
+    "tempoconf.settings",
 )
 
 
@@ -106,22 +117,47 @@ class Clock:
 
 def body(version: str, stage: str = "stable", expires_in: float | None = None) -> bytes:
     expires_at = None if expires_in is None else (NOW + timedelta(seconds=expires_in)).isoformat()
-    return json.dumps({
-        "namespace": "default", "path": "p", "version": version, "stage": stage,
-        "value": {"v": version}, "expires_at": expires_at, "metadata": {},
-    }).encode()
+    return json.dumps(
+        {
+            "namespace": "default",
+            "path": "p",
+            "version": version,
+            "stage": stage,
+            "value": {"v": version},
+            "expires_at": expires_at,
+            "metadata": {},
+        }
+    ).encode()
 
 
 def make_state(clock: Clock) -> WatchState:
-    options = ClientOptions(api_url="http://api", path="p", client_id="h1",
-                            long_poll_seconds=30, poll_interval=5, min_interval=0.5)
-    return WatchState(options, cache=None, gauge=VersionGauge(CollectorRegistry()),
-                      backoff=Backoff(base=0.5, cap=30, rng=random.Random(3)),
-                      wall=lambda: clock.wall, monotonic=lambda: clock.mono)
+    options = ClientOptions(
+        api_url="http://api",
+        path="p",
+        client_id="h1",
+        long_poll_seconds=30,
+        poll_interval=5,
+        min_interval=0.5,
+    )
+    return WatchState(
+        options,
+        cache=None,
+        gauge=VersionGauge(CollectorRegistry()),
+        backoff=Backoff(base=0.5, cap=30, rng=random.Random(3)),
+        wall=lambda: clock.wall,
+        monotonic=lambda: clock.mono,
+    )
 
 
-def answer(state: WatchState, clock: Clock, status: int, content: bytes = b"", *,
-           took: float = 0.0, etag: str = 'W/"x"') -> ConfigValue | None:
+def answer(
+    state: WatchState,
+    clock: Clock,
+    status: int,
+    content: bytes = b"",
+    *,
+    took: float = 0.0,
+    etag: str = 'W/"x"',
+) -> ConfigValue | None:
     request = state.config_request(long_poll=True)
     started = clock.mono
     clock.advance(took)

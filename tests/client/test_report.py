@@ -34,7 +34,9 @@ def test_report_posts_for_the_version_in_use(live_api: LiveApi) -> None:
 def test_a_report_names_the_identity_the_client_polls_with(live_api: LiveApi) -> None:
     """So the health check counts it for the cohort this client is in."""
     stable_served(live_api, {"v": 1})
-    client = ConfigClient(live_api.url, PATH, client_id="h2", channel="canary", labels={"region": "eu"})
+    client = ConfigClient(
+        live_api.url, PATH, client_id="h2", channel="canary", labels={"region": "eu"}
+    )
     try:
         client.get()
         client.report(ok=1, failed=0)

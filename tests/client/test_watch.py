@@ -31,7 +31,9 @@ def test_watch_wakes_on_a_stage_publish_and_on_a_revert(live_api: LiveApi) -> No
     client = ConfigClient(live_api.url, PATH, client_id="h1", channel="canary", **FAST)
     client.subscribe(on_change)
     with client:
-        eventually_sync(changed.is_set, what="the first value")  # the first value in use counts as a change
+        eventually_sync(
+            changed.is_set, what="the first value"
+        )  # the first value in use counts as a change
         changed.clear()
         assert (seen[-1].version, seen[-1].source) == (stable.version, "api")
 
@@ -88,7 +90,9 @@ async def test_async_watch_wakes_on_publish_promote_and_revert(live_api: LiveApi
         await asyncio.to_thread(
             publish, live_api.store, PATH, index=0, name="canary", channel="canary"
         )
-        await eventually(lambda: versions_are(stable.version, staged.version), what="the canary stage")
+        await eventually(
+            lambda: versions_are(stable.version, staged.version), what="the canary stage"
+        )
         assert seen[-1].stage == "canary"
 
         # Promotion: same version, now stable. Not a version change: no callback, stage follows.
@@ -105,11 +109,17 @@ async def test_async_watch_wakes_on_publish_promote_and_revert(live_api: LiveApi
             start_rollout, live_api.store, PATH, {"v": 3}, run_id="run-2"
         )
         await asyncio.to_thread(
-            publish, live_api.store, PATH, index=0, name="canary", channel="canary",
+            publish,
+            live_api.store,
+            PATH,
+            index=0,
+            name="canary",
+            channel="canary",
             run_id="run-2",
         )
         await eventually(
-            lambda: versions_are(stable.version, staged.version, second.version), what="the second rollout"
+            lambda: versions_are(stable.version, staged.version, second.version),
+            what="the second rollout",
         )
         await asyncio.to_thread(revert, live_api.store, run_id="run-2")
         await eventually(
@@ -124,26 +134,35 @@ def test_watch_long_polls_a_change_without_waiting_for_the_poll_interval(
 ) -> None:
     stable_served(live_api, {"v": 1})
     # poll_interval 30 s: only a held poll can bring the change within the timeout below.
-    with ConfigClient(live_api.url, PATH, client_id="h1", channel="canary",
-                      poll_interval=30, long_poll_seconds=20) as client:
-        eventually_sync(lambda: client.current is not None and client.current.source == "api",
-                        what="a first value from the API")
+    with ConfigClient(
+        live_api.url, PATH, client_id="h1", channel="canary", poll_interval=30, long_poll_seconds=20
+    ) as client:
+        eventually_sync(
+            lambda: client.current is not None and client.current.source == "api",
+            what="a first value from the API",
+        )
         live_api.wait_long_polls(1)  # the watcher is now inside a held poll
         staged = start_rollout(live_api.store, PATH, {"v": 2})
         publish(live_api.store, PATH, index=0, name="canary", channel="canary")
         # 5 s, far below the 30 s poll interval: only the held poll can bring the change this soon.
-        value = eventually_sync(lambda: client.get().version == staged.version and client.get(),
-                                what="the staged version", timeout=5)
+        value = eventually_sync(
+            lambda: client.get().version == staged.version and client.get(),
+            what="the staged version",
+            timeout=5,
+        )
         assert (value.stage, value.source) == ("canary", "api")
 
 
 def test_watch_never_spins(live_api: LiveApi, caplog: pytest.LogCaptureFixture) -> None:
     stable_served(live_api, {"v": 1})
     caplog.set_level(logging.INFO, logger="uvicorn.access")
-    with ConfigClient(live_api.url, PATH, client_id="spin-check", poll_interval=0.3,
-                      long_poll_seconds=30) as client:
+    with ConfigClient(
+        live_api.url, PATH, client_id="spin-check", poll_interval=0.3, long_poll_seconds=30
+    ) as client:
         eventually_sync(lambda: client.current is not None, what="a first value")
         time.sleep(1.5)  # the behaviour under test: how many polls a quiet 1.5 s sees
-    polls = [r for r in caplog.records if r.name == "uvicorn.access" and "spin-check" in str(r.args)]
+    polls = [
+        r for r in caplog.records if r.name == "uvicorn.access" and "spin-check" in str(r.args)
+    ]
     # Held polls: 1-2 requests. Answered at once: one per poll_interval (0.3 s), never a burst.
     assert 1 <= len(polls) <= 1.5 / 0.3 + 2

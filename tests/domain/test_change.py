@@ -20,7 +20,10 @@ STABLE = {"is_debug": False, "max_connections": 1000}
 
 
 def test_a_changed_top_level_key_names_old_and_new() -> None:
-    assert change_summary(STABLE, {"is_debug": False, "max_connections": 2000}) == "max_connections 1000 → 2000"
+    assert (
+        change_summary(STABLE, {"is_debug": False, "max_connections": 2000})
+        == "max_connections 1000 → 2000"
+    )
 
 
 def test_nested_keys_are_dotted_and_unchanged_siblings_left_out() -> None:
@@ -32,7 +35,11 @@ def test_nested_keys_are_dotted_and_unchanged_siblings_left_out() -> None:
 def test_added_and_removed_keys() -> None:
     before = {"keep": 1, "legacy": {"mode": "x"}}
     after = {"keep": 1, "limits": {"rps": 50}, "retries": 3}
-    assert value_changes(before, after) == ["legacy removed", 'limits added: {"rps":50}', "retries added: 3"]
+    assert value_changes(before, after) == [
+        "legacy removed",
+        'limits added: {"rps":50}',
+        "retries added: 3",
+    ]
 
 
 def test_a_key_that_a_dot_would_make_ambiguous_is_quoted() -> None:
@@ -41,7 +48,10 @@ def test_a_key_that_a_dot_would_make_ambiguous_is_quoted() -> None:
 
 
 def test_lists_and_scalars_compare_as_a_whole() -> None:
-    assert change_summary({"hosts": ["a", "b"]}, {"hosts": ["a", "c"]}) == 'hosts ["a","b"] → ["a","c"]'
+    assert (
+        change_summary({"hosts": ["a", "b"]}, {"hosts": ["a", "c"]})
+        == 'hosts ["a","b"] → ["a","c"]'
+    )
     assert change_summary(1000, 2000) == "1000 → 2000"
     assert change_summary({"a": 1}, [1]) == '{"a":1} → [1]'
 
@@ -75,13 +85,19 @@ def test_same_value_as_stable_says_so() -> None:
 
 
 def test_a_rollback_names_its_version_then_the_change() -> None:
-    stable = VersionRecord(version="5bab37846357d5ab", value={"max_connections": 2500},
-                           created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    stable = VersionRecord(
+        version="5bab37846357d5ab",
+        value={"max_connections": 2500},
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
     assert (
         rollout_change({"max_connections": 1000}, stable, rollback_to="c839a1b794e06bfb")
         == "rollback to c839a1b794e06bfb: max_connections 2500 → 1000"
     )
-    assert rollout_change({"a": 1}, None, rollback_to="c839a1b794e06bfb") == "rollback to c839a1b794e06bfb"
+    assert (
+        rollout_change({"a": 1}, None, rollback_to="c839a1b794e06bfb")
+        == "rollback to c839a1b794e06bfb"
+    )
 
 
 @pytest.mark.parametrize("change", ["max_connections 1000 → 2000", "", "→" * 300])

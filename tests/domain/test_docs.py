@@ -35,7 +35,9 @@ def _json_cell(cell: str) -> str:
 
 def test_the_documented_vectors_are_the_functions() -> None:
     rows = table_after(CONTRACT.read_text(encoding="utf-8"), "| path | client_id | bucket |")
-    documented = [(_json_cell(path), _json_cell(client), int(value)) for path, client, value in rows]
+    documented = [
+        (_json_cell(path), _json_cell(client), int(value)) for path, client, value in rows
+    ]
     assert len(documented) >= 10
     for path, client, value in documented:
         assert bucket(path, client) == value, (path, client)
@@ -53,7 +55,7 @@ def test_the_documented_thresholds_are_the_functions() -> None:
 def test_the_contract_publishes_the_formula_the_tests_check() -> None:
     text = CONTRACT.read_text(encoding="utf-8")
     assert (
-        'bucket(path, client_id) = int.from_bytes(md5(path.encode() + client_id.encode())'
+        "bucket(path, client_id) = int.from_bytes(md5(path.encode() + client_id.encode())"
         '.digest()[:8], "big") % 10000'
     ) in text
     assert "iff `bucket < round(p * 100)`" in text

@@ -123,21 +123,48 @@ def test_planned_checks_are_json_and_validate_again_unchanged() -> None:
 def test_planned_checks_have_every_default_applied_once() -> None:
     (stage,) = plan(
         health=[REPORTS],
-        stages=[{"channel": "canary", "health": [
-            {**HTTP, "name": "judge", "interval": "1m", "initial_delay": "10s", "failure_limit": 3,
-             "on_no_data": "pass", "attempts": 5},
-            {"kind": "prometheus", "url": "http://prom:9090", "query": "up", "min": 1},
-        ]}],
+        stages=[
+            {
+                "channel": "canary",
+                "health": [
+                    {
+                        **HTTP,
+                        "name": "judge",
+                        "interval": "1m",
+                        "initial_delay": "10s",
+                        "failure_limit": 3,
+                        "on_no_data": "pass",
+                        "attempts": 5,
+                    },
+                    {"kind": "prometheus", "url": "http://prom:9090", "query": "up", "min": 1},
+                ],
+            }
+        ],
     ).stages
     reports, http, prometheus = stage.health
     assert reports == PlannedCheck(
-        kind="reports", name="reports #1", interval_seconds=None, initial_delay_seconds=0.0,
-        failure_limit=1, on_no_data="fail", attempts=3, timeout_seconds=30.0,
-        spec={**REPORTS, "window": 300.0, "initial_delay": 0.0, "failure_limit": 1,
-              "on_no_data": "fail", "attempts": 3},
+        kind="reports",
+        name="reports #1",
+        interval_seconds=None,
+        initial_delay_seconds=0.0,
+        failure_limit=1,
+        on_no_data="fail",
+        attempts=3,
+        timeout_seconds=30.0,
+        spec={
+            **REPORTS,
+            "window": 300.0,
+            "initial_delay": 0.0,
+            "failure_limit": 1,
+            "on_no_data": "fail",
+            "attempts": 3,
+        },
     )
     assert (http.name, http.interval_seconds, http.initial_delay_seconds, http.failure_limit) == (
-        "judge", 60.0, 10.0, 3,
+        "judge",
+        60.0,
+        10.0,
+        3,
     )
     assert (http.on_no_data, http.attempts, http.timeout_seconds) == ("pass", 5, 2.0)
     assert (prometheus.name, prometheus.timeout_seconds) == ("prometheus #3 (>= 1)", 10.0)

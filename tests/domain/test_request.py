@@ -155,11 +155,21 @@ def test_http_check_url_may_use_placeholders() -> None:
         ({"path": "a/b", "value": 1, "version": "0123456789abcdef"}, "", "exactly one of 'value'"),
         ({"path": "a/b", "version": "not-a-version"}, "/version", "should match pattern"),
         ({**MINIMAL, "strategy": {}}, "/strategy", "exactly one of 'linear' or 'exponential'"),
-        ({**MINIMAL, "strategy": {"linear": {"step": 0}}}, "/strategy/linear/step", "greater than 0"),
-        ({**MINIMAL, "strategy": {"exponential": {"start": 1, "factor": 1}}}, "/strategy/exponential/factor",
-         "greater than 1"),
-        ({**MINIMAL, "stages": [{"percentile": 50}], "strategy": {"linear": {"step": 50}}}, "/strategy",
-         "repeats stage(s) ['50%']"),
+        (
+            {**MINIMAL, "strategy": {"linear": {"step": 0}}},
+            "/strategy/linear/step",
+            "greater than 0",
+        ),
+        (
+            {**MINIMAL, "strategy": {"exponential": {"start": 1, "factor": 1}}},
+            "/strategy/exponential/factor",
+            "greater than 1",
+        ),
+        (
+            {**MINIMAL, "stages": [{"percentile": 50}], "strategy": {"linear": {"step": 50}}},
+            "/strategy",
+            "repeats stage(s) ['50%']",
+        ),
         ({**MINIMAL, "webhooks": ["ftp://x"]}, "/webhooks/0", "must start with http"),
         ({"value": 1}, "/path", "required field is missing"),
         ({**MINIMAL, "path": "a/../b"}, "/path", "'..'"),
@@ -450,14 +460,28 @@ def test_dumped_checks_validate_again_unchanged() -> None:
 
 
 def test_strategies_expand_to_growing_percentile_stages() -> None:
-    linear = parse_rollout_request({**MINIMAL, "strategy": {"linear": {"step": 20, "every": "10m"}}})
+    linear = parse_rollout_request(
+        {**MINIMAL, "strategy": {"linear": {"step": 20, "every": "10m"}}}
+    )
     assert [stage.percentile for stage in linear.all_stages] == [20, 40, 60, 80, 100]
     assert {stage.cooldown for stage in linear.all_stages} == {timedelta(minutes=10)}
     exponential = parse_rollout_request(
-        {**MINIMAL, "stages": [{"channel": "canary"}], "strategy": {"exponential": {"start": 1, "factor": 2}}}
+        {
+            **MINIMAL,
+            "stages": [{"channel": "canary"}],
+            "strategy": {"exponential": {"start": 1, "factor": 2}},
+        }
     )
     assert [stage.display_name for stage in exponential.all_stages] == [
-        "channel:canary", "1%", "2%", "4%", "8%", "16%", "32%", "64%", "100%"
+        "channel:canary",
+        "1%",
+        "2%",
+        "4%",
+        "8%",
+        "16%",
+        "32%",
+        "64%",
+        "100%",
     ]
     odd = parse_rollout_request({**MINIMAL, "strategy": {"linear": {"step": 30}}})
     assert [stage.percentile for stage in odd.all_stages] == [30, 60, 90, 100]

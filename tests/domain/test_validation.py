@@ -15,7 +15,10 @@ from tempoconf.validation import validate_rollout
 PATH = "myproject/server_config"
 SCHEMA = {
     "type": "object",
-    "properties": {"is_debug": {"type": "boolean"}, "max_connections": {"type": "integer", "minimum": 1}},
+    "properties": {
+        "is_debug": {"type": "boolean"},
+        "max_connections": {"type": "integer", "minimum": 1},
+    },
     "required": ["is_debug", "max_connections"],
 }
 GOOD = {"is_debug": False, "max_connections": 10}
@@ -24,12 +27,16 @@ GOOD = {"is_debug": False, "max_connections": 10}
 @pytest.fixture
 def lookup(sqlite_store: Store) -> Store:
     sqlite_store.set_schema("default", PATH, SCHEMA, actor="test")
-    sqlite_store.put_version("default", PATH, VersionRecord(version_id(GOOD), GOOD, created_at=datetime.now(UTC)))
+    sqlite_store.put_version(
+        "default", PATH, VersionRecord(version_id(GOOD), GOOD, created_at=datetime.now(UTC))
+    )
     return sqlite_store
 
 
 def test_a_new_value_is_validated_and_gets_its_version_id(lookup: Store) -> None:
-    validated = validate_rollout({"path": PATH, "value": {"is_debug": True, "max_connections": 5}}, lookup)
+    validated = validate_rollout(
+        {"path": PATH, "value": {"is_debug": True, "max_connections": 5}}, lookup
+    )
     assert validated.version == version_id({"is_debug": True, "max_connections": 5})
     assert validated.existing is None
 
@@ -44,7 +51,11 @@ def test_a_rollback_takes_the_stored_value(lookup: Store) -> None:
 def test_every_problem_at_once_fields_and_schema(lookup: Store) -> None:
     with pytest.raises(InvalidRequestError) as refused:
         validate_rollout(
-            {"path": PATH, "value": {"is_debug": "yes", "max_connections": 0}, "stages": [{"percentile": 101}]},
+            {
+                "path": PATH,
+                "value": {"is_debug": "yes", "max_connections": 0},
+                "stages": [{"percentile": 101}],
+            },
             lookup,
         )
     pointers = {problem.pointer for problem in refused.value.problems}
@@ -61,7 +72,9 @@ def test_an_unknown_rollback_version_is_refused(lookup: Store) -> None:
 
 def test_a_stored_version_that_fails_todays_schema_is_refused(lookup: Store) -> None:
     old = {"is_debug": False}
-    lookup.put_version("default", PATH, VersionRecord(version_id(old), old, created_at=datetime.now(UTC)))
+    lookup.put_version(
+        "default", PATH, VersionRecord(version_id(old), old, created_at=datetime.now(UTC))
+    )
     with pytest.raises(InvalidRequestError) as refused:
         validate_rollout({"path": PATH, "version": version_id(old)}, lookup)
     assert "'max_connections' is a required property" in str(refused.value)

@@ -42,9 +42,11 @@ def _run(*args: str | Path, cwd: Path, timeout: float, env: dict[str, str] | Non
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel built from the files git tracks, as in a clean clone."""
     source = tmp_path_factory.mktemp("clone")
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, tracked):
         origin = REPO / name
         if origin.is_file():
@@ -65,7 +67,9 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
         names = archive.namelist()
         (top_level,) = [name for name in names if name.endswith(".dist-info/top_level.txt")]
         assert archive.read(top_level).decode().split() == ["tempoconf"]
-    roots = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
+    roots = {
+        name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")
+    }
     assert roots == {"tempoconf"}
     for shipped in [
         "tempoconf/cli/main.py",
@@ -86,7 +90,16 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_folder(
     environment = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(environment)
     python = environment / "bin" / "python"
-    _run(python, "-m", "pip", "install", "--quiet", wheel, cwd=tmp_path, timeout=INSTALL_TIMEOUT_SECONDS)
+    _run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        wheel,
+        cwd=tmp_path,
+        timeout=INSTALL_TIMEOUT_SECONDS,
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {

@@ -25,9 +25,16 @@ def put(store: Store, value: object, *, namespace: str = NS, path: str = PATH, *
     return version
 
 
-def stage(index: int, *, expires_in: timedelta = timedelta(hours=1), channel: str | None = None,
-          percentile: float | None = None, labels: Mapping[str, str] | None = None,
-          name: str | None = None, now: datetime | None = None) -> PublishedStage:
+def stage(
+    index: int,
+    *,
+    expires_in: timedelta = timedelta(hours=1),
+    channel: str | None = None,
+    percentile: float | None = None,
+    labels: Mapping[str, str] | None = None,
+    name: str | None = None,
+    now: datetime | None = None,
+) -> PublishedStage:
     return PublishedStage(
         index=index,
         name=name or f"stage-{index}",
@@ -38,12 +45,27 @@ def stage(index: int, *, expires_in: timedelta = timedelta(hours=1), channel: st
     )
 
 
-def start(store: Store, version: str, *, run_id: str = "run-1", workflow_id: str = "rollout:1",
-          namespace: str = NS, path: str = PATH) -> None:
+def start(
+    store: Store,
+    version: str,
+    *,
+    run_id: str = "run-1",
+    workflow_id: str = "rollout:1",
+    namespace: str = NS,
+    path: str = PATH,
+) -> None:
     """Lock and begin a rollout of `version` for run_id."""
     store.acquire_lock(namespace, path, workflow_id=workflow_id, run_id=run_id, version=version)
-    store.begin_rollout(namespace, path, workflow_id=workflow_id, run_id=run_id, version=version,
-                        actor=workflow_id, reason="start", event_key=f"{run_id}:begin")
+    store.begin_rollout(
+        namespace,
+        path,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        version=version,
+        actor=workflow_id,
+        reason="start",
+        event_key=f"{run_id}:begin",
+    )
 
 
 def count_rows(store: Store, model: type[SQLModel]) -> int:

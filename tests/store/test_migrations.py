@@ -44,7 +44,10 @@ def test_processes_opening_a_fresh_database_at_once_all_succeed(database_url: st
     children = [
         subprocess.Popen(
             [sys.executable, "-c", _OPEN_AT_ONCE, database_url, str(start_at), str(n)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for n in range(processes)
     ]
@@ -76,9 +79,9 @@ def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
-                "0004_report_identity"
-            ]
+            assert conn.execute(
+                text("SELECT version_num FROM alembic_version")
+            ).scalars().all() == ["0004_report_identity"]
     finally:
         engine.dispose()
 
@@ -90,9 +93,18 @@ def test_migrations_create_exactly_the_tables_the_models_describe(store: Store) 
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, metadata) == []
             assert set(inspect(conn).get_table_names()) >= {
-                "config_schema", "config_version", "stable", "stable_history", "rollout",
-                "rollout_stage", "config_lock", "audit_log", "store_revision", "alembic_version",
-                "client_report", "client_seen",
+                "config_schema",
+                "config_version",
+                "stable",
+                "stable_history",
+                "rollout",
+                "rollout_stage",
+                "config_lock",
+                "audit_log",
+                "store_revision",
+                "alembic_version",
+                "client_report",
+                "client_seen",
             }
     finally:
         engine.dispose()
@@ -133,10 +145,12 @@ def test_concurrent_writers_lose_no_update(database_url: str) -> None:
             store = stores[n % 2]
             try:
                 for i in range(per_thread):
-                    unique = store.set_stable(NS, PATH, version, actor="t", reason="",
-                                              event_key=f"t{n}-{i}")
-                    shared = store.set_stable(NS, PATH, version, actor="t", reason="",
-                                              event_key=f"shared-{i}")
+                    unique = store.set_stable(
+                        NS, PATH, version, actor="t", reason="", event_key=f"t{n}-{i}"
+                    )
+                    shared = store.set_stable(
+                        NS, PATH, version, actor="t", reason="", event_key=f"shared-{i}"
+                    )
                     with lock:
                         outcomes.extend([unique, shared])
             except BaseException as error:  # surfaced below, in the test's thread
@@ -167,7 +181,9 @@ def test_concurrent_lock_acquisition_has_one_winner(database_url: str) -> None:
         def contend(n: int) -> None:
             barrier.wait()
             try:
-                stores[n % 3].acquire_lock(NS, PATH, workflow_id=f"w{n}", run_id=f"r{n}", version=version)
+                stores[n % 3].acquire_lock(
+                    NS, PATH, workflow_id=f"w{n}", run_id=f"r{n}", version=version
+                )
                 winners.append(f"r{n}")
             except Exception as error:  # LockHeldError expected for every loser
                 losers.append(type(error).__name__)
@@ -233,15 +249,19 @@ def _migrate(database_url: str, revision: str, *, down: bool = False) -> None:
         engine.dispose()
 
 
-def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(database_url: str) -> None:
+def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(
+    database_url: str,
+) -> None:
     """0004 adds the identity a report names; reports stored before it named none."""
     _migrate(database_url, "0003_client_seen")
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         with engine.begin() as conn:
             conn.execute(
-                text("INSERT INTO client_report (namespace, path, version, client, ok, failed, received_at) "
-                     "VALUES (:ns, :path, 'v1', 'host-1', 9, 1, CURRENT_TIMESTAMP)"),
+                text(
+                    "INSERT INTO client_report (namespace, path, version, client, ok, failed, received_at) "
+                    "VALUES (:ns, :path, 'v1', 'host-1', 9, 1, CURRENT_TIMESTAMP)"
+                ),
                 {"ns": NS, "path": PATH},
             )
     finally:
@@ -249,9 +269,20 @@ def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(databa
 
     store = Store(database_url)
     try:
-        store.add_report(NS, PATH, client="host-2", version="v1", ok=5, failed=0, channel="canary",
-                         labels={"region": "eu"})
-        totals = {row.client: row for row in store.report_totals(NS, PATH, since=datetime(2000, 1, 1, tzinfo=UTC))}
+        store.add_report(
+            NS,
+            PATH,
+            client="host-2",
+            version="v1",
+            ok=5,
+            failed=0,
+            channel="canary",
+            labels={"region": "eu"},
+        )
+        totals = {
+            row.client: row
+            for row in store.report_totals(NS, PATH, since=datetime(2000, 1, 1, tzinfo=UTC))
+        }
     finally:
         store.close()
     assert (totals["host-1"].ok, totals["host-1"].failed) == (9, 1)

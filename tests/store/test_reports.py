@@ -19,19 +19,49 @@ OLD = "bbbbbbbbbbbbbbbb"
 
 def test_report_stats_of_a_version(store: Store) -> None:
     now = datetime.now(UTC)
-    store.add_report(NS, PATH, client="host-1", version=NEW, ok=90, failed=10, error="boom 1",
-                     received_at=now - timedelta(seconds=30))
-    store.add_report(NS, PATH, client="host-1", version=NEW, ok=50, failed=0,
-                     received_at=now - timedelta(seconds=20))
-    store.add_report(NS, PATH, client="host-2", version=NEW, ok=40, failed=10, error="boom 2",
-                     received_at=now - timedelta(seconds=10))
+    store.add_report(
+        NS,
+        PATH,
+        client="host-1",
+        version=NEW,
+        ok=90,
+        failed=10,
+        error="boom 1",
+        received_at=now - timedelta(seconds=30),
+    )
+    store.add_report(
+        NS,
+        PATH,
+        client="host-1",
+        version=NEW,
+        ok=50,
+        failed=0,
+        received_at=now - timedelta(seconds=20),
+    )
+    store.add_report(
+        NS,
+        PATH,
+        client="host-2",
+        version=NEW,
+        ok=40,
+        failed=10,
+        error="boom 2",
+        received_at=now - timedelta(seconds=10),
+    )
     store.add_report(NS, PATH, client="host-3", version=NEW, ok=0, failed=0, error="")
     # Other versions, other configs, other namespaces, and an old report: not counted.
     store.add_report(NS, PATH, client="host-9", version=OLD, ok=1, failed=99, error="old")
     store.add_report(NS, "other/config", client="host-1", version=NEW, ok=1, failed=1)
     store.add_report("team", PATH, client="host-1", version=NEW, ok=1, failed=1)
-    store.add_report(NS, PATH, client="host-8", version=NEW, ok=0, failed=1000,
-                     received_at=now - timedelta(hours=2))
+    store.add_report(
+        NS,
+        PATH,
+        client="host-8",
+        version=NEW,
+        ok=0,
+        failed=1000,
+        received_at=now - timedelta(hours=2),
+    )
 
     stats = store.report_stats(NS, PATH, NEW, since=now - timedelta(minutes=5))
 
@@ -69,15 +99,33 @@ def test_report_totals_per_client_version_and_identity(store: Store) -> None:
     now = datetime.now(UTC)
     since = now - timedelta(minutes=1)
     store.record_seen_clients(NS, PATH, [SeenClient("poller", "canary", {"zone": "eu"}, now)])
-    store.add_report(NS, PATH, client="canary-1", version=NEW, ok=90, failed=10, channel="canary",
-                     received_at=since)  # at `since` exactly: counted
+    store.add_report(
+        NS,
+        PATH,
+        client="canary-1",
+        version=NEW,
+        ok=90,
+        failed=10,
+        channel="canary",
+        received_at=since,
+    )  # at `since` exactly: counted
     store.add_report(NS, PATH, client="canary-1", version=NEW, ok=10, failed=0, channel="canary")
     store.add_report(NS, PATH, client="canary-1", version=OLD, ok=5, failed=0, channel="canary")
-    store.add_report(NS, PATH, client="labelled", version=NEW, ok=3, failed=0, labels={"zone": "eu"})
+    store.add_report(
+        NS, PATH, client="labelled", version=NEW, ok=3, failed=0, labels={"zone": "eu"}
+    )
     store.add_report(NS, PATH, client="poller", version=NEW, ok=7, failed=1)  # names no identity
     # Before `since`, another config, another namespace: not counted.
-    store.add_report(NS, PATH, client="canary-1", version=NEW, ok=0, failed=500, channel="canary",
-                     received_at=since - timedelta(milliseconds=1))
+    store.add_report(
+        NS,
+        PATH,
+        client="canary-1",
+        version=NEW,
+        ok=0,
+        failed=500,
+        channel="canary",
+        received_at=since - timedelta(milliseconds=1),
+    )
     store.add_report(NS, "other/config", client="canary-1", version=NEW, ok=1, failed=1)
     store.add_report("team", PATH, client="canary-1", version=NEW, ok=1, failed=1)
 
@@ -86,9 +134,20 @@ def test_report_totals_per_client_version_and_identity(store: Store) -> None:
     assert sorted(totals, key=lambda row: (row.client, row.version)) == [
         ReportTotals("canary-1", NEW, ok=100, failed=10, reports=2, channel="canary", labels={}),
         ReportTotals("canary-1", OLD, ok=5, failed=0, reports=1, channel="canary", labels={}),
-        ReportTotals("labelled", NEW, ok=3, failed=0, reports=1, channel=None, labels={"zone": "eu"}),
-        ReportTotals("poller", NEW, ok=7, failed=1, reports=1, channel=None, labels=None,
-                     seen_channel="canary", seen_labels={"zone": "eu"}),
+        ReportTotals(
+            "labelled", NEW, ok=3, failed=0, reports=1, channel=None, labels={"zone": "eu"}
+        ),
+        ReportTotals(
+            "poller",
+            NEW,
+            ok=7,
+            failed=1,
+            reports=1,
+            channel=None,
+            labels=None,
+            seen_channel="canary",
+            seen_labels={"zone": "eu"},
+        ),
     ]
     assert store.report_totals(NS, PATH, since=now + timedelta(minutes=1)) == []
 
@@ -110,10 +169,12 @@ def test_bad_reports_are_refused(store: Store) -> None:
 
 def test_prune_reports_deletes_only_older_ones(store: Store) -> None:
     now = datetime.now(UTC)
-    store.add_report(NS, PATH, client="old", version=NEW, ok=1, failed=0,
-                     received_at=now - timedelta(days=8))
-    store.add_report(NS, PATH, client="new", version=NEW, ok=1, failed=0,
-                     received_at=now - timedelta(hours=1))
+    store.add_report(
+        NS, PATH, client="old", version=NEW, ok=1, failed=0, received_at=now - timedelta(days=8)
+    )
+    store.add_report(
+        NS, PATH, client="new", version=NEW, ok=1, failed=0, received_at=now - timedelta(hours=1)
+    )
 
     assert store.prune_reports(now - timedelta(days=7)) == 1
     assert store.prune_reports(now - timedelta(days=7)) == 0

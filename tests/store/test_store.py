@@ -51,7 +51,8 @@ def test_schema_set_replace_get_and_audit(store: Store) -> None:
     assert store.get_schema("other", PATH) is None
     entries = store.history(NS, PATH)
     assert [(e.action, e.actor, e.reason) for e in entries] == [
-        ("schema.set", "alice", "first"), ("schema.set", "bob", "")
+        ("schema.set", "alice", "first"),
+        ("schema.set", "bob", ""),
     ]
     assert store.revision() == 0, "a schema changes nothing a client resolves to"
 
@@ -61,10 +62,18 @@ def test_schema_set_replace_get_and_audit(store: Store) -> None:
 
 def test_put_version_is_immutable_and_round_trips(store: Store) -> None:
     created = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-    record = VersionRecord("v1", {"b": [1, 2.5, None], "a": "ü"}, author="alice", commit="3f2a9c1",
-                           message="raise", created_at=created)
+    record = VersionRecord(
+        "v1",
+        {"b": [1, 2.5, None], "a": "ü"},
+        author="alice",
+        commit="3f2a9c1",
+        message="raise",
+        created_at=created,
+    )
     assert store.put_version(NS, PATH, record) is True
-    assert store.put_version(NS, PATH, VersionRecord("v1", {"other": True}, author="mallory")) is False
+    assert (
+        store.put_version(NS, PATH, VersionRecord("v1", {"other": True}, author="mallory")) is False
+    )
     assert store.get_version(NS, PATH, "v1") == record
     assert store.get_version(NS, PATH, "nope") is None
     assert store.get_version("elsewhere", PATH, "v1") is None
@@ -93,8 +102,9 @@ def test_naive_datetimes_are_refused(store: Store) -> None:
 def test_list_versions_newest_first_with_stable_times(store: Store) -> None:
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
     for i, version in enumerate(["v1", "v2", "v3"]):
-        store.put_version(NS, PATH, VersionRecord(version, i, author=f"a{i}",
-                                                  created_at=t0 + timedelta(days=i)))
+        store.put_version(
+            NS, PATH, VersionRecord(version, i, author=f"a{i}", created_at=t0 + timedelta(days=i))
+        )
     store.set_stable(NS, PATH, "v1", actor="op", reason="", event_key="s1")
     store.set_stable(NS, PATH, "v2", actor="op", reason="", event_key="s2")
     store.set_stable(NS, PATH, "v1", actor="op", reason="rollback", event_key="s3")
@@ -105,7 +115,11 @@ def test_list_versions_newest_first_with_stable_times(store: Store) -> None:
     assert len(by_version["v1"].stable_since) == 2
     assert len(by_version["v2"].stable_since) == 1
     assert by_version["v3"].stable_since == []
-    assert by_version["v1"].stable_since[0] < by_version["v2"].stable_since[0] < by_version["v1"].stable_since[1]
+    assert (
+        by_version["v1"].stable_since[0]
+        < by_version["v2"].stable_since[0]
+        < by_version["v1"].stable_since[1]
+    )
     assert by_version["v2"].author == "a1"
     assert all(_is_utc(t) for info in infos for t in [info.created_at, *info.stable_since])
 
@@ -116,17 +130,29 @@ def test_list_versions_newest_first_with_stable_times(store: Store) -> None:
 def test_set_stable_is_idempotent_by_event_key(store: Store) -> None:
     version = put(store, {"max_connections": 2000})
     revision = store.revision()
-    assert store.set_stable(NS, PATH, version, actor="alice", reason="initial", event_key="k1",
-                            workflow_id="wf") is True
-    assert store.set_stable(NS, PATH, version, actor="alice", reason="initial", event_key="k1",
-                            workflow_id="wf") is False
+    assert (
+        store.set_stable(
+            NS, PATH, version, actor="alice", reason="initial", event_key="k1", workflow_id="wf"
+        )
+        is True
+    )
+    assert (
+        store.set_stable(
+            NS, PATH, version, actor="alice", reason="initial", event_key="k1", workflow_id="wf"
+        )
+        is False
+    )
     assert store.revision() == revision + 1
     assert _actions(store) == ["stable.set"]
     assert count_rows(store, StableHistory) == 1
     entry = store.history(NS, PATH)[0]
     assert (entry.version, entry.workflow_id, entry.reason) == (version, "wf", "initial")
     stable = store.get_stable(NS, PATH)
-    assert stable is not None and stable.version == version and stable.value == {"max_connections": 2000}
+    assert (
+        stable is not None
+        and stable.version == version
+        and stable.value == {"max_connections": 2000}
+    )
 
 
 def test_set_stable_of_unknown_version_writes_nothing(store: Store) -> None:
@@ -146,10 +172,14 @@ def test_set_stable_of_unknown_version_writes_nothing(store: Store) -> None:
 
 def test_acquire_lock_when_free_and_again_by_the_same_run(store: Store) -> None:
     version = put(store, 1)
-    lock = store.acquire_lock(NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version)
+    lock = store.acquire_lock(
+        NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version
+    )
     assert (lock.workflow_id, lock.run_id, lock.version) == ("rollout:default/x", "r1", version)
     assert _is_utc(lock.acquired_at)
-    again = store.acquire_lock(NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version)
+    again = store.acquire_lock(
+        NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version
+    )
     assert again == lock
     assert store.get_lock(NS, PATH) == lock
     other = store.acquire_lock(NS, "another/config", workflow_id="w2", run_id="r2", version=version)
@@ -164,8 +194,14 @@ def test_lock_held_by_another_run_names_the_holder(store: Store) -> None:
     assert raised.value.holder.run_id == "r1"
     assert "r1" in str(raised.value)
     with pytest.raises(LockHeldError):  # naming a run that is not the holder takes nothing over
-        store.acquire_lock(NS, PATH, workflow_id="other-workflow", run_id="r2", version=version,
-                           replace_run_id="r0")
+        store.acquire_lock(
+            NS,
+            PATH,
+            workflow_id="other-workflow",
+            run_id="r2",
+            version=version,
+            replace_run_id="r0",
+        )
     lock = store.get_lock(NS, PATH)
     assert lock is not None and lock.run_id == "r1"
 
@@ -173,19 +209,24 @@ def test_lock_held_by_another_run_names_the_holder(store: Store) -> None:
 def test_lock_reclaim_with_replace_run_id(store: Store) -> None:
     v1, v2 = put(store, 1), put(store, 2)
     store.acquire_lock(NS, PATH, workflow_id="dead", run_id="r1", version=v1)
-    lock = store.acquire_lock(NS, PATH, workflow_id="alive", run_id="r2", version=v2,
-                              replace_run_id="r1")
+    lock = store.acquire_lock(
+        NS, PATH, workflow_id="alive", run_id="r2", version=v2, replace_run_id="r1"
+    )
     assert (lock.workflow_id, lock.run_id, lock.version) == ("alive", "r2", v2)
     assert store.get_lock(NS, PATH) == lock
     # A second reclaim of the same dead run finds it no longer holds the lock.
     with pytest.raises(LockHeldError, match="alive"):
-        store.acquire_lock(NS, PATH, workflow_id="third", run_id="r3", version=v2, replace_run_id="r1")
+        store.acquire_lock(
+            NS, PATH, workflow_id="third", run_id="r3", version=v2, replace_run_id="r1"
+        )
     assert store.history(NS, PATH) == [], "the caller audits the reclaim (it knows why)"
 
 
 def test_replace_run_id_on_a_free_lock_just_takes_it(store: Store) -> None:
     version = put(store, 1)
-    lock = store.acquire_lock(NS, PATH, workflow_id="w", run_id="r2", version=version, replace_run_id="r1")
+    lock = store.acquire_lock(
+        NS, PATH, workflow_id="w", run_id="r2", version=version, replace_run_id="r1"
+    )
     assert lock.run_id == "r2"
 
 
@@ -195,12 +236,28 @@ def test_replace_run_id_on_a_free_lock_just_takes_it(store: Store) -> None:
 def test_begin_rollout_requires_the_lock(store: Store) -> None:
     version = put(store, 1)
     with pytest.raises(LockLostError):
-        store.begin_rollout(NS, PATH, workflow_id="w", run_id="r1", version=version, actor="w",
-                            reason="", event_key="b1")
+        store.begin_rollout(
+            NS,
+            PATH,
+            workflow_id="w",
+            run_id="r1",
+            version=version,
+            actor="w",
+            reason="",
+            event_key="b1",
+        )
     store.acquire_lock(NS, PATH, workflow_id="holder-wf", run_id="r0", version=version)
     with pytest.raises(LockHeldError, match="holder-wf"):
-        store.begin_rollout(NS, PATH, workflow_id="w", run_id="r1", version=version, actor="w",
-                            reason="", event_key="b1")
+        store.begin_rollout(
+            NS,
+            PATH,
+            workflow_id="w",
+            run_id="r1",
+            version=version,
+            actor="w",
+            reason="",
+            event_key="b1",
+        )
     assert store.get_rollout(NS, PATH) is None
     assert store.history(NS, PATH) == []
 
@@ -215,8 +272,13 @@ def test_begin_rollout_creates_the_row_once(store: Store) -> None:
     assert store.begin_rollout(NS, PATH, event_key="b2", **kwargs) is False
     rollout = store.get_rollout(NS, PATH)
     assert rollout is not None
-    assert (rollout.run_id, rollout.workflow_id, rollout.version, rollout.state, rollout.stage_index) == (
-        "r1", "w", version, "started", -1)
+    assert (
+        rollout.run_id,
+        rollout.workflow_id,
+        rollout.version,
+        rollout.state,
+        rollout.stage_index,
+    ) == ("r1", "w", version, "started", -1)
     assert _is_utc(rollout.started_at) and _is_utc(rollout.updated_at)
     assert _actions(store) == ["rollout.started"]
     assert store.revision() == revision + 1
@@ -231,8 +293,12 @@ def test_publish_stage_is_idempotent_and_visible(store: Store) -> None:
     start(store, version, run_id="r1", workflow_id="w")
     revision = store.revision()
     canary = stage(0, channel="canary", name="channel:canary")
-    assert store.publish_stage(NS, PATH, run_id="r1", stage=canary, actor="w", event_key="p0") is True
-    assert store.publish_stage(NS, PATH, run_id="r1", stage=canary, actor="w", event_key="p0") is False
+    assert (
+        store.publish_stage(NS, PATH, run_id="r1", stage=canary, actor="w", event_key="p0") is True
+    )
+    assert (
+        store.publish_stage(NS, PATH, run_id="r1", stage=canary, actor="w", event_key="p0") is False
+    )
     assert store.revision() == revision + 1
     assert _actions(store).count("stage.published") == 1
     ten = stage(1, percentile=10.25, labels={"region": "eu"}, name="10%")
@@ -246,15 +312,23 @@ def test_publish_stage_is_idempotent_and_visible(store: Store) -> None:
     assert snapshot.stages == (canary, ten)
     assert all(_is_utc(s.expires_at) for s in snapshot.stages)
     published = store.history(NS, PATH)[-1]
-    assert (published.action, published.version, published.workflow_id) == ("stage.published", version, "w")
+    assert (published.action, published.version, published.workflow_id) == (
+        "stage.published",
+        version,
+        "w",
+    )
     assert published.details["index"] == 1
 
 
 def test_republishing_a_stage_replaces_its_row(store: Store) -> None:
     version = put(store, 1)
     start(store, version, run_id="r1")
-    store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, channel="a"), actor="w", event_key="p0")
-    store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, channel="b"), actor="w", event_key="p0b")
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(0, channel="a"), actor="w", event_key="p0"
+    )
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(0, channel="b"), actor="w", event_key="p0b"
+    )
     snapshot = store.load_snapshot(NS, PATH)
     assert snapshot is not None and [s.channel for s in snapshot.stages] == ["b"]
 
@@ -262,36 +336,77 @@ def test_republishing_a_stage_replaces_its_row(store: Store) -> None:
 def test_publish_without_begin_rollout_creates_the_rollout_from_the_lock(store: Store) -> None:
     version = put(store, 1)
     store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
-    assert store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, percentile=5), actor="w",
-                               event_key="p0")
+    assert store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(0, percentile=5), actor="w", event_key="p0"
+    )
     rollout = store.get_rollout(NS, PATH)
-    assert rollout is not None and (rollout.run_id, rollout.version, rollout.stage_index) == ("r1", version, 0)
+    assert rollout is not None and (rollout.run_id, rollout.version, rollout.stage_index) == (
+        "r1",
+        version,
+        0,
+    )
 
 
 def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
     v1, v2 = put(store, 1), put(store, 2)
     start(store, v1, run_id="old", workflow_id="w-old")
-    store.publish_stage(NS, PATH, run_id="old", stage=stage(0, channel="c"), actor="w", event_key="o0")
-    store.acquire_lock(NS, PATH, workflow_id="w-new", run_id="new", version=v2, replace_run_id="old")
-    store.begin_rollout(NS, PATH, workflow_id="w-new", run_id="new", version=v2, actor="w", reason="",
-                        event_key="n-begin")
+    store.publish_stage(
+        NS, PATH, run_id="old", stage=stage(0, channel="c"), actor="w", event_key="o0"
+    )
+    store.acquire_lock(
+        NS, PATH, workflow_id="w-new", run_id="new", version=v2, replace_run_id="old"
+    )
+    store.begin_rollout(
+        NS,
+        PATH,
+        workflow_id="w-new",
+        run_id="new",
+        version=v2,
+        actor="w",
+        reason="",
+        event_key="n-begin",
+    )
     # The new run's rollout replaced the dead run's row and its stages.
     snapshot = store.load_snapshot(NS, PATH)
     assert snapshot is not None and snapshot.staged is not None and snapshot.staged.version == v2
     assert snapshot.stages == ()
     before = (store.revision(), len(store.history(NS, PATH)))
     with pytest.raises(LockHeldError, match="w-new"):
-        store.publish_stage(NS, PATH, run_id="old", stage=stage(1, percentile=50), actor="w",
-                            event_key="o1")
+        store.publish_stage(
+            NS, PATH, run_id="old", stage=stage(1, percentile=50), actor="w", event_key="o1"
+        )
     assert (store.revision(), len(store.history(NS, PATH))) == before
     assert store.renew_leases(NS, PATH, run_id="old", leases=[StageLease(0, store.now())]) == 0
-    assert store.set_rollout_state(NS, PATH, run_id="old", state="paused", actor="w", reason="",
-                                   event_key="o-pause") is False
-    assert store.revert(NS, PATH, run_id="old", workflow_id="w-old", actor="w", reason="late",
-                        outcome="reverted", event_key="o-revert") is False
+    assert (
+        store.set_rollout_state(
+            NS, PATH, run_id="old", state="paused", actor="w", reason="", event_key="o-pause"
+        )
+        is False
+    )
+    assert (
+        store.revert(
+            NS,
+            PATH,
+            run_id="old",
+            workflow_id="w-old",
+            actor="w",
+            reason="late",
+            outcome="reverted",
+            event_key="o-revert",
+        )
+        is False
+    )
     with pytest.raises(LockHeldError):
-        store.promote(NS, PATH, run_id="old", workflow_id="w-old", version=v1, actor="w", reason="",
-                      event_key="o-promote")
+        store.promote(
+            NS,
+            PATH,
+            run_id="old",
+            workflow_id="w-old",
+            version=v1,
+            actor="w",
+            reason="",
+            event_key="o-promote",
+        )
     rollout = store.get_rollout(NS, PATH)
     assert rollout is not None and rollout.run_id == "new" and rollout.state == "started"
     assert store.get_stable(NS, PATH) is None
@@ -301,10 +416,20 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
 def test_publish_after_the_lock_is_released_raises_lock_lost(store: Store) -> None:
     version = put(store, 1)
     start(store, version, run_id="r1")
-    store.revert(NS, PATH, run_id="r1", workflow_id="w", actor="w", reason="", outcome="halted",
-                 event_key="rv")
+    store.revert(
+        NS,
+        PATH,
+        run_id="r1",
+        workflow_id="w",
+        actor="w",
+        reason="",
+        outcome="halted",
+        event_key="rv",
+    )
     with pytest.raises(LockHeldError) as raised:  # LockLostError is a LockHeldError
-        store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p")
+        store.publish_stage(
+            NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p"
+        )
     assert isinstance(raised.value, LockLostError) and isinstance(raised.value, LockError)
     assert raised.value.holder is None and "r1" in str(raised.value)
     assert store.get_rollout(NS, PATH) is None
@@ -313,11 +438,19 @@ def test_publish_after_the_lock_is_released_raises_lock_lost(store: Store) -> No
 def test_renew_leases_of_this_runs_stages(store: Store) -> None:
     version = put(store, 1)
     start(store, version, run_id="r1")
-    store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0")
-    store.publish_stage(NS, PATH, run_id="r1", stage=stage(1, percentile=10), actor="w", event_key="p1")
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0"
+    )
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(1, percentile=10), actor="w", event_key="p1"
+    )
     revision = store.revision()
     later = datetime(2099, 1, 1, 0, 0, tzinfo=UTC)
-    leases = [StageLease(0, later), StageLease(1, later + timedelta(minutes=1)), StageLease(7, later)]
+    leases = [
+        StageLease(0, later),
+        StageLease(1, later + timedelta(minutes=1)),
+        StageLease(7, later),
+    ]
     assert store.renew_leases(NS, PATH, run_id="r1", leases=leases) == 2
     assert store.revision() == revision + 1
     snapshot = store.load_snapshot(NS, PATH)
@@ -333,8 +466,12 @@ def test_renew_leases_of_this_runs_stages(store: Store) -> None:
 
 def test_set_rollout_state_records_transitions(store: Store) -> None:
     version = put(store, 1)
-    assert store.set_rollout_state(NS, PATH, run_id="r1", state="holding", actor="w", reason="",
-                                   event_key="x") is False
+    assert (
+        store.set_rollout_state(
+            NS, PATH, run_id="r1", state="holding", actor="w", reason="", event_key="x"
+        )
+        is False
+    )
     start(store, version, run_id="r1", workflow_id="w")
     revision = store.revision()
     kwargs = dict(run_id="r1", state="paused", actor="bob", reason="look", details={"by": "signal"})
@@ -344,7 +481,11 @@ def test_set_rollout_state_records_transitions(store: Store) -> None:
     assert rollout is not None and rollout.state == "paused"
     entry = store.history(NS, PATH)[-1]
     assert (entry.action, entry.actor, entry.reason, entry.details) == (
-        "rollout.paused", "bob", "look", {"by": "signal"})
+        "rollout.paused",
+        "bob",
+        "look",
+        {"by": "signal"},
+    )
     assert (entry.version, entry.workflow_id) == (version, "w")
     assert _actions(store).count("rollout.paused") == 1
     assert store.revision() == revision
@@ -354,8 +495,12 @@ def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
     old, new = put(store, {"n": 1}), put(store, {"n": 2})
     store.set_stable(NS, PATH, old, actor="op", reason="", event_key="s")
     start(store, new, run_id="r1", workflow_id="w")
-    store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0")
-    store.publish_stage(NS, PATH, run_id="r1", stage=stage(1, percentile=50), actor="w", event_key="p1")
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0"
+    )
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(1, percentile=50), actor="w", event_key="p1"
+    )
     revision = store.revision()
     kwargs = dict(run_id="r1", workflow_id="w", version=new, actor="w", reason="healthy")
     assert store.promote(NS, PATH, event_key="promote", **kwargs) is True
@@ -364,7 +509,12 @@ def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
     stable = store.get_stable(NS, PATH)
     assert stable is not None and stable.version == new
     assert store.get_rollout(NS, PATH) is None and store.get_lock(NS, PATH) is None
-    assert count_rows(store, Rollout) == count_rows(store, RolloutStage) == count_rows(store, ConfigLock) == 0
+    assert (
+        count_rows(store, Rollout)
+        == count_rows(store, RolloutStage)
+        == count_rows(store, ConfigLock)
+        == 0
+    )
     assert store.load_snapshot(NS, PATH) == store.load_snapshots()[(NS, PATH)]
     snapshot = store.load_snapshot(NS, PATH)
     assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
@@ -378,8 +528,16 @@ def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
 def test_promote_without_stages_right_after_the_lock(store: Store) -> None:
     version = put(store, 1)
     store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
-    assert store.promote(NS, PATH, run_id="r1", workflow_id="w", version=version, actor="w",
-                         reason="no stages", event_key="p")
+    assert store.promote(
+        NS,
+        PATH,
+        run_id="r1",
+        workflow_id="w",
+        version=version,
+        actor="w",
+        reason="no stages",
+        event_key="p",
+    )
     stable = store.get_stable(NS, PATH)
     assert stable is not None and stable.version == version
     assert store.get_lock(NS, PATH) is None
@@ -388,14 +546,30 @@ def test_promote_without_stages_right_after_the_lock(store: Store) -> None:
 def test_promote_requires_the_lock(store: Store) -> None:
     version = put(store, 1)
     with pytest.raises(LockLostError):
-        store.promote(NS, PATH, run_id="r1", workflow_id="w", version=version, actor="w", reason="",
-                      event_key="p")
+        store.promote(
+            NS,
+            PATH,
+            run_id="r1",
+            workflow_id="w",
+            version=version,
+            actor="w",
+            reason="",
+            event_key="p",
+        )
     assert store.get_stable(NS, PATH) is None
     assert store.history(NS, PATH) == []
 
 
-REVERT_STATES = ["locked", "begun", "published", "paused", "never_locked", "other_holds", "reverted",
-                 "promoted"]
+REVERT_STATES = [
+    "locked",
+    "begun",
+    "published",
+    "paused",
+    "never_locked",
+    "other_holds",
+    "reverted",
+    "promoted",
+]
 
 
 @pytest.mark.parametrize("state", REVERT_STATES)
@@ -409,30 +583,48 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
     if state in ("begun", "published", "paused", "reverted", "promoted"):
         store.begin_rollout(NS, PATH, version=version, actor="w", reason="", event_key="b", **run)
     if state in ("published", "paused", "reverted", "promoted"):
-        store.publish_stage(NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0")
+        store.publish_stage(
+            NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0"
+        )
     if state == "paused":
-        store.set_rollout_state(NS, PATH, run_id="r1", state="paused", actor="w", reason="",
-                                event_key="pause")
+        store.set_rollout_state(
+            NS, PATH, run_id="r1", state="paused", actor="w", reason="", event_key="pause"
+        )
     if state == "other_holds":
         start(store, version, run_id="r2", workflow_id="w2")
     if state == "reverted":
-        store.revert(NS, PATH, actor="w", reason="first", outcome="reverted", event_key="rv0", **run)
+        store.revert(
+            NS, PATH, actor="w", reason="first", outcome="reverted", event_key="rv0", **run
+        )
     if state == "promoted":
         store.promote(NS, PATH, version=version, actor="w", reason="", event_key="pr", **run)
 
     had_something = state in ("locked", "begun", "published", "paused")
     revision, entries = store.revision(), len(store.history(NS, PATH))
-    result = store.revert(NS, PATH, actor="w", reason="unhealthy", outcome="halted",
-                          event_key="revert", **run)
+    result = store.revert(
+        NS, PATH, actor="w", reason="unhealthy", outcome="halted", event_key="revert", **run
+    )
     assert result is had_something
-    assert store.revert(NS, PATH, actor="w", reason="unhealthy", outcome="halted",
-                        event_key="revert", **run) is False
-    assert store.revert(NS, PATH, actor="w", reason="again", outcome="halted",
-                        event_key="revert-2", **run) is False
+    assert (
+        store.revert(
+            NS, PATH, actor="w", reason="unhealthy", outcome="halted", event_key="revert", **run
+        )
+        is False
+    )
+    assert (
+        store.revert(
+            NS, PATH, actor="w", reason="again", outcome="halted", event_key="revert-2", **run
+        )
+        is False
+    )
     if had_something:
         assert store.revision() == revision + 1
         entry = store.history(NS, PATH)[-1]
-        assert (entry.action, entry.reason, entry.workflow_id) == ("rollout.halted", "unhealthy", "w")
+        assert (entry.action, entry.reason, entry.workflow_id) == (
+            "rollout.halted",
+            "unhealthy",
+            "w",
+        )
         assert len(store.history(NS, PATH)) == entries + 1
     else:
         assert store.revision() == revision
@@ -455,10 +647,23 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
 def test_revert_clears_a_dead_runs_rollout_when_this_run_holds_the_lock(store: Store) -> None:
     v1, v2 = put(store, 1), put(store, 2)
     start(store, v1, run_id="dead")
-    store.publish_stage(NS, PATH, run_id="dead", stage=stage(0, channel="c"), actor="w", event_key="d0")
+    store.publish_stage(
+        NS, PATH, run_id="dead", stage=stage(0, channel="c"), actor="w", event_key="d0"
+    )
     store.acquire_lock(NS, PATH, workflow_id="w2", run_id="r2", version=v2, replace_run_id="dead")
-    assert store.revert(NS, PATH, run_id="r2", workflow_id="w2", actor="w2", reason="bad input",
-                        outcome="reverted", event_key="r2-revert") is True
+    assert (
+        store.revert(
+            NS,
+            PATH,
+            run_id="r2",
+            workflow_id="w2",
+            actor="w2",
+            reason="bad input",
+            outcome="reverted",
+            event_key="r2-revert",
+        )
+        is True
+    )
     assert store.get_rollout(NS, PATH) is None and store.get_lock(NS, PATH) is None
 
 
@@ -467,10 +672,24 @@ def test_revert_clears_a_dead_runs_rollout_when_this_run_holds_the_lock(store: S
 
 def test_record_event_and_history_limit(store: Store) -> None:
     for i in range(5):
-        assert store.record_event(NS, PATH, action=f"note.{i}", actor="op", reason=str(i),
-                                  details={"i": i}) is True
-    assert store.record_event(NS, PATH, action="health.checked", actor="w", event_key="h1",
-                              version="v", workflow_id="w") is True
+        assert (
+            store.record_event(
+                NS, PATH, action=f"note.{i}", actor="op", reason=str(i), details={"i": i}
+            )
+            is True
+        )
+    assert (
+        store.record_event(
+            NS,
+            PATH,
+            action="health.checked",
+            actor="w",
+            event_key="h1",
+            version="v",
+            workflow_id="w",
+        )
+        is True
+    )
     assert store.record_event(NS, PATH, action="health.checked", actor="w", event_key="h1") is False
     store.record_event(NS, "other/config", action="elsewhere", actor="op")
     last = store.history(NS, PATH, limit=3)
@@ -516,24 +735,41 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
     assert grew()
     store.acquire_lock(NS, PATH, workflow_id="w", run_id="r", version=v2)
     assert same()
-    store.begin_rollout(NS, PATH, workflow_id="w", run_id="r", version=v2, actor="w", reason="",
-                        event_key="b")
+    store.begin_rollout(
+        NS, PATH, workflow_id="w", run_id="r", version=v2, actor="w", reason="", event_key="b"
+    )
     assert grew()
     store.publish_stage(NS, PATH, run_id="r", stage=stage(0, channel="c"), actor="w", event_key="p")
     assert grew()
-    store.renew_leases(NS, PATH, run_id="r", leases=[StageLease(0, store.now() + timedelta(hours=2))])
+    store.renew_leases(
+        NS, PATH, run_id="r", leases=[StageLease(0, store.now() + timedelta(hours=2))]
+    )
     assert grew()
-    store.set_rollout_state(NS, PATH, run_id="r", state="holding", actor="w", reason="", event_key="h")
+    store.set_rollout_state(
+        NS, PATH, run_id="r", state="holding", actor="w", reason="", event_key="h"
+    )
     assert same()
     store.record_event(NS, PATH, action="note", actor="op")
     assert same()
-    store.promote(NS, PATH, run_id="r", workflow_id="w", version=v2, actor="w", reason="", event_key="pr")
+    store.promote(
+        NS, PATH, run_id="r", workflow_id="w", version=v2, actor="w", reason="", event_key="pr"
+    )
     assert grew()
     store.acquire_lock(NS, PATH, workflow_id="w", run_id="r3", version=v1)
-    store.publish_stage(NS, PATH, run_id="r3", stage=stage(0, channel="c"), actor="w", event_key="p3")
+    store.publish_stage(
+        NS, PATH, run_id="r3", stage=stage(0, channel="c"), actor="w", event_key="p3"
+    )
     assert grew()
-    store.revert(NS, PATH, run_id="r3", workflow_id="w", actor="w", reason="", outcome="reverted",
-                 event_key="rv3")
+    store.revert(
+        NS,
+        PATH,
+        run_id="r3",
+        workflow_id="w",
+        actor="w",
+        reason="",
+        outcome="reverted",
+        event_key="rv3",
+    )
     assert grew()
     assert seen == sorted(seen)
 
@@ -560,7 +796,9 @@ def test_load_snapshots_of_several_configs(store: Store) -> None:
     assert snapshots == store.load_snapshots()
     assert set(snapshots) == {(NS, "a"), (NS, "team/b"), ("staging", "c")}
     a = snapshots[(NS, "a")]
-    assert a.stable is not None and a.stable.value == {"a": 1} and a.staged is None and a.stages == ()
+    assert (
+        a.stable is not None and a.stable.value == {"a": 1} and a.staged is None and a.stages == ()
+    )
     b = snapshots[(NS, "team/b")]
     assert b.stable is not None and b.stable.version == b1
     assert b.staged is not None and b.staged.version == b2 and b.staged.value == {"b": 2}
@@ -575,8 +813,10 @@ def test_load_snapshots_of_several_configs(store: Store) -> None:
     assert all(
         _is_utc(t)
         for s in snapshots.values()
-        for t in [*(r.created_at for r in (s.stable, s.staged) if r and r.created_at),
-                  *(st.expires_at for st in s.stages)]
+        for t in [
+            *(r.created_at for r in (s.stable, s.staged) if r and r.created_at),
+            *(st.expires_at for st in s.stages),
+        ]
     )
 
 
@@ -605,8 +845,9 @@ def test_load_snapshots_query_count_does_not_grow_with_configs(store: Store) -> 
             store.set_stable(NS, path, version, actor="op", reason="", event_key=f"s{i}")
             staged = put(store, {"i": i, "next": True}, path=path)
             start(store, staged, run_id=f"r{i}", path=path)
-            store.publish_stage(NS, path, run_id=f"r{i}", stage=stage(0, channel="c"), actor="w",
-                                event_key=f"p{i}")
+            store.publish_stage(
+                NS, path, run_id=f"r{i}", stage=stage(0, channel="c"), actor="w", event_key=f"p{i}"
+            )
 
     add_configs(0, 2)
     few = statements_for_load()

@@ -46,12 +46,20 @@ async def run_as_printed(command: str) -> subprocess.CompletedProcess[str]:
     point the CLI at the server for it, from the directory the worker runs in."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("TEMPORAL_")}
     return await asyncio.to_thread(
-        subprocess.run, ["bash", "-c", command], cwd=Path.cwd(), env=env, capture_output=True, text=True,
-        timeout=60, check=False,
+        subprocess.run,
+        ["bash", "-c", command],
+        cwd=Path.cwd(),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
-async def test_details_name_the_change_and_a_running_hold_its_time_left(rollout_harness: RolloutHarness) -> None:
+async def test_details_name_the_change_and_a_running_hold_its_time_left(
+    rollout_harness: RolloutHarness,
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
     # The real clock: the hold must be running (its hour left) when the test reads the details.
@@ -60,11 +68,15 @@ async def test_details_name_the_change_and_a_running_hold_its_time_left(rollout_
 
     details = await current_details(handle)
     assert details.splitlines()[0] == f"## default/{path}: max_connections 1000 → 2000"
-    assert f"version `{version_id(NEW_VALUE)}` · raise max_connections — alice@example.com" in details
+    assert (
+        f"version `{version_id(NEW_VALUE)}` · raise max_connections — alice@example.com" in details
+    )
     end = progress["hold_deadline"][11:19]
     # Rendered as the hold began (nothing re-renders during it): the whole hour is left.
-    assert re.search(rf"the hold to end: ends {end} UTC, in (1h00m|59m\d\ds) \(as of \d\d:\d\d:\d\d UTC\)",
-                     details), details
+    assert re.search(
+        rf"the hold to end: ends {end} UTC, in (1h00m|59m\d\ds) \(as of \d\d:\d\d:\d\d UTC\)",
+        details,
+    ), details
     assert re.search(rf"\(live, hold ends {end} UTC, in (1h00m|59m\d\ds)\)", details), details
 
     # The halt command of the Web UI, pasted into a shell, reaches this server (on a port of its own).
@@ -80,7 +92,11 @@ async def test_awaiting_approval_shows_no_past_hold_and_its_approve_command_runs
     rollout_harness: RolloutHarness,
 ) -> None:
     path = unique_path()
-    await make_stable(rollout_harness, path, value={"is_debug": False, "max_connections": 1000, "pool": {"size": 5}})
+    await make_stable(
+        rollout_harness,
+        path,
+        value={"is_debug": False, "max_connections": 1000, "pool": {"size": 5}},
+    )
     request = example_request(
         path,
         value={"is_debug": False, "max_connections": 1000, "pool": {"size": 8}},
@@ -95,7 +111,10 @@ async def test_awaiting_approval_shows_no_past_hold_and_its_approve_command_runs
     # Not shown as a deadline (the health check that ended the hold may show the same second).
     assert f"ends {past_hold_end}" not in details
     assert "hold ends" not in details and "hold until" not in details
-    assert "Waiting for: an operator's approve (the hold and health checks of this stage passed)" in details
+    assert (
+        "Waiting for: an operator's approve (the hold and health checks of this stage passed)"
+        in details
+    )
 
     ran = await run_as_printed(command_in(details, "approve"))
     assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -39,8 +39,18 @@ FAILED_RATIO_QUERY = (
 )
 
 
-async def send_reports(api: str, path: str, version: str, *, clients: int, ok: int, failed: int,
-                       prefix: str = "canary", channel: str | None = "canary", named: bool = True) -> None:
+async def send_reports(
+    api: str,
+    path: str,
+    version: str,
+    *,
+    clients: int,
+    ok: int,
+    failed: int,
+    prefix: str = "canary",
+    channel: str | None = "canary",
+    named: bool = True,
+) -> None:
     """Reports from `clients` clients `{prefix}-0`, ...; with `named`, each names its identity
     (`channel`, no labels), else none (the API's record of its polls stands in)."""
     identity = {"channel": channel, "labels": {}} if named else {}
@@ -48,15 +58,26 @@ async def send_reports(api: str, path: str, version: str, *, clients: int, ok: i
         for number in range(clients):
             response = await http.post(
                 "/v1/reports",
-                json={"path": path, "namespace": NAMESPACE, "client": f"{prefix}-{number}", "version": version,
-                      "ok": ok, "failed": failed, **({"error": "timeouts to the db"} if failed else {}),
-                      **identity},
+                json={
+                    "path": path,
+                    "namespace": NAMESPACE,
+                    "client": f"{prefix}-{number}",
+                    "version": version,
+                    "ok": ok,
+                    "failed": failed,
+                    **({"error": "timeouts to the db"} if failed else {}),
+                    **identity,
+                },
             )
             assert response.status_code == 202, response.text
 
 
-def canary_request(path: str, checks: list[dict[str, Any]], *, cooldown: str = "2s") -> dict[str, Any]:
-    return example_request(path, stages=[{"channel": "canary", "cooldown": cooldown}], health=checks)
+def canary_request(
+    path: str, checks: list[dict[str, Any]], *, cooldown: str = "2s"
+) -> dict[str, Any]:
+    return example_request(
+        path, stages=[{"channel": "canary", "cooldown": cooldown}], health=checks
+    )
 
 
 async def outcome_of(handle: Any) -> dict[str, Any]:
@@ -77,7 +98,9 @@ class HoldingCanary:
 
 
 @asynccontextmanager
-async def holding_canary(harness: RolloutHarness, checks: list[dict[str, Any]]) -> AsyncIterator[HoldingCanary]:
+async def holding_canary(
+    harness: RolloutHarness, checks: list[dict[str, Any]]
+) -> AsyncIterator[HoldingCanary]:
     """A config with a stable version, a live API, and a canary rollout holding for an hour."""
     path = unique_path()
     stable = await make_stable(harness, path)
@@ -99,14 +122,18 @@ async def holding_canary(harness: RolloutHarness, checks: list[dict[str, Any]]) 
     ],
     ids=["2xx", "5xx", "timeout"],
 )
-async def test_http_check(rollout_harness: RolloutHarness, route: str, timeout: str, outcome: str,
-                          fragment: str | None) -> None:
+async def test_http_check(
+    rollout_harness: RolloutHarness, route: str, timeout: str, outcome: str, fragment: str | None
+) -> None:
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
     with http_judge() as judge:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "http", "url": judge + route, "timeout": timeout, "attempts": 2}],
-                           cooldown="1s")
+            canary_request(
+                path,
+                [{"kind": "http", "url": judge + route, "timeout": timeout, "attempts": 2}],
+                cooldown="1s",
+            )
         )
         result = await outcome_of(handle)
     assert result["outcome"] == outcome, result
@@ -117,7 +144,11 @@ async def test_http_check(rollout_harness: RolloutHarness, route: str, timeout: 
         progress = await handle.query("status", result_type=dict)
         assert progress["last_health"]["healthy"] is False
         assert fragment in progress["last_health"]["summary"]
-        reverted = [e for e in rollout_harness.store.history(NAMESPACE, path) if e.action == "rollout.reverted"]
+        reverted = [
+            e
+            for e in rollout_harness.store.history(NAMESPACE, path)
+            if e.action == "rollout.reverted"
+        ]
         assert reverted and fragment in reverted[-1].reason
     if route == "/slow":
         assert "2 attempt(s)" in result["reason"]
@@ -143,8 +174,12 @@ async def test_failing_canary_is_reverted_during_the_hold(rollout_harness: Rollo
     assert rollout_harness.store.get_lock(NAMESPACE, canary.path) is None
 
 
-async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness: RolloutHarness) -> None:
-    async with holding_canary(rollout_harness, [{"kind": "reports", "max_error_ratio": 0.05}]) as canary:
+async def test_failing_canary_is_reverted_at_the_end_of_the_hold(
+    rollout_harness: RolloutHarness,
+) -> None:
+    async with holding_canary(
+        rollout_harness, [{"kind": "reports", "max_error_ratio": 0.05}]
+    ) as canary:
         await send_reports(canary.api, canary.path, NEW_VERSION, clients=2, ok=90, failed=10)
         result = await canary.end_hold()
         async with httpx.AsyncClient(base_url=canary.api) as http:
@@ -155,7 +190,9 @@ async def test_failing_canary_is_reverted_at_the_end_of_the_hold(rollout_harness
                 served = (await http.get(f"/v1/configs/{canary.path}", params=params)).json()
                 return bool(served["version"] == canary.stable and served["stage"] == "stable")
 
-            await eventually(canary_back_on_stable, what="the API to serve stable to the canary again")
+            await eventually(
+                canary_back_on_stable, what="the API to serve stable to the canary again"
+            )
     assert result["outcome"] == "reverted"
     assert "exceeds max_error_ratio 0.05" in result["reason"]
 
@@ -179,7 +216,14 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
         handle = await rollout_harness.start(
             canary_request(
                 path,
-                [{"kind": "reports", "max_error_ratio": 0.05, "interval": "500ms", "on_no_data": "fail"}],
+                [
+                    {
+                        "kind": "reports",
+                        "max_error_ratio": 0.05,
+                        "interval": "500ms",
+                        "on_no_data": "fail",
+                    }
+                ],
                 cooldown="1h",
             ),
             real_clock=True,  # the hold must still run when the reports arrive
@@ -190,7 +234,9 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
 
         async def interval_checks_saw_no_data() -> bool:
             progress = await handle.query("status", result_type=dict)
-            assert progress["state"] == "holding", progress["phase"]  # no data does not end the hold
+            assert progress["state"] == "holding", progress[
+                "phase"
+            ]  # no data does not end the hold
             health = progress["last_health"]
             if health is not None:
                 assert health["checks"][0]["verdict"] == "no_data", health
@@ -199,10 +245,14 @@ async def test_no_data_during_the_hold_is_not_a_failure(rollout_harness: Rollout
 
         # Interval checks see no data, 500 ms apart, and the hold goes on; only its end applies
         # the policy. Three of them in a row: the hold survived more than one.
-        await eventually(interval_checks_saw_no_data, what="three interval checks that saw no data",
-                         retry_on=())
+        await eventually(
+            interval_checks_saw_no_data, what="three interval checks that saw no data", retry_on=()
+        )
         progress = await handle.query("status", result_type=dict)
-        assert progress["state"] == "holding" and progress["last_health"]["checks"][0]["verdict"] == "no_data"
+        assert (
+            progress["state"] == "holding"
+            and progress["last_health"]["checks"][0]["verdict"] == "no_data"
+        )
         await send_reports(api, path, NEW_VERSION, clients=1, ok=50, failed=0)
         await handle.execute_update("advance")
         result = await outcome_of(handle)
@@ -223,16 +273,26 @@ async def test_too_few_reporters_is_no_data_judged_by_policy(
 
 
 @pytest.mark.parametrize(("cohort_failed", "outcome"), [(15, "promoted"), (50, "reverted")])
-async def test_baseline_comparison(rollout_harness: RolloutHarness, cohort_failed: int, outcome: str) -> None:
-    async with holding_canary(rollout_harness, [{"kind": "reports", "max_baseline_factor": 2}]) as canary:
+async def test_baseline_comparison(
+    rollout_harness: RolloutHarness, cohort_failed: int, outcome: str
+) -> None:
+    async with holding_canary(
+        rollout_harness, [{"kind": "reports", "max_baseline_factor": 2}]
+    ) as canary:
         api, path = canary.api, canary.path
-        await send_reports(api, path, canary.stable, clients=4, ok=90, failed=10, prefix="stable",
-                           channel=None)  # baseline 0.1
-        await send_reports(api, path, NEW_VERSION, clients=2, ok=100 - cohort_failed, failed=cohort_failed)
+        await send_reports(
+            api, path, canary.stable, clients=4, ok=90, failed=10, prefix="stable", channel=None
+        )  # baseline 0.1
+        await send_reports(
+            api, path, NEW_VERSION, clients=2, ok=100 - cohort_failed, failed=cohort_failed
+        )
         result = await canary.end_hold()
     assert result["outcome"] == outcome, result
     if outcome == "reverted":
-        assert "more than 2x the baseline's 0.1 (4 client(s) outside the cohort, on other versions)" in result["reason"]
+        assert (
+            "more than 2x the baseline's 0.1 (4 client(s) outside the cohort, on other versions)"
+            in result["reason"]
+        )
 
 
 # -- evidence: the stage's cohort, since the stage was published -----------------------------------
@@ -247,8 +307,9 @@ class Reroll:
 
 
 @asynccontextmanager
-async def rerolling(harness: RolloutHarness, checks: list[dict[str, Any]], *, earlier_failed: int
-                    ) -> AsyncIterator[Reroll]:
+async def rerolling(
+    harness: RolloutHarness, checks: list[dict[str, Any]], *, earlier_failed: int
+) -> AsyncIterator[Reroll]:
     """A version stable a moment ago, with plenty of fleet reports on it (canaries' included, each
     with `earlier_failed` failures in 100 operations), now replaced by another and rolled out again
     to the canaries: holding its canary stage for an hour."""
@@ -257,14 +318,29 @@ async def rerolling(harness: RolloutHarness, checks: list[dict[str, Any]], *, ea
     async with live_api(harness.store) as api:
         ok = 100 - earlier_failed
         await send_reports(api, path, previous, clients=5, ok=ok, failed=earlier_failed)
-        await send_reports(api, path, previous, clients=20, ok=ok, failed=earlier_failed, prefix="host",
-                           channel=None)
+        await send_reports(
+            api,
+            path,
+            previous,
+            clients=20,
+            ok=ok,
+            failed=earlier_failed,
+            prefix="host",
+            channel=None,
+        )
         replaced = await harness.start({"path": path, "value": NEW_VALUE, "author": "setup"})
         assert (await replaced.result())["outcome"] == "promoted"
-        handle = await harness.start({
-            "path": path, "namespace": NAMESPACE, "version": previous, "author": "oncall",
-            "stages": [{"channel": "canary", "cooldown": "1h"}], "health": checks,
-        }, real_clock=True)
+        handle = await harness.start(
+            {
+                "path": path,
+                "namespace": NAMESPACE,
+                "version": previous,
+                "author": "oncall",
+                "stages": [{"channel": "canary", "cooldown": "1h"}],
+                "health": checks,
+            },
+            real_clock=True,
+        )
         await wait_for_state(handle, "holding", stage_index=0)
         yield Reroll(path, previous, api, handle)
 
@@ -282,12 +358,17 @@ async def test_a_reroll_of_a_recently_stable_version_without_canary_reports_is_n
     assert "0 client(s) of the cohort reported operations on this version" in result["reason"]
     assert "(stage published)" in result["reason"] and "on_no_data=fail" in result["reason"]
     check = (await reroll.handle.query("status", result_type=dict))["last_health"]["checks"][0]
-    assert (check["verdict"], check["figures"]["clients"], check["figures"]["left_out_reports"]) == (
-        "unhealthy", 0, 0)
+    assert (
+        check["verdict"],
+        check["figures"]["clients"],
+        check["figures"]["left_out_reports"],
+    ) == ("unhealthy", 0, 0)
     assert rollout_harness.store.get_stable(NAMESPACE, reroll.path).version == NEW_VERSION
 
 
-async def test_reports_from_before_the_publish_do_not_count(rollout_harness: RolloutHarness) -> None:
+async def test_reports_from_before_the_publish_do_not_count(
+    rollout_harness: RolloutHarness,
+) -> None:
     """The fleet's errors on the version in its earlier life do not fail its re-roll."""
     checks = [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 2}]
     async with rerolling(rollout_harness, checks, earlier_failed=50) as reroll:
@@ -299,28 +380,60 @@ async def test_reports_from_before_the_publish_do_not_count(rollout_harness: Rol
     assert (check["figures"]["clients"], check["figures"]["failed"]) == (2, 2)
 
 
-async def test_reports_from_outside_the_cohort_do_not_count(rollout_harness: RolloutHarness) -> None:
+async def test_reports_from_outside_the_cohort_do_not_count(
+    rollout_harness: RolloutHarness,
+) -> None:
     store = rollout_harness.store
     checks = [{"kind": "reports", "max_error_ratio": 0.1, "min_clients": 3}]
     async with holding_canary(rollout_harness, checks) as canary:
         # Hosts outside the cohort on the rollout's version (pinned, or lying) report errors...
-        await send_reports(canary.api, canary.path, NEW_VERSION, clients=5, ok=10, failed=90, prefix="host",
-                           channel=None)
-        await send_reports(canary.api, canary.path, NEW_VERSION, clients=1, ok=10, failed=90, prefix="beta",
-                           channel="beta")
+        await send_reports(
+            canary.api,
+            canary.path,
+            NEW_VERSION,
+            clients=5,
+            ok=10,
+            failed=90,
+            prefix="host",
+            channel=None,
+        )
+        await send_reports(
+            canary.api,
+            canary.path,
+            NEW_VERSION,
+            clients=1,
+            ok=10,
+            failed=90,
+            prefix="beta",
+            channel="beta",
+        )
         # ...a host that names no identity in its report but polls as a canary counts as one...
         async with httpx.AsyncClient(base_url=canary.api) as http:
-            polled = await http.get(f"/v1/configs/{canary.path}", params={"client": "polled-0", "channel": "canary"})
+            polled = await http.get(
+                f"/v1/configs/{canary.path}", params={"client": "polled-0", "channel": "canary"}
+            )
             assert polled.json()["version"] == NEW_VERSION
 
         def polled_as_canary() -> bool:
             since = datetime.now(UTC) - timedelta(minutes=5)
-            return any(seen.client == "polled-0" and seen.channel == "canary"
-                       for seen in store.recent_clients(NAMESPACE, canary.path, since=since))
+            return any(
+                seen.client == "polled-0" and seen.channel == "canary"
+                for seen in store.recent_clients(NAMESPACE, canary.path, since=since)
+            )
 
-        await eventually(polled_as_canary, what="the API to record polled-0 as a canary", timeout=20)
-        await send_reports(canary.api, canary.path, NEW_VERSION, clients=1, ok=100, failed=0, prefix="polled",
-                           named=False)
+        await eventually(
+            polled_as_canary, what="the API to record polled-0 as a canary", timeout=20
+        )
+        await send_reports(
+            canary.api,
+            canary.path,
+            NEW_VERSION,
+            clients=1,
+            ok=100,
+            failed=0,
+            prefix="polled",
+            named=False,
+        )
         # ...and the canaries are healthy.
         await send_reports(canary.api, canary.path, NEW_VERSION, clients=2, ok=99, failed=1)
         result = await canary.end_hold()
@@ -330,7 +443,10 @@ async def test_reports_from_outside_the_cohort_do_not_count(rollout_harness: Rol
     assert (figures["clients"], figures["ok"], figures["failed"]) == (3, 298, 2)
     assert (figures["left_out_clients"], figures["left_out_reports"]) == (6, 6)
     assert "evidence: 3 cohort client(s) since " in check["summary"]
-    assert "(stage published); 6 report(s) from 6 client(s) outside the cohort left out" in check["summary"]
+    assert (
+        "(stage published); 6 report(s) from 6 client(s) outside the cohort left out"
+        in check["summary"]
+    )
 
 
 async def test_the_baseline_is_the_clients_outside_the_cohort_since_the_publish(
@@ -340,19 +456,27 @@ async def test_the_baseline_is_the_clients_outside_the_cohort_since_the_publish(
     stable = await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
         # Before the publish, the fleet had a bad spell (0.5): it must not excuse the canary.
-        await send_reports(api, path, stable, clients=4, ok=50, failed=50, prefix="host", channel=None)
+        await send_reports(
+            api, path, stable, clients=4, ok=50, failed=50, prefix="host", channel=None
+        )
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h"), real_clock=True
+            canary_request(path, [{"kind": "reports", "max_baseline_factor": 2}], cooldown="1h"),
+            real_clock=True,
         )
         await wait_for_state(handle, "holding", stage_index=0)
-        await send_reports(api, path, stable, clients=4, ok=90, failed=10, prefix="host", channel=None)  # 0.1
+        await send_reports(
+            api, path, stable, clients=4, ok=90, failed=10, prefix="host", channel=None
+        )  # 0.1
         # Canaries still on stable (not polled since the publish) are the cohort, not the baseline.
         await send_reports(api, path, stable, clients=2, ok=10, failed=90, prefix="canary-late")
         await send_reports(api, path, NEW_VERSION, clients=2, ok=70, failed=30)  # 0.3 > 2 x 0.1
         await handle.execute_update("advance")
         result = await outcome_of(handle)
     assert result["outcome"] == "reverted", result
-    assert "more than 2x the baseline's 0.1 (4 client(s) outside the cohort, on other versions)" in result["reason"]
+    assert (
+        "more than 2x the baseline's 0.1 (4 client(s) outside the cohort, on other versions)"
+        in result["reason"]
+    )
 
 
 # -- prometheus ---------------------------------------------------------------------------------
@@ -363,17 +487,23 @@ async def _wait_for_scrape(prometheus: str, path: str) -> None:
     async with httpx.AsyncClient() as http:
 
         async def scraped() -> list[Any]:
-            answer = await http.get(f"{prometheus}/api/v1/query",
-                                    params={"query": f'tempoconf_client_operations_total{{path="{path}"}}'})
+            answer = await http.get(
+                f"{prometheus}/api/v1/query",
+                params={"query": f'tempoconf_client_operations_total{{path="{path}"}}'},
+            )
             return answer.json()["data"]["result"]
 
-        await eventually(scraped, what="Prometheus to scrape the API's report counters", timeout=20,
-                         interval=0.2)
+        await eventually(
+            scraped, what="Prometheus to scrape the API's report counters", timeout=20, interval=0.2
+        )
 
 
-@pytest.mark.parametrize(("failed", "outcome"), [(40, "reverted"), (1, "promoted")], ids=["trips", "holds"])
-async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tmp_path: Any, failed: int,
-                                             outcome: str) -> None:
+@pytest.mark.parametrize(
+    ("failed", "outcome"), [(40, "reverted"), (1, "promoted")], ids=["trips", "holds"]
+)
+async def test_prometheus_query_over_reports(
+    rollout_harness: RolloutHarness, tmp_path: Any, failed: int, outcome: str
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
@@ -381,7 +511,14 @@ async def test_prometheus_query_over_reports(rollout_harness: RolloutHarness, tm
             handle = await rollout_harness.start(
                 canary_request(
                     path,
-                    [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1}],
+                    [
+                        {
+                            "kind": "prometheus",
+                            "url": prometheus.url,
+                            "query": FAILED_RATIO_QUERY,
+                            "max": 0.1,
+                        }
+                    ],
                     cooldown="1h",
                 ),
                 real_clock=True,  # the hold must still run when Prometheus has scraped the reports
@@ -404,39 +541,64 @@ async def test_prometheus_and_http_checks_are_bounded_by_the_stage(
     path = unique_path()
     await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
-        with prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus, http_judge() as judge:
+        with (
+            prometheus_server(tmp_path, api.removeprefix("http://")) as prometheus,
+            http_judge() as judge,
+        ):
             async with httpx.AsyncClient() as http:
 
                 async def scraped() -> bool:
-                    answer = await http.get(f"{prometheus.url}/api/v1/query", params={"query": "up"})
+                    answer = await http.get(
+                        f"{prometheus.url}/api/v1/query", params={"query": "up"}
+                    )
                     return bool(answer.json()["data"]["result"])
 
                 await eventually(scraped, what="Prometheus's first scrape of the API", timeout=20)
             checks = [
-                {"kind": "prometheus", "name": "since", "url": prometheus.url, "query": "time() - {since}",
-                 "min": 0, "max": 3600},
-                {"kind": "prometheus", "name": "elapsed", "url": prometheus.url,
-                 "query": 'count_over_time(up{job="tempoconf-api"}[{elapsed}])', "min": 1},
+                {
+                    "kind": "prometheus",
+                    "name": "since",
+                    "url": prometheus.url,
+                    "query": "time() - {since}",
+                    "min": 0,
+                    "max": 3600,
+                },
+                {
+                    "kind": "prometheus",
+                    "name": "elapsed",
+                    "url": prometheus.url,
+                    "query": 'count_over_time(up{job="tempoconf-api"}[{elapsed}])',
+                    "min": 1,
+                },
                 {"kind": "http", "url": judge + "/ok?config={path}&stage={stage}&since={since}"},
             ]
-            handle = await rollout_harness.start(canary_request(path, checks, cooldown="2s"), real_clock=True)
+            handle = await rollout_harness.start(
+                canary_request(path, checks, cooldown="2s"), real_clock=True
+            )
             result = await outcome_of(handle)
     assert result["outcome"] == "promoted", result
     progress = await handle.query("status", result_type=dict)
     published = datetime.fromisoformat(progress["stages"][0]["published_at"]).timestamp()
     since_check, elapsed_check, http_check = progress["last_health"]["checks"]
     assert re.fullmatch(r"time\(\) - \d+(\.\d+)?", since_check["figures"]["query"]), since_check
-    assert float(since_check["figures"]["query"].removeprefix("time() - ")) == pytest.approx(published, abs=0.001)
-    assert re.fullmatch(r'count_over_time\(up\{job="tempoconf-api"\}\[\d+s\]\)', elapsed_check["figures"]["query"])
-    judged = re.search(r"/ok\?config=(\S+)&stage=(\S+)&since=(\S+) answered 200", http_check["summary"])
+    assert float(since_check["figures"]["query"].removeprefix("time() - ")) == pytest.approx(
+        published, abs=0.001
+    )
+    assert re.fullmatch(
+        r'count_over_time\(up\{job="tempoconf-api"\}\[\d+s\]\)', elapsed_check["figures"]["query"]
+    )
+    judged = re.search(
+        r"/ok\?config=(\S+)&stage=(\S+)&since=(\S+) answered 200", http_check["summary"]
+    )
     assert judged, http_check["summary"]
     assert judged.group(1, 2) == (path, "channel%3Acanary")
     assert float(judged.group(3)) == pytest.approx(published, abs=0.001)
 
 
 @pytest.mark.parametrize(("policy", "outcome"), [("pass", "promoted"), ("fail", "reverted")])
-async def test_prometheus_no_data_follows_policy(rollout_harness: RolloutHarness, tmp_path: Any, policy: str,
-                                                 outcome: str) -> None:
+async def test_prometheus_no_data_follows_policy(
+    rollout_harness: RolloutHarness, tmp_path: Any, policy: str, outcome: str
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
@@ -444,8 +606,15 @@ async def test_prometheus_no_data_follows_policy(rollout_harness: RolloutHarness
             handle = await rollout_harness.start(
                 canary_request(
                     path,
-                    [{"kind": "prometheus", "url": prometheus.url, "query": FAILED_RATIO_QUERY, "max": 0.1,
-                      "on_no_data": policy}],
+                    [
+                        {
+                            "kind": "prometheus",
+                            "url": prometheus.url,
+                            "query": FAILED_RATIO_QUERY,
+                            "max": 0.1,
+                            "on_no_data": policy,
+                        }
+                    ],
                     cooldown="1s",
                 )
             )
@@ -455,7 +624,9 @@ async def test_prometheus_no_data_follows_policy(rollout_harness: RolloutHarness
         assert "the query returned no data (no data: on_no_data=fail)" in result["reason"]
 
 
-async def test_prometheus_unreachable_is_retried_then_failed(rollout_harness: RolloutHarness, tmp_path: Any) -> None:
+async def test_prometheus_unreachable_is_retried_then_failed(
+    rollout_harness: RolloutHarness, tmp_path: Any
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
     async with live_api(rollout_harness.store) as api:
@@ -463,8 +634,20 @@ async def test_prometheus_unreachable_is_retried_then_failed(rollout_harness: Ro
             url = prometheus.url
         # Prometheus has stopped: nothing listens on its port any more.
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "prometheus", "url": url, "query": FAILED_RATIO_QUERY, "max": 0.1,
-                                   "attempts": 3, "timeout": "1s"}], cooldown="1s")
+            canary_request(
+                path,
+                [
+                    {
+                        "kind": "prometheus",
+                        "url": url,
+                        "query": FAILED_RATIO_QUERY,
+                        "max": 0.1,
+                        "attempts": 3,
+                        "timeout": "1s",
+                    }
+                ],
+                cooldown="1s",
+            )
         )
         result = await outcome_of(handle)
     assert result["outcome"] == "reverted"
@@ -496,30 +679,45 @@ async def test_invalid_check_definitions_fail_before_anything_is_published(
     ]:
         assert f"{pointer}: {fragment}" in cause.message, cause.message
     assert rollout_harness.store.get_rollout(NAMESPACE, path) is None
-    assert all(e.action != "stage.published" for e in rollout_harness.store.history(NAMESPACE, path)
-               if e.version == NEW_VERSION)
+    assert all(
+        e.action != "stage.published"
+        for e in rollout_harness.store.history(NAMESPACE, path)
+        if e.version == NEW_VERSION
+    )
 
 
 @pytest.mark.parametrize("state", ["holding", "paused", "checking_health", "awaiting_approval"])
-async def test_halt_wins_from_every_waiting_state(rollout_harness: RolloutHarness, state: str) -> None:
+async def test_halt_wins_from_every_waiting_state(
+    rollout_harness: RolloutHarness, state: str
+) -> None:
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
     with http_judge() as judge:
-        stage: dict[str, Any] = {"channel": "canary", "cooldown": "1h" if state in ("holding", "paused") else "0s"}
+        stage: dict[str, Any] = {
+            "channel": "canary",
+            "cooldown": "1h" if state in ("holding", "paused") else "0s",
+        }
         if state == "awaiting_approval":
             stage["manual"] = True
-        checks = [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}] if state == "checking_health" else []
+        checks = (
+            [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}]
+            if state == "checking_health"
+            else []
+        )
         # The real clock for the hour-long holds: the halt must find them running.
         handle = await rollout_harness.start(
-            example_request(path, stages=[stage], health=checks), real_clock=state in ("holding", "paused")
+            example_request(path, stages=[stage], health=checks),
+            real_clock=state in ("holding", "paused"),
         )
         if state == "paused":
             await wait_for_state(handle, "holding", stage_index=0)
             await handle.execute_update("pause", {"reason": "look closer"})
         else:
             await wait_for_state(handle, state, stage_index=0)
-        progress = await handle.execute_update("halt", {"reason": f"halt from {state}", "by": "oncall"})
+        progress = await handle.execute_update(
+            "halt", {"reason": f"halt from {state}", "by": "oncall"}
+        )
         assert progress["state"] in ("reverting", "halted")
         result = await outcome_of(handle)
     assert result["outcome"] == "halted" and result["reason"] == f"halt from {state}"
@@ -532,7 +730,8 @@ async def test_bypass_skips_the_remaining_checks(rollout_harness: RolloutHarness
     await make_stable(rollout_harness, path)
     with http_judge() as judge:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "http", "url": judge + "/fail"}], cooldown="1h"), real_clock=True
+            canary_request(path, [{"kind": "http", "url": judge + "/fail"}], cooldown="1h"),
+            real_clock=True,
         )
         await wait_for_state(handle, "holding", stage_index=0)
         await handle.execute_update("bypass", {"reason": "the judge is down, ship it", "by": "cto"})
@@ -553,7 +752,9 @@ async def test_cancellation_during_a_health_check_reverts_and_ends_cancelled(
     stable = await make_stable(rollout_harness, path)
     with http_judge() as judge:
         handle = await rollout_harness.start(
-            canary_request(path, [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}], cooldown="0s")
+            canary_request(
+                path, [{"kind": "http", "url": judge + "/slow", "timeout": "10s"}], cooldown="0s"
+            )
         )
         await wait_for_state(handle, "checking_health", stage_index=0)
         await handle.cancel()

@@ -41,12 +41,20 @@ def client_in_buckets(path: str, low: int, high: int) -> str:
     raise AssertionError("unreachable")
 
 
-def served(store: Store, path: str, client_id: str, *, channel: str | None = None,
-           labels: dict[str, str] | None = None) -> tuple[str, str]:
+def served(
+    store: Store,
+    path: str,
+    client_id: str,
+    *,
+    channel: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> tuple[str, str]:
     """(version, stage) that this client resolves to right now."""
     snapshot = store.load_snapshot(NAMESPACE, path)
     assert snapshot is not None, f"{path} is unknown to the store"
-    resolution = resolve(snapshot, ClientIdentity(client_id, channel, labels or {}), datetime.now(UTC))
+    resolution = resolve(
+        snapshot, ClientIdentity(client_id, channel, labels or {}), datetime.now(UTC)
+    )
     assert resolution is not None
     return resolution.record.version, resolution.stage
 
@@ -55,8 +63,13 @@ async def status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     return await handle.query("status", result_type=dict)
 
 
-async def wait_for_state(handle: WorkflowHandle[Any, Any], state: str, *, stage_index: int | None = None,
-                         timeout: float = 15.0) -> dict[str, Any]:
+async def wait_for_state(
+    handle: WorkflowHandle[Any, Any],
+    state: str,
+    *,
+    stage_index: int | None = None,
+    timeout: float = 15.0,
+) -> dict[str, Any]:
     async def reached() -> dict[str, Any]:
         progress = await status(handle)
         assert progress["state"] == state and stage_index in (None, progress["stage_index"]), (
@@ -68,7 +81,9 @@ async def wait_for_state(handle: WorkflowHandle[Any, Any], state: str, *, stage_
     return await eventually(reached, what=f"{handle.id} to be {state}{at}", timeout=timeout)
 
 
-async def make_stable(harness: RolloutHarness, path: str, value: dict[str, Any] = STABLE_VALUE) -> str:
+async def make_stable(
+    harness: RolloutHarness, path: str, value: dict[str, Any] = STABLE_VALUE
+) -> str:
     """A rollout with no stages promotes directly: the way a config gets its first stable version."""
     handle = await harness.start({"path": path, "value": value, "author": "setup"})
     result = await handle.result()
@@ -92,7 +107,9 @@ def example_request(path: str, **overrides: Any) -> dict[str, Any]:
     return request
 
 
-async def test_three_stages_serve_each_kind_of_client_then_promote(rollout_harness: RolloutHarness) -> None:
+async def test_three_stages_serve_each_kind_of_client_then_promote(
+    rollout_harness: RolloutHarness,
+) -> None:
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
@@ -112,7 +129,10 @@ async def test_three_stages_serve_each_kind_of_client_then_promote(rollout_harne
     await handle.execute_update("advance", {"reason": "canary looks fine", "by": "test"})
 
     await wait_for_state(handle, "holding", stage_index=1)
-    assert served(store, path, canary_outside, channel="canary") == (new, "channel:canary")  # cumulative
+    assert served(store, path, canary_outside, channel="canary") == (
+        new,
+        "channel:canary",
+    )  # cumulative
     assert served(store, path, in_10) == (new, "10%")
     assert served(store, path, in_50) == (stable, STABLE)
     await handle.execute_update("advance")
@@ -127,7 +147,9 @@ async def test_three_stages_serve_each_kind_of_client_then_promote(rollout_harne
 
     result = await handle.result()
     assert result == {
-        "outcome": "promoted", "version": new, "reason": "every stage passed its hold and checks",
+        "outcome": "promoted",
+        "version": new,
+        "reason": "every stage passed its hold and checks",
         "stable_version": new,
     }
     for client_id in (canary_outside, in_10, in_50, outside):
@@ -139,7 +161,9 @@ async def test_three_stages_serve_each_kind_of_client_then_promote(rollout_harne
     assert "rollout.promoted" in actions
 
 
-async def test_one_hour_holds_finish_in_seconds_and_leases_are_renewed(rollout_harness: RolloutHarness) -> None:
+async def test_one_hour_holds_finish_in_seconds_and_leases_are_renewed(
+    rollout_harness: RolloutHarness,
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
     real_start = time.monotonic()
@@ -156,7 +180,8 @@ async def test_one_hour_holds_finish_in_seconds_and_leases_are_renewed(rollout_h
     assert hold_finished - hold_started >= timedelta(hours=3)
     assert real_elapsed < 120
     renewals = [
-        event for event in history
+        event
+        for event in history
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and event.activity_task_scheduled_event_attributes.activity_type.name == "renew_leases"
     ]
@@ -168,13 +193,18 @@ async def test_hold_ends_on_its_own_after_the_cooldown(rollout_harness: RolloutH
     path = unique_path()
     await make_stable(rollout_harness, path)
     handle = await rollout_harness.start(
-        example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}])
+        example_request(
+            path,
+            stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}],
+        )
     )
     result = await handle.result()
     assert result["outcome"] == "promoted"
     history = (await status(handle))["history"]
     states = [(t["to_state"], datetime.fromisoformat(t["at"])) for t in history]
-    ends_of_holds = [states[i + 1][1] - at for i, (state, at) in enumerate(states) if state == "holding"]
+    ends_of_holds = [
+        states[i + 1][1] - at for i, (state, at) in enumerate(states) if state == "holding"
+    ]
     assert len(ends_of_holds) == 2
     assert all(held >= timedelta(seconds=1) for held in ends_of_holds), ends_of_holds
 
@@ -183,10 +213,14 @@ async def test_bypass_skips_remaining_stages_and_promotes(rollout_harness: Rollo
     store = rollout_harness.store
     path = unique_path()
     await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path), real_clock=True)  # bypasses a running hold
+    handle = await rollout_harness.start(
+        example_request(path), real_clock=True
+    )  # bypasses a running hold
     await wait_for_state(handle, "holding", stage_index=0)
 
-    answer = await handle.execute_update("bypass", {"reason": "hotfix for an outage", "by": "oncall"})
+    answer = await handle.execute_update(
+        "bypass", {"reason": "hotfix for an outage", "by": "oncall"}
+    )
     assert answer["state"] == "bypassed" and answer["accepted"] is True
     result = await handle.result()
     assert result["outcome"] == "bypassed"
@@ -195,7 +229,9 @@ async def test_bypass_skips_remaining_stages_and_promotes(rollout_harness: Rollo
     assert served(store, path, client_in_buckets(path, 9000, 10000)) == (new, STABLE)
     actions = [entry.action for entry in store.history(NAMESPACE, path)]
     assert actions.count("stage.published") == 1  # stages 2 and 3 were never published
-    promoted = [entry for entry in store.history(NAMESPACE, path) if entry.action == "rollout.promoted"]
+    promoted = [
+        entry for entry in store.history(NAMESPACE, path) if entry.action == "rollout.promoted"
+    ]
     assert promoted and promoted[-1].actor == "oncall"
 
 
@@ -203,7 +239,9 @@ async def test_halt_puts_every_client_back_on_stable(rollout_harness: RolloutHar
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path), real_clock=True)  # halts a running hold
+    handle = await rollout_harness.start(
+        example_request(path), real_clock=True
+    )  # halts a running hold
     await wait_for_state(handle, "holding", stage_index=0)
     await handle.execute_update("advance")
     await wait_for_state(handle, "holding", stage_index=1)
@@ -228,11 +266,16 @@ async def test_pause_blocks_advancing_until_resume(rollout_harness: RolloutHarne
     await make_stable(rollout_harness, path)
     # The real clock: skipped time would end the 1 s hold before the pause arrives.
     handle = await rollout_harness.start(
-        example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}]),
+        example_request(
+            path,
+            stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}],
+        ),
         real_clock=True,
     )
     await wait_for_state(handle, "holding", stage_index=0)
-    answer = await handle.execute_update("pause", {"reason": "investigating a dashboard", "by": "bob"})
+    answer = await handle.execute_update(
+        "pause", {"reason": "investigating a dashboard", "by": "bob"}
+    )
     assert answer["paused"] is True
     assert answer["phase"] == "Paused at channel:canary: investigating a dashboard"
 
@@ -265,7 +308,11 @@ async def test_manual_stage_waits_for_approve(rollout_harness: RolloutHarness) -
     await make_stable(rollout_harness, path)
     handle = await rollout_harness.start(
         example_request(
-            path, stages=[{"channel": "canary", "cooldown": "0s", "manual": True}, {"percentile": 10, "cooldown": "0s"}]
+            path,
+            stages=[
+                {"channel": "canary", "cooldown": "0s", "manual": True},
+                {"percentile": 10, "cooldown": "0s"},
+            ],
         )
     )
     progress = await wait_for_state(handle, "awaiting_approval", stage_index=0)
@@ -287,7 +334,9 @@ async def test_cancellation_reverts_then_ends_cancelled(rollout_harness: Rollout
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path), real_clock=True)  # cancels a running hold
+    handle = await rollout_harness.start(
+        example_request(path), real_clock=True
+    )  # cancels a running hold
     await wait_for_state(handle, "holding", stage_index=0)
     assert served(store, path, "h", channel="canary")[0] == version_id(NEW_VALUE)
 
@@ -309,7 +358,9 @@ async def test_leases_stay_live_through_a_hold_longer_than_the_expiration(
     new = version_id(NEW_VALUE)
     # The real clock: the store judges leases by the wall clock, so the hold must take real time.
     handle = await rollout_harness.start(
-        example_request(path, stages=[{"channel": "canary", "cooldown": "11s", "expiration": "5s"}]),
+        example_request(
+            path, stages=[{"channel": "canary", "cooldown": "11s", "expiration": "5s"}]
+        ),
         real_clock=True,
     )
     await wait_for_state(handle, "holding", stage_index=0)
@@ -327,7 +378,9 @@ async def test_leases_stay_live_through_a_hold_longer_than_the_expiration(
     assert (await handle.result())["outcome"] == "promoted"
 
 
-async def test_terminated_rollout_lapses_within_one_expiration(rollout_harness: RolloutHarness) -> None:
+async def test_terminated_rollout_lapses_within_one_expiration(
+    rollout_harness: RolloutHarness,
+) -> None:
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
@@ -352,7 +405,9 @@ async def test_second_rollout_of_a_config_is_refused_naming_the_running_one(
     )
     await wait_for_state(first, "holding", stage_index=0)
 
-    second = await rollout_harness.start(example_request(path, value={"is_debug": True, "max_connections": 1}))
+    second = await rollout_harness.start(
+        example_request(path, value={"is_debug": True, "max_connections": 1})
+    )
     with pytest.raises(WorkflowFailureError) as failure:
         await second.result()
     cause = failure.value.cause
@@ -364,23 +419,34 @@ async def test_second_rollout_of_a_config_is_refused_naming_the_running_one(
     await first.terminate("abandoned")
     third = await rollout_harness.start(example_request(path, stages=[]))
     assert (await third.result())["outcome"] == "promoted"
-    assert any(entry.action == "lock.reclaimed" for entry in rollout_harness.store.history(NAMESPACE, path))
+    assert any(
+        entry.action == "lock.reclaimed" for entry in rollout_harness.store.history(NAMESPACE, path)
+    )
 
 
 BAD_REQUESTS = {
-    "schema violation": ({"value": {"is_debug": "yes", "max_connections": -5}},
-                         ["/value/is_debug", "/value/max_connections"]),
+    "schema violation": (
+        {"value": {"is_debug": "yes", "max_connections": -5}},
+        ["/value/is_debug", "/value/max_connections"],
+    ),
     "percentile out of range": ({"stages": [{"percentile": 101}]}, ["/stages/0/percentile"]),
     "stage without target": ({"stages": [{"cooldown": "5s"}]}, ["/stages/0"]),
-    "unknown field": ({"stages": [{"channel": "canary", "cooldwon": "5s"}], "autor": "x"},
-                      ["/stages/0/cooldwon", "/autor"]),
-    "duration that does not parse": ({"default_cooldown_time": "five minutes"}, ["/default_cooldown_time"]),
+    "unknown field": (
+        {"stages": [{"channel": "canary", "cooldwon": "5s"}], "autor": "x"},
+        ["/stages/0/cooldwon", "/autor"],
+    ),
+    "duration that does not parse": (
+        {"default_cooldown_time": "five minutes"},
+        ["/default_cooldown_time"],
+    ),
     "path with ..": ({"path": "myproject/../etc"}, ["/path"]),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))
-async def test_bad_input_fails_at_once_and_publishes_nothing(rollout_harness: RolloutHarness, case: str) -> None:
+async def test_bad_input_fails_at_once_and_publishes_nothing(
+    rollout_harness: RolloutHarness, case: str
+) -> None:
     store = rollout_harness.store
     path = unique_path()
     stable = await make_stable(rollout_harness, path)
@@ -389,7 +455,10 @@ async def test_bad_input_fails_at_once_and_publishes_nothing(rollout_harness: Ro
         path,
         {
             "type": "object",
-            "properties": {"is_debug": {"type": "boolean"}, "max_connections": {"type": "integer", "minimum": 1}},
+            "properties": {
+                "is_debug": {"type": "boolean"},
+                "max_connections": {"type": "integer", "minimum": 1},
+            },
             "required": ["is_debug", "max_connections"],
         },
         actor="test",
@@ -429,7 +498,9 @@ async def test_non_object_input_fails_cleanly(rollout_harness: RolloutHarness) -
 async def test_status_and_search_attributes_show_progress(rollout_harness: RolloutHarness) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path), real_clock=True)  # seen while it holds
+    handle = await rollout_harness.start(
+        example_request(path), real_clock=True
+    )  # seen while it holds
     progress = await wait_for_state(handle, "holding", stage_index=0)
     assert progress["version"] == version_id(NEW_VALUE)
     assert progress["stage_name"] == "channel:canary"
@@ -442,7 +513,9 @@ async def test_status_and_search_attributes_show_progress(rollout_harness: Rollo
         query = f'TempoconfPath="{path}" AND TempoconfState="holding" AND TempoconfStage="channel:canary"'
         return [wf.id async for wf in rollout_harness.realtime_client.list_workflows(query)]
 
-    assert handle.id in await eventually(listed, what="the visibility store to list the holding rollout")
+    assert handle.id in await eventually(
+        listed, what="the visibility store to list the holding rollout"
+    )
     description = await handle.describe()
     assert description.search_attributes["TempoconfVersion"] == [version_id(NEW_VALUE)]
     await handle.execute_update("halt", {"reason": "done with the test"})

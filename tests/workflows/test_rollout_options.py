@@ -23,15 +23,23 @@ from tests.workflows.test_rollout import (
 )
 
 
-async def test_rollback_makes_an_earlier_version_stable_through_a_workflow(rollout_harness: RolloutHarness) -> None:
+async def test_rollback_makes_an_earlier_version_stable_through_a_workflow(
+    rollout_harness: RolloutHarness,
+) -> None:
     store = rollout_harness.store
     path = unique_path()
     first = await make_stable(rollout_harness, path, STABLE_VALUE)
     second = await make_stable(rollout_harness, path, NEW_VALUE)
     assert served(store, path, "h1") == (second, "stable")
 
-    handle = await rollout_harness.start({"path": path, "version": first, "author": "oncall",
-                                          "message": "roll back: connection storms"})
+    handle = await rollout_harness.start(
+        {
+            "path": path,
+            "version": first,
+            "author": "oncall",
+            "message": "roll back: connection storms",
+        }
+    )
     result = await handle.result()
     assert result["outcome"] == "promoted" and result["version"] == first
     assert served(store, path, "h1") == (first, "stable")
@@ -46,7 +54,8 @@ async def test_staged_rollback_goes_through_stages(rollout_harness: RolloutHarne
     first = await make_stable(rollout_harness, path, STABLE_VALUE)
     second = await make_stable(rollout_harness, path, NEW_VALUE)
     handle = await rollout_harness.start(  # the real clock: the test advances the running hold
-        {"path": path, "version": first, "stages": [{"channel": "canary", "cooldown": "1h"}]}, real_clock=True
+        {"path": path, "version": first, "stages": [{"channel": "canary", "cooldown": "1h"}]},
+        real_clock=True,
     )
     await wait_for_state(handle, "holding", stage_index=0)
     assert served(store, path, "h", channel="canary") == (first, "channel:canary")
@@ -66,15 +75,31 @@ async def test_rollback_to_an_unknown_version_is_refused(rollout_harness: Rollou
     assert "has no version 0123456789abcdef" in failure.value.cause.message
 
 
-async def test_strategy_expands_to_stages_visible_in_status(rollout_harness: RolloutHarness) -> None:
+async def test_strategy_expands_to_stages_visible_in_status(
+    rollout_harness: RolloutHarness,
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
-    request = example_request(path, stages=[{"channel": "canary"}], strategy={"linear": {"step": 25, "every": "2h"}})
+    request = example_request(
+        path, stages=[{"channel": "canary"}], strategy={"linear": {"step": 25, "every": "2h"}}
+    )
     handle = await rollout_harness.start(request)
     assert (await handle.result())["outcome"] == "promoted"
     progress = await status(handle)
-    assert [stage["name"] for stage in progress["stages"]] == ["channel:canary", "25%", "50%", "75%", "100%"]
-    assert [stage["cooldown_seconds"] for stage in progress["stages"]] == [3600, 7200, 7200, 7200, 7200]
+    assert [stage["name"] for stage in progress["stages"]] == [
+        "channel:canary",
+        "25%",
+        "50%",
+        "75%",
+        "100%",
+    ]
+    assert [stage["cooldown_seconds"] for stage in progress["stages"]] == [
+        3600,
+        7200,
+        7200,
+        7200,
+        7200,
+    ]
 
 
 async def test_webhooks_are_called_once_per_state_change_and_a_failing_one_changes_nothing(
@@ -85,7 +110,10 @@ async def test_webhooks_are_called_once_per_state_change_and_a_failing_one_chang
     with webhook_receiver() as receiver:
         request = example_request(
             path,
-            stages=[{"channel": "canary", "cooldown": "0s", "manual": True}, {"percentile": 10, "cooldown": "0s"}],
+            stages=[
+                {"channel": "canary", "cooldown": "0s", "manual": True},
+                {"percentile": 10, "cooldown": "0s"},
+            ],
             webhooks=[f"{receiver.url}/hook", f"{receiver.url}/broken"],
         )
         handle = await rollout_harness.start(request)
@@ -113,9 +141,13 @@ async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted
     await make_stable(rollout_harness, waiting_path)
     await make_stable(rollout_harness, halted_path)
     waiting = await rollout_harness.start(
-        example_request(waiting_path, stages=[{"channel": "canary", "cooldown": "0s", "manual": True}])
+        example_request(
+            waiting_path, stages=[{"channel": "canary", "cooldown": "0s", "manual": True}]
+        )
     )
-    halted = await rollout_harness.start(example_request(halted_path), real_clock=True)  # halted while it holds
+    halted = await rollout_harness.start(
+        example_request(halted_path), real_clock=True
+    )  # halted while it holds
     await wait_for_state(waiting, "awaiting_approval", stage_index=0)
     await wait_for_state(halted, "holding", stage_index=0)
     await halted.execute_update("halt", {"reason": "bad idea"})

@@ -32,7 +32,9 @@ async def test_advance_answers_with_the_next_stage_held_in_a_short_result(
 ) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
-    handle = await rollout_harness.start(example_request(path), real_clock=True)  # advances a running hold
+    handle = await rollout_harness.start(
+        example_request(path), real_clock=True
+    )  # advances a running hold
     await wait_for_state(handle, "holding", stage_index=0)
 
     answer = await handle.execute_update("advance", {"reason": "canary looks fine", "by": "dave"})
@@ -50,13 +52,17 @@ async def test_advance_answers_with_the_next_stage_held_in_a_short_result(
     await handle.execute_update("halt", {"reason": "end of test"})
 
 
-async def test_advance_answers_after_the_health_checks_it_started(rollout_harness: RolloutHarness) -> None:
+async def test_advance_answers_after_the_health_checks_it_started(
+    rollout_harness: RolloutHarness,
+) -> None:
     path = unique_path()
     await make_stable(rollout_harness, path)
     with http_judge() as judge:
         # /slow answers 200 after 3 s: the answer waits for the verdict and the next stage.
         checks = [{"kind": "http", "url": judge + "/slow", "timeout": "10s", "attempts": 1}]
-        handle = await rollout_harness.start(example_request(path, health=checks), real_clock=True)  # advanced
+        handle = await rollout_harness.start(
+            example_request(path, health=checks), real_clock=True
+        )  # advanced
         await wait_for_state(handle, "holding", stage_index=0)
         answer = await handle.execute_update("advance")
         assert (answer["state"], answer["stage_number"]) == ("holding", 2), answer
@@ -72,10 +78,16 @@ async def test_advance_says_requested_when_the_rollout_has_not_moved_on_within_t
     with http_judge() as judge:
         # Six attempts that each time out after 2 s: the checks outlast the 10 s the answer waits.
         checks = [{"kind": "http", "url": judge + "/slow", "timeout": "2s", "attempts": 6}]
-        handle = await rollout_harness.start(example_request(path, health=checks), real_clock=True)  # advanced
+        handle = await rollout_harness.start(
+            example_request(path, health=checks), real_clock=True
+        )  # advanced
         await wait_for_state(handle, "holding", stage_index=0)
         answer = await handle.execute_update("advance")
-        assert (answer["accepted"], answer["state"], answer["stage_number"]) == (True, "checking_health", 1)
+        assert (answer["accepted"], answer["state"], answer["stage_number"]) == (
+            True,
+            "checking_health",
+            1,
+        )
         assert answer["message"] == (
             "requested: the hold of stage 1/3 channel:canary ends early; the rollout moves on once "
             "the current step ends"
@@ -98,19 +110,31 @@ async def test_an_approval_while_paused_is_held_until_resume_which_answers_promo
     approved = await handle.execute_update("approve", {"reason": "graphs are flat", "by": "carol"})
 
     assert approved["accepted"] is True and approved["state"] == "awaiting_approval"
-    assert approved["message"] == "approval of channel:canary accepted and held until resume (paused: lunch)"
+    assert (
+        approved["message"]
+        == "approval of channel:canary accepted and held until resume (paused: lunch)"
+    )
     assert approved["phase"] == "Paused at channel:canary (approved; it moves on at resume): lunch"
     note = (await status(handle))["history"][-1]
     assert (note["kind"], note["by"]) == ("note", "carol")
-    assert note["reason"] == "approved channel:canary: graphs are flat; held until resume (paused: lunch)"
+    assert (
+        note["reason"]
+        == "approved channel:canary: graphs are flat; held until resume (paused: lunch)"
+    )
     with pytest.raises(WorkflowUpdateFailedError) as again:
         await handle.execute_update("approve")
-    assert "already approved; the rollout is paused (lunch) and moves on at resume" in str(again.value.cause)
+    assert "already approved; the rollout is paused (lunch) and moves on at resume" in str(
+        again.value.cause
+    )
 
     resumed = await handle.execute_update("resume", {"by": "bob"})
 
     # Not `awaiting_approval` a moment before promotion: the answer comes once it is promoted.
-    assert (resumed["state"], resumed["message"], resumed["paused"]) == ("promoted", "resumed", False)
+    assert (resumed["state"], resumed["message"], resumed["paused"]) == (
+        "promoted",
+        "resumed",
+        False,
+    )
     assert (await handle.result())["outcome"] == "promoted"
 
 
@@ -122,7 +146,9 @@ async def test_history_rows_have_one_vocabulary_one_numbering_and_an_actor_each(
     await make_stable(rollout_harness, path)
     request = example_request(path, stages=[{"channel": "canary"}, {"percentile": 10}])
     del request["author"]  # then who started it is whoever Temporal says started the run
-    handle = await rollout_harness.start(request, real_clock=True)  # steered through its running holds
+    handle = await rollout_harness.start(
+        request, real_clock=True
+    )  # steered through its running holds
     await wait_for_state(handle, "holding", stage_index=0)
     # As `temporal workflow signal --name ...` sends them: no "by".
     await handle.signal("pause", {"reason": "look closer"})
@@ -139,7 +165,9 @@ async def test_history_rows_have_one_vocabulary_one_numbering_and_an_actor_each(
         "pause: look closer", "resume: no reason given", "advance: hold ended early (no reason)",
         "bypass requested: ship it",
     ]  # fmt: skip
-    assert all(row["from_state"] != row["to_state"] for row in history if row["kind"] == "transition")
+    assert all(
+        row["from_state"] != row["to_state"] for row in history if row["kind"] == "transition"
+    )
 
     audit = store.history(NAMESPACE, path, limit=1000)
     run = [entry for entry in audit if entry.workflow_id == handle.id]
@@ -181,12 +209,19 @@ async def test_a_rollout_without_stages_is_promoted_with_a_reason_that_says_so(
 async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness) -> None:
     first = unique_path()  # no stable version: clients get 404 before and after
     # The real clock here and below: each rollout is halted during its running hold.
-    handle = await rollout_harness.start(example_request(first, stages=[{"channel": "canary"}]), real_clock=True)
+    handle = await rollout_harness.start(
+        example_request(first, stages=[{"channel": "canary"}]), real_clock=True
+    )
     await wait_for_state(handle, "holding", stage_index=0)
     answer = await handle.execute_update("halt", {"reason": "wrong value", "by": "erin"})
 
-    back_to_nothing = "Halted, back to no version (the config has none stable: clients get 404, as before)"
-    assert (answer["state"], answer["message"]) == ("halted", "halted: the live stages were reverted")
+    back_to_nothing = (
+        "Halted, back to no version (the config has none stable: clients get 404, as before)"
+    )
+    assert (answer["state"], answer["message"]) == (
+        "halted",
+        "halted: the live stages were reverted",
+    )
     assert answer["phase"] == f"{back_to_nothing}: wrong value"
     assert "stable" not in answer["phase"].split("(")[0]
     result = await handle.result()
@@ -195,7 +230,9 @@ async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness)
 
     second = unique_path()
     stable = await make_stable(rollout_harness, second)
-    handle = await rollout_harness.start(example_request(second, stages=[{"channel": "canary"}]), real_clock=True)
+    handle = await rollout_harness.start(
+        example_request(second, stages=[{"channel": "canary"}]), real_clock=True
+    )
     await wait_for_state(handle, "holding", stage_index=0)
     answer = await handle.execute_update("halt", {"reason": "wrong value"})
     assert answer["phase"] == f"Halted, back to stable {stable}: wrong value"

@@ -90,7 +90,9 @@ def upgrade() -> None:
     op.create_table(
         "rollout_stage",
         *_key(),
-        sa.Column("stage_index", sa.Integer(), primary_key=True, autoincrement=False, nullable=False),
+        sa.Column(
+            "stage_index", sa.Integer(), primary_key=True, autoincrement=False, nullable=False
+        ),
         sa.Column("run_id", sa.String(255), nullable=False),
         sa.Column("name", sa.Text(), nullable=False),
         sa.Column("channel", sa.Text(), nullable=True),
