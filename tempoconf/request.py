@@ -155,8 +155,7 @@ class ReportsCheckSpec(_CheckBase):
     max_error_ratio: float | None = Field(default=None, ge=0, le=1)
     min_clients: int = Field(default=1, ge=0)
     max_baseline_factor: float | None = Field(default=None, gt=0)
-    """Fail when the cohort's error ratio exceeds the baseline's (clients outside the cohort) by
-    more than this factor."""
+    """Fail when the cohort's error ratio is above this factor times the baseline's."""
     window: Duration = timedelta(minutes=5)
 
     @model_validator(mode="after")
