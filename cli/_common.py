@@ -61,6 +61,8 @@ _SETTINGS_FLAGS = {
     "task_queue": "task_queue",
     "database_url": "database_url",
     "api_url": "api_url",
+    "deployment_name": "deployment_name",
+    "build_id": "build_id",
 }
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from tempoconf.cli._common import connect_temporal, open_store, run_until_signal, settings_from_args
+from tempoconf.cli._common import (
+    connect_temporal,
+    die,
+    open_store,
+    run_until_signal,
+    settings_from_args,
+)
 from tempoconf.cli.devstack import DevStack, DevStackError
 
 __all__ = ["api_command", "dev_command", "run_dev_stack", "worker_command"]
@@ -43,16 +49,21 @@ def dev_command(args: argparse.Namespace) -> int:
 
 
 def worker_command(args: argparse.Namespace) -> int:
+    from tempoconf.cli.worker import WorkerSettingsError, deployment_config, run_worker
+
     settings = settings_from_args(args)
+    try:
+        deployment = deployment_config(settings)
+    except WorkerSettingsError as error:
+        die(f"tempoconf worker: {error}")
+    version = f" as version {deployment.version.to_canonical_string()}" if deployment else ""
 
     async def run() -> int:
-        from tempoconf.cli.worker import run_worker
-
         client = await connect_temporal(settings)
         with open_store(settings, create=True) as store:
             print(
                 f"worker: polling task queue {settings.task_queue!r} of {settings.resolved_temporal_address} "
-                f"(namespace {settings.temporal_namespace}); Ctrl-C stops it",
+                f"(namespace {settings.temporal_namespace}){version}; Ctrl-C stops it",
                 flush=True,
             )
             await run_worker(settings, store, client)

@@ -245,8 +245,11 @@ class DevStack:
         if self._run_worker:
             from tempoconf.cli.worker import run_worker
 
+            # With a deployment name (TEMPOCONF_DEPLOYMENT_NAME) the worker makes its own build
+            # current: the dev stack has no operator to run `set-current-version`.
             self._tasks["worker"] = asyncio.create_task(
-                run_worker(settings, self._store, self._client), name="tempoconf-worker"
+                run_worker(settings, self._store, self._client, make_current=True),
+                name="tempoconf-worker",
             )
         if self._run_api:
             from tempoconf.api.server import serve_api

@@ -132,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser(
         "worker", parents=[connection], help="run the rollout worker (real deployment)"
     )
+    worker.add_argument(
+        "--deployment-name",
+        help="Worker Deployment this worker is a version of (env TEMPOCONF_DEPLOYMENT_NAME; "
+        "default none: an unversioned worker)",
+    )
+    worker.add_argument(
+        "--build-id",
+        help="this worker's build in its deployment (env TEMPOCONF_BUILD_ID; default the package "
+        "version and a hash of its code)",
+    )
     worker.set_defaults(handler="components.worker_command")
 
     api = commands.add_parser(

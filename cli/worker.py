@@ -1,18 +1,34 @@
-"""The Temporal worker of tempoconf: `ConfigRollout` and its activities on one task queue."""
+"""The Temporal worker of tempoconf: `ConfigRollout` and its activities on one task queue.
+
+With a deployment name (`TEMPOCONF_DEPLOYMENT_NAME`) the worker is a version of a Worker
+Deployment (Temporal's Worker Versioning) whose workflows are AUTO_UPGRADE: a running rollout
+moves to the deployment's current version at its next workflow task, and every change of what the
+workflow does goes behind `workflow.patched` (README: Deploying a new worker while rollouts run).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import importlib.util
 import logging
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
+from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from tempoconf.activities.health import HealthCheckActivities
 from tempoconf.activities.notify import NotifyActivities
@@ -24,7 +40,17 @@ from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES
 from tempoconf.workflows.rollout import ConfigRollout
 
-__all__ = ["UserErrorLogFilter", "build_worker", "ensure_search_attributes", "run_worker"]
+__all__ = [
+    "UserErrorLogFilter",
+    "WorkerSettingsError",
+    "build_worker",
+    "default_build_id",
+    "deployment_config",
+    "ensure_search_attributes",
+    "make_version_current",
+    "run_worker",
+    "worker_activities",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,34 +104,142 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         log.warning("could not register search attributes in %s: %s", namespace, error)
 
 
-def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
-    """The worker; the rollouts it runs print their steering commands with the address of `client`
+class WorkerSettingsError(ValueError):
+    """The worker's versioning settings do not fit together; the message says which and how."""
+
+
+# What a build id covers: the workflow, the domain code it runs, and the activities and store
+# behind it. Listed by package (not by folder) so an editable install and a wheel agree.
+_BUILD_PACKAGES = ("tempoconf", "tempoconf.store", "tempoconf.workflows", "tempoconf.activities")
+
+
+def default_build_id() -> str:
+    """`<package version>-<12 hex digits>`: a hash of the source a worker runs, so a change of the
+    code is a new build and the same code is the same build on every machine."""
+    try:
+        package_version = version("tempoconf")
+    except PackageNotFoundError:  # a source tree that was never installed
+        package_version = "0"
+    digest = hashlib.sha256()
+    for package in _BUILD_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            for source in sorted(Path(folder).glob("*.py")):
+                digest.update(f"{package}/{source.name}\0".encode())
+                digest.update(source.read_bytes())
+    return f"{package_version}-{digest.hexdigest()[:12]}"
+
+
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """The worker's Worker Deployment version, or None for an unversioned worker (no deployment
+    name: `tempoconf dev` and every worker before versioning was turned on)."""
+    name = settings.deployment_name
+    if name is None:
+        if settings.build_id is not None:
+            raise WorkerSettingsError(
+                f"build id {settings.build_id!r} (TEMPOCONF_BUILD_ID or --build-id) needs a "
+                "deployment name: set TEMPOCONF_DEPLOYMENT_NAME (or --deployment-name) too, or "
+                "neither for an unversioned worker"
+            )
+        return None
+    if "." in name or not name.strip():
+        raise WorkerSettingsError(
+            f"deployment name {name!r} (TEMPOCONF_DEPLOYMENT_NAME or --deployment-name) must be "
+            "non-empty and contain no '.': Temporal writes a version as <deployment>.<build id>"
+        )
+    build_id = settings.build_id or default_build_id()
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=name, build_id=build_id),
+        use_worker_versioning=True,
+        # The worker's default, not `@workflow.defn(versioning_behavior=...)`: the server refuses
+        # a workflow that declares a behaviour from an unversioned worker (`tempoconf dev`, tests).
+        default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
+    )
+
+
+def worker_activities(client: Client, store: Store) -> list[Callable[..., Any]]:
+    """Every activity of a rollout; they print steering commands with the address of `client`
     and the Temporal CLI as typed here, so they run as printed."""
     rollout = RolloutActivities(
         store,
         temporal_cli=temporal_command(),
         temporal_address=client.service_client.config.target_host,
     )
+    return [
+        *rollout.activities(),
+        *HealthCheckActivities(store).activities(),
+        *NotifyActivities().activities(),
+    ]
+
+
+def build_worker(
+    client: Client,
+    store: Store,
+    *,
+    task_queue: str,
+    deployment: WorkerDeploymentConfig | None = None,
+    workflows: Sequence[type] = (ConfigRollout,),
+) -> Worker:
+    """The worker: unversioned, or the `deployment` version given."""
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[ConfigRollout],
-        activities=[
-            *rollout.activities(),
-            *HealthCheckActivities(store).activities(),
-            *NotifyActivities().activities(),
-        ],
+        workflows=workflows,
+        activities=worker_activities(client, store),
+        deployment_config=deployment,
     )
 
 
-async def run_worker(settings: Settings, store: Store, client: Client) -> None:
-    """Register search attributes, then run the worker until cancelled."""
+async def make_version_current(
+    client: Client, version: WorkerDeploymentVersion, *, timeout: float = 30.0
+) -> None:
+    """Make `version` its deployment's current version (`temporal worker deployment
+    set-current-version`), waiting for its worker's first poll, which registers it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            await client.workflow_service.set_worker_deployment_current_version(
+                SetWorkerDeploymentCurrentVersionRequest(
+                    namespace=client.namespace,
+                    deployment_name=version.deployment_name,
+                    build_id=version.build_id,
+                    identity=client.identity,
+                )
+            )
+            return
+        except RPCError as error:
+            # Not found / no pollers yet: the worker has not polled; anything else is a real error.
+            retry = error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
+            if not retry or loop.time() >= deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def run_worker(
+    settings: Settings, store: Store, client: Client, *, make_current: bool = False
+) -> None:
+    """Register search attributes, then run the worker until cancelled. A versioned worker with
+    `make_current` (the dev stack) makes its version current once it polls."""
     _quiet_user_errors()
+    deployment = deployment_config(settings)
     await ensure_search_attributes(client, client.namespace)
-    worker = build_worker(client, store, task_queue=settings.task_queue)
+    worker = build_worker(client, store, task_queue=settings.task_queue, deployment=deployment)
     log.info(
-        "worker polling task queue %s on %s",
+        "worker polling task queue %s on %s%s",
         settings.task_queue,
         settings.resolved_temporal_address,
+        f" as version {deployment.version.to_canonical_string()}" if deployment else "",
     )
-    await worker.run()
+    if deployment is None or not make_current:
+        await worker.run()
+        return
+    running = asyncio.create_task(worker.run())
+    try:
+        await make_version_current(client, deployment.version)
+        log.info("version %s is current", deployment.version.to_canonical_string())
+        await running
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

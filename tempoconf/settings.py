@@ -29,6 +29,11 @@ class Settings:
     client_token: str | None = None
     ui_url: str | None = None
     """`TEMPOCONF_UI_URL`, the Temporal Web UI for links; None means http://host:ui_port."""
+    deployment_name: str | None = None
+    """`TEMPOCONF_DEPLOYMENT_NAME`: the worker's Worker Deployment; None means an unversioned worker."""
+    build_id: str | None = None
+    """`TEMPOCONF_BUILD_ID`, the worker's build within its deployment; None means one derived
+    from the package's version and code (only used with a deployment name)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -44,6 +49,8 @@ class Settings:
             admin_token=env.get("TEMPOCONF_ADMIN_TOKEN") or None,
             client_token=env.get("TEMPOCONF_CLIENT_TOKEN") or None,
             ui_url=env.get("TEMPOCONF_UI_URL") or None,
+            deployment_name=env.get("TEMPOCONF_DEPLOYMENT_NAME") or None,
+            build_id=env.get("TEMPOCONF_BUILD_ID") or None,
         )
         given = {key: value for key, value in overrides.items() if value is not None}
         if "data_dir" in given:
