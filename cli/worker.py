@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from tempoconf.activities.health import HealthCheckActivities
+from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
@@ -78,13 +78,24 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         log.warning("could not register search attributes in %s: %s", namespace, error)
 
 
-def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
+def build_worker(
+    client: Client,
+    store: Store,
+    *,
+    task_queue: str,
+    continue_as_new_after_events: int = 0,
+    health_clock: WatchClock | None = None,
+) -> Worker:
     """The worker; the rollouts it runs print their steering commands with the address of `client`
-    and the Temporal CLI as typed here, so they run as printed."""
+    and the Temporal CLI as typed here, so they run as printed.
+
+    `continue_as_new_after_events` bounds a run's history below the server's own suggestion (0:
+    the server's); `health_clock` schedules the hold's interval checks (None: the system clock)."""
     rollout = RolloutActivities(
         store,
         temporal_cli=temporal_command(),
         temporal_address=client.service_client.config.target_host,
+        continue_as_new_after_events=continue_as_new_after_events,
     )
     return Worker(
         client,
@@ -92,7 +103,7 @@ def build_worker(client: Client, store: Store, *, task_queue: str) -> Worker:
         workflows=[ConfigRollout],
         activities=[
             *rollout.activities(),
-            *HealthCheckActivities(store).activities(),
+            *HealthCheckActivities(store, clock=health_clock).activities(),
             *NotifyActivities().activities(),
         ],
     )
