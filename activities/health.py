@@ -3,22 +3,38 @@
 A source that cannot be reached is retried (the check's `attempts`); past that budget the check
 counts as failed, with the reason. The activity itself never fails for a check's sake, so a
 check never leaves the workflow stuck.
+
+`watch_stage_health` runs the interval checks of a whole hold in one activity, so the workflow's
+history does not grow with the hold's length or the checks' interval: it loops the checks on their
+schedules, counts failures in a row, heartbeats its progress (a retried attempt resumes from it)
+and returns on the first verdict that trips a check's `failure_limit`, or when the hold's time is
+up. Both activities heartbeat while they run, so a lost worker is noticed within the
+heartbeat timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 from pydantic import ValidationError
 from temporalio import activity
+from temporalio.converter import value_to_type
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY, CheckHealthInput
+from tempoconf.activity_io import (
+    CHECK_HEALTH_ACTIVITY,
+    WATCH_HEALTH_ACTIVITY,
+    CheckHealthInput,
+    WatchHealthInput,
+    WatchHealthProgress,
+    WatchHealthResult,
+)
 from tempoconf.health import (
     HEALTHY,
     UNHEALTHY,
@@ -34,9 +50,40 @@ from tempoconf.plan import CheckSpec
 from tempoconf.progress import CheckResult, HealthReport, Verdict
 from tempoconf.promql import placeholder_values, render_promql, render_url
 from tempoconf.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.run_state import count_failures
 from tempoconf.store.store import Store
 
-__all__ = ["HealthCheckActivities", "SourceUnreachableError"]
+__all__ = [
+    "HEARTBEAT_EVERY_SECONDS",
+    "HealthCheckActivities",
+    "SourceUnreachableError",
+    "WatchClock",
+]
+
+HEARTBEAT_EVERY_SECONDS = 2.0
+"""How often a running health activity heartbeats (the SDK sends at most one per 80% of the
+heartbeat timeout; calling more often only keeps the details fresh)."""
+
+T = TypeVar("T")
+
+
+class WatchClock(Protocol):
+    """The clock the watch schedules its checks by: the system's, unless a test runs a day's
+    schedule in seconds (a Temporal server does not skip time while an activity runs)."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class SourceUnreachableError(Exception):
@@ -57,11 +104,12 @@ def _retrying(attempts: int) -> AsyncRetrying:
 
 
 class HealthCheckActivities:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, clock: WatchClock | None = None) -> None:
         self._store = store
+        self._clock: WatchClock = clock or SystemClock()
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.check_stage_health]
+        return [self.check_stage_health, self.watch_stage_health]
 
     @activity.defn(name=CHECK_HEALTH_ACTIVITY)
     async def check_stage_health(self, input: CheckHealthInput) -> HealthReport:
@@ -70,6 +118,9 @@ class HealthCheckActivities:
             if input.check_indices is not None
             else range(len(input.stage.health))
         )
+        return await _heartbeating(self._report(input, indices), lambda: ())
+
+    async def _report(self, input: CheckHealthInput, indices: Sequence[int]) -> HealthReport:
         results = await asyncio.gather(*(self._run_check(input, index) for index in indices))
         healthy, summary = summarize(results)
         return HealthReport(
@@ -80,6 +131,54 @@ class HealthCheckActivities:
             checks=list(results),
             final=input.final,
         )
+
+    @activity.defn(name=WATCH_HEALTH_ACTIVITY)
+    async def watch_stage_health(self, input: WatchHealthInput) -> WatchHealthResult:
+        """Run the stage's interval checks until one trips its `failure_limit` (returned) or the
+        hold's time is up; the workflow cancels it sooner when the hold ends another way."""
+        stage, clock = input.stage, self._clock
+        progress = _resumed_progress()
+        if progress is None:
+            progress = WatchHealthProgress(
+                started_at=clock.now(),
+                failures={index: input.failures.get(index, 0) for index in _interval_checks(input)},
+                next_due={
+                    index: max(stage.health[index].initial_delay_seconds - input.offset_seconds, 0)
+                    for index in _interval_checks(input)
+                },
+            )
+        checks = CheckHealthInput(
+            plan=input.plan, stage=stage, final=False, published_at=input.published_at
+        )
+        while True:
+            activity.heartbeat(progress)
+            elapsed = clock.now() - progress.started_at
+            if elapsed >= input.hold_seconds:
+                return _watch_result(progress, [])
+            wake = min(min(progress.next_due.values(), default=math.inf), input.hold_seconds)
+            if wake > elapsed:
+                await self._sleep_heartbeating(wake - elapsed, progress)
+                continue
+            ready = sorted(index for index, due in progress.next_due.items() if due <= elapsed)
+            report = await _heartbeating(self._report(checks, ready), _details_of(progress))
+            progress.rounds += 1
+            progress.last_report = report
+            for index in ready:
+                # From the round's start, as the checks ran in the workflow before: a slow round
+                # is followed at once by the next, never by a gap longer than the interval.
+                progress.next_due[index] = elapsed + (stage.health[index].interval_seconds or 0.0)
+            tripped = count_failures(stage, report, progress.failures)
+            if tripped:
+                activity.heartbeat(progress)
+                return _watch_result(progress, tripped)
+
+    async def _sleep_heartbeating(self, seconds: float, progress: WatchHealthProgress) -> None:
+        """Sleep on the watch's clock, heartbeating (a cancellation arrives with a heartbeat)."""
+        clock = self._clock
+        until = clock.now() + seconds
+        while (left := until - clock.now()) > 0:
+            await clock.sleep(min(left, HEARTBEAT_EVERY_SECONDS))
+            activity.heartbeat(progress)
 
     async def _run_check(self, input: CheckHealthInput, index: int) -> CheckResult:
         check = input.stage.health[index]
@@ -180,6 +279,51 @@ class HealthCheckActivities:
         if 200 <= response.status_code < 300:
             return HEALTHY, f"{url} answered {response.status_code}", figures
         return UNHEALTHY, f"{url} answered {response.status_code}: {response.text[:200]}", figures
+
+
+def _interval_checks(input: WatchHealthInput) -> list[int]:
+    return [index for index, check in enumerate(input.stage.health) if check.interval_seconds]
+
+
+def _resumed_progress() -> WatchHealthProgress | None:
+    """The progress an earlier attempt of this activity heartbeated, if any."""
+    details = activity.info().heartbeat_details
+    if not details:
+        return None
+    progress: WatchHealthProgress = value_to_type(WatchHealthProgress, details[0])
+    activity.logger.info(
+        "resuming the health watch after %d round(s) (attempt %d)",
+        progress.rounds,
+        activity.info().attempt,
+    )
+    return progress
+
+
+def _details_of(progress: WatchHealthProgress) -> Callable[[], tuple[Any, ...]]:
+    return lambda: (progress,)
+
+
+def _watch_result(progress: WatchHealthProgress, tripped: list[str]) -> WatchHealthResult:
+    return WatchHealthResult(
+        tripped=tripped,
+        report=progress.last_report,
+        rounds=progress.rounds,
+        failures=dict(progress.failures),
+    )
+
+
+async def _heartbeating(work: Awaitable[T], details: Callable[[], tuple[Any, ...]]) -> T:
+    """Await `work`, heartbeating `details()` meanwhile: a check can take a while (every attempt
+    against a slow source), and the heartbeat timeout is shorter than that."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_SECONDS)
+            if done:
+                return task.result()
+            activity.heartbeat(*details())
+    finally:
+        task.cancel()
 
 
 def _published_at(input: CheckHealthInput) -> datetime | None:

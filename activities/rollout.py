@@ -77,11 +77,17 @@ class RolloutActivities:
     """
 
     def __init__(
-        self, store: Store, *, temporal_cli: str = "temporal", temporal_address: str = ""
+        self,
+        store: Store,
+        *,
+        temporal_cli: str = "temporal",
+        temporal_address: str = "",
+        continue_as_new_after_events: int = 0,
     ) -> None:
         self._store = store
         self._temporal_cli = temporal_cli
         self._temporal_address = temporal_address
+        self._continue_as_new_after_events = continue_as_new_after_events
 
     def activities(self) -> list[Callable[..., Any]]:
         return [
@@ -154,6 +160,7 @@ class RolloutActivities:
             temporal_cli=self._temporal_cli,
             temporal_address=self._temporal_address,
             temporal_namespace=activity.info().workflow_namespace or "",
+            continue_as_new_after_events=self._continue_as_new_after_events,
         )
 
     async def _starter(self, input: PrepareInput) -> str:
@@ -207,14 +214,22 @@ class RolloutActivities:
             )
 
     async def _is_running(self, holder: LockRecord) -> bool:
-        handle = activity.client().get_workflow_handle(holder.workflow_id, run_id=holder.run_id)
+        """Whether the lock's holder still runs. A rollout holds the lock under its first run's id
+        for its whole life: a run that continued as new runs on as a later run of its chain."""
+        client = activity.client()
         try:
-            description = await handle.describe()
+            description = await client.get_workflow_handle(
+                holder.workflow_id, run_id=holder.run_id
+            ).describe()
+            if description.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                return description.status == WorkflowExecutionStatus.RUNNING
+            latest = await client.get_workflow_handle(holder.workflow_id).describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
-        return description.status == WorkflowExecutionStatus.RUNNING
+        chain = latest.raw_description.workflow_execution_info.first_run_id
+        return latest.status == WorkflowExecutionStatus.RUNNING and chain == holder.run_id
 
     @activity.defn(name=PUBLISH_STAGE_ACTIVITY)
     async def publish_stage(self, input: PublishStageInput) -> PublishStageResult:

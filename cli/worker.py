@@ -30,7 +30,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from tempoconf.activities.health import HealthCheckActivities
+from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
@@ -157,17 +157,27 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     )
 
 
-def worker_activities(client: Client, store: Store) -> list[Callable[..., Any]]:
+def worker_activities(
+    client: Client,
+    store: Store,
+    *,
+    continue_as_new_after_events: int = 0,
+    health_clock: WatchClock | None = None,
+) -> list[Callable[..., Any]]:
     """Every activity of a rollout; they print steering commands with the address of `client`
-    and the Temporal CLI as typed here, so they run as printed."""
+    and the Temporal CLI as typed here, so they run as printed.
+
+    `continue_as_new_after_events` bounds a run's history below the server's own suggestion (0:
+    the server's); `health_clock` schedules the hold's interval checks (None: the system clock)."""
     rollout = RolloutActivities(
         store,
         temporal_cli=temporal_command(),
         temporal_address=client.service_client.config.target_host,
+        continue_as_new_after_events=continue_as_new_after_events,
     )
     return [
         *rollout.activities(),
-        *HealthCheckActivities(store).activities(),
+        *HealthCheckActivities(store, clock=health_clock).activities(),
         *NotifyActivities().activities(),
     ]
 
@@ -179,13 +189,21 @@ def build_worker(
     task_queue: str,
     deployment: WorkerDeploymentConfig | None = None,
     workflows: Sequence[type] = (ConfigRollout,),
+    continue_as_new_after_events: int = 0,
+    health_clock: WatchClock | None = None,
 ) -> Worker:
-    """The worker: unversioned, or the `deployment` version given."""
+    """The worker: unversioned, or the `deployment` version given (the last two: see
+    `worker_activities`)."""
     return Worker(
         client,
         task_queue=task_queue,
         workflows=workflows,
-        activities=worker_activities(client, store),
+        activities=worker_activities(
+            client,
+            store,
+            continue_as_new_after_events=continue_as_new_after_events,
+            health_clock=health_clock,
+        ),
         deployment_config=deployment,
     )
 

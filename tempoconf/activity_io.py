@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import Transition
+from tempoconf.progress import HealthReport, Transition
 
 __all__ = [
     "CHECK_HEALTH_ACTIVITY",
@@ -30,6 +30,10 @@ __all__ = [
     "RenewLeasesResult",
     "RevertInput",
     "RevertResult",
+    "WATCH_HEALTH_ACTIVITY",
+    "WatchHealthInput",
+    "WatchHealthProgress",
+    "WatchHealthResult",
 ]
 
 
@@ -80,6 +84,50 @@ class CheckHealthInput:
     """Which of the stage's checks to run; None: all of them."""
     published_at: str | None = None
     """When the stage was published (ISO 8601; PublishStageResult): evidence starts there."""
+
+
+@dataclass
+class WatchHealthInput:
+    """The interval checks of one hold, run by one long-running activity beside the hold's timer."""
+
+    plan: RolloutPlan
+    stage: PlannedStage
+    hold_seconds: float
+    """How long the hold has left when the watch starts: the watch ends there by itself."""
+    offset_seconds: float = 0.0
+    """How far into the hold the watch starts (a run continued as new): `initial_delay` counts
+    from the hold's start."""
+    published_at: str | None = None
+    failures: dict[int, int] = field(default_factory=dict)
+    """Check index → failures in a row so far (carried from an earlier run of the rollout)."""
+
+
+@dataclass
+class WatchHealthProgress:
+    """The watch's heartbeat details: a retried attempt (its worker was lost) resumes from them.
+    `temporal workflow describe` shows them under the pending activity."""
+
+    started_at: float
+    """When the watch started, in seconds since the epoch on the watch's clock."""
+    rounds: int = 0
+    """Rounds of checks run so far."""
+    failures: dict[int, int] = field(default_factory=dict)
+    """Check index → failures in a row."""
+    next_due: dict[int, float] = field(default_factory=dict)
+    """Check index → when it runs next, in seconds after `started_at`."""
+    last_report: HealthReport | None = None
+
+
+@dataclass
+class WatchHealthResult:
+    """Why the watch ended by itself: a check reached its `failure_limit`, or the hold's time is up."""
+
+    tripped: list[str] = field(default_factory=list)
+    """The checks that reached their `failure_limit`, described; empty: the hold's time is up."""
+    report: HealthReport | None = None
+    """The last round's verdicts (None when no round ran)."""
+    rounds: int = 0
+    failures: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,6 +182,7 @@ PREPARE_ACTIVITY = "prepare_rollout"
 PUBLISH_STAGE_ACTIVITY = "publish_stage"
 RENEW_LEASES_ACTIVITY = "renew_leases"
 CHECK_HEALTH_ACTIVITY = "check_stage_health"
+WATCH_HEALTH_ACTIVITY = "watch_stage_health"
 RECORD_TRANSITION_ACTIVITY = "record_transition"
 PROMOTE_ACTIVITY = "promote_version"
 REVERT_ACTIVITY = "revert_rollout"

@@ -164,6 +164,9 @@ class RolloutPlan:
     """host:port of the Temporal server the worker uses, so printed commands run as printed."""
     temporal_namespace: str = ""
     """The Temporal namespace of the workflow ("" when unknown; "default" is not printed)."""
+    continue_as_new_after_events: int = 0
+    """A worker's setting: continue as new once a run's history is this long (0: only when the
+    server suggests it, at a few thousand events)."""
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from tempoconf.commands import CommandName, OperatorCommand
@@ -39,12 +40,43 @@ __all__ = [
     "LEASE_RENEWAL_FRACTION",
     "Effect",
     "RolloutRunState",
+    "StageStep",
+    "count_failures",
 ]
 
 # Who a signal or update came from when it does not say (signals carry no identity).
 DEFAULT_OPERATOR = "operator"
 # Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
 LEASE_RENEWAL_FRACTION = 0.5
+
+
+class StageStep(StrEnum):
+    """Where in its current stage a rollout is, in order: a run continued as new resumes there."""
+
+    PUBLISH = "publish"
+    HOLD = "hold"
+    CHECK = "check"
+    APPROVAL = "approval"
+    SETTLE = "settle"
+    """The stage passed; the rollout leaves it once it is not paused."""
+
+
+def count_failures(
+    stage: PlannedStage, report: HealthReport, failures: dict[int, int]
+) -> list[str]:
+    """Count each check's failures in a row into `failures` (a pass resets it, no data leaves it);
+    the checks that reached their `failure_limit`, described."""
+    tripped = []
+    for result in report.checks:
+        if result.verdict == Verdict.UNHEALTHY:
+            failures[result.index] = failures.get(result.index, 0) + 1
+            limit = stage.health[result.index].failure_limit
+            if failures[result.index] >= limit:
+                count = f" ({failures[result.index]} failures in a row)" if limit > 1 else ""
+                tripped.append(f"{result.name}: {result.summary}{count}")
+        elif result.verdict == Verdict.HEALTHY:
+            failures[result.index] = 0
+    return tripped
 
 
 @dataclass(frozen=True)
@@ -80,6 +112,12 @@ class RolloutRunState:
     """Search attribute name → the value last upserted (each upsert is a history event)."""
     deliveries_started: int = 0
     """Webhook deliveries started so far: numbers each event's idempotency id."""
+    step: StageStep | None = None
+    """The step of the current stage the rollout is in (None: before the first stage)."""
+    health_watch_since: str | None = None
+    """While the hold's interval checks run in their activity: since when (ISO 8601)."""
+    runs: int = 1
+    """Runs of this rollout so far: each continue-as-new starts one more, carrying this state."""
 
     @classmethod
     def start(cls, request: Any, *, workflow_id: str) -> RolloutRunState:
@@ -261,19 +299,7 @@ class RolloutRunState:
     def count_failures(self, stage: PlannedStage, report: HealthReport) -> list[str]:
         """Count each check's failures in a row (a pass resets it); the checks that reached their
         `failure_limit`, described."""
-        tripped = []
-        for result in report.checks:
-            if result.verdict == Verdict.UNHEALTHY:
-                self.failures[result.index] = self.failures.get(result.index, 0) + 1
-                limit = stage.health[result.index].failure_limit
-                if self.failures[result.index] >= limit:
-                    count = (
-                        f" ({self.failures[result.index]} failures in a row)" if limit > 1 else ""
-                    )
-                    tripped.append(f"{result.name}: {result.summary}{count}")
-            elif result.verdict == Verdict.HEALTHY:
-                self.failures[result.index] = 0
-        return tripped
+        return count_failures(stage, report, self.failures)
 
     # -- webhooks -----------------------------------------------------------------------------
     def webhook_body(self, event: str, reason: str, *, run_id: str, at: str) -> dict[str, Any]:

@@ -1,8 +1,13 @@
 """`ConfigRollout`: one staged configuration rollout as a durable state machine.
 
-prepare → for each stage: publish → hold (durable timer, leases renewed) → check health →
-[approval] → promote. Halt, an unhealthy check or cancellation run the compensating revert.
-Deterministic code only: every side effect is an activity, referred to by name.
+prepare → for each stage: publish → hold (durable timer, leases renewed; the interval checks run
+beside it in one activity) → check health → [approval] → promote. Halt, an unhealthy check or
+cancellation run the compensating revert. Deterministic code only: every side effect is an
+activity, referred to by name.
+
+A run's history stays bounded: a stage costs a fixed number of events whatever its hold's length
+or its checks' interval, and what still grows (lease renewals over weeks, operator commands, many
+stages) is cut by continue-as-new, which carries the whole `RolloutRunState` to the next run.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         RENEW_LEASES_ACTIVITY,
         REVERT_ACTIVITY,
         ROLLOUT_RUNNING_ERROR,
+        WATCH_HEALTH_ACTIVITY,
         CheckHealthInput,
         NotifyInput,
         PrepareInput,
@@ -39,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
         RenewLeasesResult,
         RevertInput,
         RevertResult,
+        WatchHealthInput,
+        WatchHealthResult,
     )
     from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
     from tempoconf.details import render_current_details
@@ -54,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutState,
         StageStatus,
     )
-    from tempoconf.run_state import Effect, RolloutRunState
+    from tempoconf.run_state import Effect, RolloutRunState, StageStep
     from tempoconf.temporal import (
         PATH_ATTRIBUTE,
         SEARCH_ATTRIBUTES,
@@ -93,6 +101,16 @@ REVERT_RETRY = RetryPolicy(
 WEBHOOK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 WEBHOOK_TIMEOUT = timedelta(seconds=10)
 HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# Health activities heartbeat every few seconds: a lost worker is noticed this soon, not at the
+# start-to-close timeout (which for the hold's watch is the whole hold).
+HEALTH_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# The hold's watch resumes from its heartbeat on retry, so it is retried for as long as the hold
+# lasts (a worker deploy during a week-long hold is one more attempt, not a failure).
+HEALTH_WATCH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+)
 DEFAULT_RECHECK_SECONDS = 30.0
 SYSTEM_ACTOR = "workflow"
 _SEARCH_ATTRIBUTE_KEYS = {key.name: key for key in SEARCH_ATTRIBUTES}
@@ -119,6 +137,16 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
     return timedelta(seconds=stage.seconds_per_check_run(indices) + 15.0)
 
 
+def _ignore_outcome(task: asyncio.Task[Any]) -> None:
+    """Retrieve a cancelled activity's outcome, so asyncio does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _ContinueAsNew(Exception):
+    """Internal: this run's history is long enough; go on as a new run with the same state."""
+
+
 class _StopRollout(Exception):
     """Internal: leave the stage loop and revert (halt or unhealthy)."""
 
@@ -132,10 +160,12 @@ class _StopRollout(Exception):
 @workflow.defn(name=WORKFLOW_TYPE)
 class ConfigRollout:
     @workflow.init
-    def __init__(self, request: Any) -> None:
-        # The whole run state in one object (continue-as-new can carry it); what follows is
+    def __init__(self, request: Any, carried: RolloutRunState | None = None) -> None:
+        # The whole run state in one object (continue-as-new carries it); what follows is
         # only what lives and dies with this run's code: deliveries in flight, the current wait.
-        self._state = RolloutRunState.start(request, workflow_id=workflow.info().workflow_id)
+        self._state = carried or RolloutRunState.start(
+            request, workflow_id=workflow.info().workflow_id
+        )
         self._notifications: list[asyncio.Future[Any]] = []
         # What the main loop waits for while it is parked in _wait_until (None while it runs or
         # awaits an activity): an update answers once the rollout waits for something it did not give.
@@ -145,14 +175,32 @@ class ConfigRollout:
     def _progress(self) -> RolloutProgress:
         return self._state.progress
 
+    @property
+    def _lock_run_id(self) -> str:
+        """The run id the rollout holds its config's lock (and keys its store writes) under: its
+        first run's, for every run continue-as-new starts after it."""
+        return workflow.info().first_execution_run_id
+
     # -- main loop -----------------------------------------------------------------------------
     @workflow.run
-    async def run(self, request: Any) -> RolloutResult:
+    async def run(self, request: Any, carried: RolloutRunState | None = None) -> RolloutResult:
+        """`request` as the user gave it; `carried`: the state of the run this one continues."""
+        try:
+            return await self._run(request, resumed=carried is not None)
+        except _ContinueAsNew:
+            pass
+        workflow.continue_as_new(args=[request, self._state])
+
+    async def _run(self, request: Any, *, resumed: bool) -> RolloutResult:
         self._upsert_search_attributes()
         try:
-            plan = await self._prepare(request)
-            self._state.set_plan(plan)
-            self._upsert_search_attributes()
+            if resumed and self._state.plan is not None:
+                plan = self._state.plan
+                self._refresh_view()
+            else:
+                plan = await self._prepare(request)
+                self._state.set_plan(plan)
+                self._upsert_search_attributes()
             bypassed = await self._run_stages(plan)
             return await self._promote(plan, bypassed=bypassed)
         except _StopRollout as stop:
@@ -173,7 +221,9 @@ class ConfigRollout:
         try:
             plan: RolloutPlan = await workflow.execute_activity(
                 PREPARE_ACTIVITY,
-                PrepareInput(request=request, workflow_id=info.workflow_id, run_id=info.run_id),
+                PrepareInput(
+                    request=request, workflow_id=info.workflow_id, run_id=self._lock_run_id
+                ),
                 result_type=RolloutPlan,
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
                 retry_policy=PREPARE_RETRY,
@@ -204,26 +254,51 @@ class ConfigRollout:
         return plan
 
     async def _run_stages(self, plan: RolloutPlan) -> bool:
-        """Walk the stages; True when a bypass cut the walk short."""
+        """Walk the stages (a continued run from where the last one was); True when a bypass cut
+        the walk short."""
         self._raise_if_halted()
+        state = self._state
         for stage in plan.stages:
-            if self._state.bypass:
+            if stage.index < state.progress.stage_index:
+                continue  # an earlier run passed it
+            # The step of the stage an earlier run was in when it continued as new; None: all.
+            resume = state.step if stage.index == state.progress.stage_index else None
+
+            def runs(step: StageStep, resume: StageStep | None = resume) -> bool:
+                order = list(StageStep)
+                return resume is None or order.index(step) >= order.index(resume)
+
+            if state.bypass:
                 return True
-            await self._publish(plan, stage)
+            if resume is None:
+                # Between two stages nothing is in flight: a good place to cut the history.
+                await self._continue_as_new_if_due()
+            if runs(StageStep.PUBLISH):
+                state.step = StageStep.PUBLISH
+                await self._publish(plan, stage)
             self._raise_if_halted()
-            await self._hold(plan, stage)
-            if self._state.bypass:
+            if runs(StageStep.HOLD):
+                resumed_hold = resume == StageStep.HOLD
+                state.step = StageStep.HOLD
+                await self._hold(plan, stage, resumed=resumed_hold)
+            if state.bypass:
                 return True
-            await self._check_health(plan, stage)
-            if stage.manual and self._state.bypass is None:
-                await self._await_approval(stage)
-            if self._state.bypass:
+            if runs(StageStep.CHECK):
+                resumed_check = resume == StageStep.CHECK
+                state.step = StageStep.CHECK
+                await self._check_health(plan, stage, resumed=resumed_check)
+            if stage.manual and state.bypass is None and runs(StageStep.APPROVAL):
+                resumed_approval = resume == StageStep.APPROVAL
+                state.step = StageStep.APPROVAL
+                await self._await_approval(stage, resumed=resumed_approval)
+            if state.bypass:
                 return True
+            state.step = StageStep.SETTLE
             await self._wait_until(
                 lambda: not self._progress.pause_reasons or self._state.bypass is not None
             )
-            self._state.mark_stage(stage.index, StageStatus.PASSED)
-        return self._state.bypass is not None
+            state.mark_stage(stage.index, StageStatus.PASSED)
+        return state.bypass is not None
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         info = workflow.info()
@@ -238,7 +313,7 @@ class ConfigRollout:
         result = await workflow.execute_activity(
             PUBLISH_STAGE_ACTIVITY,
             PublishStageInput(
-                plan=plan, stage=stage, workflow_id=info.workflow_id, run_id=info.run_id
+                plan=plan, stage=stage, workflow_id=info.workflow_id, run_id=self._lock_run_id
             ),
             result_type=PublishStageResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
@@ -253,45 +328,116 @@ class ConfigRollout:
         )
         self._notify("stage_published", f"stage {stage.name} reaches {stage.cohort()}")
 
-    async def _hold(self, plan: RolloutPlan, stage: PlannedStage) -> None:
-        """Hold the stage for its cooldown; checks with an `interval` run during it and fail fast."""
-        started = workflow.now()
-        deadline = started + timedelta(seconds=stage.cooldown_seconds)
-        self._state.start_hold(stage, deadline=deadline)
-        self._transition(
-            RolloutState.HOLDING,
-            SYSTEM_ACTOR,
-            f"holding {stage.name} for {stage.cooldown_seconds:g}s",
-        )
-        due = {
-            index: started + timedelta(seconds=check.initial_delay_seconds)
-            for index, check in enumerate(stage.health)
-            if check.interval_seconds
-        }
+    async def _hold(self, plan: RolloutPlan, stage: PlannedStage, *, resumed: bool) -> None:
+        """Hold the stage for its cooldown: a durable timer. Checks with an `interval` run beside it
+        in one activity (`watch_stage_health`), which returns only when one trips its
+        `failure_limit` (the rollout reverts at once) and is cancelled when the hold ends."""
+        progress = self._progress
+        if resumed and progress.hold_deadline is not None:
+            # A run continued as new in the middle of the hold: the same hold, the same deadline.
+            deadline = datetime.fromisoformat(progress.hold_deadline)
+        else:
+            deadline = workflow.now() + timedelta(seconds=stage.cooldown_seconds)
+            self._state.start_hold(stage, deadline=deadline)
+            self._transition(
+                RolloutState.HOLDING,
+                SYSTEM_ACTOR,
+                f"holding {stage.name} for {stage.cooldown_seconds:g}s",
+            )
+        watch = self._start_health_watch(plan, stage, deadline)
 
         def hold_cut_short() -> bool:
             return self._state.advance_requested or self._state.bypass is not None
 
-        while True:
-            next_check = min(due.values(), default=None)
-            until = deadline if next_check is None or next_check >= deadline else next_check
-            summary = f"hold {stage.name} ({stage.cooldown_seconds:g}s cooldown)"
-            if next_check is not None and next_check < deadline:
-                summary += ", next health check"
-            await self._wait_until(hold_cut_short, deadline=until, summary=summary)
-            now = workflow.now()
-            if hold_cut_short() or now >= deadline:
-                break
-            ready = sorted(index for index, at in due.items() if at <= now)
-            if ready:
-                await self._run_checks(plan, stage, ready, final=False)
-                for index in ready:
-                    due[index] = now + timedelta(
-                        seconds=stage.health[index].interval_seconds or 0.0
-                    )
-        self._progress.hold_deadline = None
+        summary = f"hold {stage.name} ({stage.cooldown_seconds:g}s cooldown)"
+        try:
+            while True:
+                running = watch
 
-    async def _check_health(self, plan: RolloutPlan, stage: PlannedStage) -> None:
+                def hold_over(running: asyncio.Task[WatchHealthResult] | None = running) -> bool:
+                    return hold_cut_short() or (running is not None and running.done())
+
+                await self._wait_until(
+                    hold_over,
+                    deadline=deadline,
+                    summary=summary,
+                )
+                if watch is None or not watch.done():
+                    break
+                # A check tripped (this raises), or the watch's time was up a moment before the
+                # timer fired: wait on for the timer.
+                finished, watch = watch, None
+                self._health_watch_ended(stage, finished)
+        finally:
+            if watch is not None and not watch.done():
+                # TRY_CANCEL: the rollout moves on (a halt reverts) at once, without waiting for
+                # the watch to hear of the cancellation at its next heartbeat (up to 8 s). The
+                # checks only read, so an attempt that runs on a moment changes nothing.
+                watch.add_done_callback(_ignore_outcome)
+                watch.cancel()
+            self._state.health_watch_since = None
+        progress.hold_deadline = None
+        self._refresh_view()
+
+    def _start_health_watch(
+        self, plan: RolloutPlan, stage: PlannedStage, deadline: datetime
+    ) -> asyncio.Task[WatchHealthResult] | None:
+        """Start the activity that runs the hold's interval checks, if the stage has any."""
+        now = workflow.now()
+        if not any(check.interval_seconds for check in stage.health) or now >= deadline:
+            return None
+        hold_seconds = (deadline - now).total_seconds()
+        watch = workflow.start_activity(
+            WATCH_HEALTH_ACTIVITY,
+            WatchHealthInput(
+                plan=plan,
+                stage=stage,
+                hold_seconds=hold_seconds,
+                offset_seconds=max(stage.cooldown_seconds - hold_seconds, 0.0),
+                published_at=self._progress.stages[stage.index].published_at,
+                failures=dict(self._state.failures),
+            ),
+            result_type=WatchHealthResult,
+            # It ends by itself when the hold's time is up; the slowest round may run past that.
+            start_to_close_timeout=timedelta(
+                seconds=hold_seconds + stage.seconds_per_check_run(list(range(len(stage.health))))
+            )
+            + STORE_WRITE_TIMEOUT,
+            heartbeat_timeout=HEALTH_HEARTBEAT_TIMEOUT,
+            retry_policy=HEALTH_WATCH_RETRY,
+            cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+            summary=f"interval health checks of {stage.name} during its hold",
+        )
+        self._state.health_watch_since = now.isoformat()
+        self._refresh_view()
+        return watch
+
+    def _health_watch_ended(
+        self, stage: PlannedStage, watch: asyncio.Task[WatchHealthResult]
+    ) -> None:
+        """The watch returned: a check tripped (revert), or the hold's time is up (carry its
+        failures in a row into the end-of-hold check)."""
+        self._state.health_watch_since = None
+        try:
+            result = watch.result()
+        except ActivityError as error:
+            if isinstance(error.cause, CancelledError):
+                raise
+            # Retried for as long as the hold lasts, so this is a timeout: the hold's end judges.
+            self._note(SYSTEM_ACTOR, f"interval health checks stopped: {error.cause or error}")
+            return
+        self._state.failures.update(result.failures)
+        if result.report is not None:
+            self._progress.last_health = result.report
+        self._refresh_view()
+        if result.tripped:
+            raise _StopRollout(
+                Outcome.REVERTED,
+                f"stage {stage.name} is unhealthy: " + "; ".join(result.tripped),
+                SYSTEM_ACTOR,
+            )
+
+    async def _check_health(self, plan: RolloutPlan, stage: PlannedStage, *, resumed: bool) -> None:
         """The end-of-hold verdict: every check must pass (no data: its `on_no_data` decides).
 
         A check that fails fewer than `failure_limit` times in a row is looked at again after its
@@ -305,12 +451,13 @@ class ConfigRollout:
                 stage=stage.name,
             )
             return
-        self._transition(
-            RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}"
-        )
+        if not resumed:
+            self._transition(
+                RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}"
+            )
         pending = list(range(len(stage.health)))
         while True:
-            report = await self._run_checks(plan, stage, pending, final=True)
+            report = await self._run_checks(plan, stage, pending)
             if self._state.bypass is not None:
                 return
             pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
@@ -328,7 +475,7 @@ class ConfigRollout:
                 return
 
     async def _run_checks(
-        self, plan: RolloutPlan, stage: PlannedStage, indices: list[int], *, final: bool
+        self, plan: RolloutPlan, stage: PlannedStage, indices: list[int]
     ) -> HealthReport:
         """Run some of the stage's checks; revert once a check has failed `failure_limit` times in a row."""
         try:
@@ -337,14 +484,15 @@ class ConfigRollout:
                 CheckHealthInput(
                     plan=plan,
                     stage=stage,
-                    final=final,
+                    final=True,
                     check_indices=indices,
                     published_at=self._progress.stages[stage.index].published_at,
                 ),
                 result_type=HealthReport,
                 start_to_close_timeout=_health_check_timeout(stage, indices),
+                heartbeat_timeout=HEALTH_HEARTBEAT_TIMEOUT,
                 retry_policy=HEALTH_CHECK_RETRY,
-                summary=f"{'final' if final else 'interval'} health check of {stage.name} ({len(indices)} check(s))",
+                summary=f"final health check of {stage.name} ({len(indices)} check(s))",
             )
         except ActivityError as error:
             if isinstance(error.cause, CancelledError):
@@ -366,7 +514,7 @@ class ConfigRollout:
                     )
                     for index in indices
                 ],
-                final=final,
+                final=True,
             )
         self._progress.last_health = report
         self._refresh_view()
@@ -382,14 +530,15 @@ class ConfigRollout:
             )
         return report
 
-    async def _await_approval(self, stage: PlannedStage) -> None:
-        self._progress.approved = False
-        self._transition(
-            RolloutState.AWAITING_APPROVAL,
-            SYSTEM_ACTOR,
-            f"stage {stage.name} passed; waiting for approve",
-        )
-        self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
+    async def _await_approval(self, stage: PlannedStage, *, resumed: bool) -> None:
+        if not resumed:
+            self._progress.approved = False
+            self._transition(
+                RolloutState.AWAITING_APPROVAL,
+                SYSTEM_ACTOR,
+                f"stage {stage.name} passed; waiting for approve",
+            )
+            self._notify("awaiting_approval", f"stage {stage.name} passed its hold and checks")
         await self._wait_until(lambda: self._progress.approved or self._state.bypass is not None)
 
     async def _wait_until(
@@ -421,6 +570,10 @@ class ConfigRollout:
             def wakes() -> bool:
                 return self._state.halt is not None or done()
 
+            if self._continue_as_new_due():
+                await self._continue_as_new(wakes, wake_at)
+                continue
+
             self._parked_on = wakes
             try:
                 # Also wake to audit what a command recorded meanwhile (a pause during a long hold).
@@ -434,6 +587,43 @@ class ConfigRollout:
             finally:
                 self._parked_on = None
 
+    def _continue_as_new_due(self) -> bool:
+        """The server suggests it (history a few thousand events long, or large), or the worker's
+        own bound (the plan's `continue_as_new_after_events`) is reached."""
+        info = workflow.info()
+        plan = self._state.plan
+        limit = plan.continue_as_new_after_events if plan is not None else 0
+        return info.is_continue_as_new_suggested() or (
+            limit > 0 and info.get_current_history_length() >= limit
+        )
+
+    async def _continue_as_new_if_due(self) -> None:
+        if self._continue_as_new_due():
+            await self._continue_as_new(lambda: self._state.halt is not None, None)
+
+    async def _continue_as_new(self, wakes: Callable[[], bool], wake_at: datetime | None) -> None:
+        """Go on as a new run carrying the whole state, once deliveries and handlers in flight have
+        finished; returns instead when something the rollout must act on first arrives meanwhile
+        (a halt, the end of the wait) or the wait's time is up."""
+        await self._audit_transitions()
+        await self._finish_notifications()
+        self._parked_on = wakes  # an update that waits for the rollout to settle answers now
+        try:
+            await workflow.wait_condition(
+                lambda: wakes() or (workflow.all_handlers_finished() and not self._has_unaudited()),
+                timeout=None if wake_at is None else max(wake_at - workflow.now(), timedelta(0)),
+                timeout_summary="let operator commands in flight finish before continue-as-new",
+            )
+        except TimeoutError:
+            return
+        finally:
+            self._parked_on = None
+        if wakes() or self._has_unaudited() or not workflow.all_handlers_finished():
+            return
+        self._notifications.clear()
+        self._state.runs += 1
+        raise _ContinueAsNew()
+
     async def _renew_leases(self) -> None:
         leases = self._state.leases
         result = await workflow.execute_activity(
@@ -441,7 +631,7 @@ class ConfigRollout:
             RenewLeasesInput(
                 namespace=self._progress.namespace,
                 path=self._progress.path,
-                run_id=workflow.info().run_id,
+                run_id=self._lock_run_id,
                 expirations=dict(leases),
             ),
             result_type=RenewLeasesResult,
@@ -462,7 +652,7 @@ class ConfigRollout:
                 PromoteInput(
                     plan=plan,
                     workflow_id=info.workflow_id,
-                    run_id=info.run_id,
+                    run_id=self._lock_run_id,
                     actor=by,
                     reason=reason,
                 ),
@@ -506,7 +696,7 @@ class ConfigRollout:
                 namespace=self._progress.namespace,
                 path=self._progress.path,
                 workflow_id=info.workflow_id,
-                run_id=info.run_id,
+                run_id=self._lock_run_id,
                 outcome=outcome.value,
                 actor=by,
                 reason=reason,
@@ -536,9 +726,7 @@ class ConfigRollout:
         plan = self._state.plan
         if plan is None or not plan.webhooks:
             return
-        body = self._state.webhook_body(
-            event, reason, run_id=workflow.info().run_id, at=self._now_iso()
-        )
+        body = self._state.webhook_body(event, reason, run_id=self._lock_run_id, at=self._now_iso())
         for url in plan.webhooks:
             self._state.deliveries_started += 1
             self._notifications.append(
@@ -571,9 +759,17 @@ class ConfigRollout:
 
     def _refresh_view(self) -> None:
         self._state.refresh()
-        workflow.set_current_details(
-            render_current_details(self._progress, self._state.plan, now=workflow.now())
-        )
+        details = render_current_details(self._progress, self._state.plan, now=workflow.now())
+        since = self._state.health_watch_since
+        if since is not None:
+            # The watch cannot tell the workflow its verdicts without growing the history: say
+            # where they are (the pending activity's heartbeat details).
+            details += (
+                f"\n\nInterval health checks: running in activity `{WATCH_HEALTH_ACTIVITY}` since "
+                f"{since[:10]} {since[11:19]} UTC; their latest verdicts are in its heartbeat "
+                "details (`temporal workflow describe`). The rollout reverts as soon as one trips."
+            )
+        workflow.set_current_details(details)
         self._upsert_search_attributes()
 
     def _has_unaudited(self) -> bool:
@@ -592,7 +788,7 @@ class ConfigRollout:
                 namespace=self._progress.namespace,
                 path=self._progress.path,
                 workflow_id=info.workflow_id,
-                run_id=info.run_id,
+                run_id=self._lock_run_id,
                 version=self._progress.version,
                 transitions=[history[seq] for seq in sequences],
                 sequences=sequences,
