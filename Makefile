@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup run test test-soak bench lint clean
 
 setup: $(STAMP)
 
@@ -18,7 +18,11 @@ run: $(STAMP)
 	$(BIN)/tempoconf demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -m "not soak" tests
+
+# Rollouts of days and weeks on skipped time (history budgets, leases across continue-as-new).
+test-soak: $(STAMP)
+	$(BIN)/python -m pytest -q -m soak tests
 
 # wrk (Debian package) drives bench_poll_cost.py; installed here when run as root.
 bench: $(STAMP)

@@ -174,6 +174,7 @@ def first_run_id(handle: WorkflowHandle[Any, Any]) -> str:
 # -- a stage's cost does not grow with its hold ---------------------------------------------------
 
 
+@pytest.mark.soak
 async def test_a_day_long_hold_checked_every_15s_is_promoted_within_the_event_budget(
     rollouts: Rollouts,
 ) -> None:
@@ -272,6 +273,7 @@ async def test_a_halt_during_a_long_hold_reverts_at_once(rollout_harness: Rollou
 # -- weeks: continue-as-new --------------------------------------------------------------------
 
 
+@pytest.mark.soak
 async def test_a_fourteen_day_rollout_with_hour_leases_keeps_them_across_runs(
     rollouts: Rollouts,
 ) -> None:
