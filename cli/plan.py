@@ -31,7 +31,7 @@ from tempoconf.cli._format import duration_text, table
 from tempoconf.cli.rollout import request_problems, rollout_version
 from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
-from tempoconf.resolution import ClientIdentity, PublishedStage, stage_matches
+from tempoconf.resolution import ClientIdentity, stage_matches
 
 __all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
 
@@ -61,24 +61,12 @@ def stage_reach(
 ) -> tuple[list[StageReach], list[str]]:
     """Per stage, the clients it reaches first (in order, as `resolve` picks stages); and the
     clients no stage reaches (they stay on stable)."""
-    far_future = datetime.max.replace(tzinfo=UTC)
-    published = [
-        PublishedStage(
-            index=stage.index,
-            name=stage.name,
-            channel=stage.channel,
-            percentile=stage.percentile,
-            labels=stage.labels,
-            expires_at=far_future,
-        )
-        for stage in stages
-    ]
     reach = [StageReach() for _ in stages]
     untouched: list[str] = []
     for client in clients:
         identity = ClientIdentity(client.client, client.channel, client.labels)
         first = next(
-            (stage.index for stage in published if stage_matches(stage, path, identity)), None
+            (stage.index for stage in stages if stage_matches(stage, path, identity)), None
         )
         if first is None:
             untouched.append(client.client)
