@@ -150,6 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
     api.set_defaults(handler="components.api_command")
 
+    db_parser = commands.add_parser("db", help="the store's schema: migrations")
+    db_commands = db_parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_upgrade = db_commands.add_parser(
+        "upgrade",
+        parents=[connection],
+        help="migrate the store to this version's schema (run once per upgrade, before the API "
+        "and workers start)",
+    )
+    db_upgrade.set_defaults(handler="db.upgrade_command")
+
     schema_parser = commands.add_parser(
         "schema", help="the JSON Schema of a config, or of the rollout request"
     )

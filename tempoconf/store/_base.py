@@ -94,6 +94,11 @@ class StoreBase:
         self.close()
 
     @property
+    def redacted_url(self) -> str:
+        """The store's URL with any password masked, for messages."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
     def dialect(self) -> str:
         """`sqlite` or `postgresql`."""
         return self._engine.dialect.name

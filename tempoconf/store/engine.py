@@ -24,6 +24,7 @@ __all__ = [
     "MIGRATIONS",
     "WRITE_OPTION",
     "bump_revision",
+    "head_revision",
     "make_engine",
     "read_revision",
     "upgrade",
@@ -82,6 +83,15 @@ def _sqlite_begin(conn: Connection) -> None:
     # (SQLITE_BUSY_SNAPSHOT at once, busy_timeout does not apply): writers take it at BEGIN.
     write = conn.get_execution_options().get(WRITE_OPTION, False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def head_revision() -> str:
+    """The newest migration this version of tempoconf ships."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert head is not None, "the migrations folder has no head"
+    return head
 
 
 def upgrade(engine: Engine) -> None:
