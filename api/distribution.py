@@ -26,6 +26,7 @@ from tempoconf.resolution import (
     VersionRecord,
     stage_matches,
 )
+from tempoconf.storable import text_problem
 
 __all__ = [
     "MAX_WAIT",
@@ -193,6 +194,16 @@ def parse_config_query(path: str, params: QueryParams) -> ConfigQuery:
     client_id = params.get("client") or ""
     channel = params.get("channel") or None
     labels = _parse_labels(params.getlist("label"))
+    # A named client's identity is written to the store (api/seen.py): refused here when no
+    # backend could keep it, so it never reaches the flush that writes everyone else's.
+    for name, text in (
+        ("client", client_id),
+        ("channel", channel or ""),
+        *(("label", f"{key}={value}") for key, value in labels.items()),
+    ):
+        problem = text_problem(text)
+        if problem is not None:
+            raise ApiError(400, f"invalid query parameter {name}: {problem}")
     stable_only = _parse_bool("stable", params.get("stable", ""))
     wait = _parse_wait(params.get("wait"))
     return ConfigQuery(

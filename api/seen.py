@@ -15,7 +15,9 @@ from datetime import datetime, timedelta
 
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.polls import ConfigPolls, PendingSeen
-from tempoconf.store import SeenClient, Store
+from tempoconf.resolution import ClientIdentity
+from tempoconf.storable import text_problem
+from tempoconf.store import SeenClient, Store, refused_data
 
 __all__ = [
     "MAX_CLIENT_ID_LENGTH",
@@ -24,6 +26,7 @@ __all__ = [
     "flush_seen_clients",
     "record_seen_clients",
     "seen_batches",
+    "write_seen_batches",
 ]
 
 SEEN_FLUSH_INTERVAL = 5.0
@@ -55,7 +58,7 @@ def seen_batches(
     unstorable = 0
     for query, answer in pending.items():
         identity = query.client
-        if len(identity.client_id) > MAX_CLIENT_ID_LENGTH:
+        if len(identity.client_id) > MAX_CLIENT_ID_LENGTH or not _storable(identity):
             unstorable += 1
             continue
         configs.setdefault((query.namespace, query.path), {})[identity.client_id] = SeenClient(
@@ -66,6 +69,18 @@ def seen_batches(
             last_version=answer.version,
         )
     return {config: list(clients.values()) for config, clients in configs.items()}, unstorable
+
+
+def _storable(identity: ClientIdentity) -> bool:
+    # The poll path refuses such identities already (400); checked again here, so that one that
+    # got in anyway is dropped and counted instead of failing the write of its whole config.
+    texts = [
+        identity.client_id,
+        identity.channel or "",
+        *identity.labels,
+        *identity.labels.values(),
+    ]
+    return all(text_problem(text) is None for text in texts)
 
 
 WrittenClients = dict[tuple[str, str, str], tuple[object, datetime]]
@@ -88,7 +103,12 @@ async def flush_seen_clients(
     metrics.seen_clients_dropped += unstorable
     if written is not None:
         batches = _changed_or_due(batches, written, now)
-    return await asyncio.to_thread(_write, store, batches)
+    stored, refused = await asyncio.to_thread(write_seen_batches, store, batches)
+    metrics.seen_clients_dropped += len(refused)
+    if written is not None:
+        for namespace, path, client in refused:
+            written.pop((namespace, path, client), None)
+    return stored
 
 
 def _changed_or_due(
@@ -109,14 +129,27 @@ def _changed_or_due(
     return kept
 
 
-def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> int:
+def write_seen_batches(
+    store: Store, batches: dict[tuple[str, str], list[SeenClient]]
+) -> tuple[int, list[tuple[str, str, str]]]:
+    """Write `batches`; returns how many clients were written, and the (namespace, path, client)
+    of those the database refused (their rows only: the rest of their chunk is written one by one).
+
+    A config whose write fails otherwise (the store is down) is logged and skipped: its clients
+    poll again and are seen at the next flush."""
     written = 0
+    refused: list[tuple[str, str, str]] = []
     for (namespace, path), clients in batches.items():
         for start in range(0, len(clients), WRITE_CHUNK):
             chunk = clients[start : start + WRITE_CHUNK]
             try:
                 store.record_seen_clients(namespace, path, chunk)
             except Exception as exc:  # the store may be down: keep serving, try the next config
+                if refused_data(exc):
+                    stored, bad = _write_one_by_one(store, namespace, path, chunk)
+                    written += stored
+                    refused.extend((namespace, path, client) for client in bad)
+                    continue
                 logger.warning(
                     "cannot record %d clients seen polling %s/%s: %s",
                     len(chunk),
@@ -126,7 +159,40 @@ def _write(store: Store, batches: dict[tuple[str, str], list[SeenClient]]) -> in
                 )
                 break
             written += len(chunk)
-    return written
+    return written, refused
+
+
+def _write_one_by_one(
+    store: Store, namespace: str, path: str, chunk: list[SeenClient]
+) -> tuple[int, list[str]]:
+    """A chunk the database refused, one client at a time: one bad identity never costs the
+    others their record. Stops at a failure that is not about the data (the store went down)."""
+    written = 0
+    refused: list[str] = []
+    for position, seen in enumerate(chunk):
+        try:
+            store.record_seen_clients(namespace, path, [seen])
+        except Exception as exc:
+            if not refused_data(exc):
+                logger.warning(
+                    "cannot record %d clients seen polling %s/%s: %s",
+                    len(chunk) - position,
+                    namespace,
+                    path,
+                    exc,
+                )
+                break
+            logger.warning(
+                "dropped client %r seen polling %s/%s: the store refuses its identity: %s",
+                seen.client,
+                namespace,
+                path,
+                exc,
+            )
+            refused.append(seen.client)
+            continue
+        written += 1
+    return written, refused
 
 
 async def record_seen_clients(

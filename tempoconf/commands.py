@@ -15,6 +15,8 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, with_config
 
+from tempoconf.storable import STORABLE
+
 __all__ = [
     "COMMANDS",
     "COMMAND_NAMES",
@@ -94,5 +96,5 @@ class OperatorCommand:
     API's request body (`TypeAdapter(OperatorCommand)`), with the limits declared here.
     """
 
-    reason: Annotated[str, Field(max_length=2000, strict=True)] = ""
-    by: Annotated[str, Field(max_length=200, strict=True)] = ""
+    reason: Annotated[str, Field(max_length=2000, strict=True), STORABLE] = ""
+    by: Annotated[str, Field(max_length=200, strict=True), STORABLE] = ""

@@ -29,6 +29,7 @@ from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
 from tempoconf.promql import template_problems
+from tempoconf.storable import json_text_problems
 
 __all__ = [
     "ConfigPath",
@@ -378,7 +379,9 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         raise InvalidRequestError(
             [Problem("", f"a rollout request is a JSON object, not {type(raw).__name__}")]
         )
-    problems: list[Problem] = []
+    # Every string of the request (the value's included) is checked here, the one door of every
+    # rollout, so no backend is handed one it cannot store: a NUL would pass every check below.
+    problems: list[Problem] = json_text_problems(raw)
     if "value" in raw:
         try:
             canonical_json(raw["value"])
@@ -388,7 +391,13 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     try:
         request = RolloutRequest.model_validate(raw)
     except ValidationError as error:
-        problems.extend(problems_from_validation_error(error))
+        # pydantic refuses a lone surrogate in some fields too: said once, by the text check
+        unstorable = {problem.pointer for problem in problems}
+        problems.extend(
+            problem
+            for problem in problems_from_validation_error(error)
+            if problem.pointer not in unstorable
+        )
     # Checked on the raw stages, not by the model: reported at the stage that repeats a name even
     # when other fields are wrong too (a model validator would run only once every field is valid).
     problems.extend(_stage_name_problems(raw.get("stages")))

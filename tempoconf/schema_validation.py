@@ -9,6 +9,7 @@ from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
 from tempoconf.problems import Problem, json_pointer
+from tempoconf.storable import json_text_problems
 
 __all__ = ["schema_problems", "value_problems"]
 
@@ -19,6 +20,9 @@ def schema_problems(schema: Any) -> list[Problem]:
         return [
             Problem("", f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
         ]
+    unstorable = json_text_problems(schema)
+    if unstorable:
+        return unstorable
     meta = Draft202012Validator(
         Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
     )

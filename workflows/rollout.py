@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         StageStatus,
     )
     from tempoconf.run_state import Effect, RolloutRunState, StageStep
+    from tempoconf.storable import storable_text, text_problem
     from tempoconf.temporal import (
         PATH_ATTRIBUTE,
         SEARCH_ATTRIBUTES,
@@ -828,12 +829,20 @@ class ConfigRollout:
     # -- operator commands (tempoconf.commands): each a signal and an update of the same name ----
     def _apply(self, command: CommandName, argument: OperatorCommand | None) -> Effect:
         """Act on an operator command, then show its effect."""
-        effect = self._state.apply(command, argument or OperatorCommand(), at=self._now_iso())
+        given = argument or OperatorCommand()
+        # A signal cannot be refused: text the store could not keep (a NUL) is replaced, so the
+        # audit of this command records it instead of failing (updates refuse it: _refuse).
+        given = OperatorCommand(reason=storable_text(given.reason), by=storable_text(given.by))
+        effect = self._state.apply(command, given, at=self._now_iso())
         self._refresh_view()
         return effect
 
-    def _refuse(self, command: CommandName) -> None:
+    def _refuse(self, command: CommandName, argument: OperatorCommand | None) -> None:
         """An update's validator: a refusal is answered before anything is written to history."""
+        for field, text in (("reason", argument.reason), ("by", argument.by)) if argument else ():
+            problem = text_problem(text)
+            if problem is not None:
+                raise ApplicationError(f"invalid {command.value} {field}: {problem}")
         refusal = self._state.refusal(command)
         if refusal:
             raise ApplicationError(refusal)
@@ -893,7 +902,7 @@ class ConfigRollout:
 
     @halt_update.validator
     def _validate_halt(self, command: OperatorCommand | None = None) -> None:
-        self._refuse(CommandName.HALT)
+        self._refuse(CommandName.HALT, command)
 
     @workflow.signal(name=CommandName.BYPASS)
     def bypass_signal(self, command: OperatorCommand | None = None) -> None:
@@ -905,7 +914,7 @@ class ConfigRollout:
 
     @bypass_update.validator
     def _validate_bypass(self, command: OperatorCommand | None = None) -> None:
-        self._refuse(CommandName.BYPASS)
+        self._refuse(CommandName.BYPASS, command)
 
     @workflow.signal(name=CommandName.ADVANCE)
     def advance_signal(self, command: OperatorCommand | None = None) -> None:
@@ -917,7 +926,7 @@ class ConfigRollout:
 
     @advance_update.validator
     def _validate_advance(self, command: OperatorCommand | None = None) -> None:
-        self._refuse(CommandName.ADVANCE)
+        self._refuse(CommandName.ADVANCE, command)
 
     @workflow.signal(name=CommandName.PAUSE)
     def pause_signal(self, command: OperatorCommand | None = None) -> None:
@@ -929,7 +938,7 @@ class ConfigRollout:
 
     @pause_update.validator
     def _validate_pause(self, command: OperatorCommand | None = None) -> None:
-        self._refuse(CommandName.PAUSE)
+        self._refuse(CommandName.PAUSE, command)
 
     @workflow.signal(name=CommandName.RESUME)
     def resume_signal(self, command: OperatorCommand | None = None) -> None:
@@ -941,7 +950,7 @@ class ConfigRollout:
 
     @resume_update.validator
     def _validate_resume(self, command: OperatorCommand | None = None) -> None:
-        self._refuse(CommandName.RESUME)
+        self._refuse(CommandName.RESUME, command)
 
     @workflow.signal(name=CommandName.APPROVE)
     def approve_signal(self, command: OperatorCommand | None = None) -> None:
@@ -953,7 +962,7 @@ class ConfigRollout:
 
     @approve_update.validator
     def _validate_approve(self, command: OperatorCommand | None = None) -> None:
-        self._refuse(CommandName.APPROVE)
+        self._refuse(CommandName.APPROVE, command)
 
     @workflow.query(name="status")
     def status(self) -> RolloutProgress:

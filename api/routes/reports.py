@@ -19,6 +19,7 @@ from tempoconf.api.routing import route
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.request import ConfigPath, Namespace
+from tempoconf.storable import STORABLE
 
 __all__ = [
     "MAX_CHANNEL_LENGTH",
@@ -63,12 +64,13 @@ def _label_keys(labels: dict[str, str] | None) -> dict[str, str] | None:
 # _label_keys checks the keys (with its own message); the JSON Schema says the same of them.
 _LabelKey = Annotated[
     str,
+    STORABLE,
     WithJsonSchema(
         {"type": "string", "minLength": 1, "maxLength": MAX_LABEL_LENGTH, "not": {"pattern": "="}}
     ),
 ]
 Labels = Annotated[
-    dict[_LabelKey, Annotated[str, Field(max_length=MAX_LABEL_LENGTH)]] | None,
+    dict[_LabelKey, Annotated[str, Field(max_length=MAX_LABEL_LENGTH), STORABLE]] | None,
     Field(default=None, max_length=MAX_LABELS),
     AfterValidator(_label_keys),
 ]
@@ -84,12 +86,14 @@ class ReportBody(BaseModel):
 
     path: ConfigPath
     namespace: Namespace = DEFAULT_NAMESPACE
-    client: str = Field(min_length=1, max_length=255)
-    version: str = Field(min_length=1, max_length=64)
+    client: Annotated[str, Field(min_length=1, max_length=255), STORABLE]
+    version: Annotated[str, Field(min_length=1, max_length=64), STORABLE]
     ok: Count
     failed: Count
-    error: str | None = Field(default=None, max_length=MAX_ERROR_LENGTH)
-    channel: str | None = Field(default=None, min_length=1, max_length=MAX_CHANNEL_LENGTH)
+    error: Annotated[str, Field(max_length=MAX_ERROR_LENGTH), STORABLE] | None = None
+    channel: Annotated[str, Field(min_length=1, max_length=MAX_CHANNEL_LENGTH), STORABLE] | None = (
+        None
+    )
     """The channel the client polls with; with `labels`, which stage's cohort the report is from."""
     labels: Labels = None
     """The labels the client polls with. A report naming neither channel nor labels counts with

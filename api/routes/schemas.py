@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.problems import Problem
 from tempoconf.schema_validation import schema_problems
+from tempoconf.storable import STORABLE
 
 __all__ = ["SchemaBody", "routes"]
 
@@ -28,8 +29,8 @@ class SchemaBody(BaseModel):
 
     schema_: Any = Field(alias="schema")
     """A draft 2020-12 JSON Schema (an object or a boolean)."""
-    reason: str = Field(default="", max_length=2000)
-    by: str = Field(default="", max_length=200)
+    reason: Annotated[str, Field(max_length=2000), STORABLE] = ""
+    by: Annotated[str, Field(max_length=200), STORABLE] = ""
 
 
 async def get_schema(request: Request) -> JSONResponse:

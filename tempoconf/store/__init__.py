@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tempoconf.store.errors import refused_data
 from tempoconf.store.records import (
     AuditEntry,
     LockRecord,
@@ -36,4 +37,5 @@ __all__ = [
     "Store",
     "UnknownVersionError",
     "VersionInfo",
+    "refused_data",
 ]

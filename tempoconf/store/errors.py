@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from sqlalchemy.exc import DataError, IntegrityError
+
 from tempoconf.store.records import LockRecord
 
-__all__ = ["LockError", "LockHeldError", "LockLostError", "UnknownVersionError"]
+__all__ = [
+    "LockError",
+    "LockHeldError",
+    "LockLostError",
+    "UnknownVersionError",
+    "refused_data",
+]
+
+
+def refused_data(error: BaseException) -> bool:
+    """The write failed on the data it was given (a value the database refuses, or text that
+    cannot even be encoded), not on the store being unreachable or busy: writing the same rows
+    again fails again, and the other rows of the batch may be fine."""
+    return isinstance(error, DataError | IntegrityError | UnicodeError)
 
 
 class LockError(RuntimeError):

@@ -237,3 +237,28 @@ async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness)
     answer = await handle.execute_update("halt", {"reason": "wrong value"})
     assert answer["phase"] == f"Halted, back to stable {stable}: wrong value"
     assert (await handle.result())["stable_version"] == stable
+
+
+async def test_a_nul_in_a_command_is_refused_by_the_update_and_replaced_in_the_signal(
+    rollout_harness: RolloutHarness,
+) -> None:
+    """Text the store cannot keep never reaches the audit log, whose write would fail on
+    PostgreSQL: an update says which field is wrong; a signal, which cannot be refused, is
+    recorded with the character replaced."""
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    handle = await rollout_harness.start(
+        example_request(path, stages=[{"channel": "canary"}]), real_clock=True
+    )
+    await wait_for_state(handle, "holding", stage_index=0)
+
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update("pause", {"reason": "x\x00y"})
+    assert "invalid pause reason: contains a NUL character" in str(refused.value.cause)
+    assert (await status(handle))["pause_reasons"] == []
+
+    await handle.signal("halt", {"reason": "bad\x00value", "by": "e\x00ve"})
+    assert (await handle.result())["outcome"] == "halted"
+    history = rollout_harness.store.history(NAMESPACE, path, limit=50)
+    halted = [entry for entry in history if entry.reason == "bad\ufffdvalue"]
+    assert halted and halted[0].actor == "e\ufffdve"
