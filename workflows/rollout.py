@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.details import render_current_details
     from tempoconf.health import UNHEALTHY
     from tempoconf.plan import PlannedStage, RolloutPlan
+    from tempoconf.problems import InvalidRequestError, Problem
     from tempoconf.progress import (
         CheckResult,
         CommandResult,
@@ -158,15 +159,48 @@ class _StopRollout(Exception):
         self.by = by
 
 
+# What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
+EXPECTED_INPUT = (
+    "ConfigRollout takes exactly one input, the rollout request: a JSON object such as "
+    '\'{"path": "myproject/server_config", "value": {"max_connections": 2000}, '
+    '"stages": [{"channel": "canary"}]}\' (`temporal workflow start --type ConfigRollout '
+    "--task-queue tempoconf --input '{...}'` or `--input-file examples/rollout.json`; "
+    "`tempoconf schema request` prints its JSON Schema)"
+)
+
+
+def _input_problem(count: int, *, continued: bool) -> str | None:
+    """Why `count` inputs are not a rollout's (None: they are). A second input is the state a
+    run carries to the next by continue-as-new, and comes from nowhere else."""
+    if count == 1 or (count == 2 and continued):
+        return None
+    if count == 0:
+        return f"the workflow was started without an input. {EXPECTED_INPUT}"
+    return f"the workflow was started with {count} inputs. {EXPECTED_INPUT}"
+
+
 @workflow.defn(name=WORKFLOW_TYPE)
 class ConfigRollout:
+    # `*inputs`, not (request, carried): the SDK decodes a start's inputs and calls __init__ with
+    # them before any of this code runs, so a start with none or with two would fail every
+    # workflow task forever (a missing argument, a second input that is no RolloutRunState)
+    # instead of failing the workflow with a message. Decoded as plain JSON here; the carried
+    # state is converted below, exactly as the default converter did from the type hint.
     @workflow.init
-    def __init__(self, request: Any, carried: RolloutRunState | None = None) -> None:
+    def __init__(self, *inputs: Any) -> None:
+        info = workflow.info()
+        self._input_problem = _input_problem(
+            len(inputs), continued=info.continued_run_id is not None
+        )
+        self._request: Any = inputs[0] if inputs and self._input_problem is None else None
+        carried: RolloutRunState | None = None
+        if len(inputs) == 2 and self._input_problem is None:
+            converter = workflow.payload_converter()
+            carried = converter.from_payload(converter.to_payload(inputs[1]), RolloutRunState)
+        self._resumed = carried is not None
         # The whole run state in one object (continue-as-new carries it); what follows is
         # only what lives and dies with this run's code: deliveries in flight, the current wait.
-        self._state = carried or RolloutRunState.start(
-            request, workflow_id=workflow.info().workflow_id
-        )
+        self._state = carried or RolloutRunState.start(self._request, workflow_id=info.workflow_id)
         self._notifications: list[asyncio.Future[Any]] = []
         # What the main loop waits for while it is parked in _wait_until (None while it runs or
         # awaits an activity): an update answers once the rollout waits for something it did not give.
@@ -184,13 +218,29 @@ class ConfigRollout:
 
     # -- main loop -----------------------------------------------------------------------------
     @workflow.run
-    async def run(self, request: Any, carried: RolloutRunState | None = None) -> RolloutResult:
-        """`request` as the user gave it; `carried`: the state of the run this one continues."""
+    async def run(self, *inputs: Any) -> RolloutResult:
+        """`inputs`: the request as the user gave it; after a continue-as-new, also the state of
+        the run this one continues."""
+        if self._input_problem is not None:
+            self._refuse_input(self._input_problem)
+        request = self._request
         try:
-            return await self._run(request, resumed=carried is not None)
+            return await self._run(request, resumed=self._resumed)
         except _ContinueAsNew:
             pass
         workflow.continue_as_new(args=[request, self._state])
+
+    def _refuse_input(self, problem: str) -> NoReturn:
+        """Fail the workflow at once, as a refused request: nothing was published or locked."""
+        message = str(InvalidRequestError([Problem("", problem)]))
+        self._progress.reason = message
+        self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message)
+        raise ApplicationError(
+            message,
+            [{"pointer": "", "message": problem}],
+            type=INVALID_REQUEST_ERROR,
+            non_retryable=True,
+        )
 
     async def _run(self, request: Any, *, resumed: bool) -> RolloutResult:
         self._upsert_search_attributes()

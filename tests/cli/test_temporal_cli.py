@@ -241,3 +241,58 @@ def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
         "TempoconfStage",
         "TempoconfState",
     }
+
+
+@pytest.mark.parametrize(
+    ("inputs", "said"),
+    [
+        ([], "started without an input"),
+        (
+            ["--input", json.dumps({"path": "x/y", "value": 1}), "--input", '{"path": "x/y"}'],
+            "started with 2 inputs",
+        ),
+        (["--input", "1", "--input", "2", "--input", "3"], "started with 3 inputs"),
+    ],
+    ids=["none", "two", "three"],
+)
+def test_a_start_with_no_input_or_several_fails_at_once_showing_the_expected_input(
+    dev: RunningDev, inputs: list[str], said: str
+) -> None:
+    """Before: the workflow task failed forever (`__init__() missing 1 required positional
+    argument`), the run held its id and refused queries, and `rollout status` blamed the worker."""
+    path = f"cli/noinput-{uuid.uuid4().hex[:8]}"
+    workflow_id = f"rollout:default/{path}"
+    start = ["workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf"]
+    temporal(dev, *start, "--fail-existing", "--workflow-id", workflow_id, *inputs)
+
+    def failed() -> dict[str, Any]:
+        described = temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json")
+        info = json.loads(described.stdout)["workflowExecutionInfo"]
+        assert info["status"] == "WORKFLOW_EXECUTION_STATUS_FAILED", info["status"]
+        return dict(info)
+
+    eventually_sync(failed, what=f"{workflow_id} to fail")
+    result = subprocess.run(
+        [str(temporal_cli_path()), "workflow", "result", "-w", workflow_id, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**dev.env, "TEMPORAL_ADDRESS": dev.temporal_address},
+    )
+    failure = result.stdout + result.stderr
+    assert "InvalidRolloutRequest" in failure, failure
+    assert said in failure and "takes exactly one input, the rollout request" in failure
+    assert "tempoconf schema request" in failure
+    # The run answers queries (a worker replays it), and `rollout status` shows the refusal.
+    answer = temporal(dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json")
+    assert json.loads(answer.stdout)["queryResult"][0]["state"] == "failed"
+    status = dev.cli("rollout", "status", path)
+    assert status.returncode == 0, status.stderr
+    assert said in status.stdout and "InvalidRolloutRequest" not in status.stderr
+    assert "worker" not in status.stderr
+    # The id is free again: a proper start goes through.
+    request = json.dumps({"path": path, "value": {"max_connections": 1}})
+    temporal(dev, *start, "--fail-existing", "--workflow-id", workflow_id, "--input", request)
+    done = temporal(dev, "workflow", "result", "-w", workflow_id, "-o", "json")
+    assert "promoted" in done.stdout

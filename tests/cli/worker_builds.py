@@ -15,7 +15,6 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.run_state import RolloutRunState
     from tempoconf.temporal import WORKFLOW_TYPE
     from tempoconf.workflows.rollout import ConfigRollout
 
@@ -42,8 +41,8 @@ class ConfigRolloutWithNewStep(ConfigRollout):
     """Build B done right: the new step only where the history was not written without it."""
 
     @workflow.run
-    async def run(self, request: Any, carried: RolloutRunState | None = None) -> Any:
-        return await super().run(request, carried)
+    async def run(self, *inputs: Any) -> Any:
+        return await super().run(*inputs)
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         if workflow.patched(NEW_STEP_PATCH):
@@ -56,8 +55,8 @@ class ConfigRolloutWithUnguardedStep(ConfigRollout):
     """Build B done wrong: the new step always, so replaying an older history diverges."""
 
     @workflow.run
-    async def run(self, request: Any, carried: RolloutRunState | None = None) -> Any:
-        return await super().run(request, carried)
+    async def run(self, *inputs: Any) -> Any:
+        return await super().run(*inputs)
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         await _run_new_step(stage)
