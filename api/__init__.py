@@ -3,7 +3,7 @@
 `create_app(store, settings)` builds the ASGI app; `serve_api(settings, store)` runs it on uvicorn
 until cancelled. Polls are answered from a `SnapshotCache`, never by a store query per poll, by a
 raw ASGI path ahead of the framework (`api.polls`); the other routes (reports, admin, /metrics,
-/healthz, /openapi.json) are Starlette's. The document at /openapi.json lists them all.
+/healthz, /readyz, /openapi.json) are Starlette's. The document at /openapi.json lists them all.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ __all__ = [
     "HistoryAnswer",
     "LockAnswer",
     "ProblemAnswer",
+    "ReadinessAnswer",
     "RolloutAnswer",
     "RolloutStarted",
     "RolloutStateAnswer",
@@ -90,11 +91,25 @@ class Accepted(_Answer):
 
 
 class HealthAnswer(_Answer):
-    status: Literal["ok", "unavailable"]
+    """Liveness: the process serves (always 200 when it answers at all)."""
+
+    status: Literal["ok"]
     revision: int | None = None
-    """The store's revision (when ok)."""
+    """The store revision of the snapshots served (absent before the first load)."""
+
+
+class ReadinessAnswer(_Answer):
+    """Readiness: this instance can serve polls, from snapshots of a known age."""
+
+    status: Literal["ready", "unavailable"]
+    revision: int | None = None
+    """The store revision of the snapshots served (absent before the first load)."""
+    snapshot_age_seconds: float | None = None
+    """Seconds since the snapshots served were last known to be the store's current ones."""
+    store: Literal["ok", "unreachable"] | None = None
+    """Whether the last check of the store succeeded (absent before the first load)."""
     error: str | None = None
-    """Why not (when unavailable)."""
+    """Why the store cannot be read, or why the instance is not ready."""
 
 
 class SchemaAnswer(_Answer):

@@ -166,3 +166,11 @@ class _Collector(Collector):
             revision.add_metric([], float(self._cache.revision or 0))
         yield served
         yield revision
+        age = self._cache.age
+        if age is not None:  # absent before the first load: there is no snapshot to be old
+            yield GaugeMetricFamily(
+                "tempoconf_api_snapshot_age_seconds",
+                "Seconds since the snapshots served were last known to be the store's current "
+                "ones (grows while the store is unreachable; polls are served from them)",
+                value=age,
+            )

@@ -22,6 +22,7 @@ from tempoconf.api.answers import (
     ErrorAnswer,
     HealthAnswer,
     HistoryAnswer,
+    ReadinessAnswer,
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
@@ -48,6 +49,7 @@ ANSWERS: tuple[type[Any], ...] = (
     ConfigAnswer,
     Accepted,
     HealthAnswer,
+    ReadinessAnswer,
     SchemaAnswer,
     VersionsAnswer,
     HistoryAnswer,
@@ -360,11 +362,31 @@ def _paths() -> dict[str, Any]:
         "/healthz": {
             "get": {
                 "operationId": "healthz",
-                "summary": "The store answers and the snapshots are current",
+                "summary": "Liveness: the process serves (200 whatever the store does)",
                 "tags": ["operations"],
+                "responses": {"200": _answer(HealthAnswer, "Alive")},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readyz",
+                "summary": "Readiness: snapshots to serve polls from, and their age",
+                "tags": ["operations"],
+                "parameters": [
+                    {
+                        "name": "max_age",
+                        "in": "query",
+                        "required": False,
+                        "description": "Seconds: 503 when the snapshots served are older",
+                        "schema": {"type": "number", "minimum": 0},
+                    }
+                ],
                 "responses": {
-                    "200": _answer(HealthAnswer, "Healthy"),
-                    "503": _answer(HealthAnswer, "Unavailable"),
+                    "200": _answer(ReadinessAnswer, "Ready (also while the store is unreachable)"),
+                    "400": _error("Invalid max_age"),
+                    "503": _answer(
+                        ReadinessAnswer, "No snapshots loaded yet, or older than max_age"
+                    ),
                 },
             }
         },

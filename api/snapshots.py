@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
 
@@ -48,12 +49,22 @@ class SnapshotCache:
         self._task: asyncio.Task[None] | None = None
         self.last_error: BaseException | None = None
         """The error of the last failed check or load; None once one succeeds."""
+        self._confirmed_at: float | None = None
+        """time.monotonic() when the held snapshots were last known to be the store's current ones."""
 
     # -- reading -------------------------------------------------------------------------------
     @property
     def loaded(self) -> bool:
         """True once the snapshots have been loaded at least once."""
         return self._revision is not None
+
+    @property
+    def age(self) -> float | None:
+        """Seconds since the held snapshots were last known current: loaded, or found unchanged by
+        a revision check (None before the first load). It grows while the store is unreachable,
+        and polls are then served from snapshots this old."""
+        confirmed = self._confirmed_at
+        return None if confirmed is None else max(0.0, time.monotonic() - confirmed)
 
     @property
     def revision(self) -> int | None:
@@ -105,9 +116,11 @@ class SnapshotCache:
     async def refresh(self) -> int:
         """Reload every snapshot now; returns the revision loaded."""
         async with self._refresh_lock:
+            began = time.monotonic()  # what was read is current as of the read's start
             revision, snapshots, changed_keys = await asyncio.to_thread(self._load, self._snapshots)
             self._snapshots = MappingProxyType(snapshots)
             self._revision = revision
+            self._confirmed_at = began
             self.last_error = None
             for key in changed_keys:
                 event = self._config_events.pop(key, None)
@@ -135,8 +148,10 @@ class SnapshotCache:
 
     async def refresh_if_changed(self) -> bool:
         """Reload when the store's revision differs from the one held; True if it reloaded."""
+        began = time.monotonic()
         revision = await asyncio.to_thread(self._store.revision)
         if revision == self._revision:
+            self._confirmed_at = began
             self.last_error = None
             return False
         await self.refresh()

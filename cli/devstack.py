@@ -344,11 +344,12 @@ class DevStack:
                         error = None if task.cancelled() else task.exception()
                         raise DevStackError(f"the {name} stopped while starting: {error!r}")
                 with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get(f"{self.api_url}/healthz")).status_code == 200:
+                    # readiness: its snapshots are loaded (/healthz only says it serves)
+                    if (await http.get(f"{self.api_url}/readyz")).status_code == 200:
                         return
                 await asyncio.sleep(0.1)
         raise DevStackError(
-            f"the API did not answer {self.api_url}/healthz within {API_READY_TIMEOUT_SECONDS:.0f} s"
+            f"the API was not ready at {self.api_url}/readyz within {API_READY_TIMEOUT_SECONDS:.0f} s"
         )
 
     async def _wait_server_exit(self) -> int:

@@ -1,47 +1,88 @@
-"""`GET /healthz`: the store answers and the snapshots held are current."""
+"""`GET /healthz` (liveness) and `GET /readyz` (readiness).
+
+Polls are served from snapshots in memory, so a store outage does not stop an instance from
+serving: it serves the last snapshots it loaded, and says how old they are. So liveness never
+depends on the store (a load balancer or an orchestrator acting on it during a database outage
+would pull every instance at once), and readiness only needs snapshots to serve from. How old they
+may get before someone is told is a monitor's call: `/readyz?max_age=SECONDS`, or an alert on
+`tempoconf_api_snapshot_age_seconds`.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import math
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from tempoconf.api.answers import HealthAnswer
-from tempoconf.api.deps import snapshot_cache, store_of
+from tempoconf.api.answers import HealthAnswer, ReadinessAnswer
+from tempoconf.api.deps import snapshot_cache
+from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 
-__all__ = ["routes", "STORE_CHECK_TIMEOUT"]
-
-STORE_CHECK_TIMEOUT = 5.0
-"""Seconds a health check waits for the store before calling it unreachable."""
+__all__ = ["routes"]
 
 
 async def healthz(request: Request) -> JSONResponse:
-    try:
-        revision = await asyncio.wait_for(
-            asyncio.to_thread(store_of(request).revision), STORE_CHECK_TIMEOUT
-        )
-    except TimeoutError:
-        return _unavailable(f"store did not answer within {STORE_CHECK_TIMEOUT:g}s")
-    except Exception as exc:  # any store failure is the answer here, not a crash
-        return _unavailable(f"store unreachable: {type(exc).__name__}: {exc}")
-    cache = snapshot_cache(request)
-    if not cache.loaded:
-        return _unavailable(f"config snapshots not loaded yet: {cache.last_error}")
-    if cache.last_error is not None:  # the store answers, yet polls are served stale snapshots
-        return _unavailable(f"config snapshots cannot be refreshed: {cache.last_error}")
+    """The process serves: 200 whenever it answers, whatever the store does."""
+    revision = snapshot_cache(request).revision
     return JSONResponse(_without_nulls(HealthAnswer(status="ok", revision=revision)))
 
 
-def _unavailable(error: str) -> JSONResponse:
-    return JSONResponse(
-        _without_nulls(HealthAnswer(status="unavailable", error=error)), status_code=503
+async def readyz(request: Request) -> JSONResponse:
+    """200 once snapshots are loaded (also while the store is unreachable: polls are served from
+    them); 503 before the first load, or when they are older than `max_age` seconds."""
+    max_age = _max_age(request.query_params.get("max_age"))
+    cache = snapshot_cache(request)
+    age = cache.age
+    if not cache.loaded or age is None:
+        return _answer(
+            ReadinessAnswer(
+                status="unavailable",
+                error=f"config snapshots not loaded from the store yet: {cache.last_error}",
+            ),
+            503,
+        )
+    failure = cache.last_error
+    answer = ReadinessAnswer(
+        status="ready",
+        revision=cache.revision,
+        snapshot_age_seconds=round(age, 3),
+        store="ok" if failure is None else "unreachable",
+        error=(
+            None
+            if failure is None
+            else f"cannot refresh the config snapshots: {type(failure).__name__}: {failure}"
+        ),
     )
+    if max_age is not None and age > max_age:
+        stale = f"the config snapshots are {age:.1f}s old, more than max_age={max_age:g}"
+        error = stale if answer.error is None else f"{stale}; {answer.error}"
+        return _answer(answer.model_copy(update={"status": "unavailable", "error": error}), 503)
+    return _answer(answer, 200)
 
 
-def _without_nulls(answer: HealthAnswer) -> dict[str, object]:
+def _max_age(raw: str | None) -> float | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:  # also refuses nan
+        raise ApiError(400, f"invalid query parameter max_age={raw!r}: expected seconds, 0 or more")
+    return seconds
+
+
+def _answer(answer: HealthAnswer | ReadinessAnswer, status: int) -> JSONResponse:
+    return JSONResponse(_without_nulls(answer), status_code=status)
+
+
+def _without_nulls(answer: HealthAnswer | ReadinessAnswer) -> dict[str, object]:
     return answer.model_dump(mode="json", exclude_none=True)
 
 
-routes = [route("/healthz", healthz, methods=["GET"])]
+routes = [
+    route("/healthz", healthz, methods=["GET"]),
+    route("/readyz", readyz, methods=["GET"]),
+]

@@ -27,6 +27,7 @@ from tempoconf.api.answers import (
     ErrorAnswer,
     HealthAnswer,
     HistoryAnswer,
+    ReadinessAnswer,
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
@@ -147,7 +148,8 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/rollouts", "post"): (RolloutRequest, {"202": RolloutStarted}),
     ("/v1/admin/rollouts/{path}", "get"): (None, {"200": RolloutStateAnswer}),
     **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
-    ("/healthz", "get"): (None, {"200": HealthAnswer, "503": HealthAnswer}),
+    ("/healthz", "get"): (None, {"200": HealthAnswer}),
+    ("/readyz", "get"): (None, {"200": ReadinessAnswer, "503": ReadinessAnswer}),
 }
 """What reads each request body and builds each JSON answer; any other JSON answer is an error."""
 NOT_MODELLED = {("/metrics", "get"), ("/openapi.json", "get")}
@@ -283,6 +285,7 @@ async def test_the_answers_without_temporal_are_as_documented(
     answers.check("/v1/admin/history/{path}", "get", await client.get(f"/v1/admin/history/{path}"))
     answers.check("/v1/admin/clients/{path}", "get", await client.get(f"/v1/admin/clients/{path}"))
     answers.check("/healthz", "get", await client.get("/healthz"))
+    answers.check("/readyz", "get", await client.get("/readyz"))
 
     assert {status for _, _, status in answers.checked} == {200, 202, 400, 404}
 
