@@ -17,6 +17,7 @@ from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
+from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
     clients,
     configs,
@@ -48,6 +49,8 @@ class DistributionApp(Starlette):
     client polls, and the poll path must not pay the middleware stack and routing per request."""
 
     config_polls: ConfigPolls
+    body_timeout: float
+    """Seconds a request body may take to arrive (settings.api_body_timeout)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -57,6 +60,8 @@ class DistributionApp(Starlette):
         ):
             await self.config_polls(scope, receive, send)
             return
+        if scope["type"] == "http":
+            receive = bounded_body(receive, self.body_timeout)
         await super().__call__(scope, receive, send)
 
 
@@ -140,6 +145,7 @@ def create_app(
     app.state.snapshot_cache = cache
     app.state.metrics = api_metrics
     app.config_polls = app.state.config_polls = config_polls
+    app.body_timeout = settings.api_body_timeout
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener
     app.state.known_versions = set()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import uvicorn
 
 from tempoconf.api.app import create_app
+from tempoconf.api.read_limits import bounded_protocol
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
@@ -73,11 +74,15 @@ async def serve_api(
     config = uvicorn.Config(
         app,
         loop="auto",  # only used by uvicorn.run; here the caller's loop serves
-        http="auto",
         lifespan="on",
         log_config=None,  # the process (CLI, tests) configures logging, not uvicorn
         access_log=access_log,  # off by default: every client polls, the log would be all polls
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        # Slow clients cannot hold a connection, a task or buffers: the head and the body must
+        # arrive within these bounds (api/read_limits.py; the body's 408 is the app's).
+        http=bounded_protocol(
+            header_timeout=settings.api_header_timeout, body_timeout=settings.api_body_timeout
+        ),
     )
     server = _EmbeddedServer(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="tempoconf-api")

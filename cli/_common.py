@@ -81,7 +81,10 @@ def die(message: str, *, exit_code: int = 1) -> NoReturn:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from the environment, with every flag the user gave winning over it."""
     overrides = {field: getattr(args, dest, None) for dest, field in _SETTINGS_FLAGS.items()}
-    return Settings.from_env(**overrides)
+    try:
+        return Settings.from_env(**overrides)
+    except ValueError as error:  # a setting of the environment that is not what it must be
+        die(f"invalid setting: {error}")
 
 
 # The connection flags a copy-paste hint repeats, in the order `--help` lists them.

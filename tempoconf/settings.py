@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,9 +36,13 @@ class Settings:
     build_id: str | None = None
     """`TEMPOCONF_BUILD_ID`, the worker's build within its deployment; None means one derived
     from the package's version and code (only used with a deployment name)."""
+    api_header_timeout: float = 10.0
+    """`TEMPOCONF_API_HEADER_TIMEOUT`: seconds a client may take to send a request's head."""
+    api_body_timeout: float = 10.0
+    """`TEMPOCONF_API_BODY_TIMEOUT`: seconds a client may take to send a request's body."""
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Environment first, then any non-None override (flags win over environment)."""
         env = os.environ if environ is None else environ
         settings = cls(
@@ -51,6 +57,8 @@ class Settings:
             ui_url=env.get("TEMPOCONF_UI_URL") or None,
             deployment_name=env.get("TEMPOCONF_DEPLOYMENT_NAME") or None,
             build_id=env.get("TEMPOCONF_BUILD_ID") or None,
+            api_header_timeout=_seconds(env, "TEMPOCONF_API_HEADER_TIMEOUT", 10.0),
+            api_body_timeout=_seconds(env, "TEMPOCONF_API_BODY_TIMEOUT", 10.0),
         )
         given = {key: value for key, value in overrides.items() if value is not None}
         if "data_dir" in given:
@@ -72,3 +80,17 @@ class Settings:
     @property
     def resolved_api_url(self) -> str:
         return (self.api_url or f"http://{self.host}:{self.api_port}").rstrip("/")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from the environment, or ValueError naming the variable."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{name}={raw!r}: expected a number of seconds greater than 0")
+    return seconds

@@ -1,0 +1,193 @@
+"""Bounds on how long (and how much) a client may take to send its request.
+
+uvicorn bounds neither: a connection that sends half a request line, headers a byte at a time, or
+a body shorter than its Content-Length is held as long as the client likes, and each such request
+holds an application task and its buffers. So:
+
+- `bounded_protocol`: uvicorn's httptools protocol with a deadline on the request head (from the
+  connection's accept or the request's first byte to the end of its headers: 408, or a plain
+  close for a connection that never started a request) and a cap on its size (431); and a
+  backstop on the body (the connection is closed `BODY_BACKSTOP_SLACK` after the body deadline,
+  for a request whose handler never reads its body).
+- `bounded_body`: the application's `receive`, with a deadline on the body from the handler's
+  first read of it: 408 as JSON, like every error of the API, and the connection closed.
+
+A long-poll is a GET without a body: its head arrives at once and its wait is not a read, so
+neither bound touches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.types import Message, Receive
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from tempoconf.api.errors import ApiError, error_body
+
+__all__ = [
+    "BODY_BACKSTOP_SLACK",
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_HEADER_TIMEOUT",
+    "MAX_HEAD_BYTES",
+    "bounded_body",
+    "bounded_protocol",
+]
+
+DEFAULT_HEADER_TIMEOUT = 10.0
+"""Seconds a client may take to send a request's head (request line and headers)."""
+DEFAULT_BODY_TIMEOUT = 10.0
+"""Seconds a client may take to send a request's body, once its handler reads it."""
+MAX_HEAD_BYTES = 64 * 1024
+"""Largest request head (request line and headers) read; larger is refused with 431."""
+BODY_BACKSTOP_SLACK = 1.0
+"""The protocol closes a connection whose body is still incomplete this long after the body
+deadline: after the handler's own 408 had its chance to go out."""
+
+
+def _raw_error(status: int, reason: str, message: str) -> bytes:
+    body = json.dumps(error_body(message)).encode()
+    return (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+
+
+class _BoundedHttpToolsProtocol(HttpToolsProtocol):
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    max_head_bytes: int = MAX_HEAD_BYTES
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0
+        self._in_head = False
+        """A request's first bytes were parsed, its headers not all yet."""
+        self._headers_done = False
+        """A head completed during the current data_received."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # A connection that never sends a request is closed too (silently: nothing to answer).
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        # Timers are armed only after the parser had the data: a request that arrives whole (a
+        # poll: head and no body in one read) costs no timer at all.
+        counting = self._in_head
+        self._headers_done = False
+        super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
+            if counting:
+                self._head_bytes += len(data)
+                if self._head_bytes > self.max_head_bytes:
+                    self._cancel_timers()
+                    message = f"the request head is larger than {self.max_head_bytes} bytes"
+                    self.transport.write(
+                        _raw_error(431, "Request Header Fields Too Large", message)
+                    )
+                    self.transport.close()
+        if self._headers_done and self.cycle is not None and self.cycle.more_body:
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(
+                    self.body_timeout + BODY_BACKSTOP_SLACK, self._body_too_slow
+                )
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._head_bytes = 0
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._headers_done = True
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        super().on_message_complete()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        idle = self.cycle is None or self.cycle.response_complete
+        if self._in_head and idle:
+            message = f"the request head was not received within {self.header_timeout:g}s"
+            self.transport.write(_raw_error(408, "Request Timeout", message))
+        self.transport.close()
+
+    def _body_too_slow(self) -> None:
+        # The handler answered 408 already if it read the body; this is for one that did not.
+        self._body_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def bounded_protocol(
+    *, header_timeout: float, body_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES
+) -> type[asyncio.Protocol]:
+    """uvicorn's `http` protocol class with these bounds (see the module's docstring)."""
+    return type(
+        "BoundedHttpToolsProtocol",
+        (_BoundedHttpToolsProtocol,),
+        {
+            "header_timeout": header_timeout,
+            "body_timeout": body_timeout,
+            "max_head_bytes": max_head_bytes,
+        },
+    )
+
+
+def bounded_body(receive: Receive, timeout: float) -> Receive:
+    """`receive` whose request body must arrive within `timeout` seconds of the first read of
+    it; past that, ApiError(408) (the handler's error answer, with `Connection: close`).
+    Reads after the body (waiting for a disconnect) are not bounded."""
+    deadline: float | None = None
+    complete = False
+
+    async def bounded() -> Message:
+        nonlocal deadline, complete
+        if complete:
+            return await receive()
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise ApiError(
+                408,
+                f"the request body was not received within {timeout:g}s: it came too slowly, "
+                "or was shorter than its Content-Length",
+                headers={"Connection": "close"},
+            ) from None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            complete = True
+        return message
+
+    return bounded
