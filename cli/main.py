@@ -142,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="this worker's build in its deployment (env TEMPOCONF_BUILD_ID; default the package "
         "version and a hash of its code)",
     )
+    worker.add_argument(
+        "--sdk-metrics-address",
+        metavar="HOST:PORT",
+        help="serve the Temporal SDK's metrics (temporal_*) for Prometheus at http://HOST:PORT"
+        "/metrics, HOST an IP address (env TEMPOCONF_SDK_METRICS_ADDRESS; default off)",
+    )
     worker.set_defaults(handler="components.worker_command")
 
     api = commands.add_parser(
