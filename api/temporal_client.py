@@ -71,6 +71,8 @@ class TemporalConnector:
                     ) from None
                 except Exception as exc:  # any failure to connect is the same answer for the caller
                     reason = connection.redact(str(exc))
+                    diagnosis = connection.diagnose(reason)
+                    reason = f"{diagnosis} ({reason})" if diagnosis else reason
                     raise ApiError(
                         503, f"{self.where} is unreachable: {reason} ({TLS_HINT})"
                     ) from None

@@ -156,7 +156,11 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
             hint = (
                 f"Check TEMPORAL_ADDRESS (or --temporal-address) and the TLS settings: {TLS_HINT}."
             )
-        die(f"cannot reach {connection.where}: {connection.redact(str(error))}\n{hint}")
+        reason = connection.redact(str(error))
+        diagnosis = connection.diagnose(reason)
+        if diagnosis:
+            reason = f"{diagnosis}.\nThe client's error: {reason}"
+        die(f"cannot reach {connection.where}: {reason}\n{hint}")
 
 
 @contextmanager

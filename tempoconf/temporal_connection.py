@@ -80,6 +80,37 @@ class TemporalConnection:
                 text = text.replace(secret, "***")
         return text
 
+    def diagnose(self, error: str) -> str | None:
+        """What a failure to connect most likely means, in words, from the SDK's error text."""
+        if "UnknownIssuer" in error or "InvalidCertificate" in error:
+            return (
+                "the server's certificate is not signed by a CA this client trusts: set "
+                "TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed it (and "
+                "TEMPORAL_TLS_SERVER_NAME if its name is not the address's host)"
+            )
+        if any(
+            word in error for word in ("401 Unauthorized", "Unauthenticated", "PermissionDenied")
+        ):
+            return (
+                "the server refused the credentials: check TEMPORAL_API_KEY (or the client "
+                "certificate) and that it grants access to the namespace"
+            )
+        if any(
+            word in error for word in ("CertificateRequired", "HandshakeFailure", "400 Bad Request")
+        ):
+            if isinstance(self.tls, bool) or self.tls.client_cert is None:
+                return (
+                    "the server refused the connection: if it requires a client certificate "
+                    "(mTLS), set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH"
+                )
+            return (
+                "the server refused the client certificate: it must be signed by a CA the server "
+                "trusts (TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH)"
+            )
+        if self.tls is False and ("h2 protocol error" in error or "FRAME_SIZE_ERROR" in error):
+            return "the server answered as a TLS server would, and this client does not use TLS"
+        return None
+
     async def connect(
         self, *, identity: str | None = None, runtime: Runtime | None = None
     ) -> Client:

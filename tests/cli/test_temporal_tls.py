@@ -153,6 +153,9 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
             f"cannot reach Temporal at {temporal.mtls_address} (namespace default, no TLS): "
             in plain.stderr
         )
+        assert "the server answered as a TLS server would, and this client does not use TLS" in (
+            plain.stderr
+        )
         assert "TEMPORAL_TLS_SERVER_CA_CERT_PATH" in plain.stderr
         assert "TEMPORAL_TLS_CLIENT_CERT_PATH" in plain.stderr
 
@@ -165,13 +168,20 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
         assert f"cannot reach Temporal at {temporal.mtls_address} (namespace default, TLS): " in (
             no_cert.stderr
         )
+        assert (
+            "if it requires a client certificate (mTLS), set TEMPORAL_TLS_CLIENT_CERT_PATH and "
+            "TEMPORAL_TLS_CLIENT_KEY_PATH" in no_cert.stderr
+        )
         stranger = run_cli(
             "rollout", "start", staged, cwd=tmp_path,
             env=_mtls_env(temporal, tmp_path / "state", cert=temporal.certificates.stranger_cert,
                           key=temporal.certificates.stranger_key),
         )  # fmt: skip
         assert stranger.returncode == 1, stranger.stdout + stranger.stderr
-        assert "(namespace default, TLS, client certificate): " in stranger.stderr
+        assert (
+            "(namespace default, TLS, client certificate): the server refused the client "
+            "certificate" in stranger.stderr
+        )
         unreadable = run_cli(
             "rollout", "start", staged, cwd=tmp_path,
             env={**env, "TEMPORAL_TLS_CLIENT_KEY_PATH": str(tmp_path / "missing.key")},
@@ -280,12 +290,15 @@ def test_api_key_worker_and_cli(temporal: TlsTemporal, tmp_path: Path) -> None:
             f"cannot reach Temporal at {temporal.api_key_address} (namespace default, TLS): "
             in missing.stderr
         )
+        assert "the server refused the credentials: check TEMPORAL_API_KEY" in missing.stderr
         wrong_key = f"wrong-{uuid.uuid4().hex}"
         wrong = run_cli(
             "rollout", "start", request, env={**env, "TEMPORAL_API_KEY": wrong_key}, cwd=tmp_path
         )
         assert wrong.returncode == 1, wrong.stdout + wrong.stderr
-        assert "(namespace default, TLS, API key): " in wrong.stderr
+        assert "(namespace default, TLS, API key): the server refused the credentials" in (
+            wrong.stderr
+        )
         assert wrong_key not in wrong.stdout + wrong.stderr
 
         started = run_cli("rollout", "start", request, "--wait", env=env, cwd=tmp_path)
