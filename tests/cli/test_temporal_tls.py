@@ -16,7 +16,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from tempoconf.cli.devstack import DevStack
+from tempoconf.settings import Settings
 from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal_connection import temporal_connection
 from tests.cli.conftest import (
     STARTUP_TIMEOUT_SECONDS,
     TEMPOCONF,
@@ -315,3 +318,29 @@ def test_api_key_worker_and_cli(temporal: TlsTemporal, tmp_path: Path) -> None:
         assert "promoted directly" in described.stdout  # the result of the run
     finally:
         worker.stop()
+
+
+def test_unusable_settings_stop_the_api_and_the_worker_at_once(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.pem"
+    env = cli_env(
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(missing), TEMPOCONF_DATA_DIR=str(tmp_path / "state")
+    )
+    api = run_cli("api", "--port", str(free_port()), env=env, cwd=tmp_path)
+    assert api.returncode == 2, api.stdout + api.stderr
+    assert (
+        f"tempoconf api: cannot read TEMPORAL_TLS_SERVER_CA_CERT_PATH {missing}: "
+        "No such file or directory" in api.stderr
+    )
+    worker = run_cli(
+        "worker", "--sdk-metrics-address", "localhost:9465", env=cli_env(), cwd=tmp_path
+    )
+    assert worker.returncode == 2, worker.stdout + worker.stderr
+    assert (
+        "tempoconf worker: SDK metrics address 'localhost:9465' (TEMPOCONF_SDK_METRICS_ADDRESS"
+        in (worker.stderr)
+    )
+
+
+def test_the_dev_stack_ignores_tls_settings_meant_for_another_cluster() -> None:
+    shell = Settings.from_env({"TEMPORAL_API_KEY": "for-the-cloud", "TEMPORAL_TLS": "true"})
+    assert temporal_connection(DevStack(shell).settings).tls is False
