@@ -59,8 +59,9 @@ def worker_command(args: argparse.Namespace) -> int:
     version = f" as version {deployment.version.to_canonical_string()}" if deployment else ""
 
     async def run() -> int:
-        client = await connect_temporal(settings)
-        with open_store(settings, create=True) as store:
+        # The store first: one that is not migrated is refused before anything connects.
+        with open_store(settings) as store:
+            client = await connect_temporal(settings)
             print(
                 f"worker: polling task queue {settings.task_queue!r} of {settings.resolved_temporal_address} "
                 f"(namespace {settings.temporal_namespace}){version}; Ctrl-C stops it",
@@ -78,7 +79,7 @@ def api_command(args: argparse.Namespace) -> int:
     async def run() -> int:
         from tempoconf.api.server import serve_api
 
-        with open_store(settings, create=True) as store:
+        with open_store(settings) as store:
             print(
                 f"API: listening on http://{settings.host}:{settings.api_port}; Ctrl-C stops it",
                 flush=True,
