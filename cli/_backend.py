@@ -356,9 +356,7 @@ class ApiBackend:
         if namespace is not None:
             query["namespace"] = namespace
         try:
-            response = await self._http.request(
-                method, url, params=query or None, json=body if body is not None else None
-            )
+            response = await self._http.request(method, url, params=query or None, json=body)
         except httpx.HTTPError as error:
             die(
                 f"cannot reach the admin API at {self._base}: {error or type(error).__name__}\n"
