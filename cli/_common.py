@@ -25,6 +25,7 @@ from tempoconf.settings import Settings
 
 if TYPE_CHECKING:
     from temporalio.client import Client
+    from temporalio.runtime import Runtime
 
 __all__ = [
     "SUCCESSFUL_OUTCOMES",
@@ -63,6 +64,7 @@ _SETTINGS_FLAGS = {
     "api_url": "api_url",
     "deployment_name": "deployment_name",
     "build_id": "build_id",
+    "sdk_metrics_address": "sdk_metrics_address",
 }
 
 
@@ -135,37 +137,54 @@ def print_problems(problems: list[Problem], *, what: str) -> None:
         print(f"  {problem.pointer or '/'}: {problem.message}", file=sys.stderr)
 
 
-async def connect_temporal(settings: Settings) -> Client:
-    from temporalio.client import Client
+async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
+    """The Temporal client of `settings` (address, namespace, TLS / API key variables); `runtime`
+    given (the worker's SDK metrics) is the process's one SDK runtime."""
+    from tempoconf.temporal_connection import TLS_HINT, TemporalSettingsError, temporal_connection
 
-    address = settings.resolved_temporal_address
+    try:
+        connection = temporal_connection(settings)
+    except TemporalSettingsError as error:
+        die(str(error), exit_code=2)
     try:
         # The identity shows in the workflow's history and the Web UI: who started or signalled it.
-        return await Client.connect(
-            address, namespace=settings.temporal_namespace, identity=f"tempoconf:{actor()}"
-        )
+        return await connection.connect(identity=f"tempoconf:{actor()}", runtime=runtime)
     except RuntimeError as error:
-        die(
-            f"cannot reach Temporal at {address} (namespace {settings.temporal_namespace}): {error}\n"
-            "Is `tempoconf dev` running? Otherwise set TEMPORAL_ADDRESS or --temporal-address."
-        )
+        if connection.tls is False:
+            hint = (
+                "Is `tempoconf dev` running? Otherwise set TEMPORAL_ADDRESS or --temporal-address; "
+                f"{TLS_HINT}."
+            )
+        else:
+            hint = (
+                f"Check TEMPORAL_ADDRESS (or --temporal-address) and the TLS settings: {TLS_HINT}."
+            )
+        reason = connection.redact(str(error))
+        diagnosis = connection.diagnose(reason)
+        if diagnosis:
+            reason = f"{diagnosis}.\nThe client's error: {reason}"
+        die(f"cannot reach {connection.where}: {reason}\n{hint}")
 
 
 @contextmanager
-def open_store(settings: Settings, *, create: bool = False) -> Iterator[Any]:
+def open_store(settings: Settings, *, create: bool = False, migrate: bool = False) -> Iterator[Any]:
     """The deployment's Store (TEMPOCONF_DATABASE_URL, default SQLite in the data dir), closed after.
 
-    Only `create=True` (the components, `schema set`) may create a SQLite store that does not exist:
-    any other command run from the wrong directory would otherwise answer from a new, empty store
-    (and leave it behind) instead of saying where it looked."""
-    from tempoconf.store.store import Store
+    Only `create=True` (`db upgrade`) may create a SQLite store that does not exist: any other
+    command run from the wrong directory would otherwise answer from a new, empty store (and leave
+    it behind) instead of saying where it looked. Only `migrate=True` (`db upgrade`) migrates: a
+    store at another migration than this version's is refused, saying what to run."""
+    from tempoconf.store.store import Store, StoreSchemaError
 
     database = sqlite_file(settings.resolved_database_url)
     if database is not None and not database.exists():
         if not create:
             die(missing_store_message(settings, database))
         database.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.resolved_database_url)
+    try:
+        store = Store(settings.resolved_database_url, migrate=migrate)
+    except StoreSchemaError as error:
+        die(str(error))
     try:
         yield store
     finally:
@@ -194,7 +213,8 @@ def missing_store_message(settings: Settings, database: Path) -> str:
         f"no store at {database} ({where}).\n"
         "Run this where `tempoconf dev` runs, or point at its store with TEMPOCONF_DATA_DIR or "
         "--data-dir (`tempoconf dev` prints the export line), or TEMPOCONF_DATABASE_URL or "
-        "--database-url. Nothing was created."
+        "--database-url. Nothing was created; a new deployment creates its store with "
+        "`tempoconf db upgrade` (`tempoconf dev` creates its own)."
     )
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Settings"]
+
+# Settings fields of their own (flags win over them); every other TEMPORAL_* goes to temporal_env.
+_ADDRESS_VARIABLES = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,12 @@ class Settings:
     build_id: str | None = None
     """`TEMPOCONF_BUILD_ID`, the worker's build within its deployment; None means one derived
     from the package's version and code (only used with a deployment name)."""
+    sdk_metrics_address: str | None = None
+    """`TEMPOCONF_SDK_METRICS_ADDRESS`: where the worker serves the Temporal SDK's own metrics
+    (IP:PORT, `/metrics`); None means not at all."""
+    temporal_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """The other `TEMPORAL_*` variables (TLS, client certificate, API key: the Temporal CLI's
+    names), read by `tempoconf.temporal_connection`; kept out of repr, they hold secrets."""
     api_header_timeout: float = 10.0
     """`TEMPOCONF_API_HEADER_TIMEOUT`: seconds a client may take to send a request's head."""
     api_body_timeout: float = 10.0
@@ -57,6 +66,14 @@ class Settings:
             ui_url=env.get("TEMPOCONF_UI_URL") or None,
             deployment_name=env.get("TEMPOCONF_DEPLOYMENT_NAME") or None,
             build_id=env.get("TEMPOCONF_BUILD_ID") or None,
+            sdk_metrics_address=env.get("TEMPOCONF_SDK_METRICS_ADDRESS") or None,
+            temporal_env=tuple(
+                sorted(
+                    (name, value)
+                    for name, value in env.items()
+                    if name.startswith("TEMPORAL_") and name not in _ADDRESS_VARIABLES and value
+                )
+            ),
             api_header_timeout=_seconds(env, "TEMPOCONF_API_HEADER_TIMEOUT", 10.0),
             api_body_timeout=_seconds(env, "TEMPOCONF_API_BODY_TIMEOUT", 10.0),
         )

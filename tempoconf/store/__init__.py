@@ -19,6 +19,7 @@ from tempoconf.store.store import (
     LockHeldError,
     LockLostError,
     Store,
+    StoreSchemaError,
     UnknownVersionError,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "SeenClient",
     "StageLease",
     "Store",
+    "StoreSchemaError",
     "UnknownVersionError",
     "VersionInfo",
     "refused_data",

@@ -55,7 +55,7 @@ async def outage_app(
     api_database_url: str, settings: Settings
 ) -> AsyncIterator[tuple[Starlette, Store, httpx.AsyncClient]]:
     """An app over a store of its own (so the test can take it away), in its lifespan."""
-    store = Store(api_database_url)
+    store = Store(api_database_url, migrate=True)
     make_stable(store, PATH, {"v": 1})
     app = create_app(store, settings, poll_interval=0.02, listen_poll_interval=0.02)
     try:
@@ -131,7 +131,7 @@ async def test_a_store_outage_keeps_the_instance_live_and_ready_and_its_snapshot
 async def test_before_the_first_load_readyz_is_503_and_healthz_200(
     api_database_url: str, settings: Settings
 ) -> None:
-    store = Store(api_database_url)
+    store = Store(api_database_url, migrate=True)
     take_the_store_away(store, api_database_url)
     app = create_app(store, settings, poll_interval=0.02, listen_poll_interval=0.02)
     async with app.router.lifespan_context(app):

@@ -37,6 +37,7 @@ _SETTINGS_VARIABLES = (
     "TEMPOCONF_UI_URL",
     "TEMPOCONF_DEPLOYMENT_NAME",
     "TEMPOCONF_BUILD_ID",
+    "TEMPOCONF_SDK_METRICS_ADDRESS",
 )
 
 
@@ -47,7 +48,12 @@ def free_port() -> int:
 
 
 def cli_env(**variables: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in _SETTINGS_VARIABLES}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        # TEMPORAL_*: the address, and TLS or an API key (the Temporal CLI's variables) too.
+        if key not in _SETTINGS_VARIABLES and not key.startswith("TEMPORAL_")
+    }
     env["PYTHONUNBUFFERED"] = "1"
     env.update(variables)
     return env
@@ -204,13 +210,16 @@ class RunningDev:
             pytest.fail(f"tempoconf dev did not stop within {STOP_TIMEOUT_SECONDS}s of SIGINT")
 
 
-def start_dev(workdir: Path, *, default_data_dir: bool = False) -> RunningDev:
+def start_dev(
+    workdir: Path, *, default_data_dir: bool = False, variables: dict[str, str] | None = None
+) -> RunningDev:
     """`tempoconf dev` in `workdir` on free ports, with `--data-dir workdir/state`, or with no
-    `--data-dir` (so `.tempoconf` there, as a user's) when `default_data_dir`."""
+    `--data-dir` (so `.tempoconf` there, as a user's) when `default_data_dir`; `variables` go
+    into its environment (e.g. TEMPOCONF_ADMIN_TOKEN)."""
     temporal_port, ui_port, api_port = free_port(), free_port(), free_port()
     data_dir = workdir / (".tempoconf" if default_data_dir else "state")
     output = workdir / "dev.out"
-    env = cli_env()
+    env = cli_env(**(variables or {}))
     with open(output, "wb") as sink:
         process = subprocess.Popen(
             [
