@@ -116,7 +116,7 @@ async def test_admin_endpoints_need_the_admin_token_and_change_nothing_without_i
 
 
 async def test_health_metrics_and_openapi_need_no_token(guarded: httpx.AsyncClient) -> None:
-    for url in ("/healthz", "/metrics", "/openapi.json"):
+    for url in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
         assert (await guarded.get(url)).status_code == 200, url
 
 
