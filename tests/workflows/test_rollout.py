@@ -440,6 +440,11 @@ BAD_REQUESTS = {
         ["/default_cooldown_time"],
     ),
     "path with ..": ({"path": "myproject/../etc"}, ["/path"]),
+    # The store could not keep them (PostgreSQL): refused whatever the backend, not retried.
+    "NUL in the text": (
+        {"message": "x\x00y", "commit": "\x00", "stages": [{"channel": "can\x00ary"}]},
+        ["/message", "/commit", "/stages/0/channel"],
+    ),
 }
 
 
