@@ -33,7 +33,11 @@ done
 build() {
     local tag="$1"; shift
     echo "compose images: $tag"
-    docker build --quiet --build-arg BASE_IMAGE="$BASE" -t "$tag" "$@" >/dev/null
+    # Quiet unless it fails (the legacy builder's deprecation notice included).
+    if ! output="$(docker build --build-arg BASE_IMAGE="$BASE" -t "$tag" "$@" 2>&1)"; then
+        printf '%s\n' "$output" >&2
+        exit 1
+    fi
 }
 
 build local/python:3.11 "$CONTEXT/python"
