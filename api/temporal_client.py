@@ -15,6 +15,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.api.errors import ApiError
 from tempoconf.settings import Settings
+from tempoconf.temporal_connection import (
+    TLS_HINT,
+    TemporalConnection,
+    TemporalSettingsError,
+    temporal_connection,
+)
 
 __all__ = ["CONNECT_TIMEOUT", "TemporalConnector", "temporal_unavailable"]
 
@@ -33,9 +39,18 @@ class TemporalConnector:
         self._settings = settings
         self._client = client
         self._lock = asyncio.Lock()
+        # Resolved once (it reads the certificate files); unusable settings answer 503 saying why.
+        self._connection: TemporalConnection | None = None
+        self._settings_error: str | None = None
+        try:
+            self._connection = temporal_connection(settings)
+        except TemporalSettingsError as error:
+            self._settings_error = str(error)
 
     @property
     def where(self) -> str:
+        if self._connection is not None:
+            return self._connection.where
         s = self._settings
         return f"Temporal at {s.resolved_temporal_address} (namespace {s.temporal_namespace})"
 
@@ -45,20 +60,22 @@ class TemporalConnector:
             return self._client
         async with self._lock:
             if self._client is None:
+                connection = self._connection
+                if connection is None:
+                    raise ApiError(503, f"{self.where} is not usable: {self._settings_error}")
                 try:
-                    self._client = await asyncio.wait_for(
-                        Client.connect(
-                            self._settings.resolved_temporal_address,
-                            namespace=self._settings.temporal_namespace,
-                        ),
-                        CONNECT_TIMEOUT,
-                    )
+                    self._client = await asyncio.wait_for(connection.connect(), CONNECT_TIMEOUT)
                 except TimeoutError:
                     raise ApiError(
                         503, f"{self.where} is unreachable: no answer within {CONNECT_TIMEOUT:g}s"
                     ) from None
                 except Exception as exc:  # any failure to connect is the same answer for the caller
-                    raise ApiError(503, f"{self.where} is unreachable: {exc}") from exc
+                    reason = connection.redact(str(exc))
+                    diagnosis = connection.diagnose(reason)
+                    reason = f"{diagnosis} ({reason})" if diagnosis else reason
+                    raise ApiError(
+                        503, f"{self.where} is unreachable: {reason} ({TLS_HINT})"
+                    ) from None
             return self._client
 
 

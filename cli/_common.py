@@ -25,6 +25,7 @@ from tempoconf.settings import Settings
 
 if TYPE_CHECKING:
     from temporalio.client import Client
+    from temporalio.runtime import Runtime
 
 __all__ = [
     "SUCCESSFUL_OUTCOMES",
@@ -63,6 +64,7 @@ _SETTINGS_FLAGS = {
     "api_url": "api_url",
     "deployment_name": "deployment_name",
     "build_id": "build_id",
+    "sdk_metrics_address": "sdk_metrics_address",
 }
 
 
@@ -132,20 +134,33 @@ def print_problems(problems: list[Problem], *, what: str) -> None:
         print(f"  {problem.pointer or '/'}: {problem.message}", file=sys.stderr)
 
 
-async def connect_temporal(settings: Settings) -> Client:
-    from temporalio.client import Client
+async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
+    """The Temporal client of `settings` (address, namespace, TLS / API key variables); `runtime`
+    given (the worker's SDK metrics) is the process's one SDK runtime."""
+    from tempoconf.temporal_connection import TLS_HINT, TemporalSettingsError, temporal_connection
 
-    address = settings.resolved_temporal_address
+    try:
+        connection = temporal_connection(settings)
+    except TemporalSettingsError as error:
+        die(str(error), exit_code=2)
     try:
         # The identity shows in the workflow's history and the Web UI: who started or signalled it.
-        return await Client.connect(
-            address, namespace=settings.temporal_namespace, identity=f"tempoconf:{actor()}"
-        )
+        return await connection.connect(identity=f"tempoconf:{actor()}", runtime=runtime)
     except RuntimeError as error:
-        die(
-            f"cannot reach Temporal at {address} (namespace {settings.temporal_namespace}): {error}\n"
-            "Is `tempoconf dev` running? Otherwise set TEMPORAL_ADDRESS or --temporal-address."
-        )
+        if connection.tls is False:
+            hint = (
+                "Is `tempoconf dev` running? Otherwise set TEMPORAL_ADDRESS or --temporal-address; "
+                f"{TLS_HINT}."
+            )
+        else:
+            hint = (
+                f"Check TEMPORAL_ADDRESS (or --temporal-address) and the TLS settings: {TLS_HINT}."
+            )
+        reason = connection.redact(str(error))
+        diagnosis = connection.diagnose(reason)
+        if diagnosis:
+            reason = f"{diagnosis}.\nThe client's error: {reason}"
+        die(f"cannot reach {connection.where}: {reason}\n{hint}")
 
 
 @contextmanager

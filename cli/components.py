@@ -50,6 +50,7 @@ def dev_command(args: argparse.Namespace) -> int:
 
 def worker_command(args: argparse.Namespace) -> int:
     from tempoconf.cli.worker import WorkerSettingsError, deployment_config, run_worker
+    from tempoconf.temporal_connection import TemporalSettingsError, sdk_metrics_runtime
 
     settings = settings_from_args(args)
     try:
@@ -57,10 +58,21 @@ def worker_command(args: argparse.Namespace) -> int:
     except WorkerSettingsError as error:
         die(f"tempoconf worker: {error}")
     version = f" as version {deployment.version.to_canonical_string()}" if deployment else ""
+    runtime = None
+    if settings.sdk_metrics_address is not None:
+        try:
+            runtime = sdk_metrics_runtime(settings.sdk_metrics_address)
+        except TemporalSettingsError as error:
+            die(f"tempoconf worker: {error}", exit_code=2)
 
     async def run() -> int:
-        client = await connect_temporal(settings)
+        client = await connect_temporal(settings, runtime=runtime)
         with open_store(settings, create=True) as store:
+            if runtime is not None:
+                print(
+                    f"worker: Temporal SDK metrics at http://{settings.sdk_metrics_address}/metrics",
+                    flush=True,
+                )
             print(
                 f"worker: polling task queue {settings.task_queue!r} of {settings.resolved_temporal_address} "
                 f"(namespace {settings.temporal_namespace}){version}; Ctrl-C stops it",
@@ -73,7 +85,14 @@ def worker_command(args: argparse.Namespace) -> int:
 
 
 def api_command(args: argparse.Namespace) -> int:
+    from tempoconf.temporal_connection import TemporalSettingsError, temporal_connection
+
     settings = settings_from_args(args)
+    try:
+        # The API connects to Temporal on first use; settings it could never use fail here, at once.
+        temporal_connection(settings)
+    except TemporalSettingsError as error:
+        die(f"tempoconf api: {error}", exit_code=2)
 
     async def run() -> int:
         from tempoconf.api.server import serve_api

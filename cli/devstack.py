@@ -93,10 +93,12 @@ class DevStack:
     """
 
     def __init__(self, settings: Settings, *, worker: bool = True, api: bool = True) -> None:
-        # The stack's own server is the one to talk to, whatever TEMPORAL_ADDRESS or the API URL say.
+        # The stack's own server is the one to talk to, whatever TEMPORAL_ADDRESS or the API URL say;
+        # it has no TLS, whatever TEMPORAL_TLS_* or TEMPORAL_API_KEY (for another cluster) say.
         self.settings = replace(
             settings,
             temporal_address=None,
+            temporal_env=(),
             api_url=None,
             temporal_port=settings.temporal_port or free_port(settings.host),
             ui_port=settings.ui_port or free_port(settings.host),

@@ -41,7 +41,9 @@ def _connection_flags() -> argparse.ArgumentParser:
     )
     group.add_argument("--host", help="host of the local dev stack (default 127.0.0.1)")
     group.add_argument(
-        "--temporal-address", help="Temporal frontend host:port (env TEMPORAL_ADDRESS)"
+        "--temporal-address",
+        help="Temporal frontend host:port (env TEMPORAL_ADDRESS; TLS and API key only from the "
+        "env: TEMPORAL_TLS_*, TEMPORAL_API_KEY, as the temporal CLI reads them)",
     )
     group.add_argument(
         "--temporal-namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE, default default)"
@@ -141,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--build-id",
         help="this worker's build in its deployment (env TEMPOCONF_BUILD_ID; default the package "
         "version and a hash of its code)",
+    )
+    worker.add_argument(
+        "--sdk-metrics-address",
+        metavar="IP:PORT",
+        help="serve the Temporal SDK's metrics (temporal_*) for Prometheus at http://IP:PORT"
+        "/metrics (env TEMPOCONF_SDK_METRICS_ADDRESS; default off)",
     )
     worker.set_defaults(handler="components.worker_command")
 

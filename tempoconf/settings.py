@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Settings"]
+
+# Settings fields of their own (flags win over them); every other TEMPORAL_* goes to temporal_env.
+_ADDRESS_VARIABLES = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,12 @@ class Settings:
     build_id: str | None = None
     """`TEMPOCONF_BUILD_ID`, the worker's build within its deployment; None means one derived
     from the package's version and code (only used with a deployment name)."""
+    sdk_metrics_address: str | None = None
+    """`TEMPOCONF_SDK_METRICS_ADDRESS`: where the worker serves the Temporal SDK's own metrics
+    (IP:PORT, `/metrics`); None means not at all."""
+    temporal_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """The other `TEMPORAL_*` variables (TLS, client certificate, API key: the Temporal CLI's
+    names), read by `tempoconf.temporal_connection`; kept out of repr, they hold secrets."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -51,6 +60,14 @@ class Settings:
             ui_url=env.get("TEMPOCONF_UI_URL") or None,
             deployment_name=env.get("TEMPOCONF_DEPLOYMENT_NAME") or None,
             build_id=env.get("TEMPOCONF_BUILD_ID") or None,
+            sdk_metrics_address=env.get("TEMPOCONF_SDK_METRICS_ADDRESS") or None,
+            temporal_env=tuple(
+                sorted(
+                    (name, value)
+                    for name, value in env.items()
+                    if name.startswith("TEMPORAL_") and name not in _ADDRESS_VARIABLES and value
+                )
+            ),
         )
         given = {key: value for key, value in overrides.items() if value is not None}
         if "data_dir" in given:

@@ -37,6 +37,7 @@ _SETTINGS_VARIABLES = (
     "TEMPOCONF_UI_URL",
     "TEMPOCONF_DEPLOYMENT_NAME",
     "TEMPOCONF_BUILD_ID",
+    "TEMPOCONF_SDK_METRICS_ADDRESS",
 )
 
 
@@ -47,7 +48,12 @@ def free_port() -> int:
 
 
 def cli_env(**variables: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in _SETTINGS_VARIABLES}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        # TEMPORAL_*: the address, and TLS or an API key (the Temporal CLI's variables) too.
+        if key not in _SETTINGS_VARIABLES and not key.startswith("TEMPORAL_")
+    }
     env["PYTHONUNBUFFERED"] = "1"
     env.update(variables)
     return env
