@@ -127,7 +127,7 @@ class Deployment:
     prometheus_port: int
     blocks: list[ShellBlock] = field(default_factory=section_blocks)
     blocks_run: set[int] = field(default_factory=set)
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def api_url(self) -> str:
@@ -147,7 +147,7 @@ class Deployment:
         for command in self.blocks[index].commands:
             started = time.monotonic()
             result = bash(command.text, cwd=self.checkout, env=self.env, timeout=STACK_TIMEOUT)
-            self.timings[command.text.split("#")[0].strip()] = time.monotonic() - started
+            self.timings.append((command.text.split("\n")[0], time.monotonic() - started))
             assert result.returncode == 0, (
                 f"README command {command.text!r} exited {result.returncode}:\n"
                 f"{result.stdout}\n{result.stderr}\n{self.logs()}"
@@ -343,7 +343,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
                 ["docker", "compose", "down", "-v", "--remove-orphans", "--timeout", "5"],
                 cwd=checkout, env=env, capture_output=True, timeout=180, check=False,
             )  # fmt: skip
-        print("compose timings (s):", {k: round(v, 1) for k, v in deployment.timings.items()})
+        for command, seconds in deployment.timings:
+            print(f"compose timing: {seconds:6.1f} s  {command}")
 
 
 def test_compose_refuses_to_start_without_its_secrets(tmp_path: Path) -> None:
@@ -465,16 +466,25 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
         for agent in agents:
             agent.stop()
 
-    # Prometheus scrapes every API replica (found through Docker's DNS).
-    def api_targets_up() -> bool:
+    # Prometheus scrapes every API replica and the worker's SDK metrics (found through Docker's DNS).
+    def targets_up() -> bool:
         targets = httpx.get(
             f"http://127.0.0.1:{d.prometheus_port}/api/v1/targets", timeout=10
         ).json()["data"]["activeTargets"]
-        up = [t for t in targets if t["labels"]["job"] == "tempoconf-api" and t["health"] == "up"]
-        assert len(up) == 2, targets
+        up = [t["labels"]["job"] for t in targets if t["health"] == "up"]
+        assert sorted(up) == ["tempoconf-api", "tempoconf-api", "tempoconf-worker-sdk"], targets
         return True
 
-    eventually_sync(api_targets_up, what="Prometheus to scrape both API replicas", timeout=90)
+    eventually_sync(
+        targets_up, what="Prometheus to scrape the API replicas and the worker", timeout=90
+    )
+    # The worker's Temporal SDK metrics, e.g. the workflows it completed.
+    found = httpx.get(
+        f"http://127.0.0.1:{d.prometheus_port}/api/v1/series",
+        params={"match[]": '{__name__=~"temporal_.+", job="tempoconf-worker-sdk"}'},
+        timeout=10,
+    ).json()["data"]
+    assert any(series["__name__"] == "temporal_workflow_completed" for series in found), found
 
     # -- README: scale out.
     d.readme_block(1)
