@@ -24,11 +24,10 @@ if ! have_image "$BASE"; then
 fi
 
 # pip inside a build needs the machine's extra CA certificates: copied into the (git-ignored)
-# build contexts at build time, never committed, and only into the CI images.
-for dir in python temporal; do
-    mkdir -p "$CONTEXT/$dir/ca-certificates"
-    cp /usr/local/share/ca-certificates/*.crt "$CONTEXT/$dir/ca-certificates/" 2>/dev/null || true
-done
+# build context at build time, never committed, and only into the CI Python image (the Temporal
+# stand-in's pip runs on it too).
+mkdir -p "$CONTEXT/python/ca-certificates"
+cp /usr/local/share/ca-certificates/*.crt "$CONTEXT/python/ca-certificates/" 2>/dev/null || true
 
 build() {
     local tag="$1"; shift
