@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -498,7 +499,12 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
 
     # -- README: upgrade (build, migrate, up).
     upgraded = d.readme_block(3)
-    assert any("(head)" in result.stdout for result in upgraded), upgraded
+    migrate = next(i for i, c in enumerate(d.blocks[3].commands) if "run --rm migrate" in c.text)
+    said = d.blocks[3].commands[migrate].notes  # what the README says it prints, `...` elided
+    printed = upgraded[migrate].stdout.strip()
+    assert re.fullmatch(".*?".join(map(re.escape, said.split(" ... "))), printed), (said, printed)
+    # The file's counts again (README: a plain `up -d` goes back to them), serving the same value.
+    assert len(d.containers("api")) == 2 and len(d.containers("worker")) == 1
     d.served_by_replicas(outside, (newer, "stable"))
 
     # -- 4. README: stop, then remove everything.
