@@ -24,12 +24,15 @@ __all__ = [
     "HealthAnswer",
     "HistoryAnswer",
     "LockAnswer",
+    "PlanContextAnswer",
     "ProblemAnswer",
+    "RolloutContextAnswer",
     "RolloutAnswer",
     "RolloutStarted",
     "RolloutStateAnswer",
     "SchemaAnswer",
     "SeenClientAnswer",
+    "StableAnswer",
     "Timestamp",
     "VersionAnswer",
     "VersionsAnswer",
@@ -202,9 +205,39 @@ class WorkflowAnswer(_Answer):
     run_id: str | None = None
     execution_status: str | None = None
     status: dict[str, Any] | None = None
-    """The workflow's `status` query (its RolloutProgress)."""
+    """The workflow's `status` query (its RolloutProgress); null for an ended run no worker
+    could replay (`outcome` still tells the end)."""
+    outcome: str | None = None
+    """Once the run ended: the result's outcome, or `failed`, `cancelled`, `terminated`,
+    `timed_out` when it ended without a result."""
+    result: dict[str, Any] | None = None
+    """The workflow's result, once it ended with one."""
+    reason: str = ""
+    """Why it ended (the result's reason, or the failure's message)."""
+    starter: str = ""
+    """The identity that started the run (e.g. `tempoconf:alice@laptop`)."""
     error: str | None = None
     """Why Temporal could not tell."""
+    error_kind: Literal["not_found", "no_answer", "rpc", "query_failed", "unavailable"] | None = (
+        None
+    )
+    """What kind of failure `error` is: no such workflow, no worker answered in time, another
+    Temporal error, the query failed, Temporal unreachable."""
+    error_detail: str | None = None
+    """The underlying error's own message."""
+
+
+class RolloutContextAnswer(_Answer):
+    """What the store adds to a rollout's state: who started the run and why, the version's
+    metadata, the config's stable version."""
+
+    started_by: str
+    started_at: Timestamp | None
+    start_reason: str
+    author: str
+    commit: str
+    message: str
+    stable: str | None
 
 
 class RolloutStateAnswer(_Answer):
@@ -213,6 +246,40 @@ class RolloutStateAnswer(_Answer):
     rollout: RolloutAnswer | None
     lock: LockAnswer | None
     workflow: WorkflowAnswer
+    context: RolloutContextAnswer | None = None
+    """Null when Temporal could not tell (`workflow.error`)."""
+
+
+class StableAnswer(_Answer):
+    """A config's stable version, with its value."""
+
+    namespace: str
+    path: str
+    version: str
+    value: Any
+    author: str
+    commit: str
+    message: str
+    created_at: Timestamp | None
+
+
+class PlanContextAnswer(_Answer):
+    """What a valid rollout request would do, with nothing started (`tempoconf rollout plan`)."""
+
+    namespace: str
+    path: str
+    version: str
+    """The version it rolls out (a rollback's, or the new value's id)."""
+    rollback: bool
+    version_exists: bool
+    """The version is stored already (reused, or the rollback's)."""
+    value: Any
+    """The value it rolls out."""
+    stable: StableAnswer | None
+    lock: LockAnswer | None
+    """Who holds the config's rollout lock (a running rollout refuses another)."""
+    change: str
+    """The change against stable, as the workflow's summary says it."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))

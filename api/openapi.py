@@ -22,9 +22,11 @@ from tempoconf.api.answers import (
     ErrorAnswer,
     HealthAnswer,
     HistoryAnswer,
+    PlanContextAnswer,
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
+    StableAnswer,
     VersionsAnswer,
 )
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
@@ -50,8 +52,10 @@ ANSWERS: tuple[type[Any], ...] = (
     HealthAnswer,
     SchemaAnswer,
     VersionsAnswer,
+    StableAnswer,
     HistoryAnswer,
     ClientsAnswer,
+    PlanContextAnswer,
     RolloutStarted,
     RolloutStateAnswer,
     CommandAnswer,
@@ -291,6 +295,21 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/admin/stable/{path}": {
+            "get": {
+                "operationId": "getStable",
+                "summary": "A config's stable version, with its value",
+                "tags": ["admin"],
+                "security": _ADMIN,
+                "parameters": _params("ConfigPath", "Namespace"),
+                "responses": {
+                    "200": _answer(StableAnswer, "The stable version"),
+                    "400": _error("Invalid path or namespace"),
+                    **admin_errors,
+                    "404": _error("The config has no stable version"),
+                },
+            }
+        },
         "/v1/admin/history/{path}": {
             "get": {
                 "operationId": "getHistory",
@@ -340,10 +359,28 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/admin/plans": {
+            "post": {
+                "operationId": "planRollout",
+                "summary": "What a rollout request would do, validated as a start; nothing is "
+                "stored or started",
+                "tags": ["admin"],
+                "security": _ADMIN,
+                "requestBody": _request(RolloutRequest),
+                "responses": {
+                    "200": _answer(PlanContextAnswer, "What it would do"),
+                    "400": _error("Invalid request or value (every problem listed)"),
+                    **admin_errors,
+                    "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),
+                },
+            }
+        },
         "/v1/admin/rollouts/{path}": {
             "get": {
                 "operationId": "getRollout",
-                "summary": "The active rollout: store row, lock, and the workflow's status",
+                "summary": "The current rollout (the lock holder, else the active rollout, else "
+                "the newest in the audit log): store row, lock, the workflow's status or result, "
+                "and who started it",
                 "tags": ["admin"],
                 "security": _ADMIN,
                 "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),

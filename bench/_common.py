@@ -319,7 +319,7 @@ class BenchRollout:
 def seed_live_rollout(url: str) -> None:
     """Stable, plus a live rollout with a canary stage and a 10% stage: each client's answer is
     a real resolution (channel, then bucket), not the stable shortcut."""
-    store = Store(url)
+    store = Store(url, migrate=True)
     try:
         seed_config(store)
         rollout = BenchRollout(store)

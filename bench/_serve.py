@@ -51,7 +51,7 @@ def build_app(kind: str, database_url: str | None) -> Any:
 
         # Settings() and not from_env: a token or URL in the caller's environment must not
         # change what is measured.
-        return create_app(Store(database_url), Settings(database_url=database_url))
+        return create_app(Store(database_url, migrate=True), Settings(database_url=database_url))
     raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py floor")
 
 

@@ -87,7 +87,7 @@ async def trial(
 async def measure(backend: str, clients: int) -> dict[str, Any]:
     """One run: `clients` long-poll one config while TRIALS rollouts go by."""
     with database(backend) as url:
-        store = Store(url)
+        store = Store(url, migrate=True)
         try:
             stable = seed_config(store)
             async with (

@@ -106,7 +106,7 @@ async def trial(
 async def main() -> None:
     require_fds(CLIENTS + 2000)
     with database("sqlite") as url:
-        store = Store(url)
+        store = Store(url, migrate=True)
         try:
             stable = seed_config(store)
             async with bounded(RUN_TIMEOUT, "the revert benchmark"):

@@ -164,20 +164,24 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
 
 
 @contextmanager
-def open_store(settings: Settings, *, create: bool = False) -> Iterator[Any]:
+def open_store(settings: Settings, *, create: bool = False, migrate: bool = False) -> Iterator[Any]:
     """The deployment's Store (TEMPOCONF_DATABASE_URL, default SQLite in the data dir), closed after.
 
-    Only `create=True` (the components, `schema set`) may create a SQLite store that does not exist:
-    any other command run from the wrong directory would otherwise answer from a new, empty store
-    (and leave it behind) instead of saying where it looked."""
-    from tempoconf.store.store import Store
+    Only `create=True` (`db upgrade`) may create a SQLite store that does not exist: any other
+    command run from the wrong directory would otherwise answer from a new, empty store (and leave
+    it behind) instead of saying where it looked. Only `migrate=True` (`db upgrade`) migrates: a
+    store at another migration than this version's is refused, saying what to run."""
+    from tempoconf.store.store import Store, StoreSchemaError
 
     database = sqlite_file(settings.resolved_database_url)
     if database is not None and not database.exists():
         if not create:
             die(missing_store_message(settings, database))
         database.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.resolved_database_url)
+    try:
+        store = Store(settings.resolved_database_url, migrate=migrate)
+    except StoreSchemaError as error:
+        die(str(error))
     try:
         yield store
     finally:
@@ -206,7 +210,8 @@ def missing_store_message(settings: Settings, database: Path) -> str:
         f"no store at {database} ({where}).\n"
         "Run this where `tempoconf dev` runs, or point at its store with TEMPOCONF_DATA_DIR or "
         "--data-dir (`tempoconf dev` prints the export line), or TEMPOCONF_DATABASE_URL or "
-        "--database-url. Nothing was created."
+        "--database-url. Nothing was created; a new deployment creates its store with "
+        "`tempoconf db upgrade` (`tempoconf dev` creates its own)."
     )
 
 

@@ -66,8 +66,9 @@ def worker_command(args: argparse.Namespace) -> int:
             die(f"tempoconf worker: {error}", exit_code=2)
 
     async def run() -> int:
-        client = await connect_temporal(settings, runtime=runtime)
-        with open_store(settings, create=True) as store:
+        # The store first: one that is not migrated is refused before anything connects.
+        with open_store(settings) as store:
+            client = await connect_temporal(settings, runtime=runtime)
             if runtime is not None:
                 print(
                     f"worker: Temporal SDK metrics at http://{settings.sdk_metrics_address}/metrics",
@@ -97,7 +98,7 @@ def api_command(args: argparse.Namespace) -> int:
     async def run() -> int:
         from tempoconf.api.server import serve_api
 
-        with open_store(settings, create=True) as store:
+        with open_store(settings) as store:
             print(
                 f"API: listening on http://{settings.host}:{settings.api_port}; Ctrl-C stops it",
                 flush=True,

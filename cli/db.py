@@ -16,7 +16,8 @@ def upgrade_command(args: argparse.Namespace) -> int:
     from tempoconf.store.engine import head_revision
 
     settings = settings_from_args(args)
-    # create=True: a first deployment's SQLite store starts here.
-    with open_store(settings, create=True) as store:
+    # create=True: a first deployment's SQLite store starts here; the only migrating command
+    # besides `dev` and `demo`.
+    with open_store(settings, create=True, migrate=True) as store:
         print(f"store {store.redacted_url} is at migration {head_revision()} (head)")
     return 0

@@ -243,7 +243,9 @@ class DevStack:
 
         from tempoconf.store.store import Store
 
-        self._store = Store(settings.resolved_database_url)
+        # The dev stack is its own deployment: it migrates its store (a real one runs
+        # `tempoconf db upgrade` before its processes start).
+        self._store = Store(settings.resolved_database_url, migrate=True)
         if self._run_worker:
             from tempoconf.cli.worker import run_worker
 

@@ -32,14 +32,16 @@ def _label(text: str) -> str:
     return text
 
 
-def _connection_flags() -> argparse.ArgumentParser:
+def _connection_flags(
+    host_help: str = "host of the local dev stack (default 127.0.0.1)",
+) -> argparse.ArgumentParser:
     """Flags every command that talks to Temporal, the store or the API accepts."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection (flags win over the environment)")
     group.add_argument(
         "--data-dir", help="local state (default .tempoconf; env TEMPOCONF_DATA_DIR)"
     )
-    group.add_argument("--host", help="host of the local dev stack (default 127.0.0.1)")
+    group.add_argument("--host", help=host_help)
     group.add_argument(
         "--temporal-address",
         help="Temporal frontend host:port (env TEMPORAL_ADDRESS; TLS and API key only from the "
@@ -153,7 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(handler="components.worker_command")
 
     api = commands.add_parser(
-        "api", parents=[connection], help="run the distribution API (real deployment)"
+        "api",
+        parents=[
+            _connection_flags(
+                host_help="address the API listens on (default 127.0.0.1; 0.0.0.0 in a container)"
+            )
+        ],
+        help="run the distribution API (real deployment)",
     )
     api.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
     api.set_defaults(handler="components.api_command")

@@ -1,6 +1,6 @@
 """`tempoconf rollout plan FILE`: what a rollout request would do, with nothing published.
 
-The request is checked exactly as `rollout start` checks it (`request_problems`); then the plan
+The request is checked exactly as `rollout start` checks it (`validate_rollout`); then the plan
 shows the version it would create or reuse, the value's diff against stable, the expanded stages,
 and which known clients each stage would reach (cumulative: a client is counted at the first
 stage that matches it, as the API resolves it).
@@ -9,28 +9,29 @@ stage that matches it, as the API resolves it).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import difflib
 import json
 import shlex
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from tempoconf.cli._clients import KnownClient, clients_from_file, recent_clients
+from tempoconf.cli._backend import Prepared, operator_backend
+from tempoconf.cli._clients import KnownClient, clients_from_file
 from tempoconf.cli._common import (
     die,
     given_connection_flags,
-    open_store,
     print_problems,
     read_json_file,
     settings_from_args,
     tempoconf_command,
 )
 from tempoconf.cli._format import duration_text, table
-from tempoconf.cli.rollout import request_problems, rollout_version
 from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
+from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches
 
 __all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
@@ -107,19 +108,15 @@ def plan_command(args: argparse.Namespace) -> int:
     except ValueError as error:
         die(f"--since: {error}", exit_code=2)
     listed = clients_from_file(args.clients_file) if args.clients_file else []
-    with open_store(settings) as store:
-        request, problems = request_problems(raw, store)
-        if problems or request is None:
-            print_problems(problems, what=f"rollout request {args.file} refused")
-            print("nothing was published.", file=sys.stderr)
-            return 2
-        version = rollout_version(request)
-        namespace, path = request.namespace, request.path
-        stored = store.get_version(namespace, path, version)
-        value = stored.value if request.version is not None and stored else request.value
-        stable = store.get_stable(namespace, path)
-        lock = store.get_lock(namespace, path)
-        reported = recent_clients(store, namespace, path, since=datetime.now(UTC) - since)
+    try:
+        prepared, reported = asyncio.run(_prepare(settings, raw, since))
+    except InvalidRequestError as error:
+        print_problems(error.problems, what=f"rollout request {args.file} refused")
+        print("nothing was published.", file=sys.stderr)
+        return 2
+    request, version = prepared.request, prepared.version
+    namespace, path = request.namespace, request.path
+    value, stable, lock = prepared.value, prepared.stable, prepared.lock
     plan = plan_from_request(request, version)
     # A client listed in --clients wins over the same id seen in reports: the file knows its channel.
     by_id = {client.client: client for client in reported}
@@ -147,7 +144,7 @@ def plan_command(args: argparse.Namespace) -> int:
                 _plan_json(
                     plan,
                     request.version is not None,
-                    stored is not None,
+                    prepared.version_exists,
                     stable,
                     diff,
                     reach,
@@ -166,7 +163,7 @@ def plan_command(args: argparse.Namespace) -> int:
         args,
         plan,
         request.version is not None,
-        stored is not None,
+        prepared.version_exists,
         stable,
         diff,
         reach,
@@ -179,6 +176,15 @@ def plan_command(args: argparse.Namespace) -> int:
         since,
     )
     return 0
+
+
+async def _prepare(settings: Any, raw: Any, since: timedelta) -> tuple[Prepared, list[KnownClient]]:
+    """The request checked (InvalidRequestError), what it would do, and the clients seen since."""
+    async with operator_backend(settings) as backend:
+        prepared = await backend.prepare(raw)
+        request = prepared.request
+        reported = await backend.recent_clients(request.namespace, request.path, since=since)
+    return prepared, reported
 
 
 def _version_note(rollback: bool, stored: bool) -> str:

@@ -4,22 +4,17 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 
-from tempoconf.cli._common import (
-    actor,
-    die,
-    open_store,
-    print_problems,
-    read_json_file,
-    settings_from_args,
-    sqlite_file,
-)
+from tempoconf.cli._backend import operator_backend
+from tempoconf.cli._common import die, print_problems, read_json_file, settings_from_args
 from tempoconf.cli._format import table, utc_text
 from tempoconf.contract_schema import rollout_request_schema
 from tempoconf.paths import namespace_problem, path_problem
 from tempoconf.schema_validation import schema_problems, value_problems
+from tempoconf.store.records import AuditEntry, VersionInfo
 
 __all__ = [
     "check_config_name",
@@ -46,27 +41,23 @@ def set_command(args: argparse.Namespace) -> int:
         print_problems(problems, what=f"schema {args.file} refused")
         print("nothing was registered.", file=sys.stderr)
         return 2
-    settings = settings_from_args(args)
+    return asyncio.run(_set(args, schema))
+
+
+async def _set(args: argparse.Namespace, schema: object) -> int:
     name = f"{args.namespace}/{args.path}"
-    database = sqlite_file(settings.resolved_database_url)
-    if database is not None and not database.exists():
-        # A write may create the store, but never silently: from the wrong directory this is the
-        # hint that `tempoconf dev` keeps its store elsewhere.
-        print(
-            f"note: no store at {database} yet: creating it (TEMPOCONF_DATA_DIR or --data-dir "
-            "points at the one `tempoconf dev` uses)",
-            file=sys.stderr,
-        )
-    with open_store(settings, create=True) as store:
-        previous = store.get_schema(args.namespace, args.path)
+    # The store must exist (`tempoconf db upgrade` or `tempoconf dev` creates it): from the wrong
+    # directory a new, empty one would hide the store `tempoconf dev` uses.
+    async with operator_backend(settings_from_args(args)) as backend:
+        previous = await backend.get_schema(args.namespace, args.path)
         if previous == schema:
             print(f"schema of {name} unchanged (the same schema is registered already).")
             return 0
-        store.set_schema(args.namespace, args.path, schema, actor=actor(), reason=args.reason)
+        await backend.set_schema(args.namespace, args.path, schema, reason=args.reason)
         print(
             f"{'replaced the' if previous is not None else 'registered a'} schema for {name} (from {args.file})."
         )
-        stable = store.get_stable(args.namespace, args.path)
+        stable = await backend.get_stable(args.namespace, args.path)
     if stable is not None:
         stale = value_problems(schema, stable.value, pointer_prefix="")
         if stale:
@@ -79,13 +70,17 @@ def set_command(args: argparse.Namespace) -> int:
 
 def get_command(args: argparse.Namespace) -> int:
     check_config_name(args.namespace, args.path)
-    with open_store(settings_from_args(args)) as store:
-        schema = store.get_schema(args.namespace, args.path)
+    schema = asyncio.run(_get(args))
     if schema is None:
         print(f"no schema registered for {args.namespace}/{args.path}")
         return 1
     print(json.dumps(schema, indent=2, sort_keys=True))
     return 0
+
+
+async def _get(args: argparse.Namespace) -> object:
+    async with operator_backend(settings_from_args(args)) as backend:
+        return await backend.get_schema(args.namespace, args.path)
 
 
 def request_command(args: argparse.Namespace) -> int:
@@ -98,8 +93,7 @@ def request_command(args: argparse.Namespace) -> int:
 def versions_command(args: argparse.Namespace) -> int:
     """The versions of a config, newest first, with when each became stable (`yes`: stable now)."""
     check_config_name(args.namespace, args.path)
-    with open_store(settings_from_args(args)) as store:
-        versions = store.list_versions(args.namespace, args.path)
+    versions = asyncio.run(_versions(args))
     if args.json:
         print(
             json.dumps(
@@ -138,13 +132,22 @@ def versions_command(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _versions(args: argparse.Namespace) -> list[VersionInfo]:
+    async with operator_backend(settings_from_args(args)) as backend:
+        return await backend.list_versions(args.namespace, args.path)
+
+
+async def _history(args: argparse.Namespace) -> list[AuditEntry]:
+    async with operator_backend(settings_from_args(args)) as backend:
+        return await backend.history(args.namespace, args.path, limit=args.limit)
+
+
 def history_command(args: argparse.Namespace) -> int:
     """The audit log of a config: who did what, to which version, and why."""
     check_config_name(args.namespace, args.path)
     if args.limit < 1:
         die("--limit must be at least 1", exit_code=2)
-    with open_store(settings_from_args(args)) as store:
-        entries = store.history(args.namespace, args.path, limit=args.limit)
+    entries = asyncio.run(_history(args))
     if args.json:
         print(
             json.dumps(

@@ -12,174 +12,33 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowQueryFailedError,
-)
-from temporalio.exceptions import CancelledError, TerminatedError
-from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
-from temporalio.service import RPCError, RPCStatusCode
-
+from tempoconf.cli._backend import OperatorBackend, ViewUnavailable, operator_backend
 from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
-    connect_temporal,
     die,
-    open_store,
     path_args,
     settings_from_args,
     workflow_ui_url,
 )
 from tempoconf.cli._format import duration_text, relative_text, table, utc_text
 from tempoconf.cli.schema import check_config_name
+from tempoconf.rollout_view import RolloutSnapshot, StoreContext, unavailable_message
 from tempoconf.settings import Settings
 from tempoconf.temporal import rollout_workflow_id
 
 __all__ = [
     "RolloutSnapshot",
-    "fetch_snapshot",
-    "find_workflow_id",
+    "StoreContext",
     "format_view",
     "status_command",
     "steering_commands",
 ]
 
-RPC_TIMEOUT = timedelta(seconds=15)
-# A closed workflow's query needs a worker to replay it; without one, show the result only.
-CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
 TRANSITIONS_SHOWN = 6
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
-_RUNNING = WorkflowExecutionStatus.RUNNING
-
-
-@dataclass
-class RolloutSnapshot:
-    """What the workflow says about one rollout at one moment."""
-
-    workflow_id: str
-    run_id: str | None
-    execution: str
-    """Running, Completed, Failed, Canceled, Terminated, ... (as Temporal names it)."""
-    running: bool
-    progress: dict[str, Any] | None = None
-    """The `status` query's object; None when no worker could answer for a closed run."""
-    outcome: str | None = None
-    """The result's outcome once the run closed (or failed/cancelled/terminated/timed_out)."""
-    result_version: str | None = None
-    reason: str = ""
-    starter: str = ""
-    """The identity of whoever started the run (e.g. `temporal-cli:alice@laptop`), from its history."""
-
-
-@dataclass
-class StoreContext:
-    """What the store adds to the view: who started the run, the version's metadata, the stable."""
-
-    started_by: str = ""
-    started_at: datetime | None = None
-    start_reason: str = ""
-    author: str = ""
-    commit: str = ""
-    message: str = ""
-    stable: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def find_workflow_id(store: Any, namespace: str, path: str, explicit: str | None = None) -> str:
-    """--id, else the lock holder (running), else the newest workflow of the audit log, else the
-    CLI's default id: so an ended rollout started with any id is still found."""
-    if explicit:
-        return explicit
-    lock = store.get_lock(namespace, path)
-    if lock is not None:
-        return str(lock.workflow_id)
-    for entry in reversed(store.history(namespace, path, limit=50)):
-        if entry.workflow_id:
-            return str(entry.workflow_id)
-    return rollout_workflow_id(namespace, path)
-
-
-def store_context(
-    store: Any, namespace: str, path: str, workflow_id: str, run_id: str | None, version: str | None
-) -> StoreContext:
-    context = StoreContext()
-    for entry in reversed(store.history(namespace, path, limit=500)):
-        if entry.action != "rollout.started" or entry.workflow_id != workflow_id:
-            continue
-        if run_id and entry.details.get("run_id") not in (None, run_id):
-            continue
-        context.started_by, context.started_at, context.start_reason = (
-            entry.actor,
-            entry.at,
-            entry.reason,
-        )
-        break
-    if version:
-        record = store.get_version(namespace, path, version)
-        if record is not None:
-            context.author, context.commit, context.message = (
-                record.author,
-                record.commit,
-                record.message,
-            )
-    stable = store.get_stable(namespace, path)
-    context.stable = stable.version if stable is not None else None
-    return context
-
-
-async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
-    """Describe the newest run of `workflow_id`, query its status and, once closed, its result.
-
-    Raises RPCError (NOT_FOUND when there is no such workflow) and WorkflowQueryFailedError."""
-    description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
-    running = description.status == _RUNNING
-    execution = description.status.name.title() if description.status else "Unknown"
-    handle = client.get_workflow_handle(workflow_id, run_id=description.run_id)
-    snapshot = RolloutSnapshot(workflow_id, description.run_id, execution, running)
-    snapshot.starter = await _starter_identity(handle)
-    if running:
-        snapshot.progress = dict(await handle.query("status", rpc_timeout=RPC_TIMEOUT))
-        return snapshot
-    try:
-        snapshot.progress = dict(await handle.query("status", rpc_timeout=CLOSED_QUERY_TIMEOUT))
-    except (RPCError, WorkflowQueryFailedError):
-        snapshot.progress = None  # no worker to replay it: the result below still tells the end
-    try:
-        result = await handle.result(follow_runs=False, rpc_timeout=RPC_TIMEOUT)
-    except WorkflowFailureError as error:
-        snapshot.outcome, snapshot.reason = _closed_without_result(error)
-    else:
-        snapshot.outcome = str(result.get("outcome"))
-        snapshot.result_version = result.get("version")
-        snapshot.reason = str(result.get("reason") or "")
-    return snapshot
-
-
-async def _starter_identity(handle: Any) -> str:
-    try:
-        async for event in handle.fetch_history_events(page_size=1, rpc_timeout=RPC_TIMEOUT):
-            return str(event.workflow_execution_started_event_attributes.identity)
-    except RPCError:
-        pass  # only a nicety of the header
-    return ""
-
-
-def _closed_without_result(error: WorkflowFailureError) -> tuple[str, str]:
-    cause: BaseException | None = error.cause
-    if isinstance(cause, CancelledError):
-        return "cancelled", "the workflow was cancelled"
-    if isinstance(cause, TerminatedError):
-        return "terminated", str(cause.message or "the workflow was terminated")
-    if isinstance(cause, WorkflowTimeoutError):
-        return "timed_out", str(cause.message or "the workflow timed out")
-    while cause is not None and cause.__cause__ is not None:
-        cause = cause.__cause__
-    return "failed", str(getattr(cause, "message", None) or cause or error)
 
 
 # -- the view ----------------------------------------------------------------------------------
@@ -403,34 +262,26 @@ def status_command(args: argparse.Namespace) -> int:
 
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     namespace, path = args.namespace, args.path
-    client = await connect_temporal(settings)
-    with open_store(settings) as store:
-        workflow_id = find_workflow_id(store, namespace, path, args.workflow_id)
-        snapshot = await _fetch_or_die(client, workflow_id, namespace, path)
+    async with operator_backend(settings) as backend:
+        try:
+            snapshot, context = await backend.rollout_view(namespace, path, args.workflow_id)
+        except ViewUnavailable as error:
+            die(_unavailable(error, namespace, path))
         if not args.watch:
             if args.json:
                 print(json.dumps(_json_object(snapshot), indent=2))
             else:
-                print(_render(store, snapshot, settings, namespace, path))
+                print(_render(snapshot, context, settings, namespace, path))
             return 0
-        return await _watch(client, store, settings, args, snapshot)
+        return await _watch(backend, settings, args, snapshot, context)
 
 
-async def _fetch_or_die(
-    client: Client, workflow_id: str, namespace: str, path: str
-) -> RolloutSnapshot:
-    try:
-        return await fetch_snapshot(client, workflow_id)
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            die(f"no rollout of {namespace}/{path} found (workflow id {workflow_id!r})")
-        if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            die(
-                f"no worker answered the status query of {workflow_id!r} in time: is the worker running?"
-            )
-        die(f"cannot read the status of {workflow_id!r}: {error.message}")
-    except WorkflowQueryFailedError as error:
-        die(f"the workflow {workflow_id!r} could not answer `status`: {error}")
+def _unavailable(error: ViewUnavailable, namespace: str, path: str) -> str:
+    if error.kind == "unavailable":  # the admin API could not reach Temporal
+        return f"cannot read the status of {error.workflow_id!r}: {error.detail}"
+    return unavailable_message(
+        error.kind, error.detail, workflow_id=error.workflow_id, name=f"{namespace}/{path}"
+    )
 
 
 def _json_object(snapshot: RolloutSnapshot) -> dict[str, Any]:
@@ -447,19 +298,21 @@ def _json_object(snapshot: RolloutSnapshot) -> dict[str, Any]:
 
 
 def _render(
-    store: Any, snapshot: RolloutSnapshot, settings: Settings, namespace: str, path: str
+    snapshot: RolloutSnapshot,
+    context: StoreContext,
+    settings: Settings,
+    namespace: str,
+    path: str,
 ) -> str:
-    version = (snapshot.progress or {}).get("version") or snapshot.result_version
-    context = store_context(store, namespace, path, snapshot.workflow_id, snapshot.run_id, version)
     return format_view(snapshot, namespace=namespace, path=path, context=context, settings=settings)
 
 
 async def _watch(
-    client: Client,
-    store: Any,
+    backend: OperatorBackend,
     settings: Settings,
     args: argparse.Namespace,
     snapshot: RolloutSnapshot,
+    context: StoreContext,
 ) -> int:
     """Redraw until the run closes (TTY: in place; otherwise a new block per change); the exit code
     is the outcome's (0 when promoted or bypassed)."""
@@ -472,7 +325,7 @@ async def _watch(
             if key != last_key:
                 print(json.dumps(_json_object(snapshot)), flush=True)
         elif tty:
-            view = _render(store, snapshot, settings, args.namespace, args.path)
+            view = _render(snapshot, context, settings, args.namespace, args.path)
             footer = (
                 f"\n\nwatching every {args.interval:g}s; Ctrl-C stops watching (not the rollout)"
             )
@@ -480,15 +333,17 @@ async def _watch(
         elif key != last_key:
             if last_key is not None:
                 print(f"\n--- {utc_text(datetime.now(UTC))} ---")
-            print(_render(store, snapshot, settings, args.namespace, args.path), flush=True)
+            print(_render(snapshot, context, settings, args.namespace, args.path), flush=True)
         last_key = key
         if not snapshot.running:
             break
         await asyncio.sleep(args.interval)
         try:
-            snapshot = await fetch_snapshot(client, snapshot.workflow_id)
+            snapshot, context = await backend.rollout_view(
+                args.namespace, args.path, snapshot.workflow_id
+            )
             problem = None
-        except (RPCError, WorkflowQueryFailedError) as error:
+        except ViewUnavailable as error:
             # A worker restart or a slow query is no reason to stop watching: say so and retry.
             problem = f"(could not refresh at {time.strftime('%H:%M:%S')}: {error})"
             if not tty:

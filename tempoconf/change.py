@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tempoconf.resolution import VersionRecord
+
+if TYPE_CHECKING:
+    from tempoconf.request import RolloutRequest
 
 __all__ = [
     "MAX_CHANGE_LENGTH",
@@ -19,6 +22,7 @@ __all__ = [
     "change_summary",
     "rollout_change",
     "value_changes",
+    "workflow_details",
     "workflow_summary",
 ]
 
@@ -122,3 +126,25 @@ def workflow_summary(namespace: str, path: str, version: str, change: str) -> st
     if len(encoded) <= MAX_SUMMARY_BYTES:
         return text
     return encoded[: MAX_SUMMARY_BYTES - 3].decode("utf-8", errors="ignore") + "…"
+
+
+def workflow_details(request: RolloutRequest, version: str, change: str) -> str:
+    """The workflow's static details (the Web UI's User Metadata tab, shown even with no worker):
+    the config, version, change, stages and the request's author, commit and message."""
+    stages = (
+        " → ".join(stage.display_name for stage in request.all_stages) or "none: promote directly"
+    )
+    lines = [
+        f"**{request.namespace}/{request.path}** → version `{version}`",
+        "",  # the Web UI renders the lines below as a list only after a blank line
+        f"- change: {change}",
+        f"- stages: {stages}",
+    ]
+    for label, text in (
+        ("author", request.author),
+        ("commit", request.commit),
+        ("message", request.message),
+    ):
+        if text:
+            lines.append(f"- {label}: {text}")
+    return "\n".join(lines)[:20000]

@@ -109,6 +109,12 @@ class TemporalConnection:
             )
         if self.tls is False and ("h2 protocol error" in error or "FRAME_SIZE_ERROR" in error):
             return "the server answered as a TLS server would, and this client does not use TLS"
+        if self.tls is False and "connection closed" in error:
+            # What the server sees first decides the SDK's error: nginx may close before it answers.
+            return (
+                "the server closed the connection without an answer, as a TLS server does when "
+                "the client does not use TLS"
+            )
         return None
 
     async def connect(

@@ -1,30 +1,28 @@
-"""Rollouts through Temporal: `POST /v1/admin/rollouts` starts one, `GET
-/v1/admin/rollouts/{path}` shows the active one, `POST /v1/admin/rollouts/{path}/{signal}`
-sends halt, bypass, advance, pause, resume or approve as an update."""
+"""Rollouts through Temporal: `POST /v1/admin/rollouts` starts one, `POST /v1/admin/plans` says
+what one would do (starting nothing), `GET /v1/admin/rollouts/{path}` shows the current one as
+`tempoconf rollout status` does, `POST /v1/admin/rollouts/{path}/{signal}` sends halt, bypass,
+advance, pause, resume or approve as an update."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.api.answers import (
     LockAnswer,
+    PlanContextAnswer,
     RolloutAnswer,
+    RolloutContextAnswer,
     RolloutStarted,
     RolloutStateAnswer,
+    StableAnswer,
     WorkflowAnswer,
 )
 from tempoconf.api.auth import require_admin
@@ -33,19 +31,25 @@ from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
-from tempoconf.change import rollout_change, workflow_summary
+from tempoconf.change import rollout_change, workflow_details, workflow_summary
 from tempoconf.commands import COMMAND_NAMES, OperatorCommand
 from tempoconf.problems import InvalidRequestError
+from tempoconf.resolution import VersionRecord
+from tempoconf.rollout_view import (
+    RolloutSnapshot,
+    SnapshotUnavailable,
+    find_workflow_id,
+    read_snapshot,
+    store_context,
+)
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
-from tempoconf.validation import validate_rollout
+from tempoconf.validation import ValidatedRollout, validate_rollout
 
-__all__ = ["RPC_TIMEOUT", "routes"]
+__all__ = ["RPC_TIMEOUT", "routes", "stable_answer"]
 
 RPC_TIMEOUT = timedelta(seconds=15)
-STATUS_TIMEOUT = timedelta(seconds=5)
-"""A status query needs a worker; without one it would hang until this."""
 _MAX_WORKFLOW_ID = 1000
 
 
@@ -87,6 +91,7 @@ async def start_rollout(request: Request) -> JSONResponse:
                 id=workflow_id,
                 task_queue=settings_of(request).task_queue,
                 static_summary=workflow_summary(namespace, path, version, change),
+                static_details=workflow_details(parsed, version, change),
                 rpc_timeout=RPC_TIMEOUT,
             )
     except WorkflowAlreadyStartedError:
@@ -100,6 +105,54 @@ async def start_rollout(request: Request) -> JSONResponse:
         run_id=handle.result_run_id,
     )
     return JSONResponse(started.body(), status_code=202)
+
+
+# -- plan ---------------------------------------------------------------------------------------
+async def plan_rollout(request: Request) -> JSONResponse:
+    """What a request would do, validated exactly as a start: its version, the value, the stable
+    and the change against it, the lock. Nothing is stored or started."""
+    require_admin(request)
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    store = store_of(request)
+    try:
+        validated = await asyncio.to_thread(validate_rollout, raw, store)
+    except InvalidRequestError as error:
+        raise invalid("rollout request", error.problems) from None
+    answer = await asyncio.to_thread(_plan_context, store, validated)
+    return JSONResponse(answer.body())
+
+
+def _plan_context(store: Store, validated: ValidatedRollout) -> PlanContextAnswer:
+    parsed, version = validated.request, validated.version
+    namespace, path = parsed.namespace, parsed.path
+    stable = store.get_stable(namespace, path)
+    rollback_to = version if validated.existing is not None else None
+    return PlanContextAnswer(
+        namespace=namespace,
+        path=path,
+        version=version,
+        rollback=parsed.version is not None,
+        version_exists=store.get_version(namespace, path, version) is not None,
+        value=validated.value,
+        stable=stable_answer(namespace, path, stable),
+        lock=_lock(store.get_lock(namespace, path)),
+        change=rollout_change(validated.value, stable, rollback_to=rollback_to),
+    )
+
+
+def stable_answer(namespace: str, path: str, record: VersionRecord | None) -> StableAnswer | None:
+    if record is None:
+        return None
+    return StableAnswer(
+        namespace=namespace,
+        path=path,
+        version=record.version,
+        value=record.value,
+        author=record.author,
+        commit=record.commit,
+        message=record.message,
+        created_at=record.created_at.isoformat() if record.created_at else None,
+    )
 
 
 async def _is_running(client: Client, workflow_id: str, run_id: str | None, where: str) -> bool:
@@ -120,16 +173,46 @@ async def rollout_state(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
     store = store_of(request)
-    lock, rollout = await asyncio.to_thread(_lock_and_rollout, store, namespace, path)
-    workflow_id = _workflow_id_param(request) or _target_workflow(namespace, path, lock, rollout)
+    explicit = _workflow_id_param(request)
+    lock, rollout, workflow_id = await asyncio.to_thread(
+        _lock_rollout_and_target, store, namespace, path, explicit
+    )
+    workflow, snapshot = await _workflow_state(request, workflow_id)
+    context = None
+    if snapshot is not None:
+        version = (snapshot.progress or {}).get("version") or snapshot.result_version
+        found = await asyncio.to_thread(
+            store_context, store, namespace, path, workflow_id, snapshot.run_id, version
+        )
+        context = RolloutContextAnswer(
+            started_by=found.started_by,
+            started_at=found.started_at.isoformat() if found.started_at else None,
+            start_reason=found.start_reason,
+            author=found.author,
+            commit=found.commit,
+            message=found.message,
+            stable=found.stable,
+        )
     answer = RolloutStateAnswer(
         namespace=namespace,
         path=path,
         rollout=_rollout(rollout),
         lock=_lock(lock),
-        workflow=await _workflow_state(request, workflow_id),
+        workflow=workflow,
+        context=context,
     )
     return JSONResponse(answer.body())
+
+
+def _lock_rollout_and_target(
+    store: Store, namespace: str, path: str, explicit: str | None
+) -> tuple[LockRecord | None, RolloutRecord | None, str]:
+    """The lock, the active rollout, and the workflow `rollout status` would show (find_workflow_id)."""
+    return (
+        store.get_lock(namespace, path),
+        store.get_rollout(namespace, path),
+        find_workflow_id(store, namespace, path, explicit),
+    )
 
 
 def _lock_and_rollout(
@@ -138,37 +221,49 @@ def _lock_and_rollout(
     return store.get_lock(namespace, path), store.get_rollout(namespace, path)
 
 
-async def _workflow_state(request: Request, workflow_id: str) -> WorkflowAnswer:
-    """What Temporal says of the workflow; `error` says why not when it cannot."""
-    state: dict[str, Any] = {
-        "workflow_id": workflow_id,
-        "run_id": None,
-        "execution_status": None,
-        "status": None,
-        "error": None,
-    }
+async def _workflow_state(
+    request: Request, workflow_id: str
+) -> tuple[WorkflowAnswer, RolloutSnapshot | None]:
+    """What Temporal says of the workflow (read as `rollout status` reads it); `error` and
+    `error_kind` say why not when it cannot."""
     connector = temporal_of(request)
     try:
         client = await connector.client()
-        handle = client.get_workflow_handle(workflow_id)
-        description = await handle.describe(rpc_timeout=RPC_TIMEOUT)
-        state["run_id"] = description.run_id
-        state["execution_status"] = description.status.name if description.status else None
-        state["status"] = await handle.query("status", rpc_timeout=STATUS_TIMEOUT)
+        snapshot = await read_snapshot(client, workflow_id)
     except ApiError as error:
-        state["error"] = error.message
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            state["error"] = f"no workflow {workflow_id!r} in {connector.where}"
-        elif temporal_unavailable(error):
-            state["error"] = (
-                f"{connector.where} did not answer (is a worker running?): {error.message}"
-            )
+        return WorkflowAnswer(
+            workflow_id=workflow_id,
+            error=error.message,
+            error_kind="unavailable",
+            error_detail=error.message,
+        ), None
+    except SnapshotUnavailable as error:
+        cause = error.__cause__
+        if error.kind == "not_found":
+            message = f"no workflow {workflow_id!r} in {connector.where}"
+        elif isinstance(cause, RPCError) and temporal_unavailable(cause):
+            message = f"{connector.where} did not answer (is a worker running?): {error.detail}"
+        elif error.kind == "query_failed":
+            message = f"the workflow could not answer `status`: {error.detail}"
         else:
-            state["error"] = f"{connector.where}: {error.message}"
-    except WorkflowQueryFailedError as error:
-        state["error"] = f"the workflow could not answer `status`: {error}"
-    return WorkflowAnswer.model_validate(state)
+            message = f"{connector.where}: {error.detail}"
+        return WorkflowAnswer(
+            workflow_id=workflow_id,
+            error=message,
+            error_kind=error.kind,
+            error_detail=error.detail,
+        ), None
+    answer = WorkflowAnswer(
+        workflow_id=workflow_id,
+        run_id=snapshot.run_id,
+        execution_status=snapshot.execution.upper(),
+        status=snapshot.progress,
+        outcome=snapshot.outcome,
+        result=snapshot.result,
+        reason=snapshot.reason,
+        starter=snapshot.starter,
+    )
+    return answer, snapshot
 
 
 # -- operator commands (tempoconf.commands), sent as updates ----------------------------------------------------------
@@ -197,15 +292,14 @@ async def _send(request: Request, name: str) -> JSONResponse:
         with rpc_errors(connector.where):
             result = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)
     except WorkflowUpdateFailedError as error:
+        # The same words as `tempoconf rollout NAME` in direct mode, which prints them as they come.
         raise ApiError(
-            409, f"{name} refused by rollout {workflow_id!r}: {_failure(error)}"
+            409, f"{name} refused by the rollout {workflow_id!r}: {_failure(error)}"
         ) from None
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise ApiError(
-                404,
-                f"no running rollout of config {path!r} in namespace {namespace!r} "
-                f"(workflow {workflow_id!r}): {error.message}",
+                404, f"no running rollout of {namespace}/{path} (workflow id {workflow_id!r})"
             ) from None
         raise ApiError(
             502, f"{name} could not be delivered to {workflow_id!r}: {error.message}"
@@ -264,6 +358,7 @@ def _lock(record: LockRecord | None) -> LockAnswer | None:
 
 routes = [
     route("/v1/admin/rollouts", start_rollout, methods=["POST"]),
+    route("/v1/admin/plans", plan_rollout, methods=["POST"]),
     *(
         route(f"/v1/admin/rollouts/{CONFIG_PATH}/{name}", _signal_endpoint(name), methods=["POST"])
         for name in COMMAND_NAMES

@@ -1,5 +1,5 @@
-"""`GET /v1/admin/versions/{path}` (every version, stable marked) and
-`GET /v1/admin/history/{path}` (the audit log)."""
+"""`GET /v1/admin/versions/{path}` (every version, stable marked), `GET /v1/admin/stable/{path}`
+(the stable version with its value) and `GET /v1/admin/history/{path}` (the audit log)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tempoconf.api.answers import AuditEntryAnswer, HistoryAnswer, VersionAnswer
 from tempoconf.api.auth import require_admin
 from tempoconf.api.deps import config_name, store_of
 from tempoconf.api.errors import ApiError
+from tempoconf.api.routes.rollouts import stable_answer
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.store.records import AuditEntry, VersionInfo
 
@@ -35,6 +36,16 @@ async def list_versions(request: Request) -> JSONResponse:
         stable=stable,
         versions=[_version(info) for info in versions],
     )
+    return JSONResponse(answer.body())
+
+
+async def stable(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace, path = config_name(request)
+    record = await asyncio.to_thread(store_of(request).get_stable, namespace, path)
+    answer = stable_answer(namespace, path, record)
+    if answer is None:
+        raise ApiError(404, f"config {path!r} in namespace {namespace!r} has no stable version")
     return JSONResponse(answer.body())
 
 
@@ -96,5 +107,6 @@ def _entry(entry: AuditEntry) -> AuditEntryAnswer:
 
 routes = [
     route(f"/v1/admin/versions/{CONFIG_PATH}", list_versions, methods=["GET"]),
+    route(f"/v1/admin/stable/{CONFIG_PATH}", stable, methods=["GET"]),
     route(f"/v1/admin/history/{CONFIG_PATH}", history, methods=["GET"]),
 ]

@@ -18,6 +18,7 @@ from tempoconf.store.store import (
     LockHeldError,
     LockLostError,
     Store,
+    StoreSchemaError,
     UnknownVersionError,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "SeenClient",
     "StageLease",
     "Store",
+    "StoreSchemaError",
     "UnknownVersionError",
     "VersionInfo",
 ]

@@ -15,8 +15,16 @@ from sqlalchemy.engine import make_url
 
 from tempoconf.canonical import canonical_json
 from tempoconf.resolution import VersionRecord
-from tempoconf.store.engine import WRITE_OPTION, make_engine, read_revision, upgrade
-from tempoconf.store.errors import UnknownVersionError
+from tempoconf.store.engine import (
+    WRITE_OPTION,
+    current_revision,
+    head_revision,
+    known_revisions,
+    make_engine,
+    read_revision,
+    upgrade,
+)
+from tempoconf.store.errors import StoreSchemaError, UnknownVersionError
 from tempoconf.store.tables import (
     AuditLog,
     ClientReport,
@@ -74,15 +82,27 @@ class StoreBase:
     _engine: Engine
 
     # -- connection --------------------------------------------------------------------------------
-    def __init__(self, url: str) -> None:
-        """Connect, and bring the schema to the latest migration (safe from several processes)."""
+    def __init__(self, url: str, *, migrate: bool = False) -> None:
+        """Connect. `migrate`: first bring the schema to the latest migration (safe from several
+        processes; `tempoconf db upgrade`, `dev` and `demo` do). Without it a store that is not at
+        this version's head migration raises StoreSchemaError: a read never migrates."""
         self.url = url
         self._engine = make_engine(url)
         try:
-            upgrade(self._engine)
+            if migrate:
+                upgrade(self._engine)
+            else:
+                self._check_schema()
         except BaseException:
             self._engine.dispose()
             raise
+
+    def _check_schema(self) -> None:
+        current, head = current_revision(self._engine), head_revision()
+        if current != head:
+            raise StoreSchemaError(
+                self.redacted_url, current, head, known=current in known_revisions()
+            )
 
     def close(self) -> None:
         self._engine.dispose()

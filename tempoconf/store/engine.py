@@ -24,7 +24,9 @@ __all__ = [
     "MIGRATIONS",
     "WRITE_OPTION",
     "bump_revision",
+    "current_revision",
     "head_revision",
+    "known_revisions",
     "make_engine",
     "read_revision",
     "upgrade",
@@ -92,6 +94,21 @@ def head_revision() -> str:
     head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
     assert head is not None, "the migrations folder has no head"
     return head
+
+
+def known_revisions() -> set[str]:
+    """Every migration this version of tempoconf ships."""
+    from alembic.script import ScriptDirectory
+
+    return {script.revision for script in ScriptDirectory(str(MIGRATIONS)).walk_revisions()}
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The migration the store is at; None when no migration was ever applied (an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn, conn.begin():
+        return MigrationContext.configure(conn).get_current_revision()
 
 
 def upgrade(engine: Engine) -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from tempoconf.store.records import LockRecord
 
-__all__ = ["LockError", "LockHeldError", "LockLostError", "UnknownVersionError"]
+__all__ = [
+    "LockError",
+    "LockHeldError",
+    "LockLostError",
+    "StoreSchemaError",
+    "UnknownVersionError",
+]
 
 
 class LockError(RuntimeError):
@@ -46,3 +52,29 @@ class UnknownVersionError(LookupError):
         self.path = path
         self.version = version
         super().__init__(f"config {namespace}/{path} has no version {version!r}")
+
+
+class StoreSchemaError(RuntimeError):
+    """The store's schema is not the one this version of tempoconf needs: opening a store never
+    migrates it (only `tempoconf db upgrade`, `dev` and `demo` do), so this says what to run."""
+
+    def __init__(self, url: str, current: str | None, head: str, *, known: bool) -> None:
+        self.url = url
+        self.current = current
+        self.head = head
+        if current is None:
+            message = (
+                f"store {url} has no tempoconf schema yet (no migration applied), this tempoconf "
+                f"needs migration {head}: run `tempoconf db upgrade` first"
+            )
+        elif known:
+            message = (
+                f"store {url} is at migration {current}, this tempoconf needs {head}: run "
+                "`tempoconf db upgrade` first"
+            )
+        else:
+            message = (
+                f"store {url} is at migration {current}, which this tempoconf does not know (it "
+                f"needs {head}): a newer tempoconf migrated it; run that version instead"
+            )
+        super().__init__(message)

@@ -22,7 +22,13 @@ from tempoconf.store.catalogue import CatalogueMixin
 from tempoconf.store.clients import ClientsMixin
 from tempoconf.store.distribution import DistributionMixin
 from tempoconf.store.engine import CHANGE_CHANNEL, MIGRATIONS
-from tempoconf.store.errors import LockError, LockHeldError, LockLostError, UnknownVersionError
+from tempoconf.store.errors import (
+    LockError,
+    LockHeldError,
+    LockLostError,
+    StoreSchemaError,
+    UnknownVersionError,
+)
 from tempoconf.store.rollouts import RolloutsMixin
 
 __all__ = [
@@ -31,6 +37,7 @@ __all__ = [
     "LockError",
     "LockHeldError",
     "LockLostError",
+    "StoreSchemaError",
     "UnknownVersionError",
 ]
 

@@ -29,7 +29,7 @@ def api_database_url(sqlite_url: str) -> str:
 
 @pytest.fixture
 def api_store(api_database_url: str) -> Iterator[Store]:
-    opened = Store(api_database_url)
+    opened = Store(api_database_url, migrate=True)
     try:
         yield opened
     finally:

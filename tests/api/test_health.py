@@ -29,7 +29,7 @@ async def test_store_outage_is_503_while_polls_keep_their_last_snapshot(
     tmp_path: Path, settings: Settings
 ) -> None:
     data = tmp_path / "outage"
-    store = Store(f"sqlite:///{data / 'tempoconf.db'}")
+    store = Store(f"sqlite:///{data / 'tempoconf.db'}", migrate=True)
     make_stable(store, "myproject/server_config", {"v": 1})
     app: Starlette = create_app(store, settings, poll_interval=0.02)
     async with app.router.lifespan_context(app):

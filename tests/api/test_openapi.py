@@ -27,9 +27,11 @@ from tempoconf.api.answers import (
     ErrorAnswer,
     HealthAnswer,
     HistoryAnswer,
+    PlanContextAnswer,
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
+    StableAnswer,
     VersionsAnswer,
 )
 from tempoconf.api.app import create_app
@@ -142,9 +144,11 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/schemas/{path}", "get"): (None, {"200": SchemaAnswer}),
     ("/v1/admin/schemas/{path}", "put"): (SchemaBody, {"200": SchemaAnswer}),
     ("/v1/admin/versions/{path}", "get"): (None, {"200": VersionsAnswer}),
+    ("/v1/admin/stable/{path}", "get"): (None, {"200": StableAnswer}),
     ("/v1/admin/history/{path}", "get"): (None, {"200": HistoryAnswer}),
     ("/v1/admin/clients/{path}", "get"): (None, {"200": ClientsAnswer}),
     ("/v1/admin/rollouts", "post"): (RolloutRequest, {"202": RolloutStarted}),
+    ("/v1/admin/plans", "post"): (RolloutRequest, {"200": PlanContextAnswer}),
     ("/v1/admin/rollouts/{path}", "get"): (None, {"200": RolloutStateAnswer}),
     **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
     ("/healthz", "get"): (None, {"200": HealthAnswer, "503": HealthAnswer}),

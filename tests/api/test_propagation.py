@@ -43,7 +43,7 @@ async def test_write_through_another_store_object_is_served(
 ) -> None:
     make_stable(api_store, PATH, {"v": 1})
     await cache.refresh()
-    other = Store(api_database_url)
+    other = Store(api_database_url, migrate=True)
     try:
         make_stable(other, PATH, {"v": 2})
     finally:
@@ -64,7 +64,7 @@ async def test_write_from_another_process_is_served(
         f"""
         from tempoconf.store.store import Store
         from tests.api.helpers import make_stable
-        store = Store({api_database_url!r})
+        store = Store({api_database_url!r}, migrate=True)
         make_stable(store, {PATH!r}, {{"from": "another process"}})
         store.close()
         """
@@ -132,7 +132,7 @@ async def test_a_change_in_another_process_wakes_a_waiting_long_poll(
                 f"""
                 from tempoconf.store.store import Store
                 from tests.api.helpers import make_stable
-                store = Store({api_database_url!r})
+                store = Store({api_database_url!r}, migrate=True)
                 make_stable(store, {PATH!r}, {{"v": 2}})
                 store.close()
                 """
@@ -159,7 +159,7 @@ async def test_a_change_in_another_process_wakes_a_waiting_long_poll(
 async def test_postgresql_listener_reconnects_after_losing_its_connection(
     postgresql_url: str, settings: Settings
 ) -> None:
-    store = Store(postgresql_url)
+    store = Store(postgresql_url, migrate=True)
     try:
         app = create_app(store, settings, poll_interval=3600, listen_poll_interval=3600)
         make_stable(store, PATH, {"v": 1})

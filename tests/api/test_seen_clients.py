@@ -212,7 +212,7 @@ class _FailingStore(Store):
 async def test_a_store_error_is_logged_and_the_other_configs_are_written(
     sqlite_url: str, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = _FailingStore(sqlite_url)
+    store = _FailingStore(sqlite_url, migrate=True)
     try:
         make_stable(store, PATH, {"v": 1})
         make_stable(store, "broken/config", {"v": 1})

@@ -210,13 +210,16 @@ class RunningDev:
             pytest.fail(f"tempoconf dev did not stop within {STOP_TIMEOUT_SECONDS}s of SIGINT")
 
 
-def start_dev(workdir: Path, *, default_data_dir: bool = False) -> RunningDev:
+def start_dev(
+    workdir: Path, *, default_data_dir: bool = False, variables: dict[str, str] | None = None
+) -> RunningDev:
     """`tempoconf dev` in `workdir` on free ports, with `--data-dir workdir/state`, or with no
-    `--data-dir` (so `.tempoconf` there, as a user's) when `default_data_dir`."""
+    `--data-dir` (so `.tempoconf` there, as a user's) when `default_data_dir`; `variables` go
+    into its environment (e.g. TEMPOCONF_ADMIN_TOKEN)."""
     temporal_port, ui_port, api_port = free_port(), free_port(), free_port()
     data_dir = workdir / (".tempoconf" if default_data_dir else "state")
     output = workdir / "dev.out"
-    env = cli_env()
+    env = cli_env(**(variables or {}))
     with open(output, "wb") as sink:
         process = subprocess.Popen(
             [

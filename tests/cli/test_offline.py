@@ -22,8 +22,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
     )
 
 
-def test_bad_rollout_request_prints_every_problem_and_starts_nothing(tmp_path: Path) -> None:
+def _store_env(tmp_path: Path) -> dict[str, str]:
+    """`_env`, with the store created by `tempoconf db upgrade` (as a deployment does)."""
     env = _env(tmp_path)
+    created = run_cli("db", "upgrade", env=env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    return env
+
+
+def test_bad_rollout_request_prints_every_problem_and_starts_nothing(tmp_path: Path) -> None:
+    env = _store_env(tmp_path)
     registered = run_cli(
         "schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path
     )
@@ -54,7 +62,7 @@ def test_bad_rollout_request_prints_every_problem_and_starts_nothing(tmp_path: P
 
 
 def test_value_that_only_fails_the_schema_is_refused(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    env = _store_env(tmp_path)
     run_cli("schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path)
     request = json.loads((EXAMPLES / "rollout.json").read_text())
     request["value"] = {"is_debug": False, "max_connections": 1_000_000}
@@ -95,7 +103,7 @@ def test_invalid_schema_is_refused_and_not_registered(tmp_path: Path) -> None:
 
 
 def test_schema_set_then_get_round_trips(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    env = _store_env(tmp_path)
     first = run_cli(
         "schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path
     )
@@ -200,18 +208,21 @@ def test_a_data_dir_without_a_store_is_named_in_the_refusal(tmp_path: Path) -> N
     assert not (tmp_path / "state").exists()
 
 
-def test_schema_set_may_create_the_store_but_says_so(tmp_path: Path) -> None:
+def test_schema_set_needs_a_store_that_db_upgrade_created(tmp_path: Path) -> None:
+    """A write creates no store either: it says where it looked and what creates one."""
     env = _env(tmp_path)
-    created = run_cli(
-        "schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path
-    )
-    assert created.returncode == 0, created.stderr
+    schema = EXAMPLES / "server_config.schema.json"
+    refused = run_cli("schema", "set", PATH, schema, env=env, cwd=tmp_path)
     database = (tmp_path / "state" / "tempoconf.db").resolve()
-    assert f"note: no store at {database} yet: creating it" in created.stderr
-    again = run_cli(
-        "schema", "set", PATH, EXAMPLES / "server_config.schema.json", env=env, cwd=tmp_path
-    )
-    assert "note:" not in again.stderr
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(f"tempoconf: no store at {database} "), refused.stderr
+    assert "`tempoconf db upgrade`" in refused.stderr
+    assert not (tmp_path / "state").exists()
+
+    assert run_cli("db", "upgrade", env=env, cwd=tmp_path).returncode == 0
+    registered = run_cli("schema", "set", PATH, schema, env=env, cwd=tmp_path)
+    assert registered.returncode == 0, registered.stderr
+    assert registered.stdout.startswith(f"registered a schema for default/{PATH}")
     assert (
         run_cli("versions", PATH, env=env, cwd=tmp_path).stdout.strip()
         == f"no versions of default/{PATH}"

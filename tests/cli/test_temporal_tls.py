@@ -87,6 +87,12 @@ class Component:
                 self.process.wait()
 
 
+def _create_store(env: dict[str, str], cwd: Path) -> None:
+    """The store the worker and the API refuse to create: `tempoconf db upgrade` makes it."""
+    upgraded = run_cli("db", "upgrade", env=env, cwd=cwd)
+    assert upgraded.returncode == 0, upgraded.stderr
+
+
 def _request(tmp_path: Path, name: str, request: dict[str, Any]) -> Path:
     file = tmp_path / f"{name}.json"
     file.write_text(json.dumps(request))
@@ -122,6 +128,7 @@ def _wait_for(
 
 def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path: Path) -> None:
     env = _mtls_env(temporal, tmp_path / "state")
+    _create_store(env, tmp_path)
     metrics_address = f"127.0.0.1:{free_port()}"
     worker = Component(
         ["worker"],
@@ -156,9 +163,8 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
             f"cannot reach Temporal at {temporal.mtls_address} (namespace default, no TLS): "
             in plain.stderr
         )
-        assert "the server answered as a TLS server would, and this client does not use TLS" in (
-            plain.stderr
-        )
+        # Which of the two the SDK reports depends on when nginx closes the plain connection.
+        assert "TLS server" in plain.stderr and "not use TLS" in plain.stderr, plain.stderr
         assert "TEMPORAL_TLS_SERVER_CA_CERT_PATH" in plain.stderr
         assert "TEMPORAL_TLS_CLIENT_CERT_PATH" in plain.stderr
 
@@ -280,6 +286,7 @@ def test_api_key_worker_and_cli(temporal: TlsTemporal, tmp_path: Path) -> None:
         TEMPOCONF_DATA_DIR=str(tmp_path / "state"),
         TEMPOCONF_TASK_QUEUE=f"tempoconf-tls-{uuid.uuid4().hex[:8]}",
     )
+    _create_store(env, tmp_path)
     worker = Component(["worker"], env, tmp_path, ready="polling task queue")
     try:
         path = unique_path("key")

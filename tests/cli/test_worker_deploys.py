@@ -164,7 +164,7 @@ async def stack(
 
 @pytest.fixture
 def store(stack: Stack) -> Iterator[Store]:
-    opened = Store(stack.database_url)
+    opened = Store(stack.database_url, migrate=True)
     yield opened
     opened.close()
 

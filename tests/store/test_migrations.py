@@ -29,7 +29,7 @@ _OPEN_AT_ONCE = textwrap.dedent(
     from tempoconf.store.store import Store
     url, start_at, n = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     time.sleep(max(0.0, start_at - time.time()))  # a start line: every process opens at once
-    store = Store(url)
+    store = Store(url, migrate=True)
     store.put_version("default", "race/config", VersionRecord("v" + n, int(n)))
     print(store.revision())
     store.close()
@@ -54,7 +54,7 @@ def test_processes_opening_a_fresh_database_at_once_all_succeed(database_url: st
     results = [child.communicate(timeout=120) + (child.returncode,) for child in children]
     for _out, err, code in results:
         assert code == 0, err
-    store = Store(database_url)
+    store = Store(database_url, migrate=True)
     try:
         assert store.revision() == processes
         assert {info.version for info in store.list_versions(NS, "race/config")} == {
@@ -65,7 +65,7 @@ def test_processes_opening_a_fresh_database_at_once_all_succeed(database_url: st
 
 
 def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
-    first = Store(database_url)
+    first = Store(database_url, migrate=True)
     version = put(first, {"kept": True})
     first.set_stable(NS, PATH, version, actor="op", reason="", event_key="k")
     first.close()
@@ -113,7 +113,7 @@ def test_migrations_create_exactly_the_tables_the_models_describe(store: Store) 
 def test_sqlite_file_settings(sqlite_url: str) -> None:
     database = Path(make_url(sqlite_url).database or "")
     assert not database.parent.exists()
-    store = Store(sqlite_url)
+    store = Store(sqlite_url, migrate=True)
     try:
         assert database.exists(), "the data dir is created when missing"
         with store._engine.connect() as conn:  # white-box: the pragmas every pooled connection gets
@@ -125,7 +125,7 @@ def test_sqlite_file_settings(sqlite_url: str) -> None:
 
 
 def test_in_memory_sqlite_works_for_quick_scripts() -> None:
-    with Store("sqlite://") as store:
+    with Store("sqlite://", migrate=True) as store:
         version = put(store, 1)
         assert store.get_version(NS, PATH, version) is not None
         assert store.revision() == 1
@@ -134,7 +134,7 @@ def test_in_memory_sqlite_works_for_quick_scripts() -> None:
 def test_concurrent_writers_lose_no_update(database_url: str) -> None:
     """Threads (and so processes) writing at once: every bump lands, each event key once."""
     threads, per_thread = 6, 10
-    stores = [Store(database_url) for _ in range(2)]
+    stores = [Store(database_url, migrate=True) for _ in range(2)]
     try:
         version = put(stores[0], 1)
         outcomes: list[bool] = []
@@ -171,7 +171,7 @@ def test_concurrent_writers_lose_no_update(database_url: str) -> None:
 
 
 def test_concurrent_lock_acquisition_has_one_winner(database_url: str) -> None:
-    stores = [Store(database_url) for _ in range(3)]
+    stores = [Store(database_url, migrate=True) for _ in range(3)]
     try:
         version = put(stores[0], 1)
         winners: list[str] = []
@@ -221,7 +221,7 @@ def test_a_database_at_0001_is_upgraded_keeping_its_data(database_url: str) -> N
     finally:
         engine.dispose()
 
-    store = Store(database_url)
+    store = Store(database_url, migrate=True)
     try:
         assert store.revision() == 7
         store.add_report(NS, PATH, client="host-1", version="v1", ok=1, failed=0)
@@ -267,7 +267,7 @@ def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(
     finally:
         engine.dispose()
 
-    store = Store(database_url)
+    store = Store(database_url, migrate=True)
     try:
         store.add_report(
             NS,

@@ -193,7 +193,7 @@ def test_listen_conninfo_is_postgresql_only(store: Store) -> None:
 
 
 def test_every_revision_bump_notifies_listeners_at_commit(postgresql_url: str) -> None:
-    store = Store(postgresql_url)
+    store = Store(postgresql_url, migrate=True)
     try:
         conninfo = store.listen_conninfo()
         assert conninfo is not None

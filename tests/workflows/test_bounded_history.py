@@ -80,7 +80,7 @@ def _skipper(env: WorkflowEnvironment) -> Client:
 async def rollouts(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Rollouts]:
     from tempoconf.cli.worker import build_worker
 
-    store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}")
+    store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
     task_queue = f"tempoconf-bounded-{uuid.uuid4().hex[:8]}"
     worker = build_worker(
         temporal_env.client,

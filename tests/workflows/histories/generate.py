@@ -499,7 +499,7 @@ async def generate(names: list[str], folder: Path) -> None:
         realtime = await env.connect_client()
         with tempfile.TemporaryDirectory(prefix="tempoconf-replay-") as tmp:
             database = Path(tmp) / "tempoconf.db"
-            store = Store(f"sqlite:///{database}")
+            store = Store(f"sqlite:///{database}", migrate=True)
             try:
                 async with build_worker(
                     env.client,

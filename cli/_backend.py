@@ -1,0 +1,613 @@
+"""Where the operator commands read and act: the store and Temporal directly (`DirectBackend`), or
+the admin API over HTTP (`ApiBackend`) when TEMPOCONF_API_URL (or --api-url) and
+TEMPOCONF_ADMIN_TOKEN are both set, so an operator needs neither database credentials nor access to
+Temporal. Both answer with the same records; the commands format them with the same code, so the
+output is the same in either mode."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+import httpx
+
+from tempoconf.change import rollout_change, workflow_details, workflow_summary
+from tempoconf.cli._clients import KnownClient
+from tempoconf.cli._common import actor, connect_temporal, die, open_store
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.request import RolloutRequest, parse_rollout_request
+from tempoconf.resolution import VersionRecord
+from tempoconf.rollout_view import (
+    RolloutSnapshot,
+    SnapshotUnavailable,
+    StoreContext,
+    find_workflow_id,
+    read_snapshot,
+    store_context,
+)
+from tempoconf.settings import Settings
+from tempoconf.store.records import AuditEntry, LockRecord, VersionInfo
+from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = [
+    "AlreadyRunning",
+    "ApiBackend",
+    "CommandRefused",
+    "DirectBackend",
+    "Ending",
+    "LockBusy",
+    "OperatorBackend",
+    "Prepared",
+    "ViewUnavailable",
+    "api_mode",
+    "failure_message",
+    "operator_backend",
+]
+
+RPC_TIMEOUT = timedelta(seconds=15)
+HTTP_TIMEOUT_SECONDS = 30.0
+# How often a waiting command asks the API whether the rollout ended.
+RESULT_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A valid rollout request and what it would do: checked exactly as the workflow's prepare
+    step checks it, nothing stored or started."""
+
+    request: RolloutRequest
+    version: str
+    version_exists: bool
+    value: Any
+    """The value it rolls out (a rollback's stored value)."""
+    stable: VersionRecord | None
+    lock: LockRecord | None
+    change: str
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a rollout ended: its result, or why it ended without one."""
+
+    result: dict[str, Any] | None = None
+    failure: str = ""
+
+
+class LockBusy(Exception):
+    def __init__(self, lock: LockRecord) -> None:
+        super().__init__(lock.workflow_id)
+        self.lock = lock
+
+
+class AlreadyRunning(Exception):
+    """The workflow id is taken by a running workflow."""
+
+
+class CommandRefused(Exception):
+    """The rollout refused the command; the message says so in the operator's words."""
+
+
+class ViewUnavailable(Exception):
+    """Temporal could not tell the rollout's state (`kind` as in SnapshotUnavailable, or
+    `unavailable`: the API could not reach Temporal)."""
+
+    def __init__(self, workflow_id: str, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.workflow_id = workflow_id
+        self.kind = kind
+        self.detail = detail
+
+
+class OperatorBackend(Protocol):
+    async def get_schema(self, namespace: str, path: str) -> Any | None: ...
+    async def set_schema(self, namespace: str, path: str, schema: Any, *, reason: str) -> None: ...
+    async def get_stable(self, namespace: str, path: str) -> VersionRecord | None: ...
+    async def list_versions(self, namespace: str, path: str) -> list[VersionInfo]: ...
+    async def history(self, namespace: str, path: str, *, limit: int) -> list[AuditEntry]: ...
+    async def prepare(self, raw: Any) -> Prepared:
+        """Raises InvalidRequestError with every problem."""
+        ...
+
+    async def recent_clients(
+        self, namespace: str, path: str, *, since: timedelta
+    ) -> list[KnownClient]: ...
+    async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
+        """Start the rollout; its run id. Raises LockBusy, AlreadyRunning."""
+        ...
+
+    async def wait_result(
+        self, namespace: str, path: str, workflow_id: str, run_id: str | None
+    ) -> Ending: ...
+    async def command(
+        self, namespace: str, path: str, explicit_id: str | None, name: str, reason: str
+    ) -> tuple[str, dict[str, Any]]:
+        """Send an operator command; the workflow id and its answer. Raises CommandRefused."""
+        ...
+
+    async def rollout_view(
+        self, namespace: str, path: str, explicit_id: str | None
+    ) -> tuple[RolloutSnapshot, StoreContext]:
+        """The rollout `rollout status` shows. Raises ViewUnavailable."""
+        ...
+
+
+def api_mode(settings: Settings) -> bool:
+    """Both the API's URL and the admin token are set: the operator goes through the admin API.
+    The URL alone keeps the direct mode (`get` and the hints use it already)."""
+    return bool(settings.api_url and settings.admin_token)
+
+
+@asynccontextmanager
+async def operator_backend(settings: Settings) -> AsyncIterator[OperatorBackend]:
+    if api_mode(settings):
+        async with ApiBackend.connect(settings) as backend:
+            yield backend
+        return
+    with ExitStack() as stack:
+        yield DirectBackend(settings, stack)
+
+
+def failure_message(error: BaseException) -> str:
+    """The message of the first ApplicationError in a Temporal failure's causes."""
+    from temporalio.exceptions import ApplicationError
+
+    cause: BaseException | None = error
+    while (
+        cause is not None
+        and cause.__cause__ is not None
+        and not isinstance(cause, ApplicationError)
+    ):
+        cause = cause.__cause__
+    return str(cause.message if isinstance(cause, ApplicationError) else cause)
+
+
+# -- direct: the store and Temporal ------------------------------------------------------------
+class DirectBackend:
+    """The store (opened on first use, never created or migrated) and Temporal (connected on
+    first use)."""
+
+    def __init__(self, settings: Settings, stack: ExitStack) -> None:
+        self._settings = settings
+        self._stack = stack
+        self._opened: Any = None
+        self._client: Client | None = None
+
+    def _store(self) -> Any:
+        if self._opened is None:
+            self._opened = self._stack.enter_context(open_store(self._settings))
+        return self._opened
+
+    async def _temporal(self) -> Client:
+        if self._client is None:
+            self._client = await connect_temporal(self._settings)
+        return self._client
+
+    async def get_schema(self, namespace: str, path: str) -> Any | None:
+        return self._store().get_schema(namespace, path)
+
+    async def set_schema(self, namespace: str, path: str, schema: Any, *, reason: str) -> None:
+        self._store().set_schema(namespace, path, schema, actor=actor(), reason=reason)
+
+    async def get_stable(self, namespace: str, path: str) -> VersionRecord | None:
+        stable: VersionRecord | None = self._store().get_stable(namespace, path)
+        return stable
+
+    async def list_versions(self, namespace: str, path: str) -> list[VersionInfo]:
+        return list(self._store().list_versions(namespace, path))
+
+    async def history(self, namespace: str, path: str, *, limit: int) -> list[AuditEntry]:
+        return list(self._store().history(namespace, path, limit=limit))
+
+    async def prepare(self, raw: Any) -> Prepared:
+        from tempoconf.validation import validate_rollout
+
+        store = self._store()
+        validated = validate_rollout(raw, store)
+        request, version = validated.request, validated.version
+        namespace, path = request.namespace, request.path
+        stable = store.get_stable(namespace, path)
+        rollback_to = version if validated.existing is not None else None
+        return Prepared(
+            request=request,
+            version=version,
+            version_exists=store.get_version(namespace, path, version) is not None,
+            value=validated.value,
+            stable=stable,
+            lock=store.get_lock(namespace, path),
+            change=rollout_change(validated.value, stable, rollback_to=rollback_to),
+        )
+
+    async def recent_clients(
+        self, namespace: str, path: str, *, since: timedelta
+    ) -> list[KnownClient]:
+        from tempoconf.cli._clients import recent_clients
+
+        return recent_clients(self._store(), namespace, path, since=datetime.now(UTC) - since)
+
+    async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        client = await self._temporal()
+        lock = prepared.lock
+        if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id):
+            raise LockBusy(lock)
+        request = prepared.request
+        try:
+            handle = await client.start_workflow(
+                WORKFLOW_TYPE,
+                raw,
+                id=workflow_id,
+                task_queue=self._settings.task_queue,
+                static_summary=workflow_summary(
+                    request.namespace, request.path, prepared.version, prepared.change
+                ),
+                static_details=workflow_details(request, prepared.version, prepared.change),
+            )
+        except WorkflowAlreadyStartedError:
+            raise AlreadyRunning(workflow_id) from None
+        return handle.result_run_id
+
+    async def wait_result(
+        self, namespace: str, path: str, workflow_id: str, run_id: str | None
+    ) -> Ending:
+        from temporalio.client import WorkflowFailureError
+
+        client = await self._temporal()
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        try:
+            return Ending(result=dict(await handle.result()))
+        except WorkflowFailureError as error:
+            return Ending(failure=failure_message(error))
+
+    async def command(
+        self, namespace: str, path: str, explicit_id: str | None, name: str, reason: str
+    ) -> tuple[str, dict[str, Any]]:
+        from temporalio.client import WorkflowUpdateFailedError
+        from temporalio.service import RPCError, RPCStatusCode
+
+        workflow_id = explicit_id
+        if not workflow_id:
+            lock = self._store().get_lock(namespace, path)
+            workflow_id = (
+                lock.workflow_id if lock is not None else rollout_workflow_id(namespace, path)
+            )
+        client = await self._temporal()
+        handle = client.get_workflow_handle(workflow_id)
+        try:
+            result = await handle.execute_update(
+                name, {"reason": reason, "by": actor()}, rpc_timeout=RPC_TIMEOUT
+            )
+        except WorkflowUpdateFailedError as error:
+            raise CommandRefused(
+                f"{name} refused by the rollout {workflow_id!r}: {failure_message(error)}"
+            ) from None
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                die(f"no running rollout of {namespace}/{path} (workflow id {workflow_id!r})")
+            die(f"{name} could not be delivered to {workflow_id!r}: {error.message}")
+        return workflow_id, dict(result)
+
+    async def rollout_view(
+        self, namespace: str, path: str, explicit_id: str | None
+    ) -> tuple[RolloutSnapshot, StoreContext]:
+        client = await self._temporal()
+        store = self._store()
+        workflow_id = find_workflow_id(store, namespace, path, explicit_id)
+        try:
+            snapshot = await read_snapshot(client, workflow_id)
+        except SnapshotUnavailable as error:
+            raise ViewUnavailable(workflow_id, error.kind, error.detail) from error
+        version = (snapshot.progress or {}).get("version") or snapshot.result_version
+        context = store_context(store, namespace, path, workflow_id, snapshot.run_id, version)
+        return snapshot, context
+
+
+async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> bool:
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return description.status == WorkflowExecutionStatus.RUNNING
+
+
+# -- API mode: the admin API over HTTP ---------------------------------------------------------
+class ApiBackend:
+    """The admin API (`/v1/admin/...`) with the admin token: nothing else is touched."""
+
+    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+        self._base = settings.resolved_api_url
+        self._http = http
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, settings: Settings) -> AsyncIterator[ApiBackend]:
+        headers = {"Authorization": f"Bearer {settings.admin_token}"}
+        async with httpx.AsyncClient(
+            base_url=settings.resolved_api_url, headers=headers, timeout=HTTP_TIMEOUT_SECONDS
+        ) as http:
+            yield cls(settings, http)
+
+    # -- the exchange ------------------------------------------------------------------------
+    async def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        namespace: str | None = None,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        expected: tuple[int, ...] = (200,),
+    ) -> httpx.Response:
+        """The response when its status is one of `expected`; every other answer ends the
+        command with a message naming the setting to fix."""
+        query = dict(params or {})
+        if namespace is not None:
+            query["namespace"] = namespace
+        try:
+            response = await self._http.request(method, url, params=query or None, json=body)
+        except httpx.HTTPError as error:
+            die(
+                f"cannot reach the admin API at {self._base}: {error or type(error).__name__}\n"
+                "Set TEMPOCONF_API_URL (or --api-url) to the address of `tempoconf api`."
+            )
+        if response.status_code in expected:
+            return response
+        if response.status_code in (401, 403):
+            die(
+                f"the admin API at {self._base} refused the admin token "
+                f"({response.status_code}: {_error_text(response)}).\n"
+                "Set TEMPOCONF_ADMIN_TOKEN to the token the API was started with."
+            )
+        self._refused(response)
+
+    def _refused(self, response: httpx.Response) -> NoReturn:
+        die(
+            f"the admin API at {self._base} answered {response.status_code}: "
+            f"{_error_text(response)}"
+        )
+
+    # -- the operations ----------------------------------------------------------------------
+    async def get_schema(self, namespace: str, path: str) -> Any | None:
+        response = await self._call(
+            "GET", f"/v1/admin/schemas/{path}", namespace=namespace, expected=(200, 404)
+        )
+        if response.status_code == 404:
+            return None
+        return response.json()["schema"]
+
+    async def set_schema(self, namespace: str, path: str, schema: Any, *, reason: str) -> None:
+        await self._call(
+            "PUT",
+            f"/v1/admin/schemas/{path}",
+            namespace=namespace,
+            body={"schema": schema, "reason": reason, "by": actor()},
+        )
+
+    async def get_stable(self, namespace: str, path: str) -> VersionRecord | None:
+        response = await self._call(
+            "GET", f"/v1/admin/stable/{path}", namespace=namespace, expected=(200, 404)
+        )
+        if response.status_code == 404:
+            return None
+        return _version_record(response.json())
+
+    async def list_versions(self, namespace: str, path: str) -> list[VersionInfo]:
+        response = await self._call(
+            "GET", f"/v1/admin/versions/{path}", namespace=namespace, expected=(200, 404)
+        )
+        if response.status_code == 404:  # a config without versions
+            return []
+        return [
+            VersionInfo(
+                version=item["version"],
+                author=item["author"],
+                commit=item["commit"],
+                message=item["message"],
+                created_at=_when(item["created_at"]),
+                stable_since=[_when(at) for at in item["stable_since"]],
+                is_stable=item["is_stable"],
+            )
+            for item in response.json()["versions"]
+        ]
+
+    async def history(self, namespace: str, path: str, *, limit: int) -> list[AuditEntry]:
+        response = await self._call(
+            "GET", f"/v1/admin/history/{path}", namespace=namespace, params={"limit": str(limit)}
+        )
+        return [
+            AuditEntry(
+                id=item["id"],
+                namespace=namespace,
+                path=path,
+                at=_when(item["at"]),
+                actor=item["actor"],
+                action=item["action"],
+                reason=item["reason"],
+                version=item["version"],
+                workflow_id=item["workflow_id"],
+                details=item["details"],
+            )
+            for item in response.json()["entries"]
+        ]
+
+    async def prepare(self, raw: Any) -> Prepared:
+        response = await self._call("POST", "/v1/admin/plans", body=raw, expected=(200, 400))
+        answer = response.json()
+        if response.status_code == 400:
+            problems = answer.get("problems") or []
+            if not problems:
+                self._refused(response)
+            raise InvalidRequestError([Problem(p["pointer"], p["message"]) for p in problems])
+        request = parse_rollout_request(raw)  # valid: the API said so
+        lock = answer["lock"]
+        return Prepared(
+            request=request,
+            version=answer["version"],
+            version_exists=answer["version_exists"],
+            value=answer["value"],
+            stable=_version_record(answer["stable"]) if answer["stable"] else None,
+            lock=_lock_record(lock) if lock else None,
+            change=answer["change"],
+        )
+
+    async def recent_clients(
+        self, namespace: str, path: str, *, since: timedelta
+    ) -> list[KnownClient]:
+        response = await self._call(
+            "GET",
+            f"/v1/admin/clients/{path}",
+            namespace=namespace,
+            params={"since_seconds": f"{since.total_seconds():g}"},
+        )
+        return [
+            KnownClient(item["client"], item["channel"], dict(item["labels"]))
+            for item in response.json()["clients"]
+        ]
+
+    async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
+        response = await self._call(
+            "POST",
+            "/v1/admin/rollouts",
+            params={"workflow_id": workflow_id},
+            body=raw,
+            expected=(202, 400, 409),
+        )
+        if response.status_code == 202:
+            run_id: str | None = response.json()["run_id"]
+            return run_id
+        if response.status_code == 400:
+            problems = response.json().get("problems") or []
+            raise InvalidRequestError([Problem(p["pointer"], p["message"]) for p in problems])
+        if "already has a running rollout" in _error_text(response):
+            again = await self.prepare(raw)
+            if again.lock is not None:
+                raise LockBusy(again.lock)
+        raise AlreadyRunning(workflow_id)
+
+    async def wait_result(
+        self, namespace: str, path: str, workflow_id: str, run_id: str | None
+    ) -> Ending:
+        while True:
+            workflow = await self._state(namespace, path, workflow_id)
+            if workflow.get("outcome") is not None:  # ended (the newest run of this id)
+                if workflow.get("result") is not None:
+                    return Ending(result=dict(workflow["result"]))
+                return Ending(failure=str(workflow.get("reason") or workflow["outcome"]))
+            await asyncio.sleep(RESULT_POLL_SECONDS)
+
+    async def command(
+        self, namespace: str, path: str, explicit_id: str | None, name: str, reason: str
+    ) -> tuple[str, dict[str, Any]]:
+        response = await self._call(
+            "POST",
+            f"/v1/admin/rollouts/{path}/{name}",
+            namespace=namespace,
+            params={"workflow_id": explicit_id} if explicit_id else None,
+            body={"reason": reason, "by": actor()},
+            expected=(200, 404, 409, 502),
+        )
+        if response.status_code == 409:
+            raise CommandRefused(_error_text(response))
+        if response.status_code != 200:
+            die(_error_text(response))  # the same words as the direct mode's
+        answer = dict(response.json())
+        return str(answer.pop("workflow_id")), answer
+
+    async def rollout_view(
+        self, namespace: str, path: str, explicit_id: str | None
+    ) -> tuple[RolloutSnapshot, StoreContext]:
+        response = await self._call(
+            "GET",
+            f"/v1/admin/rollouts/{path}",
+            namespace=namespace,
+            params={"workflow_id": explicit_id} if explicit_id else None,
+        )
+        answer = response.json()
+        workflow = answer["workflow"]
+        workflow_id = str(workflow["workflow_id"])
+        if workflow.get("error_kind"):
+            kind = str(workflow["error_kind"])
+            detail = str(workflow.get("error_detail") or workflow.get("error") or "")
+            if kind == "unavailable":
+                detail = f"the admin API at {self._base} answered: {detail}"
+            raise ViewUnavailable(workflow_id, kind, detail)
+        status = str(workflow.get("execution_status") or "UNKNOWN")
+        result = workflow.get("result")
+        snapshot = RolloutSnapshot(
+            workflow_id=workflow_id,
+            run_id=workflow.get("run_id"),
+            execution=status.title(),
+            running=status == "RUNNING",
+            progress=workflow.get("status"),
+            outcome=workflow.get("outcome"),
+            result_version=result.get("version") if result else None,
+            result=result,
+            reason=str(workflow.get("reason") or ""),
+            starter=str(workflow.get("starter") or ""),
+        )
+        found = answer.get("context") or {}
+        context = StoreContext(
+            started_by=found.get("started_by", ""),
+            started_at=_when(found["started_at"]) if found.get("started_at") else None,
+            start_reason=found.get("start_reason", ""),
+            author=found.get("author", ""),
+            commit=found.get("commit", ""),
+            message=found.get("message", ""),
+            stable=found.get("stable"),
+        )
+        return snapshot, context
+
+    async def _state(self, namespace: str, path: str, workflow_id: str) -> dict[str, Any]:
+        response = await self._call(
+            "GET",
+            f"/v1/admin/rollouts/{path}",
+            namespace=namespace,
+            params={"workflow_id": workflow_id},
+        )
+        workflow: dict[str, Any] = response.json()["workflow"]
+        return workflow
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text.strip() or response.reason_phrase
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _version_record(item: dict[str, Any]) -> VersionRecord:
+    return VersionRecord(
+        version=item["version"],
+        value=item["value"],
+        author=item["author"],
+        commit=item["commit"],
+        message=item["message"],
+        created_at=_when(item["created_at"]) if item.get("created_at") else None,
+    )
+
+
+def _lock_record(item: dict[str, Any]) -> LockRecord:
+    return LockRecord(
+        namespace=item["namespace"],
+        path=item["path"],
+        workflow_id=item["workflow_id"],
+        run_id=item["run_id"],
+        version=item["version"],
+        acquired_at=_when(item["acquired_at"]),
+    )
