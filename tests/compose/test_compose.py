@@ -438,6 +438,16 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     ]
     assert published == ["stage 1 'channel:canary' published", "stage 2 '50%' published"], entries
 
+    # Operators on the host: the tempoconf CLI through the admin API behind the proxy, nothing else.
+    operator = subprocess.run(
+        [str(TEMPOCONF), "versions", PATH, "--json"],
+        env=cli_env(TEMPOCONF_API_URL=d.api_url, TEMPOCONF_ADMIN_TOKEN=secrets["TEMPOCONF_ADMIN_TOKEN"]),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert operator.returncode == 0, operator.stderr
+    listed = json.loads(operator.stdout)
+    assert [(v["version"], v["is_stable"]) for v in listed] == [(new, True), (stable, False)]
+
     # -- 3. The API replicas restarted while agents poll: last good value kept, then caught up.
     token = secrets["TEMPOCONF_CLIENT_TOKEN"]
     agents = [
