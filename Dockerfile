@@ -39,9 +39,10 @@ ENV PATH=/opt/tempoconf/bin:$PATH \
     TEMPOCONF_DATA_DIR=/var/lib/tempoconf
 USER tempoconf
 WORKDIR /var/lib/tempoconf
-# The API's health (the store answers, snapshots current); the compose file sets the worker's own.
+# The API's readiness (config snapshots loaded; still ready while the database is away, as it
+# serves polls from them); the compose file sets the worker's own.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python3", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4).status != 200)"]
+    CMD ["python3", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=4).status != 200)"]
 EXPOSE 8080
 ENTRYPOINT ["tempoconf"]
 CMD ["--help"]
