@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/tempoconf demo
 
+# Three pytest workers on two cores: most of a test's time is spent waiting for servers, timers
+# and subprocesses, not computing. A file's tests stay on one worker (its module-scoped stacks).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not soak and not compose" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not soak and not compose" tests
 
 # Rollouts of days and weeks on skipped time (history budgets, leases across continue-as-new).
 test-soak: $(STAMP)
