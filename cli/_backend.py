@@ -11,16 +11,17 @@ from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import httpx
 
-from tempoconf.change import rollout_change, workflow_details, workflow_summary
+from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import RolloutRequest, parse_rollout_request
+from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout_preview import RolloutPreview, preview_rollout
 from tempoconf.rollout_view import (
     RolloutSnapshot,
     SnapshotUnavailable,
@@ -57,19 +58,10 @@ HTTP_TIMEOUT_SECONDS = 30.0
 RESULT_POLL_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A valid rollout request and what it would do: checked exactly as the workflow's prepare
-    step checks it, nothing stored or started."""
+_Record = TypeVar("_Record")
 
-    request: RolloutRequest
-    version: str
-    version_exists: bool
-    value: Any
-    """The value it rolls out (a rollback's stored value)."""
-    stable: VersionRecord | None
-    lock: LockRecord | None
-    change: str
+# What `prepare` answers: the domain's preview, under the name the commands use.
+Prepared = RolloutPreview
 
 
 @dataclass(frozen=True)
@@ -209,20 +201,7 @@ class DirectBackend:
         from tempoconf.validation import validate_rollout
 
         store = self._store()
-        validated = validate_rollout(raw, store)
-        request, version = validated.request, validated.version
-        namespace, path = request.namespace, request.path
-        stable = store.get_stable(namespace, path)
-        rollback_to = version if validated.existing is not None else None
-        return Prepared(
-            request=request,
-            version=version,
-            version_exists=store.get_version(namespace, path, version) is not None,
-            value=validated.value,
-            stable=stable,
-            lock=store.get_lock(namespace, path),
-            change=rollout_change(validated.value, stable, rollback_to=rollback_to),
-        )
+        return preview_rollout(validate_rollout(raw, store), store)
 
     async def recent_clients(
         self, namespace: str, path: str, *, since: timedelta
@@ -401,7 +380,7 @@ class ApiBackend:
         )
         if response.status_code == 404:
             return None
-        return _version_record(response.json())
+        return _decode(VersionRecord, response.json())
 
     async def list_versions(self, namespace: str, path: str) -> list[VersionInfo]:
         response = await self._call(
@@ -409,36 +388,14 @@ class ApiBackend:
         )
         if response.status_code == 404:  # a config without versions
             return []
-        return [
-            VersionInfo(
-                version=item["version"],
-                author=item["author"],
-                commit=item["commit"],
-                message=item["message"],
-                created_at=_when(item["created_at"]),
-                stable_since=[_when(at) for at in item["stable_since"]],
-                is_stable=item["is_stable"],
-            )
-            for item in response.json()["versions"]
-        ]
+        return [_decode(VersionInfo, item) for item in response.json()["versions"]]
 
     async def history(self, namespace: str, path: str, *, limit: int) -> list[AuditEntry]:
         response = await self._call(
             "GET", f"/v1/admin/history/{path}", namespace=namespace, params={"limit": str(limit)}
         )
         return [
-            AuditEntry(
-                id=item["id"],
-                namespace=namespace,
-                path=path,
-                at=_when(item["at"]),
-                actor=item["actor"],
-                action=item["action"],
-                reason=item["reason"],
-                version=item["version"],
-                workflow_id=item["workflow_id"],
-                details=item["details"],
-            )
+            _decode(AuditEntry, {**item, "namespace": namespace, "path": path})
             for item in response.json()["entries"]
         ]
 
@@ -457,8 +414,8 @@ class ApiBackend:
             version=answer["version"],
             version_exists=answer["version_exists"],
             value=answer["value"],
-            stable=_version_record(answer["stable"]) if answer["stable"] else None,
-            lock=_lock_record(lock) if lock else None,
+            stable=_decode(VersionRecord, answer["stable"]) if answer["stable"] else None,
+            lock=_decode(LockRecord, lock) if lock else None,
             change=answer["change"],
         )
 
@@ -591,23 +548,9 @@ def _when(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _version_record(item: dict[str, Any]) -> VersionRecord:
-    return VersionRecord(
-        version=item["version"],
-        value=item["value"],
-        author=item["author"],
-        commit=item["commit"],
-        message=item["message"],
-        created_at=_when(item["created_at"]) if item.get("created_at") else None,
-    )
+def _decode(kind: type[_Record], item: dict[str, Any]) -> _Record:
+    """A record the store hands out, from its JSON answer (ISO times parsed; keys the record does
+    not have, such as an answer's links, ignored)."""
+    from pydantic import TypeAdapter
 
-
-def _lock_record(item: dict[str, Any]) -> LockRecord:
-    return LockRecord(
-        namespace=item["namespace"],
-        path=item["path"],
-        workflow_id=item["workflow_id"],
-        run_id=item["run_id"],
-        version=item["version"],
-        acquired_at=_when(item["acquired_at"]),
-    )
+    return TypeAdapter(kind).validate_python(item)

@@ -31,10 +31,11 @@ from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
-from tempoconf.change import rollout_change, workflow_details, workflow_summary
+from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.commands import COMMAND_NAMES, OperatorCommand
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout_preview import preview_rollout
 from tempoconf.rollout_view import (
     RolloutSnapshot,
     SnapshotUnavailable,
@@ -68,7 +69,8 @@ async def start_rollout(request: Request) -> JSONResponse:
     workflow_id = workflow_id or rollout_workflow_id(namespace, path)
     connector = temporal_of(request)
     client = await connector.client()
-    lock = await asyncio.to_thread(store.get_lock, namespace, path)
+    preview = await asyncio.to_thread(preview_rollout, validated, store)
+    lock = preview.lock
     if lock is not None and await _is_running(
         client, lock.workflow_id, lock.run_id, connector.where
     ):
@@ -80,9 +82,7 @@ async def start_rollout(request: Request) -> JSONResponse:
         )
     version = validated.version
     stages = [stage.display_name for stage in parsed.all_stages]
-    stable = await asyncio.to_thread(store.get_stable, namespace, path)
-    rollback_to = version if validated.existing is not None else None
-    change = rollout_change(validated.value, stable, rollback_to=rollback_to)
+    change = preview.change
     try:
         with rpc_errors(connector.where):
             handle = await client.start_workflow(
@@ -123,20 +123,18 @@ async def plan_rollout(request: Request) -> JSONResponse:
 
 
 def _plan_context(store: Store, validated: ValidatedRollout) -> PlanContextAnswer:
-    parsed, version = validated.request, validated.version
-    namespace, path = parsed.namespace, parsed.path
-    stable = store.get_stable(namespace, path)
-    rollback_to = version if validated.existing is not None else None
+    preview = preview_rollout(validated, store)
+    namespace, path = preview.request.namespace, preview.request.path
     return PlanContextAnswer(
         namespace=namespace,
         path=path,
-        version=version,
-        rollback=parsed.version is not None,
-        version_exists=store.get_version(namespace, path, version) is not None,
-        value=validated.value,
-        stable=stable_answer(namespace, path, stable),
-        lock=_lock(store.get_lock(namespace, path)),
-        change=rollout_change(validated.value, stable, rollback_to=rollback_to),
+        version=preview.version,
+        rollback=preview.request.version is not None,
+        version_exists=preview.version_exists,
+        value=preview.value,
+        stable=stable_answer(namespace, path, preview.stable),
+        lock=_lock(preview.lock),
+        change=preview.change,
     )
 
 
