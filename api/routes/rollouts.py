@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict
 from datetime import timedelta
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -58,12 +59,8 @@ _MAX_WORKFLOW_ID = 1000
 async def start_rollout(request: Request) -> JSONResponse:
     require_admin(request)
     workflow_id = _workflow_id_param(request)
-    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    raw, validated = await _validated_request(request)
     store = store_of(request)
-    try:
-        validated = await asyncio.to_thread(validate_rollout, raw, store)
-    except InvalidRequestError as error:
-        raise invalid("rollout request", error.problems) from None
     parsed = validated.request
     namespace, path = parsed.namespace, parsed.path
     workflow_id = workflow_id or rollout_workflow_id(namespace, path)
@@ -107,18 +104,24 @@ async def start_rollout(request: Request) -> JSONResponse:
     return JSONResponse(started.body(), status_code=202)
 
 
+async def _validated_request(request: Request) -> tuple[Any, ValidatedRollout]:
+    """The body as sent (a start hands it to the workflow as is) and its validation, exactly as
+    the workflow's prepare step validates it; 400 with every problem."""
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    try:
+        validated = await asyncio.to_thread(validate_rollout, raw, store_of(request))
+    except InvalidRequestError as error:
+        raise invalid("rollout request", error.problems) from None
+    return raw, validated
+
+
 # -- plan ---------------------------------------------------------------------------------------
 async def plan_rollout(request: Request) -> JSONResponse:
     """What a request would do, validated exactly as a start: its version, the value, the stable
     and the change against it, the lock. Nothing is stored or started."""
     require_admin(request)
-    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
-    store = store_of(request)
-    try:
-        validated = await asyncio.to_thread(validate_rollout, raw, store)
-    except InvalidRequestError as error:
-        raise invalid("rollout request", error.problems) from None
-    answer = await asyncio.to_thread(_plan_context, store, validated)
+    _, validated = await _validated_request(request)
+    answer = await asyncio.to_thread(_plan_context, store_of(request), validated)
     return JSONResponse(answer.body())
 
 

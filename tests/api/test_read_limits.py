@@ -16,10 +16,10 @@ import pytest
 import pytest_asyncio
 
 from tempoconf.api.read_limits import MAX_HEAD_BYTES
-from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
+from tests.fixtures.services import live_api
 
 PATH = "myproject/server_config"
 BOUND = 1.0
@@ -32,17 +32,8 @@ GIVE_UP = 15.0
 async def server(api_store: Store, settings: Settings) -> AsyncIterator[str]:
     make_stable(api_store, PATH, {"v": 1})
     bounded = replace(settings, api_header_timeout=BOUND, api_body_timeout=BOUND)
-    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(serve_api(bounded, api_store, port=0, on_started=started.set_result))
-    base_url = await asyncio.wait_for(asyncio.shield(started), timeout=10)
-    try:
+    async with live_api(api_store, bounded) as base_url:
         yield base_url
-    finally:
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
 
 
 def connect(base_url: str) -> socket.socket:
