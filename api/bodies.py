@@ -7,7 +7,7 @@ import json
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from tempoconf.api.errors import ApiError
 from tempoconf.problems import Problem
@@ -37,11 +37,16 @@ async def read_json(request: Request, *, limit: int, empty: Any = ...) -> Any:
             raise ApiError(413, _too_large(limit, f"{length} bytes"))
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, _too_large(limit, "more"))
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, _too_large(limit, "more"))
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client went away mid-body (an agent stopping): nothing was read whole, nothing is
+        # done, and there is nobody to answer. A 400 keeps it out of the error log.
+        raise ApiError(400, "the client disconnected before it sent the whole body") from None
     raw = b"".join(chunks)
     if not raw.strip():
         if empty is not ...:

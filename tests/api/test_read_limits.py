@@ -20,6 +20,7 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
 from tests.fixtures.services import live_api
+from tests.fixtures.waiting import eventually
 
 PATH = "myproject/server_config"
 BOUND = 1.0
@@ -76,6 +77,29 @@ async def test_a_body_shorter_than_its_content_length_is_408_and_others_are_serv
     assert b"connection: close" in headers.lower()
     error = json.loads(body)["error"]
     assert error.startswith(f"the request body was not received within {BOUND:g}s"), error
+
+
+async def test_a_client_that_leaves_mid_body_is_no_error(
+    server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent stopping while it sends a report: the handler gives up quietly, no traceback in
+    the log (it was `ERROR ... Exception in ASGI application` with ClientDisconnect)."""
+    head = "POST /v1/reports HTTP/1.1\r\nHost: test\r\ncontent-length: 100\r\n\r\n"
+    with connect(server) as leaving:
+        leaving.sendall(head.encode() + b'{"path": "')
+    async with httpx.AsyncClient(base_url=server, timeout=10) as http:
+
+        async def report_handled() -> bool:
+            metrics = (await http.get("/metrics")).text
+            return any(
+                'route="/v1/reports"' in line and line.split("{")[0].endswith("_count")
+                for line in metrics.splitlines()
+            )
+
+        await eventually(report_handled, what="the server to finish the abandoned report")
+        assert (await http.get(f"/v1/configs/{PATH}", params={"client": "host-1"})).is_success
+    errors = [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
+    assert errors == [], [record.getMessage() for record in errors]
 
 
 async def test_a_trickling_body_is_cut_at_the_bound(server: str) -> None:
