@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-soak compose-test bench lint clean
+.PHONY: setup run test test-soak test-faults test-fuzz compose-test bench lint clean
 
 setup: $(STAMP)
 
@@ -20,11 +20,20 @@ run: $(STAMP)
 # Three pytest workers on two cores: most of a test's time is spent waiting for servers, timers
 # and subprocesses, not computing. A file's tests stay on one worker (its module-scoped stacks).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not soak and not compose" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not soak and not faults and not fuzz and not compose" tests
 
 # Rollouts of days and weeks on skipped time (history budgets, leases across continue-as-new).
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak tests
+
+# Processes SIGKILLed and services cut under running rollouts (tests/faults), on both backends.
+test-faults: $(STAMP)
+	$(BIN)/python -m pytest -q -m faults tests
+
+# The model check, schemathesis against /openapi.json and the hostile inputs, on both backends.
+# HYPOTHESIS_SEED=N replays a run (each test prints the seed it used).
+test-fuzz: $(STAMP)
+	$(BIN)/python -m pytest -q -m fuzz tests
 
 # docker-compose.yml on a real Docker engine (dockerd running, Compose v2 plugin): the images CI
 # cannot pull are built here first (.ci/compose/build-images.sh, as root; reused once built).
