@@ -50,7 +50,13 @@ HEALTH_CHECK: dict[str, Any] = {
 """Judged at the end of each hold only (no `interval`): the model decides when that is."""
 COMMANDS = ("halt", "bypass", "advance", "pause", "resume", "approve")
 OUTCOME_ACTIONS = frozenset(
-    {"rollout.promoted", "rollout.bypassed", "rollout.reverted", "rollout.halted", "rollout.cancelled"}
+    {
+        "rollout.promoted",
+        "rollout.bypassed",
+        "rollout.reverted",
+        "rollout.halted",
+        "rollout.cancelled",
+    }
 )
 """Audit actions that end a rollout's trail (a bypass is recorded as `rollout.promoted`)."""
 
@@ -236,6 +242,8 @@ class Ended:
 
     workflow_id: str
     version: str
+    outcome: str
+    """The workflow's outcome (`terminated`: it has none)."""
     action: str | None
     """The outcome entry its trail must end with; None: a terminated rollout (see test_model)."""
     reason_prefix: str
@@ -278,14 +286,22 @@ class ConfigModel:
         return {stable}
 
     # -- what each step does to the model -------------------------------------------------------
-    def end(self, action: str | None, reason_prefix: str, *, promoted: bool) -> RolloutModel:
+    def end(self, outcome: str, action: str | None, reason_prefix: str) -> RolloutModel:
+        """The running rollout ends: `action` is the audit entry its trail must end with."""
         rollout = self.running
         assert rollout is not None
         self.running = None
-        if promoted:
+        if outcome in ("promoted", "bypassed"):
             self.stable = rollout.version
         self.ended.append(
-            Ended(rollout.workflow_id, rollout.version, action, reason_prefix, rollout.published)
+            Ended(
+                rollout.workflow_id,
+                rollout.version,
+                outcome,
+                action,
+                reason_prefix,
+                rollout.published,
+            )
         )
         return rollout
 
@@ -294,7 +310,7 @@ class ConfigModel:
         rollout = self.running
         assert rollout is not None
         if rollout.published == len(rollout.stages):
-            self.end("rollout.promoted", "every stage passed", promoted=True)
+            self.end("promoted", "rollout.promoted", "every stage passed")
             return
         rollout.published += 1
         rollout.phase = Phase.HOLDING
@@ -305,9 +321,9 @@ class ConfigModel:
         rollout = self.running
         assert rollout is not None and not rollout.refusal(name)
         if name == "halt":
-            return self.end("rollout.halted", "", promoted=False).version
+            return self.end("halted", "rollout.halted", "").version
         if name == "bypass":
-            self.end("rollout.promoted", "bypassed:", promoted=True)
+            self.end("bypassed", "rollout.promoted", "bypassed:")
         elif name == "pause":
             rollout.paused = True
         elif name == "resume":
@@ -323,7 +339,7 @@ class ConfigModel:
         elif name == "advance":
             if rollout.unhealthy(self.path):
                 unhealthy = f"stage {rollout.stages[rollout.stage].name} is unhealthy"
-                return self.end("rollout.reverted", unhealthy, promoted=False).version
+                return self.end("reverted", "rollout.reverted", unhealthy).version
             if rollout.stages[rollout.stage].manual:
                 rollout.phase = Phase.AWAITING
             elif rollout.paused:

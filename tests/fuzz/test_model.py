@@ -34,9 +34,11 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable
+from collections import Counter
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -50,7 +52,6 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -87,8 +88,8 @@ T = TypeVar("T")
 
 NAMESPACE = "default"
 ADMIN_TOKEN = "model-check-admin"
-EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 4)
-STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 12)
+EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 5)
+STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 25)
 SHRINK = os.environ.get("TEMPOCONF_MODEL_SHRINK", "") not in ("", "0")
 CONFIGS = 2
 """Configs steered at once in one example: their rollouts interleave on one worker and one API."""
@@ -117,6 +118,26 @@ class LiveStack:
     http: httpx.AsyncClient
     temporal: Client
     label: str
+    steps: Counter[str] = field(default_factory=Counter)
+    seconds: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.steps[step] += 1
+            self.seconds[step] += time.monotonic() - started
+
+    def figures(self) -> str:
+        steps = ", ".join(
+            f"{name} {count} ({self.seconds[name] / count:.2f}s each)"
+            for name, count in sorted(self.steps.items())
+        )
+        outcomes = ", ".join(f"{name} {count}" for name, count in sorted(self.outcomes.items()))
+        return f"steps: {steps}\noutcomes: {outcomes or 'none'}"
 
     def run(self, work: Awaitable[T]) -> T:
         async def bounded() -> T:
@@ -128,9 +149,27 @@ class LiveStack:
 
 # -- the state machine --------------------------------------------------------------------------
 stage_lists = st.lists(
-    st.tuples(st.sampled_from(STAGES), st.booleans()), max_size=3, unique_by=lambda s: s[0].name
+    st.tuples(st.sampled_from(STAGES), st.booleans()),
+    min_size=1,
+    max_size=3,
+    unique_by=lambda s: s[0].name,
 )
 config_indices = st.integers(0, CONFIGS - 1)
+NEEDS_RUNNING = frozenset({*COMMANDS, "report", "terminate"})
+ACTIONS = (
+    "start",
+    "start",
+    *COMMANDS,
+    "advance",
+    "approve",
+    "report",
+    "report",
+    "terminate",
+    "wait_for_lapse",
+)
+"""Drawn uniformly: a staged start and a report twice as often as the rest, and the two commands
+that move a rollout on, so that rollouts get past their first stage. `start_unstaged` promotes a
+value at once (a config's first stable value, say)."""
 
 
 class RolloutMachine(RuleBasedStateMachine):
@@ -146,14 +185,6 @@ class RolloutMachine(RuleBasedStateMachine):
     @property
     def backend(self) -> ApiBackend:
         return self.stack.backend
-
-    def running(self, index: int) -> ConfigModel:
-        """Config `index` if its rollout runs, else the other one (a precondition ensures one)."""
-        ordered = self.configs[index:] + self.configs[:index]
-        return next(config for config in ordered if config.running is not None)
-
-    def any_running(self) -> bool:
-        return any(config.running is not None for config in self.configs)
 
     async def wait_state(self, config: ConfigModel) -> None:
         """The workflow is where the model says, as `tempoconf rollout status --json` sees it."""
@@ -172,11 +203,11 @@ class RolloutMachine(RuleBasedStateMachine):
 
         await eventually(there, what=f"{rollout.workflow_id} to be where the model says")
 
-    async def wait_outcome(self, config: ConfigModel, ended: Ended, outcome: str) -> None:
-        ending = await self.backend.wait_result(NAMESPACE, config.path, ended.workflow_id, None)
-        assert ending.result is not None, f"{ended.workflow_id} failed: {ending.failure}"
-        assert ending.result["outcome"] == outcome, ending.result
-        assert ending.result["stable_version"] == config.stable, (ending.result, config.stable)
+    async def wait_outcome(self, config: ConfigModel, ended: Ended) -> None:
+        # The workflow's result directly: the admin API's wait polls once a second.
+        result = await self.stack.temporal.get_workflow_handle(ended.workflow_id).result()
+        assert result["outcome"] == ended.outcome, (result, ended.outcome)
+        assert result["stable_version"] == config.stable, (result, config.stable)
 
     # -- rules ---------------------------------------------------------------------------------
     @initialize()
@@ -185,9 +216,39 @@ class RolloutMachine(RuleBasedStateMachine):
             path = f"model/config-{uuid.uuid4().hex[:10]}"
             self.configs.append(ConfigModel(path, identities_for(path)))
 
-    @rule(index=config_indices, drawn=stage_lists)
-    def start(self, index: int, drawn: list[tuple[StageSpec, bool]]) -> None:
+    @rule(index=config_indices, action=st.sampled_from(ACTIONS), data=st.data())
+    def step(self, index: int, action: str, data: st.DataObject) -> None:
+        """One operator step. A single rule, not one per action: hypothesis's swarm testing turns
+        off about half of a machine's rules in each example, which a bounded run of a few
+        examples cannot afford. An action that needs a running rollout takes the other config's,
+        or starts one when neither runs."""
         config = self.configs[index]
+        if action in NEEDS_RUNNING and config.running is None:
+            others = [other for other in self.configs if other.running is not None]
+            if others:
+                config = others[0]
+            else:
+                action = "start"
+        if action == "start":
+            self.start(config, data.draw(stage_lists, label="stages"))
+        elif action == "start_unstaged":
+            self.start(config, [])
+        elif action == "report":
+            self.report(
+                config,
+                client=data.draw(st.integers(0, len(config.identities) - 1), label="client"),
+                claims_rollout=data.draw(st.booleans(), label="claims the rollout's version"),
+                ok=data.draw(st.integers(0, 5), label="ok"),
+                failed=data.draw(st.integers(0, 5), label="failed"),
+            )
+        elif action == "terminate":
+            self.terminate(config)
+        elif action == "wait_for_lapse":
+            self.wait_for_lapse()
+        else:
+            self.command(config, action)
+
+    def start(self, config: ConfigModel, drawn: list[tuple[StageSpec, bool]]) -> None:
         config.rollouts += 1
         value = {"path": config.path, "rollout": config.rollouts}
         stages = tuple(replace(stage, manual=manual) for stage, manual in drawn)
@@ -203,7 +264,8 @@ class RolloutMachine(RuleBasedStateMachine):
             "message": f"model rollout {config.rollouts}",
         }
         workflow_id = f"model-{config.path.rsplit('-', 1)[-1]}-{config.rollouts}"
-        self.stack.run(self._start(config, request, workflow_id, stages))
+        with self.stack.timed("start"):
+            self.stack.run(self._start(config, request, workflow_id, stages))
 
     async def _start(
         self,
@@ -231,19 +293,17 @@ class RolloutMachine(RuleBasedStateMachine):
         config.lapsing = None
         if not stages:
             config.running = RolloutModel(workflow_id, version, stages, published=0)
-            ended = config.end("rollout.promoted", "no stages", promoted=True)
-            await self.wait_outcome(config, config.ended[-1], "promoted")
-            assert ended.version == config.stable
+            config.end("promoted", "rollout.promoted", "no stages")
+            await self.wait_outcome(config, config.ended[-1])
         else:
             config.running = RolloutModel(workflow_id, version, stages)
             await self.wait_state(config)
         if reclaimed is not None:
             await self.check_reclaimed(config, workflow_id, reclaimed)
 
-    @precondition(lambda self: self.any_running())
-    @rule(index=config_indices, name=st.sampled_from(COMMANDS))
-    def command(self, index: int, name: str) -> None:
-        self.stack.run(self._command(self.running(index), name))
+    def command(self, config: ConfigModel, name: str) -> None:
+        with self.stack.timed(name):
+            self.stack.run(self._command(config, name))
 
     async def _command(self, config: ConfigModel, name: str) -> None:
         rollout = config.running
@@ -264,24 +324,11 @@ class RolloutMachine(RuleBasedStateMachine):
         if config.running is not None:
             await self.wait_state(config)
         else:
-            ended = config.ended[-1]
-            outcome = {
-                "rollout.halted": "halted",
-                "rollout.reverted": "reverted",
-                "rollout.promoted": "bypassed" if name == "bypass" else "promoted",
-            }[str(ended.action)]
-            await self.wait_outcome(config, ended, outcome)
+            await self.wait_outcome(config, config.ended[-1])
 
-    @precondition(lambda self: self.any_running())
-    @rule(
-        index=config_indices,
-        client=st.integers(0, 11),
-        claims_rollout=st.booleans(),
-        ok=st.integers(0, 5),
-        failed=st.integers(0, 5),
-    )
-    def report(self, index: int, client: int, claims_rollout: bool, ok: int, failed: int) -> None:
-        config = self.running(index)
+    def report(
+        self, config: ConfigModel, *, client: int, claims_rollout: bool, ok: int, failed: int
+    ) -> None:
         rollout = config.running
         assert rollout is not None
         identity = config.identities[client]
@@ -290,7 +337,8 @@ class RolloutMachine(RuleBasedStateMachine):
         # from the cohort (a host outside it says nothing about the rollout).
         version = rollout.version if claims_rollout or served is None else served.version
         report = Report(identity, version, ok or (0 if failed else 1), failed, rollout.stage)
-        self.stack.run(self._report(config, report))
+        with self.stack.timed("report"):
+            self.stack.run(self._report(config, report))
         rollout.reports.append(report)
 
     async def _report(self, config: ConfigModel, report: Report) -> None:
@@ -313,10 +361,9 @@ class RolloutMachine(RuleBasedStateMachine):
         response = await self.stack.http.post("/v1/reports", json=body)
         assert response.status_code == 202, response.text
 
-    @precondition(lambda self: self.any_running())
-    @rule(index=config_indices)
-    def terminate(self, index: int) -> None:
-        self.stack.run(self._terminate(self.running(index)))
+    def terminate(self, config: ConfigModel) -> None:
+        with self.stack.timed("terminate"):
+            self.stack.run(self._terminate(config))
 
     async def _terminate(self, config: ConfigModel) -> None:
         rollout = config.running
@@ -335,18 +382,18 @@ class RolloutMachine(RuleBasedStateMachine):
         gone_by = time.time() + LEASE_SECONDS + MARGIN
         config.lapsing = Lapsing(rollout, live_until, gone_by=gone_by)
         config.reclaim_from = rollout.workflow_id
-        config.ended.append(Ended(rollout.workflow_id, rollout.version, None, "", rollout.published))
-
-    @precondition(
-        lambda self: any(
-            c.lapsing is not None and c.lapsing.gone_by > time.time() for c in self.configs
+        config.ended.append(
+            Ended(rollout.workflow_id, rollout.version, "terminated", None, "", rollout.published)
         )
-    )
-    @rule()
+
     def wait_for_lapse(self) -> None:
         """Let a terminated rollout's leases run out: after one expiration nobody gets it."""
-        gone_by = max(c.lapsing.gone_by for c in self.configs if c.lapsing is not None)
-        time.sleep(max(gone_by - time.time(), 0.0) + MARGIN)
+        lapsing = [c.lapsing.gone_by for c in self.configs if c.lapsing is not None]
+        if not lapsing:
+            return
+        gone_by = max(lapsing)
+        with self.stack.timed("wait_for_lapse"):
+            time.sleep(max(gone_by - time.time(), 0.0) + MARGIN)
 
     # -- checks after every step ---------------------------------------------------------------
     @invariant()
@@ -354,12 +401,14 @@ class RolloutMachine(RuleBasedStateMachine):
         if not self.configs:
             return
         self.steps += 1
-        self.stack.run(self._served_as_the_model_says())
+        with self.stack.timed("check: clients served"):
+            self.stack.run(self._served_as_the_model_says())
         # Every client has seen these reverted: from now on no poll may answer them.
         for config, version in self.pending_reverts:
             config.reverted.add(version)
         self.pending_reverts.clear()
-        self.stack.run(self._audit_trails())
+        with self.stack.timed("check: audit trails"):
+            self.stack.run(self._audit_trails())
 
     async def _served_as_the_model_says(self) -> None:
         async def poll(config: ConfigModel, identity: Identity) -> str | None:
@@ -409,10 +458,11 @@ class RolloutMachine(RuleBasedStateMachine):
                 continue
             for ended in unchecked:
                 await eventually(
-                    lambda: self.check_trail(config, ended),
+                    lambda config=config, ended=ended: self.check_trail(config, ended),  # type: ignore[misc]
                     what=f"the audit trail of {ended.workflow_id} to end with its outcome",
                 )
                 ended.checked = True
+                self.stack.outcomes[ended.outcome] += 1
 
     async def check_trail(self, config: ConfigModel, ended: Ended) -> bool:
         history = await self.backend.history(NAMESPACE, config.path, limit=1000)
@@ -508,9 +558,10 @@ async def test_the_live_stack_serves_what_the_model_says(
     async with build_worker(temporal_env.client, store, task_queue=task_queue):
         async with live_api(store, settings_) as api:
             operator = replace(settings_, api_url=api)
-            async with ApiBackend.connect(operator) as backend, httpx.AsyncClient(
-                base_url=api, timeout=30
-            ) as http:
+            async with (
+                ApiBackend.connect(operator) as backend,
+                httpx.AsyncClient(base_url=api, timeout=30) as http,
+            ):
                 stack = LiveStack(
                     asyncio.get_running_loop(), backend, http, realtime_client, backend_name
                 )
@@ -521,5 +572,5 @@ async def test_the_live_stack_serves_what_the_model_says(
                     # message (pytrace=False) would not show.
                     print("\n".join(getattr(failure, "__notes__", [])))
                     raise
+                print(f"model check on {backend_name}: {stack.figures()}")
     print(f"model check on {backend_name}: passed in {time.monotonic() - started:.1f}s")
-
