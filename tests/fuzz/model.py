@@ -108,9 +108,9 @@ class Identity:
     channel: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
 
-    def query(self) -> list[tuple[str, str]]:
+    def query(self) -> list[tuple[str, str | int | float | bool | None]]:
         """The poll's query parameters (docs/contract.md, Distribution API)."""
-        params = [("client", self.client)]
+        params: list[tuple[str, str | int | float | bool | None]] = [("client", self.client)]
         if self.channel is not None:
             params.append(("channel", self.channel))
         params.extend(("label", f"{key}={value}") for key, value in self.labels)

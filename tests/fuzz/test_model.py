@@ -30,16 +30,18 @@ seconds of real time); TEMPOCONF_MODEL_SHRINK=1 turns it on to minimise a failur
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -100,6 +102,7 @@ TERMINATED_OUTCOME: str | None = None
 hole 7: a sweeper that writes it is another change); with None the check only requires that a
 terminated rollout has none of the other outcomes. Set it to that entry's action to require
 exactly one, as for every other outcome."""
+SUMMARY_PREFIX = "model check summary: "
 STEP_TIMEOUT = 90.0
 """Bound of one step's work on the event loop (a hang fails the example, it does not hang CI)."""
 
@@ -119,7 +122,7 @@ class LiveStack:
     temporal: Client
     label: str
     steps: Counter[str] = field(default_factory=Counter)
-    seconds: Counter[str] = field(default_factory=Counter)
+    seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @contextmanager
@@ -130,6 +133,15 @@ class LiveStack:
         finally:
             self.steps[step] += 1
             self.seconds[step] += time.monotonic() - started
+
+    def summary(self) -> dict[str, Any]:
+        """The figures as one JSON object (bench/bench_model.py reads it from the output)."""
+        return {
+            "backend": self.label,
+            "steps": dict(self.steps),
+            "seconds": {name: round(total, 3) for name, total in self.seconds.items()},
+            "outcomes": dict(self.outcomes),
+        }
 
     def figures(self) -> str:
         steps = ", ".join(
@@ -223,12 +235,16 @@ class RolloutMachine(RuleBasedStateMachine):
         examples cannot afford. An action that needs a running rollout takes the other config's,
         or starts one when neither runs."""
         config = self.configs[index]
+        others = [other for other in self.configs if other is not config]
         if action in NEEDS_RUNNING and config.running is None:
-            others = [other for other in self.configs if other.running is not None]
-            if others:
-                config = others[0]
+            running = [other for other in others if other.running is not None]
+            if running:
+                config = running[0]
             else:
                 action = "start"
+        elif action.startswith("start") and config.running is not None:
+            # The refusal of a second start is checked when every config runs a rollout.
+            config = next((other for other in others if other.running is None), config)
         if action == "start":
             self.start(config, data.draw(stage_lists, label="stages"))
         elif action == "start_unstaged":
@@ -319,6 +335,14 @@ class RolloutMachine(RuleBasedStateMachine):
         assert not refused, f"{name} was taken ({answer}), the model refuses it"
         assert answer["accepted"] is True, answer
         reverted = config.command(name)
+        # The answer comes once the command took effect (docs/contract.md): where it says the
+        # rollout is, is where the model says.
+        if not answer["message"].startswith("requested:"):
+            if config.running is not None:
+                want = (config.running.phase.value, config.running.stage + 1)
+            else:
+                want = (config.ended[-1].outcome, answer["stage_number"])
+            assert (answer["state"], answer["stage_number"]) == want, (answer, want)
         if reverted is not None:
             self.pending_reverts.append((config, reverted))
         if config.running is not None:
@@ -458,7 +482,7 @@ class RolloutMachine(RuleBasedStateMachine):
                 continue
             for ended in unchecked:
                 await eventually(
-                    lambda config=config, ended=ended: self.check_trail(config, ended),  # type: ignore[misc]
+                    partial(self.check_trail, config, ended),
                     what=f"the audit trail of {ended.workflow_id} to end with its outcome",
                 )
                 ended.checked = True
@@ -573,4 +597,7 @@ async def test_the_live_stack_serves_what_the_model_says(
                     print("\n".join(getattr(failure, "__notes__", [])))
                     raise
                 print(f"model check on {backend_name}: {stack.figures()}")
-    print(f"model check on {backend_name}: passed in {time.monotonic() - started:.1f}s")
+    elapsed = time.monotonic() - started
+    print(f"model check on {backend_name}: passed in {elapsed:.1f}s")
+    summary = {**stack.summary(), "seed": seed, "examples": EXAMPLES, "max_steps": STEPS}
+    print(f"{SUMMARY_PREFIX}{json.dumps({**summary, 'elapsed_seconds': round(elapsed, 1)})}")
