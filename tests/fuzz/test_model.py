@@ -20,11 +20,12 @@ terminated rollout's leases lapse", on two configs at once. After every step:
 - every rollout that ended has exactly one outcome in its audit trail, last, the one the model
   expects, with each of its stages published once; a start after a terminate reclaims the lock.
 
-Bounded for CI: TEMPOCONF_MODEL_EXAMPLES (default 4) examples of TEMPOCONF_MODEL_STEPS (default
-12) steps per backend. A longer run: `TEMPOCONF_MODEL_EXAMPLES=200 make test-fuzz` (or
-`.venv/bin/python -m pytest -s -m fuzz tests/fuzz/test_model.py`). The seed is printed (`-s`, and
-with a failure's output); HYPOTHESIS_SEED=N replays it. Shrinking is off (each example costs
-seconds of real time); TEMPOCONF_MODEL_SHRINK=1 turns it on to minimise a failure.
+Bounded for CI: TEMPOCONF_MODEL_EXAMPLES (default 5) examples of TEMPOCONF_MODEL_STEPS (default
+20) steps per backend, about a minute each. A longer run sets them higher:
+`TEMPOCONF_MODEL_EXAMPLES=200 .venv/bin/python -m pytest -s -m fuzz tests/fuzz/test_model.py`,
+or `bench/bench_model.py` (40 examples by default; `make bench` runs it). The seed is printed
+(`-s`, and with a failure's output); HYPOTHESIS_SEED=N replays it. Shrinking is off (an example
+costs seconds of real time); TEMPOCONF_MODEL_SHRINK=1 turns it on to minimise a failure.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ T = TypeVar("T")
 NAMESPACE = "default"
 ADMIN_TOKEN = "model-check-admin"
 EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 5)
-STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 25)
+STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 20)
 SHRINK = os.environ.get("TEMPOCONF_MODEL_SHRINK", "") not in ("", "0")
 CONFIGS = 2
 """Configs steered at once in one example: their rollouts interleave on one worker and one API."""
