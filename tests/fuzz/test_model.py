@@ -103,6 +103,9 @@ TERMINATED_OUTCOME: str | None = None
 hole 7: a sweeper that writes it is another change); with None the check only requires that a
 terminated rollout has none of the other outcomes. Set it to that entry's action to require
 exactly one, as for every other outcome."""
+CONTINUE_AS_NEW_AFTER_EVENTS = 40
+"""A short history bound, so that the longer rollouts of an example go on as a new run (with the
+state continue-as-new carries) under the model's eyes; the figures count them."""
 SUMMARY_PREFIX = "model check summary: "
 STEP_TIMEOUT = 90.0
 """Bound of one step's work on the event loop (a hang fails the example, it does not hang CI)."""
@@ -193,6 +196,7 @@ class RolloutMachine(RuleBasedStateMachine):
         self.configs: list[ConfigModel] = []
         self.pending_reverts: list[tuple[ConfigModel, str]] = []
         self.steps = 0
+        self.log: list[str] = []
 
     # -- helpers -------------------------------------------------------------------------------
     @property
@@ -246,24 +250,38 @@ class RolloutMachine(RuleBasedStateMachine):
         elif action.startswith("start") and config.running is not None:
             # The refusal of a second start is checked when every config runs a rollout.
             config = next((other for other in others if other.running is None), config)
-        if action == "start":
-            self.start(config, data.draw(stage_lists, label="stages"))
-        elif action == "start_unstaged":
-            self.start(config, [])
-        elif action == "report":
-            self.report(
-                config,
-                client=data.draw(st.integers(0, len(config.identities) - 1), label="client"),
-                claims_rollout=data.draw(st.booleans(), label="claims the rollout's version"),
-                ok=data.draw(st.integers(0, 5), label="ok"),
-                failed=data.draw(st.integers(0, 5), label="failed"),
-            )
-        elif action == "terminate":
-            self.terminate(config)
-        elif action == "wait_for_lapse":
-            self.wait_for_lapse()
-        else:
-            self.command(config, action)
+        where = f"step {len(self.log) + 1}: {action} on {config.path}"
+        try:
+            if action == "start":
+                drawn = data.draw(stage_lists, label="stages")
+                self.log.append(f"{where}, stages {[(s.name, manual) for s, manual in drawn]}")
+                self.start(config, drawn)
+            elif action == "start_unstaged":
+                self.log.append(where)
+                self.start(config, [])
+            elif action == "report":
+                client = data.draw(st.integers(0, len(config.identities) - 1), label="client")
+                claims = data.draw(st.booleans(), label="claims the rollout's version")
+                ok = data.draw(st.integers(0, 5), label="ok")
+                failed = data.draw(st.integers(0, 5), label="failed")
+                self.log.append(
+                    f"{where}: {config.identities[client]} claims_rollout={claims} ok={ok} "
+                    f"failed={failed}"
+                )
+                self.report(config, client=client, claims_rollout=claims, ok=ok, failed=failed)
+            elif action == "terminate":
+                self.log.append(where)
+                self.terminate(config)
+            elif action == "wait_for_lapse":
+                self.log.append(where)
+                self.wait_for_lapse()
+            else:
+                self.log.append(where)
+                self.command(config, action)
+        except BaseException as failure:
+            # The live stack answers a replay differently: say what this example did.
+            failure.add_note("the example's steps:\n  " + "\n  ".join(self.log))
+            raise
 
     def start(self, config: ConfigModel, drawn: list[tuple[StageSpec, bool]]) -> None:
         config.rollouts += 1
@@ -426,14 +444,18 @@ class RolloutMachine(RuleBasedStateMachine):
         if not self.configs:
             return
         self.steps += 1
-        with self.stack.timed("check: clients served"):
-            self.stack.run(self._served_as_the_model_says())
-        # Every client has seen these reverted: from now on no poll may answer them.
-        for config, version in self.pending_reverts:
-            config.reverted.add(version)
-        self.pending_reverts.clear()
-        with self.stack.timed("check: audit trails"):
-            self.stack.run(self._audit_trails())
+        try:
+            with self.stack.timed("check: clients served"):
+                self.stack.run(self._served_as_the_model_says())
+            # Every client has seen these reverted: from now on no poll may answer them.
+            for config, version in self.pending_reverts:
+                config.reverted.add(version)
+            self.pending_reverts.clear()
+            with self.stack.timed("check: audit trails"):
+                self.stack.run(self._audit_trails())
+        except BaseException as failure:
+            failure.add_note("the example's steps:\n  " + "\n  ".join(self.log))
+            raise
 
     async def _served_as_the_model_says(self) -> None:
         async def poll(config: ConfigModel, identity: Identity) -> str | None:
@@ -488,6 +510,12 @@ class RolloutMachine(RuleBasedStateMachine):
                 )
                 ended.checked = True
                 self.stack.outcomes[ended.outcome] += 1
+                description = await self.stack.temporal.get_workflow_handle(
+                    ended.workflow_id
+                ).describe()
+                first_run = description.raw_description.workflow_execution_info.first_run_id
+                if description.run_id != first_run:
+                    self.stack.outcomes["(of which continued as new)"] += 1
 
     async def check_trail(self, config: ConfigModel, ended: Ended) -> bool:
         history = await self.backend.history(NAMESPACE, config.path, limit=1000)
@@ -580,7 +608,13 @@ async def test_the_live_stack_serves_what_the_model_says(
         admin_token=ADMIN_TOKEN,
     )
     started = time.monotonic()
-    async with build_worker(temporal_env.client, store, task_queue=task_queue):
+    worker = build_worker(
+        temporal_env.client,
+        store,
+        task_queue=task_queue,
+        continue_as_new_after_events=CONTINUE_AS_NEW_AFTER_EVENTS,
+    )
+    async with worker:
         async with live_api(store, settings_) as api:
             operator = replace(settings_, api_url=api)
             async with (
