@@ -31,6 +31,7 @@ costs seconds of real time); TEMPOCONF_MODEL_SHRINK=1 turns it on to minimise a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -39,7 +40,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import Future
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -59,10 +60,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
-from tempoconf.cli._backend import ApiBackend, CommandRefused, LockBusy
+from tempoconf.cli._backend import ApiBackend, CommandRefused, DirectBackend, LockBusy
 from tempoconf.cli.worker import build_worker
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
@@ -773,3 +775,45 @@ async def test_an_advance_that_continues_as_new_answers_where_the_rollout_went(
     ):
         took_effect = (answer["state"], answer["stage_number"]) == ("holding", 2)
         assert took_effect or answer["message"].startswith("requested:"), answer
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug (found by the model check): `tempoconf rollout start` in direct mode judges the "
+    "lock's holder by its first run and starts a second rollout after a continue-as-new",
+)
+async def test_a_direct_start_is_refused_while_the_rollout_runs_on_after_continue_as_new(
+    sqlite_url: str,
+    sqlite_store: Store,
+    temporal_env: WorkflowEnvironment,
+    realtime_client: Client,
+    tmp_path: Path,
+) -> None:
+    """The admin API's twin (fixed there): cli/_backend.py `_is_running` describes the lock's
+    run, CONTINUED_AS_NEW, so DirectBackend.start starts a workflow that fails in prepare with
+    RolloutAlreadyRunning instead of refusing (LockBusy, exit 1, "already has a running
+    rollout")."""
+    async with continued_between_stages(sqlite_store, temporal_env, realtime_client, tmp_path) as (
+        _,
+        path,
+        workflow_id,
+        _,
+    ):
+        settings_ = Settings(
+            data_dir=tmp_path,
+            database_url=sqlite_url,
+            temporal_address=temporal_env.client.service_client.config.target_host,
+            task_queue=f"tempoconf-model-direct-{uuid.uuid4().hex[:8]}",  # no worker: never runs
+        )
+        again = {"path": path, "value": {"n": 2}, "stages": [{"channel": "canary"}]}
+        with ExitStack() as stack:
+            direct = DirectBackend(settings_, stack)
+            prepared = await direct.prepare(again)
+            try:
+                with pytest.raises(LockBusy) as busy:
+                    await direct.start(again, prepared, f"{path}-direct")
+            finally:
+                # What the bug starts (on a queue no worker polls) must not outlive the test.
+                with contextlib.suppress(RPCError):
+                    await realtime_client.get_workflow_handle(f"{path}-direct").terminate()
+            assert busy.value.lock.workflow_id == workflow_id
