@@ -221,7 +221,6 @@ class RolloutModel:
         for stage in self.live():
             if stage.matches(path, client):
                 return Served(self.version, stage.name)
-        return None
 
 
 @dataclass
@@ -260,8 +259,11 @@ class ConfigModel:
     lapsing: Lapsing | None = None
     reclaim_from: str | None = None
     """The terminated rollout whose lock the next start must reclaim (its workflow id)."""
-    reverted: set[str] = field(default_factory=set)
-    """Versions every client has seen reverted: none may ever be served again."""
+    retiring: list[str] = field(default_factory=list)
+    """Versions the last step took away from every client (reverted, halted, replaced as stable,
+    a terminated rollout's replaced by the next start)."""
+    retired: set[str] = field(default_factory=set)
+    """Versions every client has seen taken away: no poll may ever answer one again."""
     ended: list[Ended] = field(default_factory=list)
     rollouts: int = 0
 
@@ -292,7 +294,11 @@ class ConfigModel:
         assert rollout is not None
         self.running = None
         if outcome in ("promoted", "bypassed"):
+            if self.stable is not None:
+                self.retiring.append(self.stable)
             self.stable = rollout.version
+        else:
+            self.retiring.append(rollout.version)
         self.ended.append(
             Ended(
                 rollout.workflow_id,
@@ -316,13 +322,21 @@ class ConfigModel:
         rollout.phase = Phase.HOLDING
         rollout.approved = False
 
-    def command(self, name: str) -> str | None:
-        """Apply an accepted command; returns the version it reverted, if any."""
+    def retire(self, checked_from: float) -> None:
+        """Every client was served what the model says from `checked_from` on: what the step took
+        away is gone for good, and so is a terminated rollout whose leases had all run out."""
+        self.retired.update(self.retiring)
+        self.retiring.clear()
+        if self.lapsing is not None and self.lapsing.gone_by < checked_from:
+            self.retired.add(self.lapsing.rollout.version)
+
+    def command(self, name: str) -> None:
+        """Apply a command the rollout accepted."""
         rollout = self.running
         assert rollout is not None and not rollout.refusal(name)
         if name == "halt":
-            return self.end("halted", "rollout.halted", "").version
-        if name == "bypass":
+            self.end("halted", "rollout.halted", "")
+        elif name == "bypass":
             self.end("bypassed", "rollout.promoted", "bypassed:")
         elif name == "pause":
             rollout.paused = True
@@ -339,11 +353,10 @@ class ConfigModel:
         elif name == "advance":
             if rollout.unhealthy(self.path):
                 unhealthy = f"stage {rollout.stages[rollout.stage].name} is unhealthy"
-                return self.end("reverted", "rollout.reverted", unhealthy).version
-            if rollout.stages[rollout.stage].manual:
+                self.end("reverted", "rollout.reverted", unhealthy)
+            elif rollout.stages[rollout.stage].manual:
                 rollout.phase = Phase.AWAITING
             elif rollout.paused:
                 rollout.phase = Phase.SETTLING
             else:
                 self.next_stage()
-        return None

@@ -13,7 +13,8 @@ report (healthy or failing, from inside or outside the cohort), terminate and "w
 terminated rollout's leases lapse", on two configs at once. After every step:
 - each of 12 client identities per config (tests/fuzz/model.py `identities_for`) is served
   exactly what the model says (version and stage), once the step has propagated;
-- no poll, ever, answers a version every client had seen reverted (halted or unhealthy);
+- no poll, ever, answers a version every client had seen taken away (halted, reverted as
+  unhealthy, replaced as stable, a terminated rollout's once its leases ran out);
 - a served lease is never expired and never longer than one expiration from now;
 - the workflow is where the model says (state, stage, paused), a refused update is refused and
   an accepted one accepted;
@@ -200,7 +201,6 @@ class RolloutMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.configs: list[ConfigModel] = []
-        self.pending_reverts: list[tuple[ConfigModel, str]] = []
         self.steps = 0
         self.log: list[str] = []
 
@@ -331,7 +331,9 @@ class RolloutMachine(RuleBasedStateMachine):
         await self.backend.start(request, prepared, workflow_id)
         reclaimed, config.reclaim_from = config.reclaim_from, None
         # Its begin_rollout clears a terminated rollout's stages: they are not served any more.
-        config.lapsing = None
+        if config.lapsing is not None:
+            config.retiring.append(config.lapsing.rollout.version)
+            config.lapsing = None
         if not stages:
             config.running = RolloutModel(workflow_id, version, stages, published=0)
             config.end("promoted", "rollout.promoted", "no stages")
@@ -361,7 +363,7 @@ class RolloutMachine(RuleBasedStateMachine):
             return
         assert not refused, f"{name} was taken ({answer}), the model refuses it"
         assert answer["accepted"] is True, answer
-        reverted = config.command(name)
+        config.command(name)
         # The answer comes once the command took effect (docs/contract.md): where it says the
         # rollout is, is where the model says.
         if not answer["message"].startswith("requested:"):
@@ -375,8 +377,6 @@ class RolloutMachine(RuleBasedStateMachine):
                     self.stack.outcomes["(answers before a continue-as-new: known bug)"] += 1
                     answered = want
             assert answered == want, (answer, want)
-        if reverted is not None:
-            self.pending_reverts.append((config, reverted))
         if config.running is not None:
             await self.wait_state(config)
         else:
@@ -458,12 +458,11 @@ class RolloutMachine(RuleBasedStateMachine):
             return
         self.steps += 1
         try:
+            checked_from = time.time()
             with self.stack.timed("check: clients served"):
                 self.stack.run(self._served_as_the_model_says())
-            # Every client has seen these reverted: from now on no poll may answer them.
-            for config, version in self.pending_reverts:
-                config.reverted.add(version)
-            self.pending_reverts.clear()
+            for config in self.configs:
+                config.retire(checked_from)
             with self.stack.timed("check: audit trails"):
                 self.stack.run(self._audit_trails())
         except BaseException as failure:
@@ -483,10 +482,10 @@ class RolloutMachine(RuleBasedStateMachine):
                 assert response.status_code == 200, response.text
                 body = response.json()
                 answer = Served(body["version"], body["stage"])
-                if body["version"] in config.reverted:
+                if body["version"] in config.retired:
                     raise ModelViolation(
                         f"{config.path}: {identity} was served {answer}, a version every client "
-                        "had seen reverted"
+                        "had seen taken away"
                     )
                 if body["stage"] != "stable":
                     expires = datetime.fromisoformat(body["expires_at"]).timestamp()
