@@ -182,6 +182,7 @@ NEEDS_RUNNING = frozenset({*COMMANDS, "report", "terminate"})
 ACTIONS = (
     "start",
     "start",
+    "start_unstaged",
     *COMMANDS,
     "advance",
     "approve",
@@ -444,7 +445,8 @@ class RolloutMachine(RuleBasedStateMachine):
 
     def wait_for_lapse(self) -> None:
         """Let a terminated rollout's leases run out: after one expiration nobody gets it."""
-        lapsing = [c.lapsing.gone_by for c in self.configs if c.lapsing is not None]
+        now = time.time()
+        lapsing = [c.lapsing.gone_by for c in self.configs if c.lapsing and c.lapsing.gone_by > now]
         if not lapsing:
             return
         gone_by = max(lapsing)
@@ -631,6 +633,8 @@ async def operator_stack(
             yield backend, http
 
 
+# A longer run (TEMPOCONF_MODEL_EXAMPLES) gets a longer bound than the suite's 300 s per test.
+@pytest.mark.timeout(max(300, EXAMPLES * STEPS * 3))
 async def test_the_live_stack_serves_what_the_model_says(
     store: Store,
     backend_name: str,
