@@ -188,10 +188,12 @@ ACTIONS = (
     "approve",
     "report",
     "report",
+    "report",
     "terminate",
     "wait_for_lapse",
 )
-"""Drawn uniformly: a staged start and a report twice as often as the rest, and the two commands
+"""Drawn uniformly: a staged start twice as often as the rest, a report three times (a stage is
+reverted only when failing reports from its cohort precede an `advance`), and the two commands
 that move a rollout on, so that rollouts get past their first stage. `start_unstaged` promotes a
 value at once (a config's first stable value, say)."""
 
