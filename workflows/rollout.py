@@ -205,6 +205,9 @@ class ConfigRollout:
         # What the main loop waits for while it is parked in _wait_until (None while it runs or
         # awaits an activity): an update answers once the rollout waits for something it did not give.
         self._parked_on: Callable[[], bool] | None = None
+        # True while it waits to continue as new between two stages: parked, but not on anything
+        # a command waits for (the next stage is published by the next run).
+        self._between_stages = False
 
     @property
     def _progress(self) -> RolloutProgress:
@@ -650,7 +653,11 @@ class ConfigRollout:
 
     async def _continue_as_new_if_due(self) -> None:
         if self._continue_as_new_due():
-            await self._continue_as_new(lambda: self._state.halt is not None, None)
+            self._between_stages = True
+            try:
+                await self._continue_as_new(lambda: self._state.halt is not None, None)
+            finally:
+                self._between_stages = False
 
     async def _continue_as_new(self, wakes: Callable[[], bool], wake_at: datetime | None) -> None:
         """Go on as a new run carrying the whole state, once deliveries and handlers in flight have
@@ -929,6 +936,9 @@ class ConfigRollout:
                 )
             except TimeoutError:
                 in_effect = False
+            else:
+                # Parked only to go on as a new run: the command takes effect in that run.
+                in_effect = self._ended() or not self._between_stages
         progress = self._progress
         return CommandResult(
             command=command,

@@ -109,10 +109,6 @@ exactly one, as for every other outcome."""
 CONTINUE_AS_NEW_AFTER_EVENTS = 40
 """A short history bound, so that the longer rollouts of an example go on as a new run (with the
 state continue-as-new carries) under the model's eyes; the figures count them."""
-KNOWN_EARLY_ANSWER_AT_CONTINUE_AS_NEW = True
-"""An update answers as done, with the state before it took effect, when the rollout continues
-as new in between (test_an_advance_that_continues_as_new_answers_where_the_rollout_went, xfail):
-tolerated here, and counted, until the workflow is fixed; then set this to False."""
 SUMMARY_PREFIX = "model check summary: "
 STEP_TIMEOUT = 90.0
 """Bound of one step's work on the event loop (a hang fails the example, it does not hang CI)."""
@@ -355,8 +351,6 @@ class RolloutMachine(RuleBasedStateMachine):
         rollout = config.running
         assert rollout is not None
         refused = rollout.refusal(name)
-        handle = self.stack.temporal.get_workflow_handle(rollout.workflow_id)
-        run_before = (await handle.describe()).run_id
         try:
             _, answer = await self.backend.command(
                 NAMESPACE, config.path, rollout.workflow_id, name, f"model step {self.steps}"
@@ -374,12 +368,7 @@ class RolloutMachine(RuleBasedStateMachine):
                 want = (config.running.phase.value, config.running.stage + 1)
             else:
                 want = (config.ended[-1].outcome, answer["stage_number"])
-            answered = (answer["state"], answer["stage_number"])
-            if answered != want and KNOWN_EARLY_ANSWER_AT_CONTINUE_AS_NEW:
-                if (await handle.describe()).run_id != run_before:
-                    self.stack.outcomes["(answers before a continue-as-new: known bug)"] += 1
-                    answered = want
-            assert answered == want, (answer, want)
+            assert (answer["state"], answer["stage_number"]) == want, (answer, want)
         if config.running is not None:
             await self.wait_state(config)
         else:
@@ -756,22 +745,17 @@ async def test_a_start_is_refused_while_the_rollout_runs_on_after_continue_as_ne
         assert busy.value.lock.workflow_id == workflow_id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (found by the model check): an update that moves a rollout to its next stage "
-    "answers with the state before it, as done, when the rollout continues as new in between",
-)
-async def test_an_advance_that_continues_as_new_answers_where_the_rollout_went(
+async def test_an_advance_that_continues_as_new_between_stages_answers_requested(
     sqlite_store: Store,
     temporal_env: WorkflowEnvironment,
     realtime_client: Client,
     tmp_path: Path,
 ) -> None:
-    """The workflow answers an update once it is parked again; a continue-as-new parks it (every
-    handler must finish before it), so `advance` answers before the next run publishes the next
-    stage, with `message` "the hold of stage 1/2 canary ended early" (done, not `requested:`) and
-    `state` checking_health, stage 1. docs/contract.md: it answers once the command took effect
-    (the next stage held), or says `requested:`."""
+    """Found by the model check: the workflow answers an update once it is parked again; a
+    continue-as-new between two stages parks it (every handler must finish before it), so
+    `advance` answered before the next run published the next stage, as done ("the hold of stage
+    1/2 canary ended early") with `state` checking_health, stage 1. docs/contract.md: it answers
+    once the command took effect (the next stage held), or says `requested:`."""
     async with continued_between_stages(sqlite_store, temporal_env, realtime_client, tmp_path) as (
         _,
         _,
