@@ -766,11 +766,6 @@ async def test_an_advance_that_continues_as_new_between_stages_answers_requested
         assert took_effect or answer["message"].startswith("requested:"), answer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (found by the model check): `tempoconf rollout start` in direct mode judges the "
-    "lock's holder by its first run and starts a second rollout after a continue-as-new",
-)
 async def test_a_direct_start_is_refused_while_the_rollout_runs_on_after_continue_as_new(
     sqlite_url: str,
     sqlite_store: Store,
@@ -778,10 +773,10 @@ async def test_a_direct_start_is_refused_while_the_rollout_runs_on_after_continu
     realtime_client: Client,
     tmp_path: Path,
 ) -> None:
-    """The admin API's twin (fixed there): cli/_backend.py `_is_running` describes the lock's
-    run, CONTINUED_AS_NEW, so DirectBackend.start starts a workflow that fails in prepare with
-    RolloutAlreadyRunning instead of refusing (LockBusy, exit 1, "already has a running
-    rollout")."""
+    """The admin API's twin: `tempoconf rollout start` in direct mode (cli/_backend.py) judged
+    the lock's holder by its first run, CONTINUED_AS_NEW, and started a workflow that failed in
+    prepare with RolloutAlreadyRunning instead of refusing (LockBusy: exit 1, "already has a
+    running rollout")."""
     async with continued_between_stages(sqlite_store, temporal_env, realtime_client, tmp_path) as (
         _,
         path,
