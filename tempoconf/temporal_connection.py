@@ -225,7 +225,9 @@ class CoreLogThrottle(logging.Filter):
 
     _MAX_KINDS = 1000
 
-    def __init__(self, window: float = CORE_LOG_WINDOW, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, window: float = CORE_LOG_WINDOW, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self._window = window
         self._clock = clock

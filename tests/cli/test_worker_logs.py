@@ -44,7 +44,8 @@ def test_a_worker_logs_a_temporal_outage_in_a_few_plain_lines(tmp_path: Path) ->
             return "retried" in log.read_text(errors="replace")
 
         eventually_sync(warned, what="the worker to log the outage", timeout=60, interval=0.2)
-        time.sleep(OUTAGE_SECONDS)  # the behaviour under test is what time brings: no timing asserted
+        # What is under test is what the outage's time brings: nothing to wait for but time.
+        time.sleep(OUTAGE_SECONDS)
     finally:
         for process in (worker, server):
             if process.poll() is None:

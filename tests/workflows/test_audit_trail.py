@@ -253,7 +253,9 @@ async def test_a_multi_stage_trail_says_publishing_before_published_through_a_ha
         ]
         names = ["channel:canary", "10%"][:stages]
         assert publishing == [
-            item for name in names for item in (("rollout.publishing", name), ("stage.published", name))
+            item
+            for name in names
+            for item in (("rollout.publishing", name), ("stage.published", name))
         ], publishing
         assert actions[-2:] == ["rollout.reverting", f"rollout.{outcome}"]
         # The log's transitions are the workflow's, in the workflow's order.
@@ -262,4 +264,3 @@ async def test_a_multi_stage_trail_says_publishing_before_published_through_a_ha
         logged = [a.removeprefix("rollout.") for a in actions if a.startswith("rollout.")]
         logged = [a for a in logged if a not in ("started", "command")]
         assert logged == transitions, (logged, transitions)
-
