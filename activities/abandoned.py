@@ -23,6 +23,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistoryEventFilterType
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempoconf.storable import storable_text
 from tempoconf.store.records import LockRecord
 from tempoconf.store.store import Store
 
@@ -33,18 +34,24 @@ DEFAULT_SWEEP_INTERVAL = 5.0
 and lock release follow within about this long."""
 _RPC_TIMEOUT = timedelta(seconds=10)
 _MAX_REASON = 2000
+_MAX_ACTOR = 200
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class RunEnding:
-    """How a lock holder's workflow ended, as Temporal recorded it."""
+    """How a lock holder's workflow ended, as Temporal recorded it (its text made storable)."""
 
     outcome: str
     """`terminated`, `timed_out`, `failed`, `completed` or `canceled` (the execution status)."""
     actor: str
     reason: str
+
+    def __post_init__(self) -> None:
+        # Temporal's text cannot be refused: what the store cannot keep (a NUL) is replaced.
+        object.__setattr__(self, "actor", storable_text(self.actor[:_MAX_ACTOR]))
+        object.__setattr__(self, "reason", storable_text(self.reason[:_MAX_REASON]))
 
 
 async def holder_ending(client: Client, holder: LockRecord) -> RunEnding | None:
@@ -107,8 +114,8 @@ async def sweep_once(client: Client, store: Store) -> int:
             run_id=holder.run_id,
             workflow_id=holder.workflow_id,
             outcome=ending.outcome,
-            actor=ending.actor[:200],
-            reason=ending.reason[:_MAX_REASON],
+            actor=ending.actor,
+            reason=ending.reason,
             # The revert's key: a run that reverted (and then was terminated) ends once.
             event_key=f"{holder.run_id}:revert",
         )
