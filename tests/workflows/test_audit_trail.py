@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 import sqlite3
 import time
+import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from tempoconf.activities.abandoned import sweep_abandoned, sweep_once
 from tempoconf.canonical import version_id
 from tempoconf.store.records import AuditEntry
 from tempoconf.store.store import Store
+from tempoconf.temporal import WORKFLOW_TYPE
 from tests.fixtures.temporal import RolloutHarness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
@@ -118,6 +121,32 @@ async def test_a_terminated_rollout_gets_its_final_entry_and_frees_its_lock_with
     assert (await following.result())["outcome"] == "promoted"
     actions = [entry.action for entry in store.history(NAMESPACE, path)]
     assert "lock.reclaimed" not in actions
+
+
+async def test_a_timed_out_rollout_is_ended_as_timed_out(rollout_harness: RolloutHarness) -> None:
+    store = rollout_harness.store
+    path = unique_path()
+    await make_stable(rollout_harness, path)
+    handle = await rollout_harness.realtime_client.start_workflow(
+        WORKFLOW_TYPE,
+        example_request(path),
+        id=f"rollout-test-{uuid.uuid4().hex[:10]}",
+        task_queue=rollout_harness.task_queue,
+        execution_timeout=timedelta(seconds=3),  # it holds for an hour: Temporal times it out
+    )
+    await wait_for_state(handle, "holding", stage_index=0)
+
+    async with sweeping(rollout_harness):
+
+        def released() -> bool:
+            return store.get_lock(NAMESPACE, path) is None
+
+        await eventually(released, what="the sweep to end the timed-out rollout", timeout=30)
+
+    entries = trail(store, path, handle.id)
+    assert_ends_with_one_outcome(entries, "rollout.timed_out")
+    assert entries[-1].actor == "temporal"
+    assert "timed out" in entries[-1].reason
 
 
 async def test_a_rollout_that_ended_itself_is_left_alone_by_the_sweep(
