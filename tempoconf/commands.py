@@ -2,8 +2,9 @@
 
 halt, bypass, advance, pause, resume and approve: each is a signal and an update of the
 `ConfigRollout` workflow of the same name, a route of the API (`POST
-/v1/admin/rollouts/{path}:{name}`, see `command_path`) and a `tempoconf rollout NAME` command. The workflow's
-handlers, the API's routes and document and the CLI's parser all read this registry.
+/v1/admin/rollouts/{path}:{name}`, see `command_path`) and a `tempoconf rollout NAME` command.
+The workflow's handlers, the API's routes and document and the CLI's parser all read this
+registry.
 """
 
 from __future__ import annotations
