@@ -281,6 +281,17 @@ class LinearStrategy(_Strict):
     step: float = Field(gt=0, le=100)
     every: Duration | None = None
 
+    @model_validator(mode="after")
+    def _not_too_many_stages(self) -> LinearStrategy:
+        # Refused before it is expanded: a step of 1e-12 would be 10^14 points to build and count.
+        # Below 100/(MAX_STAGES+1) the points, even rounded to two decimals, are more than
+        # MAX_STAGES distinct ones, so this refuses nothing the count after expansion would keep.
+        if self.step * (MAX_STAGES + 1) < 100:
+            raise ValueError(
+                f"a linear step of {self.step:g} expands to more than {MAX_STAGES} stages"
+            )
+        return self
+
 
 class ExponentialStrategy(_Strict):
     """Percentile stages `start`, `start`×`factor`, ... up to 100, each held for `every`."""
