@@ -29,7 +29,7 @@ from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
 from tempoconf.promql import template_problems
-from tempoconf.storable import json_text_problems
+from tempoconf.storable import json_depth_problem, json_text_problems
 
 __all__ = [
     "ConfigPath",
@@ -393,7 +393,10 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # Every string of the request (the value's included) is checked here, the one door of every
     # rollout, so no backend is handed one it cannot store: a NUL would pass every check below.
     problems: list[Problem] = json_text_problems(raw)
-    if "value" in raw:
+    too_deep = json_depth_problem(raw.get("value"), "/value")
+    if too_deep is not None:
+        problems.append(too_deep)
+    elif "value" in raw:
         try:
             canonical_json(raw["value"])
         except (TypeError, ValueError, RecursionError) as error:

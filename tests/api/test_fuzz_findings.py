@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import pytest
 
 from tempoconf.request import MAX_STAGES
+from tempoconf.storable import MAX_JSON_DEPTH
 
 BOUND = 5.0
 """Seconds: generous; the refusal is immediate, the hole was minutes of CPU and gigabytes."""
@@ -29,3 +31,54 @@ async def test_a_linear_strategy_of_too_many_stages_is_refused_without_expanding
     (problem,) = answer.json()["problems"]
     assert problem["pointer"].startswith("/strategy")
     assert f"more than {MAX_STAGES} stages" in problem["message"]
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _nested_schema(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {}  # a level itself
+    for _ in range(depth - 1):
+        schema = {"items": schema}
+    return schema
+
+
+@pytest.mark.parametrize("route", ["/v1/admin/plans", "/v1/admin/rollouts"])
+async def test_a_value_nested_past_the_limit_is_a_400_naming_it(
+    client: httpx.AsyncClient, route: str
+) -> None:
+    # The hostile set sent a value 500 deep: it parsed and validated, then its plan answered 500
+    # (pydantic serializes at most ~250 levels), and once promoted every poll of it would have.
+    request = {"path": "fuzz/deep", "value": _nested(MAX_JSON_DEPTH + 1)}
+
+    answer = await client.post(route, json=request)
+
+    assert answer.status_code == 400, answer.text
+    (problem,) = answer.json()["problems"]
+    assert problem["pointer"] == "/value"
+    assert f"more than {MAX_JSON_DEPTH} levels" in problem["message"]
+
+
+async def test_a_value_nested_up_to_the_limit_is_planned(client: httpx.AsyncClient) -> None:
+    value = _nested(MAX_JSON_DEPTH)
+    answer = await client.post("/v1/admin/plans", json={"path": "fuzz/deep", "value": value})
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["value"] == value
+
+
+async def test_a_schema_nested_past_the_limit_is_a_400(client: httpx.AsyncClient) -> None:
+    answer = await client.put(
+        "/v1/admin/schemas/fuzz/deep", json={"schema": _nested_schema(MAX_JSON_DEPTH + 1)}
+    )
+
+    assert answer.status_code == 400, answer.text
+    assert f"more than {MAX_JSON_DEPTH} levels" in answer.text
+    fine = await client.put(
+        "/v1/admin/schemas/fuzz/deep", json={"schema": _nested_schema(MAX_JSON_DEPTH)}
+    )
+    assert fine.status_code == 200, fine.text
