@@ -424,7 +424,13 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
                 "(an existing version to roll back to)",
             )
         )
-    if request is not None and request.strategy is not None:
+    raw_stages = raw.get("stages")
+    if isinstance(raw_stages, list) and len(raw_stages) > MAX_STAGES:
+        # The strategy's check below counts its expansion too; this is for stages alone.
+        problems.append(
+            Problem("/stages", f"{len(raw_stages)} stages: more than {MAX_STAGES} stages in all")
+        )
+    elif request is not None and request.strategy is not None:
         explicit = {stage.display_name for stage in request.stages}
         repeated = [
             stage.display_name
