@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -113,8 +112,3 @@ def live_stack(database_url: str, temporal_address: str, tmp_dir: Path) -> Itera
         if not thread.is_alive():
             loop.close()
         store.close()
-
-
-def backend_param(request: pytest.FixtureRequest) -> str:
-    backend: str = request.param
-    return backend

@@ -45,7 +45,7 @@ PATH = "<path>"
 """Stands for the example's own config path (a fresh one per example)."""
 FAST = 10.0
 """Seconds a refused request may take to fail (generous: it is one activity attempt)."""
-EXAMPLES = int(os.environ.get("TEMPOCONF_FUZZ_EXAMPLES", "5")) * 8
+EXAMPLES = int(os.environ.get("TEMPOCONF_FUZZ_EXAMPLES", "5")) * 6
 SEED = int(os.environ.get("HYPOTHESIS_SEED", random.SystemRandom().randrange(2**32)))
 
 
@@ -397,7 +397,7 @@ async def test_no_input_two_inputs_or_not_an_object_fail_fast(
 
 
 @hypothesis.seed(SEED)
-@_settings(200)
+@_settings(EXAMPLES * 3)
 @given(request=valid_requests())
 def test_valid_requests_pass_validation(request: dict[str, Any]) -> None:
     parsed = parse_rollout_request(_for(request, "fuzz/valid"))
@@ -425,7 +425,7 @@ async def test_valid_requests_pass_the_workflows_validation(
             raise AssertionError(f"still running after 60 s: {request}") from None
 
     @hypothesis.seed(SEED)
-    @_settings(max(2, EXAMPLES // 5))
+    @_settings(max(2, EXAMPLES // 10))
     @given(request=valid_requests(for_skipped_time=True))
     def check(request: dict[str, Any]) -> None:
         path = f"fuzz/valid-{uuid.uuid4().hex[:10]}"
