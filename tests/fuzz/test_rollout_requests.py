@@ -17,7 +17,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def _nested(depth: int) -> Any:
 _NOT_A_STRING = st.one_of(
     st.integers(), st.booleans(), st.none(), st.lists(st.integers(), max_size=2)
 )
-_STORABLE = st.characters(exclude_characters="\x00", exclude_categories=("Cs",))
+_STORABLE = st.characters(exclude_characters="\x00", exclude_categories=["Cs"])
 """Any character the store can keep (no NUL, no lone surrogate)."""
 _BAD_DURATION = st.one_of(
     st.sampled_from(
@@ -334,7 +334,7 @@ def on_loop(loop: asyncio.AbstractEventLoop, coroutine: Any) -> Any:
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=120)
 
 
-def _settings(examples: int) -> Any:
+def _settings(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     return hypothesis.settings(
         max_examples=examples,
         deadline=None,
