@@ -102,3 +102,19 @@ async def test_more_than_100_explicit_stages_are_refused(
         "/v1/admin/plans", json={"path": "fuzz/many", "value": 1, "stages": stages[:-1]}
     )
     assert allowed.status_code == 200, allowed.text
+
+
+@pytest.mark.parametrize("field", ["client", "channel", "label"])
+@pytest.mark.parametrize("encoded", ["%FF%FE", "%ED%A0%80", "ok%C3"])
+async def test_a_poll_whose_identity_is_not_utf8_is_a_400_naming_the_field(
+    client: httpx.AsyncClient, field: str, encoded: str
+) -> None:
+    # The hostile set polled as client=%FF%FE: served as "\ufffd\ufffd", so every client whose id
+    # is not UTF-8 was one and the same client (bucket, seen record), and its own id was lost.
+    value = f"k={encoded}" if field == "label" else encoded
+
+    answer = await client.get(f"/v1/configs/fuzz/app?client=c&{field}={value}")
+
+    assert answer.status_code == 400, answer.text
+    assert f"invalid query parameter {field}" in answer.json()["error"]
+    assert "UTF-8" in answer.json()["error"]
