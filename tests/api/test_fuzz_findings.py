@@ -118,3 +118,25 @@ async def test_a_poll_whose_identity_is_not_utf8_is_a_400_naming_the_field(
     assert answer.status_code == 400, answer.text
     assert f"invalid query parameter {field}" in answer.json()["error"]
     assert "UTF-8" in answer.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "route"),
+    [
+        ("POST", "/v1/admin/rollouts"),
+        ("GET", "/v1/admin/rollouts/fuzz/app"),
+        ("POST", "/v1/admin/rollouts/fuzz/app/halt"),
+    ],
+)
+async def test_a_workflow_id_the_store_cannot_keep_is_a_400(
+    client: httpx.AsyncClient, method: str, route: str
+) -> None:
+    # The hostile set started a rollout as ?workflow_id=a%00b: Temporal took it, and the rollout
+    # then writes that id into its lock and audit rows, which PostgreSQL cannot hold (a NUL).
+    body = {"path": "fuzz/app", "value": 1} if route == "/v1/admin/rollouts" else {}
+
+    answer = await client.request(method, f"{route}?workflow_id=a%00b", json=body)
+
+    assert answer.status_code == 400, answer.text
+    assert "invalid query parameter workflow_id" in answer.json()["error"]
+    assert "NUL" in answer.json()["error"]

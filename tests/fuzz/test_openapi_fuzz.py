@@ -29,6 +29,7 @@ from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -73,6 +74,7 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    negative_data_rejection,
 ]
 
 
