@@ -415,6 +415,22 @@ def test_hostile_text_in_a_report_is_a_400_naming_the_field(
         _refused_for(answer, "labels" if field == "label" else field)
 
 
+def test_a_workflow_id_with_a_nul_is_a_400_on_every_route_that_takes_one(stack: Stack) -> None:
+    document = raw(stack, "GET", "/openapi.json").json()
+    takes_one = [
+        (method, path)
+        for method, path, template in app_routes(stack)
+        if {"$ref": "#/components/parameters/WorkflowId"}
+        in document["paths"][template].get(method.lower(), {}).get("parameters", [])
+    ]
+    assert len(takes_one) >= 3, takes_one
+    for method, path in takes_one:
+        body = json.dumps({"path": KNOWN_PATH, "value": 2}).encode() if method == "POST" else b""
+        headers = {"Content-Type": "application/json", **stack.admin}
+        answer = raw(stack, method, f"{path}?workflow_id=a%00b", headers=headers, body=body)
+        _refused_for(answer, "workflow_id")
+
+
 def test_hostile_polls_cost_no_legitimate_client_its_record(stack: Stack) -> None:
     """A poll with an identity the store could not keep never reaches the flush that writes the
     others (the issue's NUL on PostgreSQL lost every client of the window)."""
