@@ -44,6 +44,7 @@ from tempoconf.rollout_view import (
     read_snapshot,
     store_context,
 )
+from tempoconf.storable import text_problem
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
@@ -341,6 +342,10 @@ def _workflow_id_param(request: Request) -> str | None:
         raise ApiError(
             400, f"invalid query parameter workflow_id: 1-{_MAX_WORKFLOW_ID} characters expected"
         )
+    # The rollout writes its id into its lock and audit rows: text the store must keep.
+    problem = text_problem(raw)
+    if problem is not None:
+        raise ApiError(400, f"invalid query parameter workflow_id: {problem}")
     return raw
 
 
