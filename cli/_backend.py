@@ -18,6 +18,7 @@ import httpx
 from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
+from tempoconf.commands import command_path
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import VersionRecord
@@ -476,7 +477,7 @@ class ApiBackend:
     ) -> tuple[str, dict[str, Any]]:
         response = await self._call(
             "POST",
-            f"/v1/admin/rollouts/{path}/{name}",
+            command_path(path, name),
             namespace=namespace,
             params={"workflow_id": explicit_id} if explicit_id else None,
             body={"reason": reason, "by": actor()},

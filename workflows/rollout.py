@@ -159,6 +159,10 @@ class _StopRollout(Exception):
         self.by = by
 
 
+# workflow.patched: a failed prepare ends its audit trail with `rollout.failed` (written with the
+# release of what it took), instead of a revert that wrote nothing when it had taken nothing.
+PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
+
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
 EXPECTED_INPUT = (
     "ConfigRollout takes exactly one input, the rollout request: a JSON object such as "
@@ -291,14 +295,20 @@ class ConfigRollout:
                 INVALID_REQUEST_ERROR,
                 ROLLOUT_RUNNING_ERROR,
             )
+            audited = False
             if not refused:
                 # Prepare may have taken the lock before failing: release it before failing.
-                await self._revert(
-                    Outcome.REVERTED, f"prepare failed: {cause or error}", SYSTEM_ACTOR
-                )
+                reason = f"prepare failed: {cause or error}"
+                if workflow.patched(PREPARE_FAILURE_AUDITED):
+                    await self._end_failed_prepare(reason)
+                    audited = True
+                else:  # runs that failed their prepare before this worker: as they did
+                    await self._revert(Outcome.REVERTED, reason, SYSTEM_ACTOR)
             message = cause.message if isinstance(cause, ApplicationError) else str(error)
             self._progress.reason = message
-            self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message)
+            # A refused request wrote nothing (and a refusal for a running rollout must not write
+            # into that one's trail); a failed prepare's `rollout.failed` is in the log already.
+            self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message, audit=not audited)
             raise ApplicationError(
                 message,
                 *(cause.details if isinstance(cause, ApplicationError) else ()),
@@ -734,6 +744,36 @@ class ConfigRollout:
         return RolloutResult(
             outcome=outcome, version=plan.version, reason=reason, stable_version=plan.version
         )
+
+    async def _end_failed_prepare(self, reason: str) -> None:
+        """Release what a failed prepare may have taken (the lock, the rollout row) and end the
+        audit trail with `rollout.failed`, in one store transaction: also when it took nothing,
+        since it may have written `rollout.started` (and `rollout.reverting` is written here)."""
+        info = workflow.info()
+        self._progress.reason = reason
+        self._transition(RolloutState.REVERTING, SYSTEM_ACTOR, reason)
+        await self._audit_transitions()
+        release = asyncio.ensure_future(
+            workflow.execute_activity(
+                REVERT_ACTIVITY,
+                RevertInput(
+                    namespace=self._progress.namespace,
+                    path=self._progress.path,
+                    workflow_id=info.workflow_id,
+                    run_id=self._lock_run_id,
+                    outcome=RolloutState.FAILED.value,
+                    actor=SYSTEM_ACTOR,
+                    reason=reason,
+                    audit_always=True,
+                ),
+                result_type=RevertResult,
+                start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                retry_policy=REVERT_RETRY,
+                summary=f"release what the failed prepare took ({reason})",
+            )
+        )
+        if await _finish_despite_cancellation(release):
+            raise asyncio.CancelledError()
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
