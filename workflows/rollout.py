@@ -140,7 +140,8 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
 
 
 def _ignore_outcome(task: asyncio.Task[Any]) -> None:
-    """Retrieve a cancelled activity's outcome, so asyncio does not report it as never retrieved."""
+    """Retrieve an activity's outcome nobody awaits (a cancelled watch, a webhook delivery), so
+    asyncio does not report it as never retrieved."""
     if not task.cancelled():
         task.exception()
 
@@ -820,15 +821,18 @@ class ConfigRollout:
         body = self._state.webhook_body(event, reason, run_id=self._lock_run_id, at=self._now_iso())
         for url in plan.webhooks:
             self._state.deliveries_started += 1
-            self._notifications.append(
-                workflow.start_activity(
-                    NOTIFY_ACTIVITY,
-                    NotifyInput(url=url, body=body),
-                    start_to_close_timeout=WEBHOOK_TIMEOUT,
-                    retry_policy=WEBHOOK_RETRY,
-                    summary=f"notify {event} to {url}",
-                )
+            delivery = workflow.start_activity(
+                NOTIFY_ACTIVITY,
+                NotifyInput(url=url, body=body),
+                start_to_close_timeout=WEBHOOK_TIMEOUT,
+                retry_policy=WEBHOOK_RETRY,
+                summary=f"notify {event} to {url}",
             )
+            # A failed delivery is read as soon as it ends (the worker logged its attempts):
+            # a run that never gathers it (cancelled, or let go by a stopping worker) would
+            # otherwise leave asyncio to report it "never retrieved", tracebacks and all.
+            delivery.add_done_callback(_ignore_outcome)
+            self._notifications.append(delivery)
 
     async def _finish_notifications(self) -> None:
         """Let deliveries in flight end before the workflow does; their failures are ignored."""
