@@ -184,6 +184,19 @@ def _input_problem(count: int, *, continued: bool) -> str | None:
     return f"the workflow was started with {count} inputs. {EXPECTED_INPUT}"
 
 
+def _workflow_id_problem(workflow_id: str) -> str | None:
+    """Why the store cannot keep this rollout's own workflow id (None: it can). The rollout writes
+    it into its lock and audit rows; the API refuses such an id, a start with the Temporal CLI or
+    an SDK is refused here, before anything is stored."""
+    problem = text_problem(workflow_id)
+    if problem is None:
+        return None
+    return (
+        f"the workflow id {ascii(workflow_id)} {problem} (start the rollout under an id the "
+        "store can keep: by default rollout:{namespace}/{path})"
+    )
+
+
 @workflow.defn(name=WORKFLOW_TYPE)
 class ConfigRollout:
     # `*inputs`, not (request, carried): the SDK decodes a start's inputs and calls __init__ with
@@ -194,7 +207,7 @@ class ConfigRollout:
     @workflow.init
     def __init__(self, *inputs: Any) -> None:
         info = workflow.info()
-        self._input_problem = _input_problem(
+        self._input_problem = _workflow_id_problem(info.workflow_id) or _input_problem(
             len(inputs), continued=info.continued_run_id is not None
         )
         self._request: Any = inputs[0] if inputs and self._input_problem is None else None
