@@ -12,7 +12,6 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from tests.fixtures.services import free_port
-from tests.fuzz.abuse_stack import temporal_target
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,8 +21,9 @@ def test_a_failing_webhook_is_one_line_per_attempt_and_never_an_unretrieved_exce
 ) -> None:
     origin = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused
     refused = f"{origin}/hook/s3cr3t"
+    address = str(temporal_env.client.service_client.config.target_host)
     worker = subprocess.run(
-        [sys.executable, "-m", "tests.workflows.webhook_worker", temporal_target(temporal_env),
+        [sys.executable, "-m", "tests.workflows.webhook_worker", address,
          f"sqlite:///{tmp_path / 'tempoconf.db'}", refused],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
