@@ -22,7 +22,12 @@ def run_dev_stack(
 ) -> int:
     """Start the dev stack (saying so, then its banner), run `body(stack)` until it returns or
     Ctrl-C; a component that stops prints `tempoconf {command}: why` and the exit code is 1."""
+    from tempoconf.temporal_connection import use_process_runtime
+
     settings = settings_from_args(args)
+    # One SDK runtime for the stack's worker and API: Core's logs plain and throttled, as a
+    # `tempoconf worker`'s.
+    use_process_runtime()
 
     async def run() -> int:
         print(
@@ -86,7 +91,11 @@ def worker_command(args: argparse.Namespace) -> int:
 
 
 def api_command(args: argparse.Namespace) -> int:
-    from tempoconf.temporal_connection import TemporalSettingsError, temporal_connection
+    from tempoconf.temporal_connection import (
+        TemporalSettingsError,
+        temporal_connection,
+        use_process_runtime,
+    )
 
     settings = settings_from_args(args)
     try:
@@ -94,6 +103,9 @@ def api_command(args: argparse.Namespace) -> int:
         temporal_connection(settings)
     except TemporalSettingsError as error:
         die(f"tempoconf api: {error}", exit_code=2)
+    # Its connector's client on the worker's kind of runtime: while Temporal is down, Core's
+    # retries are a plain line a minute, not a coloured one per failed call.
+    use_process_runtime()
 
     async def run() -> int:
         from tempoconf.api.server import serve_api

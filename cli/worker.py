@@ -33,7 +33,7 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
-from tempoconf.activities.notify import NotifyActivities
+from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.cli.devstack import temporal_command
@@ -44,6 +44,7 @@ from tempoconf.workflows.rollout import ConfigRollout
 
 __all__ = [
     "UserErrorLogFilter",
+    "quiet_activity_logs",
     "WorkerSettingsError",
     "build_worker",
     "default_build_id",
@@ -76,9 +77,10 @@ class UserErrorLogFilter(logging.Filter):
         return True
 
 
-def _quiet_user_errors() -> None:
+def quiet_activity_logs() -> None:
+    """One line, no traceback, for the activity failures that are no bug of tempoconf's."""
     activity_log = logging.getLogger("temporalio.activity")
-    for kind in (UserErrorLogFilter, OriginalErrorLogFilter):
+    for kind in (UserErrorLogFilter, WebhookFailureLogFilter, OriginalErrorLogFilter):
         if not any(isinstance(existing, kind) for existing in activity_log.filters):
             activity_log.addFilter(kind())
 
@@ -245,7 +247,7 @@ async def run_worker(
     """Register search attributes, then run the worker until cancelled. A versioned worker with
     `make_current` (the dev stack) makes its version current once it polls. Beside it, the sweep
     that ends rollouts whose workflow ended without its own end (activities.abandoned)."""
-    _quiet_user_errors()
+    quiet_activity_logs()
     deployment = deployment_config(settings)
     await ensure_search_attributes(client, client.namespace)
     worker = build_worker(client, store, task_queue=settings.task_queue, deployment=deployment)

@@ -34,6 +34,7 @@ __all__ = [
     "TemporalSettingsError",
     "sdk_metrics_runtime",
     "temporal_connection",
+    "use_process_runtime",
     "worker_runtime",
 ]
 
@@ -211,7 +212,7 @@ def _tls_config(
 
 
 CORE_LOGGER = "temporalio.core"
-"""The Python logger the SDK's Core (Rust) logs reach in a worker (`worker_runtime`)."""
+"""The Python logger the SDK's Core (Rust) logs reach in a tempoconf process (`worker_runtime`)."""
 CORE_LOG_WINDOW = 60.0
 """Seconds during which a Core message of one kind is logged once (`CoreLogThrottle`)."""
 
@@ -287,6 +288,19 @@ def worker_runtime(metrics_address: str | None = None) -> Runtime:
             f"SDK metrics address {metrics_address!r} (TEMPOCONF_SDK_METRICS_ADDRESS or "
             f"--sdk-metrics-address): {error}; give IP:PORT, e.g. 127.0.0.1:9465"
         ) from None
+
+
+def use_process_runtime() -> Runtime:
+    """`worker_runtime()` made the SDK's default runtime, for a process whose clients connect
+    without naming one (the API's connector, the dev stack's worker and API): Core's logs go
+    through Python's logging, throttled, rather than the default runtime's coloured lines, one
+    per failed call while Temporal is down. Call it before the first client connects."""
+    from temporalio.runtime import Runtime
+
+    runtime = worker_runtime()
+    # Not an error when already set: the same runtime, by the cache above.
+    Runtime.set_default(runtime, error_if_already_set=False)
+    return runtime
 
 
 def sdk_metrics_runtime(address: str) -> Runtime:

@@ -140,7 +140,8 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
 
 
 def _ignore_outcome(task: asyncio.Task[Any]) -> None:
-    """Retrieve a cancelled activity's outcome, so asyncio does not report it as never retrieved."""
+    """Retrieve an activity's outcome nobody awaits (a cancelled watch, a webhook delivery), so
+    asyncio does not report it as never retrieved."""
     if not task.cancelled():
         task.exception()
 
@@ -183,6 +184,19 @@ def _input_problem(count: int, *, continued: bool) -> str | None:
     return f"the workflow was started with {count} inputs. {EXPECTED_INPUT}"
 
 
+def _workflow_id_problem(workflow_id: str) -> str | None:
+    """Why the store cannot keep this rollout's own workflow id (None: it can). The rollout writes
+    it into its lock and audit rows; the API refuses such an id, a start with the Temporal CLI or
+    an SDK is refused here, before anything is stored."""
+    problem = text_problem(workflow_id)
+    if problem is None:
+        return None
+    return (
+        f"the workflow id {ascii(workflow_id)} {problem} (start the rollout under an id the "
+        "store can keep: by default rollout:{namespace}/{path})"
+    )
+
+
 @workflow.defn(name=WORKFLOW_TYPE)
 class ConfigRollout:
     # `*inputs`, not (request, carried): the SDK decodes a start's inputs and calls __init__ with
@@ -193,7 +207,7 @@ class ConfigRollout:
     @workflow.init
     def __init__(self, *inputs: Any) -> None:
         info = workflow.info()
-        self._input_problem = _input_problem(
+        self._input_problem = _workflow_id_problem(info.workflow_id) or _input_problem(
             len(inputs), continued=info.continued_run_id is not None
         )
         self._request: Any = inputs[0] if inputs and self._input_problem is None else None
@@ -827,15 +841,18 @@ class ConfigRollout:
         body = self._state.webhook_body(event, reason, run_id=self._lock_run_id, at=self._now_iso())
         for url in plan.webhooks:
             self._state.deliveries_started += 1
-            self._notifications.append(
-                workflow.start_activity(
-                    NOTIFY_ACTIVITY,
-                    NotifyInput(url=url, body=body),
-                    start_to_close_timeout=WEBHOOK_TIMEOUT,
-                    retry_policy=WEBHOOK_RETRY,
-                    summary=f"notify {event} to {url}",
-                )
+            delivery = workflow.start_activity(
+                NOTIFY_ACTIVITY,
+                NotifyInput(url=url, body=body),
+                start_to_close_timeout=WEBHOOK_TIMEOUT,
+                retry_policy=WEBHOOK_RETRY,
+                summary=f"notify {event} to {url}",
             )
+            # A failed delivery is read as soon as it ends (the worker logged its attempts):
+            # a run that never gathers it (cancelled, or let go by a stopping worker) would
+            # otherwise leave asyncio to report it "never retrieved", tracebacks and all.
+            delivery.add_done_callback(_ignore_outcome)
+            self._notifications.append(delivery)
 
     async def _finish_notifications(self) -> None:
         """Let deliveries in flight end before the workflow does; their failures are ignored."""
