@@ -1,0 +1,135 @@
+"""`tempoconf worker` SIGKILLed at each step of a rollout, then started again: the rollout ends as
+it should (promoted), each stage published once, one promotion, no lock left, and the canary
+keeps the new value from its stage on (the API serves from the store, not from the worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY
+from tempoconf.store.store import Store
+from tests.faults.rollouts import (
+    ROLLOUT_TIMEOUT_SECONDS,
+    CanaryWatch,
+    assert_ended_cleanly,
+    establish_stable,
+    staged,
+)
+from tests.faults.stack import (
+    Stack,
+    actions,
+    audit,
+    pending_activities,
+    unique_path,
+    wait_until_async,
+)
+
+pytestmark = pytest.mark.faults
+
+
+class SlowJudge:
+    """An `http` health check's judge that answers its first request only after `delay` seconds
+    (so the check is still running when the worker is killed), and every later one at once."""
+
+    def __init__(self, delay: float) -> None:
+        self.asked = threading.Event()
+        judge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                first = not judge.asked.is_set()
+                judge.asked.set()
+                if first:
+                    time.sleep(delay)
+                try:
+                    self.send_response(200)
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:
+                    pass  # the worker that asked is gone
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/judge"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def judge() -> Iterator[SlowJudge]:
+    running = SlowJudge(delay=5)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def _entry(store: Store, path: str, action: str, reason_part: str = "") -> bool:
+    return any(
+        entry.action == action and reason_part in entry.reason for entry in audit(store, path)
+    )
+
+
+MOMENTS = ["prepare", "publish", "hold", "health_check", "promotion"]
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+async def test_worker_sigkilled_then_restarted(
+    stack: Stack, store: Store, judge: SlowJudge, moment: str, figure: object
+) -> None:
+    path = unique_path(f"worker-{moment}")
+    worker = stack.start_worker()
+    stack.start_api()
+    stable = await establish_stable(stack, path)
+    request = staged(path)
+    if moment == "health_check":
+        # Checked once at the end of each hold: the first check hangs on the judge.
+        request["health"] = [{"kind": "http", "url": judge.url, "timeout": "20s"}]
+    with CanaryWatch(stack, path) as watch:
+        handle = await stack.start_rollout(request)
+        started = time.monotonic()
+
+        async def at_the_moment() -> bool:
+            if moment == "prepare":
+                # The prepare activity scheduled (or already writing): the run's first step.
+                return True
+            if moment == "publish":
+                return _entry(store, path, "rollout.publishing", "stage 2/2")
+            if moment == "hold":
+                return _entry(store, path, "rollout.holding") and (
+                    time.monotonic() - started > 1.0
+                )
+            if moment == "health_check":
+                return judge.asked.is_set()
+            return _entry(store, path, "rollout.promoting")
+
+        await wait_until_async(
+            at_the_moment, what=f"the rollout to reach {moment}", timeout=60, interval=0.01
+        )
+        running = await pending_activities(handle)
+        worker.kill()
+        if moment == "health_check":
+            assert CHECK_HEALTH_ACTIVITY in running, running
+        await asyncio.sleep(1)
+        stack.start_worker()
+        result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
+        took = time.monotonic() - started
+        new = str(result["version"])
+    figure(
+        f"worker SIGKILL at {moment}: activities running at the kill {running or 'none'}; "
+        f"rollout ended {result['outcome']} {took:.1f}s after its start"
+    )
+    await assert_ended_cleanly(stack, store, path, result)
+    watch.assert_canary_kept(new, stable)
+    assert actions(store, path).count("rollout.started") == 2, actions(store, path)
