@@ -71,7 +71,9 @@ def stack(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Itera
     """A fresh database (migrated by `tempoconf db upgrade`) and a Temporal dev server; the test
     starts the worker, API and agents it needs. On PostgreSQL the worker reaches the database
     through `stack.proxy`, which the test may cut."""
-    database_url = str(request.getfixturevalue("sqlite_url" if backend == "sqlite" else "postgresql_url"))
+    database_url = str(
+        request.getfixturevalue("sqlite_url" if backend == "sqlite" else "postgresql_url")
+    )
     proxy = None
     worker_url = database_url
     if backend == "postgresql":

@@ -95,7 +95,9 @@ async def assert_ended_cleanly(
     assert result["outcome"] == "promoted", result
     version = str(result["version"])
     entries = [entry for entry in audit(store, path) if entry.version == version]
-    published = Counter(entry.details.get("index") for entry in entries if entry.action == "stage.published")
+    published = Counter(
+        entry.details.get("index") for entry in entries if entry.action == "stage.published"
+    )
     assert published == Counter(range(stages)), f"stage.published per stage index: {published}"
     promoted = [entry for entry in entries if entry.action == "rollout.promoted"]
     assert len(promoted) == 1, [entry.action for entry in entries]

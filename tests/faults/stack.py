@@ -42,7 +42,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_until(check: Callable[[], Any], *, what: str, timeout: float, interval: float = 0.05) -> Any:
+def wait_until(
+    check: Callable[[], Any], *, what: str, timeout: float, interval: float = 0.05
+) -> Any:
     """Call `check` until it returns something truthy (AssertionError counts as not yet)."""
     deadline = time.monotonic() + timeout
     last: object = None

@@ -75,9 +75,11 @@ def judge() -> Iterator[SlowJudge]:
         running.close()
 
 
-def _entry(store: Store, path: str, action: str, reason_part: str = "") -> bool:
+def _entry(store: Store, path: str, after: int, action: str, reason_part: str = "") -> bool:
+    """The audit log has `action` (its reason containing `reason_part`) after entry id `after`."""
     return any(
-        entry.action == action and reason_part in entry.reason for entry in audit(store, path)
+        entry.id > after and entry.action == action and reason_part in entry.reason
+        for entry in audit(store, path)
     )
 
 
@@ -96,6 +98,7 @@ async def test_worker_sigkilled_then_restarted(
     if moment == "health_check":
         # Checked once at the end of each hold: the first check hangs on the judge.
         request["health"] = [{"kind": "http", "url": judge.url, "timeout": "20s"}]
+    before = max(entry.id for entry in audit(store, path))  # the stable value's entries
     with CanaryWatch(stack, path) as watch:
         handle = await stack.start_rollout(request)
         started = time.monotonic()
@@ -105,14 +108,14 @@ async def test_worker_sigkilled_then_restarted(
                 # The prepare activity scheduled (or already writing): the run's first step.
                 return True
             if moment == "publish":
-                return _entry(store, path, "rollout.publishing", "stage 2/2")
+                return _entry(store, path, before, "rollout.publishing", "stage 2/2")
             if moment == "hold":
-                return _entry(store, path, "rollout.holding") and (
+                return _entry(store, path, before, "rollout.holding") and (
                     time.monotonic() - started > 1.0
                 )
             if moment == "health_check":
                 return judge.asked.is_set()
-            return _entry(store, path, "rollout.promoting")
+            return _entry(store, path, before, "rollout.promoting")
 
         await wait_until_async(
             at_the_moment, what=f"the rollout to reach {moment}", timeout=60, interval=0.01
