@@ -19,7 +19,11 @@ class Backoff:
     """
 
     def __init__(
-        self, *, base: float = 0.5, cap: float = DEFAULT_BACKOFF_CAP, rng: random.Random | None = None
+        self,
+        *,
+        base: float = 0.5,
+        cap: float = DEFAULT_BACKOFF_CAP,
+        rng: random.Random | None = None,
     ) -> None:
         if base <= 0 or cap < base:
             raise ValueError(f"backoff needs 0 < base <= cap (got base={base}, cap={cap})")

@@ -8,7 +8,7 @@ test measures are recorded with `figure(...)` and printed at the end of the run,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,8 +26,8 @@ _STACK = pytest.StashKey[Stack]()
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
-) -> Iterator[pytest.TestReport]:
-    report: pytest.TestReport = yield
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     running = item.stash.get(_STACK, None)
     if report.failed and running is not None:
         # Each process's log, in the failure's report (a teardown's output would be hidden).

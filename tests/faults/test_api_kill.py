@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,10 @@ OUTAGE_SECONDS = 20.0
 RECOVERY_BOUND_SECONDS = 10.0
 
 
+def _on_generation(out: Path, generation: int) -> bool:
+    return _generation(out) == generation
+
+
 def _generation(out: Path) -> int | None:
     try:
         return int(json.loads(out.read_text())["generation"])
@@ -32,7 +38,7 @@ def _generation(out: Path) -> int | None:
 
 
 async def test_api_killed_under_agents(
-    stack: Stack, store: Store, tmp_path: Path, figure: object
+    stack: Stack, store: Store, tmp_path: Path, figure: Callable[[str], None]
 ) -> None:
     path = unique_path("api-kill")
     stack.start_worker()
@@ -42,7 +48,7 @@ async def test_api_killed_under_agents(
     running = stack.agent(path, running_out, client="canary-1", channel="canary").start()
     late = stack.agent(path, late_out, client="canary-2", channel="canary").start()
     for out in (running_out, late_out):
-        wait_until(lambda out=out: _generation(out) == 1, what=f"{out.name} on v1", timeout=30)
+        wait_until(partial(_on_generation, out, 1), what=f"{out.name} on v1", timeout=30)
     late.stop()  # its disk cache now holds generation 1
     late_out.unlink()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,10 +50,10 @@ async def _roll_out_through_outage(
     store: Store,
     path: str,
     *,
-    cut: object,
-    restore: object,
+    cut: Callable[[], None],
+    restore: Callable[[], None],
     what: str,
-    figure: object,
+    figure: Callable[[str], None],
     outage: float = OUTAGE_SECONDS,
 ) -> None:
     stack.start_worker()
@@ -72,11 +73,11 @@ async def _roll_out_through_outage(
 
         await wait_until_async(holding, what="stage 1 to hold", timeout=60, interval=0.02)
         await asyncio.sleep(HOLD_SECONDS - 0.5)  # the next write (stage 2) fails at once
-        cut()  # type: ignore[operator]
+        cut()
         cut_at = time.time()
         await asyncio.sleep(outage)
         assert _published_at(store, path, 1, before) is None, "stage 2 published during the outage"
-        restore()  # type: ignore[operator]
+        restore()
         back_at = time.time()
         published = await wait_until_async(
             lambda: _published_at(store, path, 1, before),
@@ -97,7 +98,7 @@ async def _roll_out_through_outage(
 
 @pytest.mark.parametrize("backend", ["postgresql"])
 async def test_postgresql_unreachable_during_publish(
-    stack: Stack, store: Store, figure: object
+    stack: Stack, store: Store, figure: Callable[[str], None]
 ) -> None:
     assert stack.proxy is not None
     path = unique_path("pg-cut")
@@ -108,7 +109,9 @@ async def test_postgresql_unreachable_during_publish(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-async def test_sqlite_locked_during_publish(stack: Stack, store: Store, figure: object) -> None:
+async def test_sqlite_locked_during_publish(
+    stack: Stack, store: Store, figure: Callable[[str], None]
+) -> None:
     database = Path(make_url(stack.database_url).database or "")
     holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
 

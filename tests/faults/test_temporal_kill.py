@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -26,7 +27,7 @@ DOWN_SECONDS = 5.0
 
 
 async def test_temporal_server_sigkilled_mid_hold(
-    stack: Stack, store: Store, figure: object
+    stack: Stack, store: Store, figure: Callable[[str], None]
 ) -> None:
     path = unique_path("temporal-kill")
     stack.start_worker()

@@ -5,6 +5,7 @@ compensation runs) leaves a lease nobody renews: the canary keeps the new value 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 import httpx
@@ -33,7 +34,7 @@ def _canary_answer(stack: Stack, path: str) -> dict[str, object]:
 
 
 async def test_terminated_mid_stage_leases_lapse_and_lock_is_reclaimed(
-    stack: Stack, store: Store, figure: object
+    stack: Stack, store: Store, figure: Callable[[str], None]
 ) -> None:
     path = unique_path("terminate")
     stack.start_worker()
