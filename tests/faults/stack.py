@@ -95,12 +95,15 @@ class Process:
     log: Path
     cwd: Path
     popen: subprocess.Popen[bytes] | None = None
+    started_at: int = 0
+    """Where this run's output begins in `log`."""
 
     def start(self) -> Process:
         assert not self.running, f"{self.name} is already running"
         with open(self.log, "ab") as sink:
             sink.write(f"\n--- {time.strftime('%H:%M:%S')} start {' '.join(self.argv)}\n".encode())
             sink.flush()
+            self.started_at = sink.tell()
             self.popen = subprocess.Popen(
                 self.argv,
                 env=self.env,
@@ -120,12 +123,11 @@ class Process:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def wait_for_output(self, text: str, *, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
-        start = len(self.output())  # only what this run prints counts
-
         def printed() -> bool:
-            if text in self.output()[start:]:
+            if text in self.log.read_bytes()[self.started_at :].decode(errors="replace"):
                 return True
-            assert self.running, f"{self.name} exited before printing {text!r}:\n{self.output()}"
+            if not self.running:  # fail now, not at the timeout
+                raise RuntimeError(f"{self.name} exited before printing {text!r}:\n{self.output()}")
             return False
 
         wait_until(printed, what=f"{self.name} to print {text!r}", timeout=timeout)
@@ -294,6 +296,8 @@ class Stack:
 
     def start_temporal(self) -> None:
         process = self.temporal().start()
+        # Its banner comes once the frontend serves: a port that merely accepts is not enough.
+        process.wait_for_output("Temporal Server:")
 
         def answers() -> bool:
             assert process.running, f"temporal exited:\n{process.output()}"
@@ -408,6 +412,22 @@ async def completed_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
             attributes_done = event.activity_task_completed_event_attributes
             completed.append(scheduled[attributes_done.scheduled_event_id])
     return completed
+
+
+async def retried_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """`type#attempt` of each activity that needed more than one attempt (a lost worker's
+    activity times out and runs again: only its last attempt is in the history)."""
+    scheduled: dict[int, str] = {}
+    retried = []
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attributes.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            if started.attempt > 1:
+                retried.append(f"{scheduled[started.scheduled_event_id]}#{started.attempt}")
+    return retried
 
 
 async def pending_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:

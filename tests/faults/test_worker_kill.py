@@ -27,6 +27,7 @@ from tests.faults.stack import (
     actions,
     audit,
     pending_activities,
+    retried_activities,
     unique_path,
     wait_until_async,
 )
@@ -145,9 +146,11 @@ async def test_worker_sigkilled_then_restarted(
         result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
         took = time.monotonic() - started
         new = str(result["version"])
+    retried = await retried_activities(handle)
     figure(
-        f"worker SIGKILL at {moment}: activities running at the kill {running or 'none'}; "
-        f"rollout ended {result['outcome']} {took:.1f}s after its start"
+        f"worker SIGKILL at {moment}: activities pending at the kill {running or 'none'}, "
+        f"run again after it {retried or 'none'}; rollout ended {result['outcome']} "
+        f"{took:.1f}s after its start"
     )
     await assert_ended_cleanly(stack, store, path, result)
     watch.assert_canary_kept(new, stable)
