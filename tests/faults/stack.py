@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -390,6 +394,43 @@ class Stack:
         # Clients and agents first, the server last, as an operator would.
         for process in reversed(self.processes):
             process.stop()
+
+
+class StoreStall:
+    """Another connection that holds the store's write lock (SQLite: `BEGIN EXCLUSIVE`;
+    PostgreSQL: the rollout lock table in EXCLUSIVE mode, which lets plain reads such as the API's
+    through but not prepare, publish or promote, which take or lock its row), so such a step waits
+    in the middle of its activity until `release()`."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = make_url(database_url)
+        self._sqlite: sqlite3.Connection | None = None
+        self._engine: Engine | None = None
+        self._connection: Connection | None = None
+
+    def begin(self) -> None:
+        if self.url.get_backend_name() == "sqlite":
+            self._sqlite = sqlite3.connect(
+                self.url.database or "", isolation_level=None, check_same_thread=False
+            )
+            self._sqlite.execute("BEGIN EXCLUSIVE")
+        else:
+            self._engine = create_engine(self.url, poolclass=NullPool)
+            self._connection = self._engine.connect()
+            self._connection.exec_driver_sql("LOCK TABLE config_lock IN EXCLUSIVE MODE")
+
+    def release(self) -> None:
+        if self._sqlite is not None:
+            self._sqlite.rollback()
+            self._sqlite.close()
+            self._sqlite = None
+        if self._connection is not None:
+            self._connection.rollback()
+            self._connection.close()
+            self._connection = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
 
 def audit(store: Store, path: str) -> list[AuditEntry]:

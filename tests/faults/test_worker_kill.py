@@ -10,10 +10,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
+from temporalio.client import WorkflowHandle
 
-from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY
+from tempoconf.activity_io import (
+    CHECK_HEALTH_ACTIVITY,
+    PREPARE_ACTIVITY,
+    PROMOTE_ACTIVITY,
+    PUBLISH_STAGE_ACTIVITY,
+)
 from tempoconf.store.store import Store
 from tests.faults.rollouts import (
     ROLLOUT_TIMEOUT_SECONDS,
@@ -24,6 +31,7 @@ from tests.faults.rollouts import (
 )
 from tests.faults.stack import (
     Stack,
+    StoreStall,
     actions,
     audit,
     pending_activities,
@@ -77,6 +85,10 @@ def judge() -> Iterator[SlowJudge]:
         running.close()
 
 
+async def _pending(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
+    return activity in await pending_activities(handle)
+
+
 def _entry(store: Store, path: str, after: int, action: str, reason_part: str = "") -> bool:
     """The audit log has `action` (its reason containing `reason_part`) after entry id `after`."""
     return any(
@@ -88,6 +100,18 @@ def _entry(store: Store, path: str, after: int, action: str, reason_part: str = 
 # Each moment on one backend, both backends across the moments: a kill mid-write costs the
 # activity's 30 s start-to-close timeout, and the whole matrix would not fit the suite's budget.
 # TEMPOCONF_FAULTS_FULL=1 runs every moment on both.
+# The activity a moment catches in the middle of its store write (the store stalled until the kill).
+STALLED = {
+    "prepare": PREPARE_ACTIVITY,
+    "publish": PUBLISH_STAGE_ACTIVITY,
+    "promotion": PROMOTE_ACTIVITY,
+}
+# ... and what the audit log says once that step is done.
+DONE = {
+    "prepare": ("rollout.started", ""),
+    "publish": ("stage.published", "stage 2 "),
+    "promotion": ("rollout.promoted", ""),
+}
 MOMENTS = {
     "prepare": "postgresql",
     "publish": "postgresql",
@@ -108,6 +132,7 @@ async def test_worker_sigkilled_then_restarted(
     stack: Stack, store: Store, judge: SlowJudge, moment: str, figure: Callable[[str], None]
 ) -> None:
     path = unique_path(f"worker-{moment}")
+    stall = StoreStall(stack.database_url)
     worker = stack.start_worker()
     stack.start_api()
     stable = await establish_stable(stack, path)
@@ -117,13 +142,14 @@ async def test_worker_sigkilled_then_restarted(
         request["health"] = [{"kind": "http", "url": judge.url, "timeout": "20s"}]
     before = max(entry.id for entry in audit(store, path))  # the stable value's entries
     with CanaryWatch(stack, path) as watch:
+        if moment == "prepare":
+            stall.begin()  # before the start: prepare is the run's first step
         handle = await stack.start_rollout(request)
         started = time.monotonic()
 
         async def at_the_moment() -> bool:
             if moment == "prepare":
-                # The prepare activity scheduled (or already writing): the run's first step.
-                return True
+                return True  # the run's first step: stalled below
             if moment == "publish":
                 return _entry(store, path, before, "rollout.publishing", "stage 2/2")
             if moment == "hold":
@@ -137,8 +163,23 @@ async def test_worker_sigkilled_then_restarted(
         await wait_until_async(
             at_the_moment, what=f"the rollout to reach {moment}", timeout=60, interval=0.01
         )
+        stalled = STALLED.get(moment)
+        if stalled is not None:
+            # Catch the step's activity in the middle: it waits for the store until the kill.
+            if moment != "prepare":
+                stall.begin()
+            done, reason_part = DONE[moment]
+
+            async def caught_or_done() -> bool:
+                # Done before the stall took hold (the race is lost): a kill right after it.
+                return await _pending(handle, stalled) or _entry(
+                    store, path, before, done, reason_part
+                )
+
+            await wait_until_async(caught_or_done, what=stalled, timeout=30, interval=0.05)
         running = await pending_activities(handle)
         worker.kill()
+        stall.release()
         if moment == "health_check":
             assert CHECK_HEALTH_ACTIVITY in running, running
         await asyncio.sleep(1)
