@@ -20,6 +20,7 @@ from tempoconf.activity_io import (
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,
     PUBLISH_STAGE_ACTIVITY,
+    WATCH_HEALTH_ACTIVITY,
 )
 from tempoconf.store.store import Store
 from tests.faults.rollouts import (
@@ -140,6 +141,9 @@ async def test_worker_sigkilled_then_restarted(
     if moment == "health_check":
         # Checked once at the end of each hold: the first check hangs on the judge.
         request["health"] = [{"kind": "http", "url": judge.url, "timeout": "20s"}]
+    if moment == "hold":
+        # Also checked every second of the hold: the kill takes the hold's health watch with it.
+        request["health"][0]["interval"] = "1s"
     before = max(entry.id for entry in audit(store, path))  # the stable value's entries
     with CanaryWatch(stack, path) as watch:
         if moment == "prepare":
@@ -182,6 +186,8 @@ async def test_worker_sigkilled_then_restarted(
         stall.release()
         if moment == "health_check":
             assert CHECK_HEALTH_ACTIVITY in running, running
+        if moment == "hold":
+            assert WATCH_HEALTH_ACTIVITY in running, running
         await asyncio.sleep(1)
         stack.start_worker()
         result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
