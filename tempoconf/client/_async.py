@@ -13,6 +13,7 @@ from types import TracebackType
 import httpx
 from prometheus_client import CollectorRegistry
 
+from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
 from tempoconf.client._common import StateReads, build_state
 from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
 from tempoconf.client._model import ConfigClientError, ConfigValue
@@ -103,7 +104,7 @@ class AsyncConfigClient(StateReads):
         min_interval: float = 0.5,
         timeout: float = 10.0,
         backoff_base: float = 0.5,
-        backoff_cap: float = 30.0,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self._state = build_state(

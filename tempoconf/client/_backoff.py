@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["Backoff"]
+__all__ = ["DEFAULT_BACKOFF_CAP", "Backoff"]
+
+DEFAULT_BACKOFF_CAP = 5.0
+"""Seconds. A client sees the API again within ~5 s of its return (at 30 s it took up to 16 s
+after a 24 s outage); full jitter still spreads a fleet's retries over those 5 s."""
 
 
 class Backoff:
@@ -15,7 +19,11 @@ class Backoff:
     """
 
     def __init__(
-        self, *, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None
+        self,
+        *,
+        base: float = 0.5,
+        cap: float = DEFAULT_BACKOFF_CAP,
+        rng: random.Random | None = None,
     ) -> None:
         if base <= 0 or cap < base:
             raise ValueError(f"backoff needs 0 < base <= cap (got base={base}, cap={cap})")

@@ -15,6 +15,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from tempoconf.client._async import watch_loop
+from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
 from tempoconf.client._common import StateReads, build_state
 from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
 from tempoconf.client._model import ConfigClientError, ConfigValue
@@ -59,7 +60,7 @@ class ConfigClient(StateReads):
     only); `long_poll_seconds` (default 30, 0 to poll); `poll_interval` (default 5 s: the pause
     after an answer that came back at once, so an API that does not hold polls is not hammered);
     `min_interval` (0.5 s: the least time between two requests after a change); `timeout`
-    (10 s, on top of the long-poll); `backoff_base`, `backoff_cap` (0.5 s, 30 s: exponential
+    (10 s, on top of the long-poll); `backoff_base`, `backoff_cap` (0.5 s, 5 s: exponential
     backoff with full jitter after failures); `registry`: the prometheus CollectorRegistry for
     `tempoconf_agent_config_version` (default a private one; see the package docstring).
     """
@@ -80,7 +81,7 @@ class ConfigClient(StateReads):
         min_interval: float = 0.5,
         timeout: float = 10.0,
         backoff_base: float = 0.5,
-        backoff_cap: float = 30.0,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self._state = build_state(

@@ -42,6 +42,14 @@ def test_backoff_is_full_jitter_doubling_to_a_cap() -> None:
     assert backoff.ceiling() == 0.5
 
 
+def test_default_backoff_retries_within_5_seconds_however_long_the_outage() -> None:
+    # Issue 12, hole 6: capped at 30 s, an agent down for 24 s took 16 s to see the API again.
+    backoff = Backoff(rng=random.Random(5))
+    delays = [backoff.next() for _ in range(500)]
+    assert max(delays) <= 5.0
+    assert max(delays[10:]) > 4  # still the whole jittered range, not a fixed short pause
+
+
 def test_backoff_spreads_delays() -> None:
     backoff = Backoff(base=8, cap=8, rng=random.Random(1))
     delays = [backoff.next() for _ in range(200)]
