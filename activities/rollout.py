@@ -17,6 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempoconf.activities.abandoned import holder_ending
 from tempoconf.activity_io import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
@@ -196,10 +197,25 @@ class RolloutActivities:
                 raise ApplicationError(
                     str(held), type=ROLLOUT_RUNNING_ERROR, non_retryable=True
                 ) from None
-            # The holder ended without cleanup (terminated, say): reclaim its lock, atomically.
+            # The holder ended without cleanup (terminated, say) and the worker's sweep has not
+            # ended it yet (activities.abandoned): end it here, so its audit trail ends with how
+            # it ended, then reclaim its lock, atomically.
             activity.logger.warning(
                 "reclaiming the lock of %s/%s from ended run %s", namespace, path, holder.run_id
             )
+            ending = await holder_ending(activity.client(), holder)
+            if ending is not None:
+                await asyncio.to_thread(
+                    self._store.end_abandoned_run,
+                    namespace,
+                    path,
+                    run_id=holder.run_id,
+                    workflow_id=holder.workflow_id,
+                    outcome=ending.outcome,
+                    actor=ending.actor,
+                    reason=ending.reason,
+                    event_key=f"{holder.run_id}:revert",
+                )
             await asyncio.to_thread(acquire, holder.run_id)
             await asyncio.to_thread(
                 self._store.record_event,
@@ -331,6 +347,7 @@ class RolloutActivities:
             reason=input.reason,
             outcome=input.outcome,
             event_key=f"{input.run_id}:revert",
+            audit_always=input.audit_always,
         )
         stable = await asyncio.to_thread(self._store.get_stable, input.namespace, input.path)
         return RevertResult(stable_version=stable.version if stable is not None else None)

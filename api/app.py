@@ -10,11 +10,12 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
-from tempoconf.api.errors import EXCEPTION_HANDLERS
+from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.read_limits import bounded_body
@@ -138,6 +139,7 @@ def create_app(
             *openapi.routes,
         ],
         exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[Middleware(UnexpectedErrors)],
         lifespan=lifespan,
     )
     app.state.store = store

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import QueryParams
 
@@ -179,11 +180,17 @@ def _prepare(
     )
 
 
-def parse_config_query(path: str, params: QueryParams) -> ConfigQuery:
-    """Read a poll from its path and query parameters.
+def parse_config_query(path: str, params: QueryParams, raw_query: bytes = b"") -> ConfigQuery:
+    """Read a poll from its path and query parameters (`raw_query`: the query string as sent).
 
     Raises ApiError(400) naming the parameter that is wrong.
     """
+    undecodable = _not_utf8(raw_query)
+    if undecodable is not None:
+        raise ApiError(
+            400,
+            f"invalid query parameter {undecodable}: not valid UTF-8 once percent-decoded",
+        )
     problem = path_problem(path)
     if problem is not None:
         raise ApiError(400, f"invalid config path in the URL: {problem}")
@@ -214,6 +221,22 @@ def parse_config_query(path: str, params: QueryParams) -> ConfigQuery:
         stable_only=stable_only,
         wait=wait,
     )
+
+
+def _not_utf8(raw_query: bytes) -> str | None:
+    """The name of the first parameter that is not UTF-8 once percent-decoded, else None.
+    QueryParams would put U+FFFD in its place, so that every such client id (or channel, or
+    label) were one and the same identity."""
+    if b"%" not in raw_query and raw_query.isascii():
+        return None  # every poll of a well-behaved client: nothing to decode
+    for pair in raw_query.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        for part in (name, value):
+            try:
+                unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+            except UnicodeDecodeError:
+                return unquote_to_bytes(name).decode("utf-8", "replace")
+    return None
 
 
 def _parse_wait(raw: str | None) -> float:

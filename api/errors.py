@@ -10,11 +10,12 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tempoconf.api.answers import ErrorAnswer, ProblemAnswer
 from tempoconf.problems import Problem
 
-__all__ = ["ApiError", "error_body", "error_response", "EXCEPTION_HANDLERS"]
+__all__ = ["ApiError", "UnexpectedErrors", "error_body", "error_response", "EXCEPTION_HANDLERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,14 +81,39 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, message, headers=exc.headers)
 
 
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    # A bug, not the caller's fault: logged with its traceback, answered as JSON like the rest.
-    logger.exception("unexpected error on %s %s", request.method, request.url.path)
-    return error_response(500, f"internal error: {type(exc).__name__}")
+class UnexpectedErrors:
+    """ASGI middleware: a bug (any exception no handler answers) is logged once, one line and its
+    traceback at ERROR, and answered as JSON like the rest.
+
+    Not Starlette's `Exception` handler: its ServerErrorMiddleware re-raises after answering,
+    so uvicorn logged every 500 a second time ("Exception in ASGI application")."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise  # too late for an answer of ours: the server logs it and drops the connection
+            logger.exception("unexpected error on %s %s", scope["method"], scope["path"])
+            response = error_response(500, f"internal error: {type(exc).__name__}")
+            await response(scope, receive, send)
 
 
 EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
     ApiError: _api_error,
     HTTPException: _http_error,
-    Exception: _unexpected,
 }
+"""The errors answered as the caller's (bugs: UnexpectedErrors)."""

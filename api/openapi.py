@@ -450,23 +450,32 @@ def _paths() -> dict[str, Any]:
         },
     }
     for name in COMMAND_NAMES:
+        operation = {
+            "operationId": f"{name}Rollout",
+            "summary": COMMANDS[name].summary + " Sent as a workflow update.",
+            "tags": ["admin"],
+            "security": _ADMIN,
+            "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),
+            "requestBody": _request(OperatorCommand, required=False),
+            "responses": {
+                "200": _answer(CommandAnswer, "Answered by the workflow"),
+                "400": _error("Invalid path, namespace or body"),
+                **admin_errors,
+                "404": _error("No running rollout"),
+                "409": _error("Refused by the workflow (its message)"),
+                "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),
+                "503": _error("Temporal is unreachable"),
+            },
+        }
+        paths[f"/v1/admin/rollouts/{{path}}:{name}"] = {"post": operation}
         paths[f"/v1/admin/rollouts/{{path}}/{name}"] = {
             "post": {
-                "operationId": f"{name}Rollout",
-                "summary": COMMANDS[name].summary + " Sent as a workflow update.",
-                "tags": ["admin"],
-                "security": _ADMIN,
-                "parameters": _params("ConfigPath", "Namespace", "WorkflowId"),
-                "requestBody": _request(OperatorCommand, required=False),
-                "responses": {
-                    "200": _answer(CommandAnswer, "Answered by the workflow"),
-                    "400": _error("Invalid path, namespace or body"),
-                    **admin_errors,
-                    "404": _error("No running rollout"),
-                    "409": _error("Refused by the workflow (its message)"),
-                    "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),
-                    "503": _error("Temporal is unreachable"),
-                },
+                **operation,
+                "operationId": f"{name}RolloutDeprecated",
+                "summary": f"Deprecated form of `POST /v1/admin/rollouts/{{path}}:{name}`, which "
+                f"no config path can be mistaken for (a config may be named `.../{name}`); "
+                "answers carry `Deprecation: true` and a `Link` to the canonical form.",
+                "deprecated": True,
             }
         }
     return paths
@@ -480,7 +489,8 @@ def openapi_document() -> dict[str, Any]:
             "version": __version__,
             "description": "Serves each polling client the config version its identity resolves "
             "to; takes health reports; admin endpoints drive rollouts on Temporal. "
-            "A `{path}` parameter is a config path and may contain '/'.",
+            "A `{path}` parameter is a config path and may contain '/', never ':': a "
+            "command on a rollout is `POST /v1/admin/rollouts/{path}:{command}`.",
         },
         "paths": _paths(),
         "components": {

@@ -107,7 +107,9 @@ class ConfigPolls:
         query = self._queries.get((path, query_string))
         if query is None:
             # Clients repeat the same query on every poll: parse it once.
-            query = parse_config_query(path[len(CONFIGS_PREFIX) :], QueryParams(query_string))
+            query = parse_config_query(
+                path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
+            )
             if len(self._queries) >= QUERIES_KEPT:
                 self._queries.clear()
             self._queries[(path, query_string)] = query

@@ -11,7 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-__all__ = ["CONFIG_PATH", "Endpoint", "route", "template_of"]
+from tempoconf.commands import COMMAND_NAMES
+
+__all__ = ["CONFIG_PATH", "ROLLOUT_PATH", "Endpoint", "route", "template_of"]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _CONVERTOR = re.compile(r"\{(\w+):\w+\}")
@@ -30,9 +32,19 @@ class _ConfigPathConvertor(Convertor[str]):
         return value
 
 
+class _RolloutPathConvertor(_ConfigPathConvertor):
+    """A config path that does not end in `:<command>`: that is a command's route (POST only),
+    which a config path cannot be taken for, since none contains ':'."""
+
+    regex = "(?s:(?!.*:(?:" + "|".join(COMMAND_NAMES) + ")$).*)"
+
+
 register_url_convertor("tempoconf_config_path", _ConfigPathConvertor())
+register_url_convertor("tempoconf_rollout_path", _RolloutPathConvertor())
 CONFIG_PATH = "{path:tempoconf_config_path}"
 """The `{path}` segment of a route: a config path, slashes included."""
+ROLLOUT_PATH = "{path:tempoconf_rollout_path}"
+"""`{path}` where a route `{path}:<command>` exists beside it for another method."""
 
 
 def template_of(path: str) -> str:

@@ -18,6 +18,7 @@ import httpx
 from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
+from tempoconf.commands import command_path
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import VersionRecord
@@ -289,16 +290,23 @@ class DirectBackend:
 
 
 async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> bool:
+    """Whether the lock's holder still runs. A rollout holds the lock under its first run's id for
+    its whole life: a run that continued as new runs on as a later run of its chain (as the
+    prepare activity judges it, so a start it would refuse is refused here, not started)."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError, RPCStatusCode
 
     try:
         description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+        if description.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            return description.status == WorkflowExecutionStatus.RUNNING
+        latest = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return False
         raise
-    return description.status == WorkflowExecutionStatus.RUNNING
+    chain = latest.raw_description.workflow_execution_info.first_run_id
+    return latest.status == WorkflowExecutionStatus.RUNNING and chain == run_id
 
 
 # -- API mode: the admin API over HTTP ---------------------------------------------------------
@@ -469,7 +477,7 @@ class ApiBackend:
     ) -> tuple[str, dict[str, Any]]:
         response = await self._call(
             "POST",
-            f"/v1/admin/rollouts/{path}/{name}",
+            command_path(path, name),
             namespace=namespace,
             params={"workflow_id": explicit_id} if explicit_id else None,
             body={"reason": reason, "by": actor()},

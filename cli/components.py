@@ -50,7 +50,7 @@ def dev_command(args: argparse.Namespace) -> int:
 
 def worker_command(args: argparse.Namespace) -> int:
     from tempoconf.cli.worker import WorkerSettingsError, deployment_config, run_worker
-    from tempoconf.temporal_connection import TemporalSettingsError, sdk_metrics_runtime
+    from tempoconf.temporal_connection import TemporalSettingsError, worker_runtime
 
     settings = settings_from_args(args)
     try:
@@ -58,18 +58,18 @@ def worker_command(args: argparse.Namespace) -> int:
     except WorkerSettingsError as error:
         die(f"tempoconf worker: {error}")
     version = f" as version {deployment.version.to_canonical_string()}" if deployment else ""
-    runtime = None
-    if settings.sdk_metrics_address is not None:
-        try:
-            runtime = sdk_metrics_runtime(settings.sdk_metrics_address)
-        except TemporalSettingsError as error:
-            die(f"tempoconf worker: {error}", exit_code=2)
+    try:
+        # Core's logs through Python's logging, throttled (a server outage is not 10 lines a
+        # second); the SDK's metrics too when asked for.
+        runtime = worker_runtime(settings.sdk_metrics_address)
+    except TemporalSettingsError as error:
+        die(f"tempoconf worker: {error}", exit_code=2)
 
     async def run() -> int:
         # The store first: one that is not migrated is refused before anything connects.
         with open_store(settings) as store:
             client = await connect_temporal(settings, runtime=runtime)
-            if runtime is not None:
+            if settings.sdk_metrics_address is not None:
                 print(
                     f"worker: Temporal SDK metrics at http://{settings.sdk_metrics_address}/metrics",
                     flush=True,

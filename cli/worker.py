@@ -30,6 +30,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
+from tempoconf.activities.abandoned import sweep_abandoned
+from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities
 from tempoconf.activities.rollout import RolloutActivities
@@ -76,8 +78,9 @@ class UserErrorLogFilter(logging.Filter):
 
 def _quiet_user_errors() -> None:
     activity_log = logging.getLogger("temporalio.activity")
-    if not any(isinstance(existing, UserErrorLogFilter) for existing in activity_log.filters):
-        activity_log.addFilter(UserErrorLogFilter())
+    for kind in (UserErrorLogFilter, OriginalErrorLogFilter):
+        if not any(isinstance(existing, kind) for existing in activity_log.filters):
+            activity_log.addFilter(kind())
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:
@@ -205,6 +208,8 @@ def build_worker(
             health_clock=health_clock,
         ),
         deployment_config=deployment,
+        # Unexpected activity errors reach Temporal short and readable (activities.failures).
+        interceptors=[ShortFailures()],
     )
 
 
@@ -238,7 +243,8 @@ async def run_worker(
     settings: Settings, store: Store, client: Client, *, make_current: bool = False
 ) -> None:
     """Register search attributes, then run the worker until cancelled. A versioned worker with
-    `make_current` (the dev stack) makes its version current once it polls."""
+    `make_current` (the dev stack) makes its version current once it polls. Beside it, the sweep
+    that ends rollouts whose workflow ended without its own end (activities.abandoned)."""
     _quiet_user_errors()
     deployment = deployment_config(settings)
     await ensure_search_attributes(client, client.namespace)
@@ -249,15 +255,18 @@ async def run_worker(
         settings.resolved_temporal_address,
         f" as version {deployment.version.to_canonical_string()}" if deployment else "",
     )
-    if deployment is None or not make_current:
-        await worker.run()
-        return
+    sweep = asyncio.create_task(
+        sweep_abandoned(client, store, interval=settings.sweep_interval), name="tempoconf-sweep"
+    )
     running = asyncio.create_task(worker.run())
     try:
-        await make_version_current(client, deployment.version)
-        log.info("version %s is current", deployment.version.to_canonical_string())
+        if deployment is not None and make_current:
+            await make_version_current(client, deployment.version)
+            log.info("version %s is current", deployment.version.to_canonical_string())
         await running
     finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
+        for task in (running, sweep):
+            task.cancel()
+        for task in (running, sweep):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -168,6 +168,9 @@ class RevertInput:
     outcome: str
     actor: str
     reason: str
+    audit_always: bool = False
+    """Audit `rollout.<outcome>` even when the run holds nothing (a failed prepare may have
+    taken nothing, and its audit trail must still end with its outcome)."""
 
 
 @dataclass

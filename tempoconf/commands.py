@@ -2,8 +2,9 @@
 
 halt, bypass, advance, pause, resume and approve: each is a signal and an update of the
 `ConfigRollout` workflow of the same name, a route of the API (`POST
-/v1/admin/rollouts/{path}/{name}`) and a `tempoconf rollout NAME` command. The workflow's
-handlers, the API's routes and document and the CLI's parser all read this registry.
+/v1/admin/rollouts/{path}:{name}`, see `command_path`) and a `tempoconf rollout NAME` command.
+The workflow's handlers, the API's routes and document and the CLI's parser all read this
+registry.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "CommandSpec",
     "OperatorCommand",
     "OPERATOR_COMMANDS",
+    "command_path",
 ]
 
 
@@ -98,3 +100,9 @@ class OperatorCommand:
 
     reason: Annotated[str, Field(max_length=2000, strict=True), STORABLE] = ""
     by: Annotated[str, Field(max_length=200, strict=True), STORABLE] = ""
+
+
+def command_path(path: str, name: str) -> str:
+    """The admin API's route of command `name` on config `path`: after a ':', which no config
+    path contains (tempoconf.paths), so a config named `.../halt` is never taken for a command."""
+    return f"/v1/admin/rollouts/{path}:{name}"

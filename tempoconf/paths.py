@@ -7,6 +7,7 @@ import re
 __all__ = ["path_problem", "namespace_problem", "DEFAULT_NAMESPACE"]
 
 DEFAULT_NAMESPACE = "default"
+# No ':' ever: the admin API names a command on a config after one (`.../rollouts/{path}:halt`).
 _SEGMENT = re.compile(r"[a-z0-9._-]+")
 _NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 

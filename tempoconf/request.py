@@ -29,7 +29,7 @@ from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
 from tempoconf.promql import template_problems
-from tempoconf.storable import json_text_problems
+from tempoconf.storable import json_depth_problem, json_text_problems
 
 __all__ = [
     "ConfigPath",
@@ -281,6 +281,17 @@ class LinearStrategy(_Strict):
     step: float = Field(gt=0, le=100)
     every: Duration | None = None
 
+    @model_validator(mode="after")
+    def _not_too_many_stages(self) -> LinearStrategy:
+        # Refused before it is expanded: a step of 1e-12 would be 10^14 points to build and count.
+        # Below 100/(MAX_STAGES+1) the points, even rounded to two decimals, are more than
+        # MAX_STAGES distinct ones, so this refuses nothing the count after expansion would keep.
+        if self.step * (MAX_STAGES + 1) < 100:
+            raise ValueError(
+                f"a linear step of {self.step:g} expands to more than {MAX_STAGES} stages"
+            )
+        return self
+
 
 class ExponentialStrategy(_Strict):
     """Percentile stages `start`, `start`×`factor`, ... up to 100, each held for `every`."""
@@ -382,7 +393,10 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # Every string of the request (the value's included) is checked here, the one door of every
     # rollout, so no backend is handed one it cannot store: a NUL would pass every check below.
     problems: list[Problem] = json_text_problems(raw)
-    if "value" in raw:
+    too_deep = json_depth_problem(raw.get("value"), "/value")
+    if too_deep is not None:
+        problems.append(too_deep)
+    elif "value" in raw:
         try:
             canonical_json(raw["value"])
         except (TypeError, ValueError, RecursionError) as error:
@@ -410,7 +424,13 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
                 "(an existing version to roll back to)",
             )
         )
-    if request is not None and request.strategy is not None:
+    raw_stages = raw.get("stages")
+    if isinstance(raw_stages, list) and len(raw_stages) > MAX_STAGES:
+        # The strategy's check below counts its expansion too; this is for stages alone.
+        problems.append(
+            Problem("/stages", f"{len(raw_stages)} stages: more than {MAX_STAGES} stages in all")
+        )
+    elif request is not None and request.strategy is not None:
         explicit = {stage.display_name for stage in request.stages}
         repeated = [
             stage.display_name

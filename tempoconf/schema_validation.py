@@ -9,7 +9,7 @@ from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
 from tempoconf.problems import Problem, json_pointer
-from tempoconf.storable import json_text_problems
+from tempoconf.storable import json_depth_problem, json_text_problems
 
 __all__ = ["schema_problems", "value_problems"]
 
@@ -23,6 +23,9 @@ def schema_problems(schema: Any) -> list[Problem]:
     unstorable = json_text_problems(schema)
     if unstorable:
         return unstorable
+    too_deep = json_depth_problem(schema)
+    if too_deep is not None:
+        return [too_deep]
     meta = Draft202012Validator(
         Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
     )

@@ -49,6 +49,10 @@ class Settings:
     """`TEMPOCONF_API_HEADER_TIMEOUT`: seconds a client may take to send a request's head."""
     api_body_timeout: float = 10.0
     """`TEMPOCONF_API_BODY_TIMEOUT`: seconds a client may take to send a request's body."""
+    sweep_interval: float = 5.0
+    """`TEMPOCONF_SWEEP_INTERVAL`: seconds between the worker's sweeps for rollouts whose workflow
+    ended without its own end (terminated, timed out): their final audit entry and lock release
+    follow within about this long."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -76,6 +80,7 @@ class Settings:
             ),
             api_header_timeout=_seconds(env, "TEMPOCONF_API_HEADER_TIMEOUT", 10.0),
             api_body_timeout=_seconds(env, "TEMPOCONF_API_BODY_TIMEOUT", 10.0),
+            sweep_interval=_seconds(env, "TEMPOCONF_SWEEP_INTERVAL", 5.0),
         )
         given = {key: value for key, value in overrides.items() if value is not None}
         if "data_dir" in given:

@@ -17,9 +17,11 @@ from pydantic import AfterValidator
 from tempoconf.problems import Problem, json_pointer
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "MAX_TEXT_PROBLEMS",
     "STORABLE",
     "StorableText",
+    "json_depth_problem",
     "json_text_problems",
     "storable_text",
     "text_problem",
@@ -27,6 +29,9 @@ __all__ = [
 
 MAX_TEXT_PROBLEMS = 20
 """At most this many strings are named in one answer (a value may hold thousands)."""
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays and objects in a value or a schema. Deeper would be stored, then fail
+every answer that carries it (pydantic serializes some 250 levels at most): a poll, a plan."""
 
 
 def text_problem(text: str) -> str | None:
@@ -94,6 +99,23 @@ def json_text_problems(document: Any, pointer: str = "") -> list[Problem]:
             for index in reversed(range(len(node))):
                 stack.append((where + json_pointer([index]), node[index], False))
     return problems
+
+
+def json_depth_problem(document: Any, pointer: str = "") -> Problem | None:
+    """A problem at `pointer` when `document` nests arrays and objects more than MAX_JSON_DEPTH
+    levels deep, else None. A stack, not recursion, as json_text_problems."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list | tuple):
+            if depth > MAX_JSON_DEPTH:
+                return Problem(
+                    pointer,
+                    f"nested more than {MAX_JSON_DEPTH} levels deep (arrays and objects)",
+                )
+            members = node.values() if isinstance(node, dict) else node
+            stack.extend((member, depth + 1) for member in members)
+    return None
 
 
 def _add(problems: list[Problem], where: str, text: str, what: str) -> None:

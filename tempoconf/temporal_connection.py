@@ -11,7 +11,10 @@ source both share. A secret is never printed: the API key is redacted from every
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,11 +27,14 @@ if TYPE_CHECKING:
     from temporalio.service import TLSConfig
 
 __all__ = [
+    "CORE_LOGGER",
+    "CoreLogThrottle",
     "TLS_HINT",
     "TemporalConnection",
     "TemporalSettingsError",
     "sdk_metrics_runtime",
     "temporal_connection",
+    "worker_runtime",
 ]
 
 TLS_HINT = (
@@ -204,17 +210,86 @@ def _tls_config(
     )
 
 
+CORE_LOGGER = "temporalio.core"
+"""The Python logger the SDK's Core (Rust) logs reach in a worker (`worker_runtime`)."""
+CORE_LOG_WINDOW = 60.0
+"""Seconds during which a Core message of one kind is logged once (`CoreLogThrottle`)."""
+
+
+class CoreLogThrottle(logging.Filter):
+    """Lets through one record of each kind of Core message (its text with the numbers left out)
+    per `window` seconds; the first after a window says how many were left out meanwhile.
+
+    While the server is down, Core logs a warning for every failed poll (about ten a second);
+    one of each per minute says as much."""
+
+    _MAX_KINDS = 1000
+
+    def __init__(
+        self, window: float = CORE_LOG_WINDOW, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self._window = window
+        self._clock = clock
+        self._kinds: dict[tuple[str, int, str], list[float]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        core = getattr(record, "temporal_log", None)
+        text = str(getattr(core, "message", None) or record.msg)
+        kind = (record.name, record.levelno, re.sub(r"\d+", "N", text))
+        now = self._clock()
+        seen = self._kinds.get(kind)
+        if seen is not None and now - seen[0] < self._window:
+            seen[1] += 1
+            return False
+        if len(self._kinds) >= self._MAX_KINDS:
+            self._kinds.clear()
+        self._kinds[kind] = [now, 0.0]
+        if seen is not None and seen[1]:
+            record.msg = f"{record.msg} ({int(seen[1])} more like it in the last {self._window:g}s)"
+        return True
+
+
 @functools.cache
-def sdk_metrics_runtime(address: str) -> Runtime:
-    """The SDK's runtime serving its metrics (`temporal_*`) for Prometheus on `address`.
+def worker_runtime(metrics_address: str | None = None) -> Runtime:
+    """The SDK's runtime of a worker process: Core's logs go to Python's logging (logger
+    `CORE_LOGGER`: one format, no colour codes in a log file, `CoreLogThrottle`), and with a
+    `metrics_address` it serves the SDK's metrics (`temporal_*`) for Prometheus there.
 
     One per process and address: each Runtime owns threads and the exporter's socket."""
-    from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+    from temporalio.runtime import (
+        LogForwardingConfig,
+        LoggingConfig,
+        PrometheusConfig,
+        Runtime,
+        TelemetryConfig,
+        TelemetryFilter,
+    )
 
+    core_logger = logging.getLogger(CORE_LOGGER)
+    if not any(isinstance(existing, CoreLogThrottle) for existing in core_logger.filters):
+        core_logger.addFilter(CoreLogThrottle())
+    logs = LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+        forwarding=LogForwardingConfig(logger=core_logger, prepend_target_on_message=False),
+    )
     try:
-        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+        return Runtime(
+            telemetry=TelemetryConfig(
+                logging=logs,
+                metrics=None
+                if metrics_address is None
+                else PrometheusConfig(bind_address=metrics_address),
+            )
+        )
     except ValueError as error:
         raise TemporalSettingsError(
-            f"SDK metrics address {address!r} (TEMPOCONF_SDK_METRICS_ADDRESS or "
+            f"SDK metrics address {metrics_address!r} (TEMPOCONF_SDK_METRICS_ADDRESS or "
             f"--sdk-metrics-address): {error}; give IP:PORT, e.g. 127.0.0.1:9465"
         ) from None
+
+
+def sdk_metrics_runtime(address: str) -> Runtime:
+    """The worker's runtime serving the SDK's metrics (`temporal_*`) on `address`
+    (`worker_runtime`)."""
+    return worker_runtime(address)

@@ -163,6 +163,10 @@ class _StopRollout(Exception):
         self.by = by
 
 
+# workflow.patched: a failed prepare ends its audit trail with `rollout.failed` (written with the
+# release of what it took), instead of a revert that wrote nothing when it had taken nothing.
+PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
+
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
 EXPECTED_INPUT = (
     "ConfigRollout takes exactly one input, the rollout request: a JSON object such as "
@@ -209,6 +213,9 @@ class ConfigRollout:
         # What the main loop waits for while it is parked in _wait_until (None while it runs or
         # awaits an activity): an update answers once the rollout waits for something it did not give.
         self._parked_on: Callable[[], bool] | None = None
+        # True while it waits to continue as new between two stages: parked, but not on anything
+        # a command waits for (the next stage is published by the next run).
+        self._between_stages = False
 
     @property
     def _progress(self) -> RolloutProgress:
@@ -292,14 +299,20 @@ class ConfigRollout:
                 INVALID_REQUEST_ERROR,
                 ROLLOUT_RUNNING_ERROR,
             )
+            audited = False
             if not refused:
                 # Prepare may have taken the lock before failing: release it before failing.
-                await self._revert(
-                    Outcome.REVERTED, f"prepare failed: {cause or error}", SYSTEM_ACTOR
-                )
+                reason = f"prepare failed: {cause or error}"
+                if workflow.patched(PREPARE_FAILURE_AUDITED):
+                    await self._end_failed_prepare(reason)
+                    audited = True
+                else:  # runs that failed their prepare before this worker: as they did
+                    await self._revert(Outcome.REVERTED, reason, SYSTEM_ACTOR)
             message = cause.message if isinstance(cause, ApplicationError) else str(error)
             self._progress.reason = message
-            self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message)
+            # A refused request wrote nothing (and a refusal for a running rollout must not write
+            # into that one's trail); a failed prepare's `rollout.failed` is in the log already.
+            self._transition(RolloutState.FAILED, SYSTEM_ACTOR, message, audit=not audited)
             raise ApplicationError(
                 message,
                 *(cause.details if isinstance(cause, ApplicationError) else ()),
@@ -654,7 +667,11 @@ class ConfigRollout:
 
     async def _continue_as_new_if_due(self) -> None:
         if self._continue_as_new_due():
-            await self._continue_as_new(lambda: self._state.halt is not None, None)
+            self._between_stages = True
+            try:
+                await self._continue_as_new(lambda: self._state.halt is not None, None)
+            finally:
+                self._between_stages = False
 
     async def _continue_as_new(self, wakes: Callable[[], bool], wake_at: datetime | None) -> None:
         """Go on as a new run carrying the whole state, once deliveries and handlers in flight have
@@ -731,6 +748,36 @@ class ConfigRollout:
         return RolloutResult(
             outcome=outcome, version=plan.version, reason=reason, stable_version=plan.version
         )
+
+    async def _end_failed_prepare(self, reason: str) -> None:
+        """Release what a failed prepare may have taken (the lock, the rollout row) and end the
+        audit trail with `rollout.failed`, in one store transaction: also when it took nothing,
+        since it may have written `rollout.started` (and `rollout.reverting` is written here)."""
+        info = workflow.info()
+        self._progress.reason = reason
+        self._transition(RolloutState.REVERTING, SYSTEM_ACTOR, reason)
+        await self._audit_transitions()
+        release = asyncio.ensure_future(
+            workflow.execute_activity(
+                REVERT_ACTIVITY,
+                RevertInput(
+                    namespace=self._progress.namespace,
+                    path=self._progress.path,
+                    workflow_id=info.workflow_id,
+                    run_id=self._lock_run_id,
+                    outcome=RolloutState.FAILED.value,
+                    actor=SYSTEM_ACTOR,
+                    reason=reason,
+                    audit_always=True,
+                ),
+                result_type=RevertResult,
+                start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                retry_policy=REVERT_RETRY,
+                summary=f"release what the failed prepare took ({reason})",
+            )
+        )
+        if await _finish_despite_cancellation(release):
+            raise asyncio.CancelledError()
 
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
@@ -933,6 +980,9 @@ class ConfigRollout:
                 )
             except TimeoutError:
                 in_effect = False
+            else:
+                # Parked only to go on as a new run: the command takes effect in that run.
+                in_effect = self._ended() or not self._between_stages
         progress = self._progress
         return CommandResult(
             command=command,

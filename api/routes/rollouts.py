@@ -30,10 +30,10 @@ from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
 from tempoconf.api.errors import ApiError
-from tempoconf.api.routing import CONFIG_PATH, Endpoint, route
+from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
 from tempoconf.change import workflow_details, workflow_summary
-from tempoconf.commands import COMMAND_NAMES, OperatorCommand
+from tempoconf.commands import COMMAND_NAMES, OperatorCommand, command_path
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import VersionRecord
 from tempoconf.rollout_preview import preview_rollout
@@ -44,6 +44,7 @@ from tempoconf.rollout_view import (
     read_snapshot,
     store_context,
 )
+from tempoconf.storable import text_problem
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
@@ -157,16 +158,23 @@ def stable_answer(namespace: str, path: str, record: VersionRecord | None) -> St
 
 
 async def _is_running(client: Client, workflow_id: str, run_id: str | None, where: str) -> bool:
+    """Whether the lock's holder still runs. A rollout holds the lock under its first run's id for
+    its whole life: a run that continued as new runs on as a later run of its chain (as the
+    prepare activity judges it, so a start it would refuse is refused here, 409, not started)."""
     try:
         with rpc_errors(where):
             description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe(
                 rpc_timeout=RPC_TIMEOUT
             )
+            if description.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                return description.status == WorkflowExecutionStatus.RUNNING
+            latest = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return False
         raise
-    return description.status == WorkflowExecutionStatus.RUNNING
+    chain = latest.raw_description.workflow_execution_info.first_run_id
+    return latest.status == WorkflowExecutionStatus.RUNNING and chain == run_id
 
 
 # -- state --------------------------------------------------------------------------------------
@@ -276,6 +284,21 @@ def _signal_endpoint(name: str) -> Endpoint:
     return endpoint
 
 
+def _deprecated_signal_endpoint(name: str) -> Endpoint:
+    """The `/{path}/{name}` form: answered as the canonical one, marked deprecated (RFC 9745's
+    `Deprecation`, RFC 8594's `Link` to the successor)."""
+
+    async def endpoint(request: Request) -> JSONResponse:
+        response = await _send(request, name)
+        response.headers["Deprecation"] = "true"
+        successor = command_path(request.path_params["path"], name)
+        response.headers["Link"] = f'<{successor}>; rel="successor-version"'
+        return response
+
+    endpoint.__name__ = f"{name}_rollout_deprecated"
+    return endpoint
+
+
 async def _send(request: Request, name: str) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
@@ -326,6 +349,10 @@ def _workflow_id_param(request: Request) -> str | None:
         raise ApiError(
             400, f"invalid query parameter workflow_id: 1-{_MAX_WORKFLOW_ID} characters expected"
         )
+    # The rollout writes its id into its lock and audit rows: text the store must keep.
+    problem = text_problem(raw)
+    if problem is not None:
+        raise ApiError(400, f"invalid query parameter workflow_id: {problem}")
     return raw
 
 
@@ -361,8 +388,17 @@ routes = [
     route("/v1/admin/rollouts", start_rollout, methods=["POST"]),
     route("/v1/admin/plans", plan_rollout, methods=["POST"]),
     *(
-        route(f"/v1/admin/rollouts/{CONFIG_PATH}/{name}", _signal_endpoint(name), methods=["POST"])
+        route(f"/v1/admin/rollouts/{CONFIG_PATH}:{name}", _signal_endpoint(name), methods=["POST"])
         for name in COMMAND_NAMES
     ),
-    route(f"/v1/admin/rollouts/{CONFIG_PATH}", rollout_state, methods=["GET"]),
+    *(
+        route(
+            f"/v1/admin/rollouts/{CONFIG_PATH}/{name}",
+            _deprecated_signal_endpoint(name),
+            methods=["POST"],
+        )
+        for name in COMMAND_NAMES
+    ),
+    # ROLLOUT_PATH: `GET .../x:halt` is a 405 (POST it), not a 400 for a path with a ':'.
+    route(f"/v1/admin/rollouts/{ROLLOUT_PATH}", rollout_state, methods=["GET"]),
 ]

@@ -95,6 +95,62 @@ class RolloutsMixin(StoreBase):
         with self._read() as conn:
             return _get_lock(conn, namespace, path)
 
+    def list_locks(self) -> list[LockRecord]:
+        """Every config's lock (one row per config with a rollout running, or left by a run that
+        ended without releasing it), oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(select(LOCK).order_by(LOCK.c.acquired_at)).all()
+        return [_lock_record(row._mapping) for row in rows]
+
+    def end_abandoned_run(
+        self,
+        namespace: str,
+        path: str,
+        *,
+        run_id: str,
+        workflow_id: str,
+        outcome: str,
+        actor: str,
+        reason: str,
+        event_key: str,
+    ) -> bool:
+        """End a run that ended without its own cleanup (terminated, timed out: its workflow runs
+        no more code), in one transaction: audit `rollout.<outcome>`, mark its rollout row so, and
+        release its lock. Its stages are left to lapse at their `expires_at` (documented for a
+        terminated rollout); the next rollout of the config replaces them.
+
+        Only while `run_id` holds the lock: False, writing nothing, when it does not (it released
+        it, or a later run reclaimed it). Idempotent by event_key (a run's revert key, so a run
+        ends in the audit log once)."""
+        now = self.now()
+        with self._write() as conn:
+            lock = _get_lock(conn, namespace, path, for_update=True)
+            if lock is None or lock.run_id != run_id:
+                return False
+            if not write_audit(
+                conn,
+                namespace,
+                path,
+                at=now,
+                action=f"rollout.{outcome}",
+                actor=actor,
+                reason=reason,
+                version=lock.version,
+                workflow_id=workflow_id,
+                event_key=event_key,
+                details={"run_id": run_id},
+            ):
+                return False
+            conn.execute(
+                update(ROLLOUT)
+                .where(*config_is(ROLLOUT, namespace, path), ROLLOUT.c.run_id == run_id)
+                .values(state=outcome, updated_at=now)
+            )
+            conn.execute(
+                delete(LOCK).where(*config_is(LOCK, namespace, path), LOCK.c.run_id == run_id)
+            )
+        return True
+
     # -- rollout -----------------------------------------------------------------------------------
     def begin_rollout(
         self,
@@ -369,13 +425,15 @@ class RolloutsMixin(StoreBase):
         reason: str,
         outcome: str,
         event_key: str,
+        audit_always: bool = False,
     ) -> bool:
         """In one transaction: clear this run's rollout and stages (clients fall back to stable),
         release the lock if this run holds it, audit `rollout.<outcome>` with the reason.
         Safe from every state, including when nothing was published. Idempotent by event_key.
 
         True when something was cleared or released; False, writing nothing, when this run has
-        neither the lock nor the rollout (already reverted, or it never got the lock)."""
+        neither the lock nor the rollout (already reverted, or it never got the lock), except
+        the audit row with `audit_always` (a failed prepare, which may have taken nothing)."""
         now = self.now()
         with self._write() as conn:
             lock = _get_lock(conn, namespace, path, for_update=True)
@@ -383,6 +441,19 @@ class RolloutsMixin(StoreBase):
             holds_lock = lock is not None and lock.run_id == run_id
             clears = rollout is not None and (rollout.run_id == run_id or holds_lock)
             if not (holds_lock or clears):
+                if audit_always:
+                    write_audit(
+                        conn,
+                        namespace,
+                        path,
+                        at=now,
+                        action=f"rollout.{outcome}",
+                        actor=actor,
+                        reason=reason,
+                        workflow_id=workflow_id,
+                        event_key=event_key,
+                        details={"run_id": run_id, "stage_index": None},
+                    )
                 return False
             version = (
                 rollout.version

@@ -175,7 +175,7 @@ async def test_start_watch_and_signal_a_rollout(
     await eventually(canary_served, what="the API to serve the canary stage")
 
     paused = await admin.post(
-        f"/v1/admin/rollouts/{path}/pause", json={"reason": "lunch", "by": "bob"}
+        f"/v1/admin/rollouts/{path}:pause", json={"reason": "lunch", "by": "bob"}
     )
     assert paused.status_code == 200, paused.text
     # A short result (the full progress is GET /v1/admin/rollouts/{path}).
@@ -186,10 +186,10 @@ async def test_start_watch_and_signal_a_rollout(
         "message": "paused at stage 1/2 channel:canary: the rollout does not leave it until resume",
     }  # fmt: skip
     assert paused.json()["phase"] == "Paused at channel:canary: lunch"
-    resumed = await admin.post(f"/v1/admin/rollouts/{path}/resume")  # no body: fine
+    resumed = await admin.post(f"/v1/admin/rollouts/{path}:resume")  # no body: fine
     assert resumed.status_code == 200 and resumed.json()["paused"] is False
 
-    refused = await admin.post(f"/v1/admin/rollouts/{path}/approve", json={})
+    refused = await admin.post(f"/v1/admin/rollouts/{path}:approve", json={})
     assert refused.status_code == 409
     assert "cannot approve: nothing is waiting for approval" in refused.json()["error"]
 
@@ -199,7 +199,7 @@ async def test_start_watch_and_signal_a_rollout(
     assert again.status_code == 409
     assert "already has a running rollout" in again.json()["error"]
 
-    advanced = await admin.post(f"/v1/admin/rollouts/{path}/advance", json={"reason": "looks fine"})
+    advanced = await admin.post(f"/v1/admin/rollouts/{path}:advance", json={"reason": "looks fine"})
     assert advanced.status_code == 200
     # Answered once it took effect: the 50% stage is published and held.
     assert (advanced.json()["state"], advanced.json()["stage"], advanced.json()["stage_number"]) == (
@@ -207,7 +207,7 @@ async def test_start_watch_and_signal_a_rollout(
     )  # fmt: skip
     assert advanced.json()["message"] == "the hold of stage 1/2 channel:canary ended early"
 
-    halted = await admin.post(f"/v1/admin/rollouts/{path}/halt", json={"reason": "bad numbers"})
+    halted = await admin.post(f"/v1/admin/rollouts/{path}:halt", json={"reason": "bad numbers"})
     assert halted.status_code == 200, halted.text
     assert halted.json()["state"] == "halted"
     assert halted.json()["phase"] == f"Halted, back to stable {stable.version}: bad numbers"
@@ -216,7 +216,7 @@ async def test_start_watch_and_signal_a_rollout(
     assert result["outcome"] == "halted"
     assert rollout_harness.store.get_stable("default", path).version == stable.version
 
-    after = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "too late"})
+    after = await admin.post(f"/v1/admin/rollouts/{path}:bypass", json={"reason": "too late"})
     assert after.status_code in (404, 409)
     final = await state_of(admin, path)
     assert final["rollout"] is None and final["lock"] is None
@@ -237,7 +237,7 @@ async def test_bypass_promotes_now(
     summary = await (await handle.describe()).static_summary()
     assert summary == f"default/{path}: max_connections 1000 → 2000 ({version_id(NEW_VALUE)})"
 
-    bypassed = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "hotfix"})
+    bypassed = await admin.post(f"/v1/admin/rollouts/{path}:bypass", json={"reason": "hotfix"})
 
     assert bypassed.status_code == 200, bypassed.text
     assert (await handle.result())["outcome"] == "bypassed"
@@ -261,7 +261,7 @@ async def test_a_rollback_through_strategy_stages_reports_its_version_and_stages
     assert started.status_code == 202, started.text
     assert started.json()["version"] == first.version
     assert started.json()["stages"] == ["channel:canary", "50%", "100%"]
-    bypassed = await admin.post(f"/v1/admin/rollouts/{path}/bypass", json={"reason": "done"})
+    bypassed = await admin.post(f"/v1/admin/rollouts/{path}:bypass", json={"reason": "done"})
     assert bypassed.status_code == 200, bypassed.text
 
 
@@ -306,7 +306,7 @@ async def test_temporal_unreachable_is_503_while_the_rest_works(
             transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test", timeout=30
         ) as http:
             start = await http.post("/v1/admin/rollouts", json=rollout_request(path))
-            signal = await http.post(f"/v1/admin/rollouts/{path}/halt")
+            signal = await http.post(f"/v1/admin/rollouts/{path}:halt")
             state = await http.get(f"/v1/admin/rollouts/{path}")
             versions = await http.get(f"/v1/admin/versions/{path}")
 
@@ -315,3 +315,45 @@ async def test_temporal_unreachable_is_503_while_the_rest_works(
     assert signal.status_code == 503
     assert state.status_code == 200 and "unreachable" in state.json()["workflow"]["error"]
     assert versions.status_code == 200
+
+
+async def test_a_config_named_like_a_command_is_a_config_and_its_commands_take_a_colon(
+    rollout_harness: RolloutHarness, admin: httpx.AsyncClient
+) -> None:
+    # Config paths whose last segment is a command's name (issue 12, hole 5).
+    prefix = unique_path()
+    halt_named, advance_named = f"{prefix}/halt", f"{prefix}/advance"
+    for path in (halt_named, advance_named):
+        make_stable(rollout_harness.store, path, STABLE_VALUE)
+        started = await admin.post("/v1/admin/rollouts", json=rollout_request(path))
+        assert started.status_code == 202, started.text
+        # GET is that config's rollout, never a command on its parent.
+        state = await wait_for_state(admin, path, "holding")
+        assert state["path"] == path
+        assert state["workflow"]["workflow_id"] == f"rollout:default/{path}"
+
+    advanced = await admin.post(f"/v1/admin/rollouts/{advance_named}:advance")
+    assert advanced.status_code == 200, advanced.text
+    assert advanced.json()["workflow_id"] == f"rollout:default/{advance_named}"
+    assert advanced.json()["stage"] == "50%"
+    assert "Deprecation" not in advanced.headers
+
+    halted = await admin.post(f"/v1/admin/rollouts/{halt_named}:halt", json={"reason": "named so"})
+    assert halted.status_code == 200, halted.text
+    assert halted.json()["workflow_id"] == f"rollout:default/{halt_named}"
+    assert halted.json()["state"] == "halted"
+    # The other config was not touched by it.
+    assert (await state_of(admin, advance_named))["workflow"]["status"]["state"] == "holding"
+
+    # A command's route is POST only: a GET is told so, not taken for a path with a ':'.
+    wrong_method = await admin.get(f"/v1/admin/rollouts/{advance_named}:halt")
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
+
+    # The deprecated form works where it is unambiguous (a POST), and says it is deprecated.
+    legacy = await admin.post(f"/v1/admin/rollouts/{advance_named}/halt", json={"reason": "old"})
+    assert legacy.status_code == 200, legacy.text
+    assert legacy.json()["workflow_id"] == f"rollout:default/{advance_named}"
+    assert legacy.headers["deprecation"] == "true"
+    assert legacy.headers["link"] == (
+        f'</v1/admin/rollouts/{advance_named}:halt>; rel="successor-version"'
+    )

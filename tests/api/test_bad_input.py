@@ -156,9 +156,9 @@ async def test_wrong_types_list_every_field(live: httpx.AsyncClient) -> None:
 
 
 async def test_bad_signal_bodies_are_400(live: httpx.AsyncClient) -> None:
-    unknown_field = await live.post(f"/v1/admin/rollouts/{PATH}/halt", json={"raeson": "typo"})
-    wrong_type = await live.post(f"/v1/admin/rollouts/{PATH}/halt", json={"reason": 5})
-    not_object = await live.post(f"/v1/admin/rollouts/{PATH}/halt", json=["halt"])
+    unknown_field = await live.post(f"/v1/admin/rollouts/{PATH}:halt", json={"raeson": "typo"})
+    wrong_type = await live.post(f"/v1/admin/rollouts/{PATH}:halt", json={"reason": 5})
+    not_object = await live.post(f"/v1/admin/rollouts/{PATH}:halt", json=["halt"])
 
     assert unknown_field.status_code == 400 and "/raeson" in unknown_field.json()["error"]
     assert wrong_type.status_code == 400 and "/reason" in wrong_type.json()["error"]

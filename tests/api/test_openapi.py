@@ -116,6 +116,19 @@ async def test_each_operation_documents_its_path_parameters_refs_and_security(
             operation_ids.add(operation["operationId"])
 
 
+async def test_the_command_routes_are_path_colon_command_and_the_slash_form_is_deprecated(
+    client: httpx.AsyncClient,
+) -> None:
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for name in COMMAND_NAMES:
+        canonical = paths[f"/v1/admin/rollouts/{{path}}:{name}"]["post"]
+        deprecated = paths[f"/v1/admin/rollouts/{{path}}/{name}"]["post"]
+        assert canonical.get("deprecated", False) is False
+        assert deprecated["deprecated"] is True
+        assert f"/v1/admin/rollouts/{{path}}:{name}" in deprecated["summary"]
+        assert deprecated["responses"] == canonical["responses"]
+
+
 async def test_the_poll_operation_documents_its_query_parameters(
     client: httpx.AsyncClient,
 ) -> None:
@@ -151,6 +164,8 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/rollouts", "post"): (RolloutRequest, {"202": RolloutStarted}),
     ("/v1/admin/plans", "post"): (RolloutRequest, {"200": PlanContextAnswer}),
     ("/v1/admin/rollouts/{path}", "get"): (None, {"200": RolloutStateAnswer}),
+    **{(f"/v1/admin/rollouts/{{path}}:{name}", "post"): _COMMAND for name in COMMAND_NAMES},
+    # the deprecated form of the same (test_the_command_routes_...)
     **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
     ("/healthz", "get"): (None, {"200": HealthAnswer}),
     ("/readyz", "get"): (None, {"200": ReadinessAnswer, "503": ReadinessAnswer}),
@@ -330,13 +345,13 @@ async def test_the_rollout_answers_are_as_documented(
     state = f"/v1/admin/rollouts/{path}"
     answers.check("/v1/admin/rollouts/{path}", "get", await admin.get(state))
     # pause waits until it took effect: the rollout is past preparing by its answer
-    paused = await admin.post(f"{state}/pause", json={"reason": "lunch"})
-    answers.check("/v1/admin/rollouts/{path}/pause", "post", paused)
+    paused = await admin.post(f"{state}:pause", json={"reason": "lunch"})
+    answers.check("/v1/admin/rollouts/{path}:pause", "post", paused)
     assert paused.status_code == 200, paused.text
     answers.check("/v1/admin/rollouts/{path}", "get", await admin.get(state))
-    answers.check("/v1/admin/rollouts/{path}/approve", "post", await admin.post(f"{state}/approve"))
-    halted = await admin.post(f"{state}/halt", json={"reason": "done"})
-    answers.check("/v1/admin/rollouts/{path}/halt", "post", halted)
+    answers.check("/v1/admin/rollouts/{path}:approve", "post", await admin.post(f"{state}:approve"))
+    halted = await admin.post(f"{state}:halt", json={"reason": "done"})
+    answers.check("/v1/admin/rollouts/{path}:halt", "post", halted)
     answers.check("/v1/admin/rollouts", "post", await admin.post("/v1/admin/rollouts", json={}))
 
     assert {status for _, _, status in answers.checked} == {200, 202, 400, 409}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from urllib.parse import urlsplit
@@ -163,3 +164,28 @@ async def test_a_long_poll_whose_client_disconnects_is_dropped_at_once(
             assert sample(text, "tempoconf_api_long_polls_abandoned_total") == 1
     finally:
         await stop(task)
+
+
+async def test_a_500_is_logged_once_one_line_and_its_traceback_at_error(
+    api_store: Store, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A real store failure the API does not expect: the audit log's table is gone.
+    with api_store._engine.begin() as connection:
+        connection.exec_driver_sql("DROP TABLE audit_log")
+    task, base_url = await start(settings, api_store)
+    try:
+        with caplog.at_level(logging.INFO):
+            async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+                response = await http.get(f"/v1/admin/history/{PATH}")
+                after = await http.get("/healthz")  # the server serves on
+    finally:
+        await stop(task)
+
+    assert response.status_code == 500
+    assert response.json() == {"error": "internal error: OperationalError"}
+    assert after.status_code == 200
+    errors = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert [record.getMessage() for record in errors] == [
+        f"unexpected error on GET /v1/admin/history/{PATH}"
+    ]
+    assert errors[0].levelno == logging.ERROR and errors[0].exc_info is not None

@@ -296,3 +296,30 @@ def test_a_start_with_no_input_or_several_fails_at_once_showing_the_expected_inp
     temporal(dev, *start, "--fail-existing", "--workflow-id", workflow_id, "--input", request)
     done = temporal(dev, "workflow", "result", "-w", workflow_id, "-o", "json")
     assert "promoted" in done.stdout
+
+
+def test_a_rollout_terminated_with_the_temporal_cli_ends_in_the_audit_log_and_frees_the_config(
+    dev: RunningDev,
+) -> None:
+    # issue 12, hole 7: the dev stack's worker sweeps for it (every 5 s by default).
+    path = f"myproject/server_config_{uuid.uuid4().hex[:6]}"
+    start(dev, f"stable-{path}", {"path": path, "value": STABLE})
+    result_of(dev, f"stable-{path}")
+    workflow_id = f"rollout:default/{path}"
+    start(dev, workflow_id, {"path": path, "value": NEW, "stages": [{"channel": "canary"}]})
+    wait_for(dev, workflow_id, "holding", 0)
+
+    temporal(dev, "workflow", "terminate", "-w", workflow_id, "--reason", "wrong config")
+
+    def ended() -> dict[str, Any]:
+        history = dev.cli("history", path, "--json")
+        assert history.returncode == 0, history.stderr
+        entries = [e for e in json.loads(history.stdout) if e["workflow_id"] == workflow_id]
+        assert entries and entries[-1]["action"] == "rollout.terminated", entries[-1:]
+        return dict(entries[-1])
+
+    final = eventually_sync(ended, what="the worker to end the terminated rollout", timeout=30)
+    assert final["reason"] == "workflow terminated: wrong config"
+    # The config is free at once: a new rollout needs no reclaim.
+    start(dev, f"next-{path}", {"path": path, "value": NEW})
+    assert result_of(dev, f"next-{path}")["outcome"] == "promoted"

@@ -268,7 +268,7 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
                 holding, what="the API to see the rollout holding", timeout=60, interval=0.5
             )
             halted = admin.post(
-                f"/v1/admin/rollouts/{quote(held)}/halt", json={"reason": "over TLS"}
+                f"/v1/admin/rollouts/{quote(held)}:halt", json={"reason": "over TLS"}
             )
             assert halted.status_code == 200, halted.text
             _wait_for(held, env, tmp_path, state="halted")

@@ -855,3 +855,57 @@ def test_load_snapshots_query_count_does_not_grow_with_configs(store: Store) -> 
     many = statements_for_load()
     assert len(store.load_snapshots()) == 25
     assert many == few <= 8
+
+
+# -- runs that ended without their own end (issue 12, hole 7) -------------------------------------
+
+
+def test_an_abandoned_run_is_ended_once_while_it_holds_the_lock(store: Store) -> None:
+    version = put(store, {"max_connections": 2000})
+    start(store, version, run_id="r1", workflow_id="w1")
+    store.publish_stage(
+        NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p"
+    )
+    revision = store.revision()
+    assert [lock.run_id for lock in store.list_locks()] == ["r1"]
+
+    ended = dict(run_id="r1", workflow_id="w1", outcome="terminated", actor="alice", reason="stop")
+    assert store.end_abandoned_run(NS, PATH, event_key="r1:revert", **ended) is True
+    assert store.end_abandoned_run(NS, PATH, event_key="r1:revert", **ended) is False
+
+    entry = store.history(NS, PATH)[-1]
+    assert (entry.action, entry.actor, entry.reason, entry.version, entry.workflow_id) == (
+        "rollout.terminated", "alice", "stop", version, "w1",
+    )  # fmt: skip
+    assert _actions(store).count("rollout.terminated") == 1
+    assert store.get_lock(NS, PATH) is None and store.list_locks() == []
+    rollout = store.get_rollout(NS, PATH)
+    # Its stages lapse on their own (nothing a client resolves to changed now).
+    assert rollout is not None and rollout.state == "terminated"
+    assert store.revision() == revision
+    # Its revert key is taken: a late revert of the same run writes no second outcome.
+    assert not store.revert(NS, PATH, actor="w", reason="late", outcome="halted",
+                            event_key="r1:revert", run_id="r1", workflow_id="w1")  # fmt: skip
+    assert _actions(store).count("rollout.halted") == 0
+
+
+def test_an_abandoned_run_whose_lock_is_another_runs_is_left_alone(store: Store) -> None:
+    version = put(store, {"max_connections": 2000})
+    start(store, version, run_id="r2", workflow_id="w2")
+    before = _actions(store)
+
+    assert not store.end_abandoned_run(
+        NS, PATH, run_id="r1", workflow_id="w1", outcome="terminated", actor="a", reason="",
+        event_key="r1:revert",
+    )  # fmt: skip
+    assert store.get_lock(NS, PATH) is not None and _actions(store) == before
+
+
+def test_a_revert_that_must_audit_writes_its_outcome_even_holding_nothing(store: Store) -> None:
+    # A failed prepare that took nothing still ends its trail.
+    run = dict(run_id="r1", workflow_id="w1", actor="workflow", reason="prepare failed: x")
+    assert not store.revert(NS, PATH, outcome="failed", event_key="k", audit_always=True, **run)
+    assert not store.revert(NS, PATH, outcome="failed", event_key="k", audit_always=True, **run)
+    assert [(e.action, e.version, e.workflow_id) for e in store.history(NS, PATH)] == [
+        ("rollout.failed", None, "w1")
+    ]

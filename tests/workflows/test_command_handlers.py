@@ -23,7 +23,7 @@ def test_the_workflow_has_a_signal_and_an_update_per_command() -> None:
 def test_the_api_has_a_route_per_command() -> None:
     paths = {getattr(route, "path", "") for route in routes}
     for name in COMMAND_NAMES:
-        assert any(path.endswith(f"/{name}") for path in paths), name
+        assert any(path.endswith(f":{name}") for path in paths), name
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

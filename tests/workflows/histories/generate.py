@@ -223,6 +223,28 @@ async def refused_request(bench: Bench) -> WorkflowHandle[Any, Any]:
 
 
 @scenario
+async def prepare_failed(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Prepare fails past its retries (the store refuses the rollout's row after the lock was
+    taken): what it took is released and the trail ends `rollout.failed` (patch
+    `prepare-failure-audited`)."""
+    await bench.make_stable(STABLE_VALUE)
+    connection = sqlite3.connect(bench.database)
+    try:
+        connection.execute(
+            "CREATE TRIGGER refuse_rollout BEFORE INSERT ON rollout "
+            "BEGIN SELECT RAISE(ABORT, 'the disk is on fire'); END"
+        )
+        connection.commit()
+        handle = await bench.start(bench.request())
+        await ends_with(handle, ApplicationError)
+    finally:
+        connection.execute("DROP TRIGGER IF EXISTS refuse_rollout")
+        connection.commit()
+        connection.close()
+    return handle
+
+
+@scenario
 async def halt_preparing(bench: Bench) -> WorkflowHandle[Any, Any]:
     """The halt arrives with the start (signal-with-start), before prepare has run."""
     await bench.make_stable(STABLE_VALUE)
