@@ -27,10 +27,10 @@ test-soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak tests
 
 # Processes SIGKILLed and services cut under running rollouts (tests/faults), on both backends.
-# Four tests at a time, any test on any worker: each starts its own processes and mostly waits
+# Six tests at a time, any test on any worker: each starts its own processes and mostly waits
 # (holds, timeouts of activities lost with a worker). Recovery figures are printed at the end.
 test-faults: $(STAMP)
-	$(BIN)/python -m pytest -q -n 4 --dist load -m faults tests/faults
+	$(BIN)/python -m pytest -q -n 6 --dist load -m faults tests/faults
 
 # The model check, schemathesis against /openapi.json and the hostile inputs, on both backends.
 # HYPOTHESIS_SEED=N replays a run (each test prints the seed it used).

@@ -284,6 +284,35 @@ class Stack:
         self.processes.append(process)
         return process
 
+    def _new_temporal_port(self) -> None:
+        self.temporal_port = free_port()
+
+    def _new_api_port(self) -> None:
+        self.api_port = free_port()
+
+    def _start_on_free_ports(
+        self,
+        process_of: Callable[[], Process],
+        ready: Callable[[Process], None],
+        *,
+        new_port: Any,
+    ) -> Process:
+        """Start a server; when a port it was given was taken meanwhile (free_port() only picks
+        a port: parallel tests and other programs race for it), try again on new ports (a fixed
+        port stays: a restart must keep the address its clients know)."""
+        for attempt in range(5):
+            process = process_of().start()
+            try:
+                ready(process)
+                return process
+            except RuntimeError:
+                output = process.log.read_bytes()[process.started_at :].decode(errors="replace")
+                if "already in use" not in output or attempt == 4:
+                    raise
+                if new_port:
+                    new_port()
+        raise AssertionError("unreachable")
+
     # --- the Temporal dev server -------------------------------------------------------------
 
     def temporal(self) -> Process:
@@ -299,9 +328,13 @@ class Stack:
         return self._process("temporal", argv, self.env())
 
     def start_temporal(self) -> None:
-        process = self.temporal().start()
-        # Its banner comes once the frontend serves: a port that merely accepts is not enough.
-        process.wait_for_output("Temporal Server:")
+        first = not self.temporal().log.exists()
+        process = self._start_on_free_ports(
+            self.temporal,
+            # Its banner comes once the frontend serves: a port that merely accepts is not enough.
+            lambda started: started.wait_for_output("Temporal Server:"),
+            new_port=first and self._new_temporal_port,
+        )
 
         def answers() -> bool:
             assert process.running, f"temporal exited:\n{process.output()}"
@@ -331,17 +364,22 @@ class Stack:
         )
 
     def start_api(self) -> Process:
-        process = self.api().start()
+        first = not self.api().log.exists()
+        return self._start_on_free_ports(
+            self.api, self._api_serves, new_port=first and self._new_api_port
+        )
 
+    def _api_serves(self, process: Process) -> None:
         def serves() -> bool:
-            assert process.running, f"api exited:\n{process.output()}"
+            if not process.running:
+                raise RuntimeError(f"api exited:\n{process.output()}")
             try:
-                return httpx.get(f"{self.api_url}/healthz", timeout=2).status_code == 200
+                answered = httpx.get(f"{self.api_url}/healthz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
+            return answered and process.running  # not another test's API on a reused port
 
         wait_until(serves, what="the API to answer /healthz", timeout=STARTUP_TIMEOUT_SECONDS)
-        return process
 
     def agent(self, path: str, out: Path, *, client: str, channel: str | None = None) -> Process:
         argv = [str(TEMPOCONF), "agent", path, "--out", str(out), "--client", client]

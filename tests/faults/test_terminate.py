@@ -70,14 +70,18 @@ async def test_terminated_mid_stage_leases_lapse_and_lock_is_reclaimed(
     lapse = fell_back_at - expires_at
     figure(f"terminated mid-stage: the canary fell back to stable {lapse:+.1f}s from expires_at")
     assert lapse < FALLBACK_BOUND_SECONDS, f"the lease lapsed {lapse:.1f}s after expires_at"
-    assert store.get_lock("default", path) is not None  # nobody cleaned up: the next run must
 
+    # The terminated run's lock never blocks the next rollout: that rollout reclaims it, unless
+    # the worker's sweep of ended runs (issue 12, hole 7; not asserted here) released it first.
+    held = store.get_lock("default", path) is not None
     next_rollout = await stack.start_rollout(
         {"path": path, "value": {"generation": 3}, "message": "after the terminated one"}
     )
     result = await next_rollout.result()
     assert result["outcome"] == "promoted", result
-    assert "lock.reclaimed" in actions(store, path), actions(store, path)
+    if held:  # reclaimed by the next rollout (or, just before it, ended by the sweep)
+        ended = {"lock.reclaimed", "rollout.terminated"} & set(actions(store, path))
+        assert ended, actions(store, path)
     assert store.get_lock("default", path) is None
     wait_until(
         lambda: _canary_answer(stack, path)["version"] == result["version"],
