@@ -95,7 +95,12 @@ class Fleet:
         self.http = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{spec['port']}",
             # One connection per client that waits, plus the reports': no pool limit.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            # keepalive_expiry below uvicorn's 5 s keep-alive timeout: reusing a connection the
+            # server closes at that instant fails the request (RemoteProtocolError), a race of
+            # HTTP/1.1 keep-alive that says nothing about the API.
+            limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=None, keepalive_expiry=4.0
+            ),
             timeout=httpx.Timeout(self.wait + 30.0, connect=15.0),
         )
 

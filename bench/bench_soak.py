@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -103,6 +104,18 @@ def clean_env() -> dict[str, str]:
     }
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def rss_mb(pid: int) -> float | None:
@@ -241,6 +254,9 @@ class Fleet:
                 raise SystemExit("a client process exited early (its error is above)")
             await asyncio.sleep(0.2)
 
+    def pids(self) -> list[int]:
+        return [process.pid for process in self._processes]
+
     async def stop(self) -> None:
         for process in self._processes:
             if process.returncode is None:
@@ -289,6 +305,8 @@ class Phase:
     converged: dict[str, Any] = field(default_factory=dict)
     api_metrics: dict[str, float] = field(default_factory=dict)
     log_marks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    cpu_start: dict[str, float] = field(default_factory=dict)
+    cpu_end: dict[str, float] = field(default_factory=dict)
 
 
 class Soak:
@@ -305,6 +323,9 @@ class Soak:
         self.worker: Service | None = None
         self.worker_incarnation = 0
         self.worker_logs: list[Path] = []
+        self.worker_cpu_of_killed = 0.0
+        self.pids: dict[str, int] = {}
+        self.client_pids: list[int] = []
         self.temporal_port = free_port()
         self.api_port = free_port()
 
@@ -484,7 +505,10 @@ class Soak:
 
         async def attempt(what: str, call: Any) -> bool:
             try:
-                await asyncio.wait_for(call, 120)
+                # asyncio.timeout, not wait_for: a cancelled operator leaves no task behind
+                # whose exception nobody retrieves.
+                async with asyncio.timeout(120):
+                    await call
                 return True
             except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
                 key = f"{what}: {type(exc).__name__}"
@@ -598,6 +622,7 @@ class Soak:
             old = self.worker
             assert old is not None
             before = rss_mb(old.pid)
+            self.worker_cpu_of_killed += cpu_seconds(old.pid) or 0.0
             killed_at = time.monotonic()
             old.kill()
             self.worker = None
@@ -629,6 +654,20 @@ class Soak:
             ],
         }
 
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by each part (the workers: every one started, killed ones
+        included)."""
+        worker = self.worker
+        own = os.times()
+        return {
+            "api": cpu_seconds(self.pids["api"]) or 0.0,
+            "worker": self.worker_cpu_of_killed
+            + ((cpu_seconds(worker.pid) or 0.0) if worker else 0.0),
+            "temporal": cpu_seconds(self.pids["temporal"]) or 0.0,
+            "clients": sum(cpu_seconds(pid) or 0.0 for pid in self.client_pids),
+            "bench": own.user + own.system,
+        }
+
     def log_mark(self, api: Service) -> dict[str, tuple[int, int]]:
         marks = {"api": (0, len(api.output().splitlines()))}
         for n, path in enumerate(self.worker_logs):
@@ -641,6 +680,7 @@ class Soak:
         log(f"phase {phase.name}: {load_seconds:g} s of load, {self.args.rollouts} rollouts at a time"
             + (f", worker SIGKILLed every {self.args.kill_every:g} s" if phase.kills else ""))  # fmt: skip
         phase.start_ns = time.time_ns()
+        phase.cpu_start = self.cpu()
         phase.log_marks = self.log_mark(api)
         killer = None
         if phase.kills:
@@ -650,6 +690,7 @@ class Soak:
         await self.drive(client, phase, load_seconds)
         if killer is not None:
             await killer
+        phase.cpu_end = self.cpu()
         phase.converged = await self.converge(fleet)
         phase.api_metrics = await self.api_metrics()
         phase.end_ns = time.time_ns()
@@ -839,6 +880,9 @@ def phase_result(
         "start_errors": phase.start_errors[:10],
         "operator_errors": phase.operator_errors,
         "worker_kills": phase.kill_log,
+        "cpu_seconds": {
+            name: round(phase.cpu_end[name] - phase.cpu_start[name], 1) for name in phase.cpu_end
+        },
         "clients_converged": phase.converged,
         "api_metrics_at_end": phase.api_metrics,
         "logged_errors": logged,
@@ -873,6 +917,11 @@ def parse_args() -> argparse.Namespace:
         type=float,
         default=60.0,
         help="seconds between worker SIGKILLs in phase 2 (default 60)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="copy the run's logs and poll records into this directory (default: discarded)",
     )
     parser.add_argument(
         "--seed", type=int, default=None, help="random seed (default: a new one, printed)"
@@ -955,7 +1004,12 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tempoconf-soak-") as directory:
         workdir = Path(directory)
         with database(backend, server=args.database_url) as url:
-            run = await soak_run(args, url, workdir)
+            try:
+                run = await soak_run(args, url, workdir)
+            finally:
+                if args.keep is not None:
+                    shutil.copytree(workdir, args.keep, dirs_exist_ok=True)
+                    log(f"logs and poll records kept in {args.keep}")
     results = run["results"]
     emit(
         {
