@@ -504,6 +504,7 @@ class Soak:
         rng = self.rng
 
         async def attempt(what: str, call: Any) -> bool:
+            task = asyncio.current_task()
             try:
                 # asyncio.timeout, not wait_for: a cancelled operator leaves no task behind
                 # whose exception nobody retrieves.
@@ -511,6 +512,10 @@ class Soak:
                     await call
                 return True
             except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
+                if task is not None and task.cancelling():
+                    # The rollout ended while the update waited: the SDK turns the cancellation
+                    # into its own error; it is no operator error.
+                    raise asyncio.CancelledError from exc
                 key = f"{what}: {type(exc).__name__}"
                 phase.operator_errors[key] = phase.operator_errors.get(key, 0) + 1
                 return False
@@ -965,7 +970,9 @@ async def soak_run(args: argparse.Namespace, url: str, workdir: Path) -> dict[st
         await fleet.start()
         await fleet.ready(STARTUP_TIMEOUT)
         log(f"{args.clients} clients long-polling {len(soak.configs)} configs")
-        sampler = asyncio.create_task(soak.sample({"api": api.pid, "temporal": temporal.pid}))
+        soak.pids = {"api": api.pid, "temporal": temporal.pid}
+        soak.client_pids = fleet.pids()
+        sampler = asyncio.create_task(soak.sample(soak.pids))
         for phase in phases:
             await soak.run_phase(phase, client, fleet, api, load_seconds)
             marks_after.append(soak.log_mark(api))
