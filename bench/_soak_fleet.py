@@ -25,6 +25,8 @@ can split them by phase:
                                                             wait_s 0 when it asked for no wait
     e <time_ns> <what>                                      a poll that failed (error, other status)
     r <time_ns> <what>                                      a report: `202`, or what went wrong
+    l <time_ns> <seconds>                                   this process's event loop ran late
+                                                            (by more than LAG_REPORTED)
 """
 
 from __future__ import annotations
@@ -43,12 +45,16 @@ from typing import Any
 import httpx
 import uvloop
 
-STAGED_REPORT_EVERY = 5.0
+STAGED_REPORT_EVERY = 10.0
 STABLE_REPORT_EVERY = 120.0
 RETRY_DELAY = 0.5
 START_SPACING = 0.002
 """Seconds between two clients' first requests: a burst of hundreds of connects at once would
 measure the kernel's accept backlog, not the API."""
+LAG_PROBE_EVERY = 0.5
+LAG_REPORTED = 0.25
+"""A generator that runs late reads answers late: its lag is recorded, so a slow figure can be
+told apart from a slow API."""
 REGIONS = ("eu", "us", "ap")
 TIERS = ("web", "batch", "edge", "db")
 
@@ -91,6 +97,7 @@ class Fleet:
         self.records: list[tuple[int, int, int, float, int]] = []
         self.errors: list[tuple[int, str]] = []
         self.reports: list[tuple[int, str]] = []
+        self.lags: list[tuple[int, float]] = []
         self.holding = 0
         self._ready_sent = False
         self.base_url = f"http://127.0.0.1:{spec['port']}"
@@ -115,8 +122,18 @@ class Fleet:
         sys.stdout.write(line)
         sys.stdout.flush()
 
+    async def watch_lag(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + LAG_PROBE_EVERY
+            await asyncio.sleep(LAG_PROBE_EVERY)
+            late = loop.time() - due
+            if late > LAG_REPORTED:
+                self.lags.append((time.time_ns(), late))
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
+            group.create_task(self.watch_lag())
             for n, i in enumerate(range(self.first, self.first + self.count)):
                 group.create_task(self._client(i, n * START_SPACING))
 
@@ -252,6 +269,7 @@ class Fleet:
             )
             out.writelines(f"e {at} {what}\n" for at, what in self.errors)
             out.writelines(f"r {at} {what}\n" for at, what in self.reports)
+            out.writelines(f"l {at} {late:.3f}\n" for at, late in self.lags)
 
 
 async def main(spec: dict[str, Any]) -> None:

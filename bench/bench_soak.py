@@ -52,6 +52,7 @@ NAMESPACE = "default"
 TASK_QUEUE = "tempoconf"
 CLIENTS_PER_PROCESS = 500
 LONG_POLL_WAIT = 30.0
+PROBE_EVERY = 1.0
 SAMPLE_EVERY = 10.0
 """Seconds between two RSS samples."""
 DRAIN_TIMEOUT = 300.0
@@ -320,6 +321,7 @@ class Soak:
         self.busy: set[str] = set()
         self.counter = 0
         self.samples: list[dict[str, Any]] = []
+        self.probes: list[tuple[int, float | None, float]] = []
         self.worker: Service | None = None
         self.worker_incarnation = 0
         self.worker_logs: list[Path] = []
@@ -436,6 +438,23 @@ class Soak:
             )
             await asyncio.sleep(SAMPLE_EVERY)
 
+    async def probe(self) -> None:
+        """GET /healthz every PROBE_EVERY seconds from this (lightly loaded) process: how fast the
+        API answers a trivial request, and how late this process's own loop runs."""
+        loop = asyncio.get_running_loop()
+        async with httpx.AsyncClient(timeout=60) as http:
+            while True:
+                due = loop.time() + PROBE_EVERY
+                await asyncio.sleep(PROBE_EVERY)
+                own_lag = loop.time() - due
+                began = time.perf_counter()
+                try:
+                    await http.get(f"http://127.0.0.1:{self.api_port}/healthz")
+                    seconds: float | None = time.perf_counter() - began
+                except httpx.HTTPError:
+                    seconds = None
+                self.probes.append((time.time_ns(), seconds, own_lag))
+
     # -- rollouts ---------------------------------------------------------------------------
     def request(self, kind: str, path: str) -> tuple[dict[str, Any], str]:
         self.counter += 1
@@ -473,7 +492,10 @@ class Soak:
         }  # fmt: skip
         long_holds = kind in ("advance", "halt_signal", "halt_update", "bypass")
         if kind == "failing_health":
-            check["interval"] = "1s"  # fail during the hold, as soon as the cohort reports
+            # Fail during the hold, as soon as the cohort reports; a stage whose cohort has not
+            # reported by the end of its hold fails too (the default), as a careful operator
+            # would have it for a risky value.
+            check.update(interval="2s", on_no_data="fail")
         if kind == "approve":
             stages[-1]["manual"] = True
         request = {
@@ -481,7 +503,7 @@ class Soak:
             "namespace": NAMESPACE,
             "value": value,
             "stages": stages,
-            "default_cooldown_time": "1h" if long_holds else f"{rng.uniform(2.0, 5.0):.1f}s",
+            "default_cooldown_time": "1h" if long_holds else f"{rng.uniform(8.0, 15.0):.1f}s",
             "health": [check],
             "author": "soak@bench",
             "commit": f"soak-{self.counter}",
@@ -539,7 +561,7 @@ class Soak:
                         await attempt("approve", handle.execute_update("approve", reason))
                 await asyncio.sleep(1.0)
         elif kind in ("halt_signal", "halt_update", "bypass"):
-            await asyncio.sleep(rng.uniform(2.0, 8.0))
+            await asyncio.sleep(rng.uniform(5.0, 20.0))
             if kind == "halt_signal":
                 await attempt("halt signal", handle.signal("halt", reason))
             elif kind == "halt_update":
@@ -745,6 +767,7 @@ def poll_figures(
     served = {"200": 0, "304": 0}
     errors: dict[str, int] = {}
     reports, report_errors = 0, {}
+    lags: list[float] = []
     for record in records:
         kind = record[0]
         if kind == "p":
@@ -768,7 +791,9 @@ def poll_figures(
                 else:
                     latencies["change"].append((received - change) / 1e9)
         elif start_ns <= int(record[1]) < end_ns:
-            if kind == "e":
+            if kind == "l":
+                lags.append(float(record[2]))
+            elif kind == "e":
                 errors[record[2]] = errors.get(record[2], 0) + 1
             elif record[2] == "202":
                 reports += 1
@@ -785,6 +810,8 @@ def poll_figures(
         "poll_latency_p50_s": percentile(every, 0.50),
         "poll_latency_p99_s": percentile(every, 0.99),
         "poll_latency_max_s": percentile(every, 1.0),
+        "client_loop_lag_max_s": round(max(lags, default=0.0), 2),
+        "client_loop_lag_over_1s": sum(1 for lag in lags if lag > 1.0),
         "poll_latency_by_kind": {
             kind: {
                 "count": len(values),
@@ -851,7 +878,13 @@ def phase_result(
         entry = by_kind.setdefault(rollout.kind, {"ended": 0, "as_intended": 0})
         entry["ended"] += 1
         entry["as_intended"] += rollout.as_intended
+    for rollout in phase.ended:
+        reasons = by_kind[rollout.kind].setdefault("reasons", {})  # type: ignore[assignment]
+        reason = f"{rollout.outcome}: {rollout.reason[:60]}"
+        reasons[reason] = reasons.get(reason, 0) + 1  # type: ignore[index,attr-defined]
     unintended = [r for r in phase.ended if not r.as_intended]
+    probes = [p for p in soak.probes if phase.start_ns <= p[0] < phase.end_ns]
+    answered = [p[1] for p in probes if p[1] is not None]
     durations = [r.seconds for r in phase.ended]
     errors = sum(polls["poll_errors"].values()) + sum(polls["report_errors"].values())
     logged = log_errors(soak, api, phase, marks_after)
@@ -885,6 +918,14 @@ def phase_result(
         "start_errors": phase.start_errors[:10],
         "operator_errors": phase.operator_errors,
         "worker_kills": phase.kill_log,
+        "api_probe": {
+            "requests": len(probes),
+            "failed": len(probes) - len(answered),
+            "p50_s": percentile(answered, 0.5),
+            "p99_s": percentile(answered, 0.99),
+            "max_s": percentile(answered, 1.0),
+            "bench_loop_lag_max_s": round(max((p[2] for p in probes), default=0.0), 2),
+        },
         "cpu_seconds": {
             name: round(phase.cpu_end[name] - phase.cpu_start[name], 1) for name in phase.cpu_end
         },
@@ -960,6 +1001,7 @@ async def soak_run(args: argparse.Namespace, url: str, workdir: Path) -> dict[st
     api: Service | None = None
     fleet: Fleet | None = None
     sampler: asyncio.Task[None] | None = None
+    prober: asyncio.Task[None] | None = None
     phases = [Phase("steady", kills=False), Phase("worker_sigkill", kills=True)]
     marks_after: list[dict[str, tuple[int, int]]] = []
     try:
@@ -973,12 +1015,14 @@ async def soak_run(args: argparse.Namespace, url: str, workdir: Path) -> dict[st
         soak.pids = {"api": api.pid, "temporal": temporal.pid}
         soak.client_pids = fleet.pids()
         sampler = asyncio.create_task(soak.sample(soak.pids))
+        prober = asyncio.create_task(soak.probe())
         for phase in phases:
             await soak.run_phase(phase, client, fleet, api, load_seconds)
             marks_after.append(soak.log_mark(api))
     finally:
-        if sampler is not None:
-            sampler.cancel()
+        for task in (sampler, prober):
+            if task is not None:
+                task.cancel()
         if fleet is not None:
             await fleet.stop()
         if api is not None:
