@@ -873,15 +873,15 @@ def phase_result(
 ) -> dict[str, Any]:  # fmt: skip
     polls = poll_figures(records, changes, phase.start_ns, phase.end_ns)
     rss = rss_figures(soak.samples, phase, warmup_s)
-    by_kind: dict[str, dict[str, int]] = {}
+    by_kind: dict[str, dict[str, Any]] = {}
     for rollout in phase.ended:
         entry = by_kind.setdefault(rollout.kind, {"ended": 0, "as_intended": 0})
         entry["ended"] += 1
         entry["as_intended"] += rollout.as_intended
     for rollout in phase.ended:
-        reasons = by_kind[rollout.kind].setdefault("reasons", {})  # type: ignore[assignment]
+        reasons = by_kind[rollout.kind].setdefault("reasons", {})
         reason = f"{rollout.outcome}: {rollout.reason[:60]}"
-        reasons[reason] = reasons.get(reason, 0) + 1  # type: ignore[index,attr-defined]
+        reasons[reason] = reasons.get(reason, 0) + 1
     unintended = [r for r in phase.ended if not r.as_intended]
     probes = [p for p in soak.probes if phase.start_ns <= p[0] < phase.end_ns]
     answered = [p[1] for p in probes if p[1] is not None]
