@@ -50,12 +50,12 @@ from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_pa
 TEMPOCONF = Path(PYTHON).parent / "tempoconf"
 NAMESPACE = "default"
 TASK_QUEUE = "tempoconf"
-CLIENTS_PER_PROCESS = 500
+CLIENTS_PER_PROCESS = 250
 LONG_POLL_WAIT = 30.0
 PROBE_EVERY = 1.0
 SAMPLE_EVERY = 10.0
 """Seconds between two RSS samples."""
-DRAIN_TIMEOUT = 300.0
+DRAIN_TIMEOUT = 180.0
 """After the load window, how long rollouts in flight get to end (holds are seconds long; a
 killed worker's activity is retried after its timeout, up to 30 s)."""
 ROLLOUT_TIMEOUT = 600.0
@@ -322,6 +322,7 @@ class Soak:
         self.counter = 0
         self.samples: list[dict[str, Any]] = []
         self.probes: list[tuple[int, float | None, float]] = []
+        self.in_flight: dict[str, tuple[str, WorkflowHandle[Any, Any]]] = {}
         self.worker: Service | None = None
         self.worker_incarnation = 0
         self.worker_logs: list[Path] = []
@@ -569,6 +570,33 @@ class Soak:
             else:
                 await attempt("bypass signal", handle.signal("bypass", reason))
 
+    async def describe_stuck(
+        self, workflow_id: str, kind: str, handle: WorkflowHandle[Any, Any]
+    ) -> str:
+        """Where a rollout that did not end within the drain is: its state and what it waits on."""
+        facts = [f"{workflow_id} run {handle.result_run_id} ({kind})"]
+        try:
+            status = await asyncio.wait_for(handle.query("status"), 10)
+            facts.append(
+                f"state {status.get('state')} phase {status.get('phase')} "
+                f"stage {status.get('stage_index')} paused {status.get('paused')}"
+            )
+        except Exception as exc:  # noqa: BLE001 - a fact of its own
+            facts.append(f"status query failed: {type(exc).__name__}: {exc}"[:200])
+        try:
+            raw = (await handle.describe()).raw_description
+            for activity in raw.pending_activities:
+                facts.append(
+                    f"pending activity {activity.activity_type.name} attempt {activity.attempt} "
+                    f"state {activity.state} last failure {activity.last_failure.message[:120]!r}"
+                )
+            if raw.pending_workflow_task.attempt:
+                facts.append(f"workflow task attempt {raw.pending_workflow_task.attempt}")
+        except Exception as exc:  # noqa: BLE001 - a fact of its own
+            facts.append(f"describe failed: {type(exc).__name__}")
+        log("not ended: " + "; ".join(facts))
+        return "; ".join(facts)
+
     async def finished(self, handle: WorkflowHandle[Any, Any]) -> bool:
         try:
             description = await handle.describe()
@@ -593,6 +621,7 @@ class Soak:
                 await asyncio.sleep(1.0)
                 return
             phase.started += 1
+            self.in_flight[workflow_id] = (kind, handle)
             operator = asyncio.create_task(self.operate(kind, handle, phase))
             try:
                 result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT)
@@ -619,6 +648,7 @@ class Soak:
             )  # fmt: skip
         finally:
             self.busy.discard(path)
+            self.in_flight.pop(workflow_id, None)
 
     async def drive(self, client: Client, phase: Phase, load_seconds: float) -> None:
         """Keep `--rollouts` rollouts running until the load window ends, then let them end."""
@@ -634,12 +664,13 @@ class Soak:
         phase.load_end_ns = time.time_ns()
         log(f"{phase.name}: load window over; letting {len(self.busy)} rollouts end")
         done, pending = await asyncio.wait(slots, timeout=DRAIN_TIMEOUT)
-        for task in pending:
-            task.cancel()
         for task in done:
             task.result()
         if pending:
-            phase.not_ended.append(f"{len(pending)} rollouts still running after the drain")
+            for workflow_id, (kind, handle) in list(self.in_flight.items()):
+                phase.not_ended.append(await self.describe_stuck(workflow_id, kind, handle))
+            for task in pending:
+                task.cancel()
 
     async def kill_workers(self, phase: Phase, every: float, load_seconds: float) -> None:
         """SIGKILL the worker every `every` seconds of the load window, and start a new one."""
