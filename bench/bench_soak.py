@@ -59,6 +59,8 @@ DRAIN_TIMEOUT = 180.0
 """After the load window, how long rollouts in flight get to end (holds are seconds long; a
 killed worker's activity is retried after its timeout, up to 30 s)."""
 ROLLOUT_TIMEOUT = 600.0
+CHECK_WEDGED_EVERY = 15.0
+WEDGED_ATTEMPTS = 4
 CONVERGE_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 120.0
 RSS_GOAL = 0.10
@@ -323,6 +325,8 @@ class Soak:
         self.samples: list[dict[str, Any]] = []
         self.probes: list[tuple[int, float | None, float]] = []
         self.in_flight: dict[str, tuple[str, WorkflowHandle[Any, Any]]] = {}
+        self.wedged: set[str] = set()
+        """Configs whose rollout never ends (its workflow task fails over and over)."""
         self.worker: Service | None = None
         self.worker_incarnation = 0
         self.worker_logs: list[Path] = []
@@ -518,6 +522,8 @@ class Soak:
 
     def pick_config(self) -> str:
         free = [path for path in self.configs if path not in self.busy]
+        if not free:
+            raise SystemExit("every config holds a rollout that never ended (see above)")
         path = self.rng.choice(free)
         self.busy.add(path)
         return path
@@ -570,6 +576,24 @@ class Soak:
             else:
                 await attempt("bypass signal", handle.signal("bypass", reason))
 
+    async def result(self, handle: WorkflowHandle[Any, Any], began: float) -> dict[str, Any] | None:
+        """The rollout's result; None once it is wedged (a workflow task failed WEDGED_ATTEMPTS
+        times in a row: it will not end by itself) or ROLLOUT_TIMEOUT passed."""
+        waiting = asyncio.ensure_future(handle.result())
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiting}, timeout=CHECK_WEDGED_EVERY)
+                if done:
+                    return dict(waiting.result())
+                if time.monotonic() - began > ROLLOUT_TIMEOUT:
+                    return None
+                with contextlib.suppress(Exception):
+                    raw = (await handle.describe()).raw_description
+                    if raw.pending_workflow_task.attempt >= WEDGED_ATTEMPTS:
+                        return None
+        finally:
+            waiting.cancel()
+
     async def describe_stuck(
         self, workflow_id: str, kind: str, handle: WorkflowHandle[Any, Any]
     ) -> str:
@@ -579,7 +603,9 @@ class Soak:
             status = await asyncio.wait_for(handle.query("status"), 10)
             facts.append(
                 f"state {status.get('state')} phase {status.get('phase')} "
-                f"stage {status.get('stage_index')} paused {status.get('paused')}"
+                f"stage {status.get('stage_index')} paused {status.get('paused')} "
+                f"{status.get('pause_reasons')}; last transition "
+                f"{(status.get('history') or [None])[-1]}"
             )
         except Exception as exc:  # noqa: BLE001 - a fact of its own
             facts.append(f"status query failed: {type(exc).__name__}: {exc}"[:200])
@@ -594,6 +620,13 @@ class Soak:
                 facts.append(f"workflow task attempt {raw.pending_workflow_task.attempt}")
         except Exception as exc:  # noqa: BLE001 - a fact of its own
             facts.append(f"describe failed: {type(exc).__name__}")
+        try:
+            history = await handle.fetch_history()
+            name = f"history-{workflow_id.replace('/', '_').replace(':', '_')}-{handle.result_run_id}.json"
+            (self.workdir / name).write_text(history.to_json())
+            facts.append(f"history in {name} (--keep)")
+        except Exception as exc:  # noqa: BLE001 - a fact of its own
+            facts.append(f"history not fetched: {type(exc).__name__}")
         log("not ended: " + "; ".join(facts))
         return "; ".join(facts)
 
@@ -624,14 +657,16 @@ class Soak:
             self.in_flight[workflow_id] = (kind, handle)
             operator = asyncio.create_task(self.operate(kind, handle, phase))
             try:
-                result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT)
+                result = await self.result(handle, began)
+                if result is None:
+                    # Wedged: it holds its config's lock, so no rollout goes there any more.
+                    self.wedged.add(path)
+                    phase.not_ended.append(await self.describe_stuck(workflow_id, kind, handle))
+                    return
                 outcome, reason = str(result.get("outcome")), str(result.get("reason", ""))
                 stable = result.get("stable_version")
             except WorkflowFailureError as exc:
                 outcome, reason, stable = "failed", f"{exc.cause!r}"[:300], None
-            except TimeoutError:
-                phase.not_ended.append(f"{workflow_id} ({kind}, run {handle.result_run_id})")
-                return
             finally:
                 operator.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -647,7 +682,8 @@ class Soak:
                 )
             )  # fmt: skip
         finally:
-            self.busy.discard(path)
+            if path not in self.wedged:
+                self.busy.discard(path)
             self.in_flight.pop(workflow_id, None)
 
     async def drive(self, client: Client, phase: Phase, load_seconds: float) -> None:
@@ -692,23 +728,28 @@ class Soak:
             log(f"{phase.name}: SIGKILLed {old.name} ({before} MB); next worker up in {restart} s")
 
     async def converge(self, fleet: Fleet) -> dict[str, Any]:
-        """Every client on its config's stable version, once no rollout runs."""
-        expected = {
-            i: self.stable[self.configs[identity(i, len(self.configs)).config]]
-            for i in range(fleet.count)
+        """Every client on its config's stable version, once no rollout runs (a wedged
+        rollout's clients keep its version: they are counted apart)."""
+        config_of = {
+            i: self.configs[identity(i, len(self.configs)).config] for i in range(fleet.count)
         }
+        expected = {i: self.stable[config_of[i]] for i in range(fleet.count)}
         began = time.monotonic()
         while True:
             off = [i for i, version in expected.items() if fleet.holding.get(i) != version]
-            if not off or time.monotonic() - began > CONVERGE_TIMEOUT:
+            if all(config_of[i] in self.wedged for i in off):
+                break
+            if time.monotonic() - began > CONVERGE_TIMEOUT:
                 break
             await asyncio.sleep(0.5)
         return {
             "clients_on_stable": fleet.count - len(off),
             "clients": fleet.count,
+            "clients_of_wedged_rollouts": sum(1 for i in off if config_of[i] in self.wedged),
             "seconds": round(time.monotonic() - began, 1),
             "off_examples": [
-                f"client {i}: {fleet.holding.get(i)} != {expected[i]}" for i in off[:5]
+                f"client {i} ({config_of[i]}): {fleet.holding.get(i)} != {expected[i]}"
+                for i in off[:5]
             ],
         }
 
