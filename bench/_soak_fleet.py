@@ -148,7 +148,7 @@ class Fleet:
         await asyncio.sleep(delay)
         me = identity(i, len(self.configs))
         path = self.configs[me.config]
-        params: list[tuple[str, str]] = [("client", me.client)]
+        params: list[tuple[str, str | int | float | bool | None]] = [("client", me.client)]
         if me.channel:
             params.append(("channel", me.channel))
         params += [("label", f"{key}={value}") for key, value in sorted(me.labels.items())]

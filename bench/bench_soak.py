@@ -520,10 +520,13 @@ class Soak:
         kinds = list(KINDS)
         return self.rng.choices(kinds, weights=[KINDS[k][0] for k in kinds])[0]
 
-    def pick_config(self) -> str:
-        free = [path for path in self.configs if path not in self.busy]
-        if not free:
-            raise SystemExit("every config holds a rollout that never ended (see above)")
+    async def pick_config(self) -> str:
+        while True:
+            free = [path for path in self.configs if path not in self.busy]
+            if free:
+                break
+            # Every config is taken: wedged rollouts hold more than half of them.
+            await asyncio.sleep(1.0)
         path = self.rng.choice(free)
         self.busy.add(path)
         return path
@@ -639,7 +642,7 @@ class Soak:
 
     async def one_rollout(self, client: Client, phase: Phase) -> None:
         kind = self.pick_kind()
-        path = self.pick_config()
+        path = await self.pick_config()
         intended = KINDS[kind][1]
         request, version = self.request(kind, path)
         workflow_id = f"rollout:{NAMESPACE}/{path}"
@@ -838,7 +841,8 @@ def poll_figures(
     latencies: dict[str, list[float]] = {"immediate": [], "deadline": [], "change": []}
     served = {"200": 0, "304": 0}
     errors: dict[str, int] = {}
-    reports, report_errors = 0, {}
+    reports = 0
+    report_errors: dict[str, int] = {}
     lags: list[float] = []
     for record in records:
         kind = record[0]
