@@ -200,10 +200,10 @@ def client_identity(i: int) -> ClientIdentity:
 
 # -- store ----------------------------------------------------------------------------------
 @contextlib.contextmanager
-def database(backend: str) -> Iterator[str]:
+def database(backend: str, server: str | None = None) -> Iterator[str]:
     """A fresh, empty database for one run: an SQLite file in a temporary directory, or a new
-    PostgreSQL database `tempoconf_bench_<random>` (dropped afterwards) on the server of
-    TEMPOCONF_BENCH_DATABASE_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test)."""
+    PostgreSQL database `tempoconf_bench_<random>` (dropped afterwards) on the server of `server`,
+    else of TEMPOCONF_BENCH_DATABASE_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test)."""
     if backend == "sqlite":
         with tempfile.TemporaryDirectory(prefix="tempoconf-bench-") as directory:
             yield f"sqlite:///{Path(directory) / 'tempoconf.db'}"
@@ -212,14 +212,14 @@ def database(backend: str) -> Iterator[str]:
     from sqlalchemy.engine import make_url
     from sqlalchemy.pool import NullPool
 
-    server = make_url(os.environ.get(POSTGRESQL_URL_VARIABLE) or DEFAULT_POSTGRESQL_URL)
+    url = make_url(server or os.environ.get(POSTGRESQL_URL_VARIABLE) or DEFAULT_POSTGRESQL_URL)
     name = f"tempoconf_bench_{secrets.token_hex(6)}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    admin = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     try:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
         try:
-            yield server.set(database=name).render_as_string(hide_password=False)
+            yield url.set(database=name).render_as_string(hide_password=False)
         finally:
             with admin.connect() as conn:
                 conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
