@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -156,61 +157,62 @@ class Process:
 
 
 class TcpProxy:
-    """A TCP forwarder on loopback that the test can cut (close every connection, refuse new ones)
-    and restore: the network between the worker and PostgreSQL."""
+    """A TCP forwarder on loopback that the test can cut (reset every connection, refuse new ones)
+    and restore: the network between the worker and PostgreSQL.
+
+    The listening socket stays bound through a cut: released, its port could be taken by another
+    test's process meanwhile (the suite runs tests in parallel), and the worker would reconnect
+    to a stranger. Cut, a new connection is accepted and reset at once."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self.port = free_port()
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
-        self._listener: socket.socket | None = None
-        self._closed = False
-        self.restore()
+        self._cut = False
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port: int = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def restore(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        with self._lock:
+            self._cut = False
 
     def cut(self) -> None:
         """Refuse new connections and reset every open one."""
         with self._lock:
-            listener, self._listener = self._listener, None
+            self._cut = True
             sockets, self._sockets = self._sockets, set()
-        if listener is not None:
-            listener.close()
         for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+            _reset(sock)
 
     def close(self) -> None:
-        self._closed = True
         self.cut()
+        self._listener.close()
 
-    def _accept(self, listener: socket.socket) -> None:
+    def _accept(self) -> None:
         while True:
             try:
-                downstream, _ = listener.accept()
+                downstream, _ = self._listener.accept()
             except OSError:
-                return  # cut
+                return  # closed
+            with self._lock:
+                cut = self._cut
+            if cut:
+                _reset(downstream)
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
-                downstream.close()
+                _reset(downstream)
                 continue
             upstream.settimeout(None)
             with self._lock:
-                if self._listener is not listener:
-                    downstream.close()
-                    upstream.close()
-                    return
+                if self._cut:  # cut while connecting
+                    _reset(downstream)
+                    _reset(upstream)
+                    continue
                 self._sockets |= {downstream, upstream}
             for source, sink in ((downstream, upstream), (upstream, downstream)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
@@ -227,6 +229,15 @@ class TcpProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a reset (SO_LINGER 0), as a lost network path looks to the peer."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
 
 
 @dataclass
