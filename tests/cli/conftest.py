@@ -215,7 +215,25 @@ def start_dev(
 ) -> RunningDev:
     """`tempoconf dev` in `workdir` on free ports, with `--data-dir workdir/state`, or with no
     `--data-dir` (so `.tempoconf` there, as a user's) when `default_data_dir`; `variables` go
-    into its environment (e.g. TEMPOCONF_ADMIN_TOKEN)."""
+    into its environment (e.g. TEMPOCONF_ADMIN_TOKEN).
+
+    A port found free can be taken by a parallel test's process before dev binds it: dev then
+    exits saying so, and is started again on other ports."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            return _start_dev_once(workdir, default_data_dir=default_data_dir, variables=variables)
+        except pytest.fail.Exception as failure:
+            if "Address already in use" not in str(failure) or attempt == PORT_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+PORT_ATTEMPTS = 3
+
+
+def _start_dev_once(
+    workdir: Path, *, default_data_dir: bool, variables: dict[str, str] | None
+) -> RunningDev:
     temporal_port, ui_port, api_port = free_port(), free_port(), free_port()
     data_dir = workdir / (".tempoconf" if default_data_dir else "state")
     output = workdir / "dev.out"
