@@ -489,13 +489,22 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     eventually_sync(
         targets_up, what="Prometheus to scrape the API replicas and the worker", timeout=90
     )
-    # The worker's Temporal SDK metrics, e.g. the workflows it completed.
-    found = httpx.get(
-        f"http://127.0.0.1:{d.prometheus_port}/api/v1/series",
-        params={"match[]": '{__name__=~"temporal_.+", job="tempoconf-worker-sdk"}'},
-        timeout=10,
-    ).json()["data"]
-    assert any(series["__name__"] == "temporal_workflow_completed" for series in found), found
+
+    # The worker's Temporal SDK metrics, e.g. the workflows it completed: the worker restarted
+    # above counts from zero, so its completions appear at a later scrape.
+    def workflow_completions_scraped() -> bool:
+        found = httpx.get(
+            f"http://127.0.0.1:{d.prometheus_port}/api/v1/series",
+            params={"match[]": '{__name__=~"temporal_.+", job="tempoconf-worker-sdk"}'},
+            timeout=10,
+        ).json()["data"]
+        names = sorted({series["__name__"] for series in found})
+        assert "temporal_workflow_completed" in names, names
+        return True
+
+    eventually_sync(
+        workflow_completions_scraped, what="the worker's temporal_workflow_completed", timeout=90
+    )
 
     # -- README: scale out.
     d.readme_block(1)
