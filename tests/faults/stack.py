@@ -8,7 +8,6 @@ worker may reach PostgreSQL through a `TcpProxy` the test can cut.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -34,6 +33,8 @@ from temporalio.client import Client, WorkflowHandle
 from tempoconf.store.records import AuditEntry
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tests.fixtures.waiting import eventually as wait_until_async
+from tests.fixtures.waiting import eventually_sync as wait_until
 
 TEMPOCONF = Path(sys.executable).parent / "tempoconf"
 STARTUP_TIMEOUT_SECONDS = 60.0
@@ -45,49 +46,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def wait_until(
-    check: Callable[[], Any], *, what: str, timeout: float, interval: float = 0.05
-) -> Any:
-    """Call `check` until it returns something truthy (AssertionError counts as not yet)."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-        except AssertionError as error:
-            value, last = None, error
-        else:
-            last = value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:g}s for {what}; last saw {last!r}")
-        time.sleep(interval)
-
-
-async def wait_until_async(
-    check: Callable[[], Any], *, what: str, timeout: float, interval: float = 0.05
-) -> Any:
-    """`wait_until` for async checks (awaitables are awaited)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-            if asyncio.iscoroutine(value):
-                value = await value
-        except AssertionError as error:
-            value, last = None, error
-        else:
-            last = value
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"waited {timeout:g}s for {what}; last saw {last!r}")
-        await asyncio.sleep(interval)
 
 
 @dataclass
