@@ -297,6 +297,9 @@ async def test_a_fourteen_day_rollout_with_hour_leases_keeps_them_across_runs(
     # gap longer than half a lease, so a one-hour lease never came near lapsing. (The time-skipping
     # server moves a continued run's clock on at its start, by the time its chain skipped so far:
     # a jump no real clock makes. The run then renews first thing, its lease being due.)
+    # The workflow clock also runs while a task is in flight, in real time: each task replays its
+    # run's history (the worker keeps no workflow cache), seconds on a loaded machine. A minute of
+    # slack is still half an hour short of the lease lapsing.
     first_task = EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
     for number, events in enumerate(chain):
         times = [event.event_time.ToDatetime() for event in events]
@@ -314,7 +317,7 @@ async def test_a_fourteen_day_rollout_with_hour_leases_keeps_them_across_runs(
             ended = activities_named(events, "promote_version")[0].event_time.ToDatetime()
         marks = [started, *writes, ended] if number else [*writes, ended]
         gaps = [later - earlier for earlier, later in zip(marks, marks[1:], strict=False)]
-        assert max(gaps) <= timedelta(minutes=30, seconds=5), (number, max(gaps))
+        assert max(gaps) <= timedelta(minutes=31), (number, max(gaps))
     began = chain[0][0].event_time.ToDatetime()
     promoted_at = activities_named(chain[-1], "promote_version")[0].event_time.ToDatetime()
     assert promoted_at - began >= timedelta(days=14)
