@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -23,6 +24,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistoryEventFilterType
 from temporalio.service import RPCError, RPCStatusCode
 
+from tempoconf.changesets import change_event_key
 from tempoconf.storable import storable_text
 from tempoconf.store.records import LockRecord
 from tempoconf.store.store import Store
@@ -103,7 +105,10 @@ def _ending(status: WorkflowExecutionStatus, close: HistoryEvent | None) -> RunE
 async def sweep_once(client: Client, store: Store) -> int:
     """One sweep; the number of runs it ended."""
     ended = 0
-    for holder in await asyncio.to_thread(store.list_locks):
+    locks = await asyncio.to_thread(store.list_locks)
+    # A changeset's run holds several locks: each config's row has its own key (as its revert's).
+    locks_per_run = Counter(holder.run_id for holder in locks)
+    for holder in locks:
         ending = await holder_ending(client, holder)
         if ending is None:
             continue
@@ -117,7 +122,12 @@ async def sweep_once(client: Client, store: Store) -> int:
             actor=ending.actor,
             reason=ending.reason,
             # The revert's key: a run that reverted (and then was terminated) ends once.
-            event_key=f"{holder.run_id}:revert",
+            event_key=change_event_key(
+                f"{holder.run_id}:revert",
+                holder.namespace,
+                holder.path,
+                changeset=locks_per_run[holder.run_id] > 1,
+            ),
         )
         if done:
             ended += 1

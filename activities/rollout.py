@@ -18,6 +18,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.activities.abandoned import holder_ending
+from tempoconf.activities.changesets import (
+    begin_changeset,
+    lock_changeset,
+    promote_run,
+    publish_run,
+    renew_run,
+    revert_run,
+    run_configs,
+)
 from tempoconf.activity_io import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
@@ -38,13 +47,14 @@ from tempoconf.activity_io import (
     RevertResult,
 )
 from tempoconf.change import rollout_change
-from tempoconf.plan import RolloutPlan, plan_from_request
+from tempoconf.changesets import change_event_key, changeset_key
+from tempoconf.plan import PlannedChange, RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.progress import NOTE
 from tempoconf.resolution import PublishedStage, VersionRecord
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
-from tempoconf.validation import validate_rollout
+from tempoconf.validation import ValidatedRollout, validate_rollout
 
 __all__ = ["RolloutActivities"]
 
@@ -108,6 +118,8 @@ class RolloutActivities:
             validated = await asyncio.to_thread(validate_rollout, input.request, self._store)
         except InvalidRequestError as error:
             raise _invalid(error.problems) from None
+        if validated.changes:
+            return await self._prepare_changeset(input, validated)
         request, version, value, existing = (
             validated.request,
             validated.version,
@@ -163,6 +175,112 @@ class RolloutActivities:
             temporal_namespace=activity.info().workflow_namespace or "",
             continue_as_new_after_events=self._continue_as_new_after_events,
         )
+
+    async def _prepare_changeset(
+        self, input: PrepareInput, validated: ValidatedRollout
+    ) -> RolloutPlan:
+        """A changeset's prepare: every config's lock (all or none), then every new version and
+        every config's rollout row, in one transaction."""
+        request = validated.request
+        configs = validated.configs()
+        stables = [
+            await asyncio.to_thread(self._store.get_stable, change.namespace, change.path)
+            for change in configs
+        ]
+        await self._take_changeset_locks(input, validated)
+        await asyncio.to_thread(
+            begin_changeset,
+            self._store,
+            validated,
+            workflow_id=input.workflow_id,
+            run_id=input.run_id,
+            actor=request.author or await self._starter(input),
+            details={
+                key: text
+                for key, text in (
+                    ("author", request.author),
+                    ("commit", request.commit),
+                    ("message", request.message),
+                )
+                if text
+            },
+        )
+        changes = [
+            PlannedChange(
+                namespace=change.namespace,
+                path=change.path,
+                version=change.version,
+                change=rollout_change(
+                    change.value,
+                    stable,
+                    rollback_to=change.version if change.existing is not None else None,
+                ),
+            )
+            for change, stable in zip(configs, stables, strict=True)
+        ]
+        return replace(
+            plan_from_request(request, validated.version),
+            changes=changes,
+            bucket_key=changeset_key((change.namespace, change.path) for change in configs),
+            change=f"{len(changes)} configs: "
+            + "; ".join(f"{c.namespace}/{c.path}: {c.change}" for c in changes),
+            temporal_cli=self._temporal_cli,
+            temporal_address=self._temporal_address,
+            temporal_namespace=activity.info().workflow_namespace or "",
+            continue_as_new_after_events=self._continue_as_new_after_events,
+        )
+
+    async def _take_changeset_locks(self, input: PrepareInput, validated: ValidatedRollout) -> None:
+        """Every config's lock in one transaction, or none. A config held by a running rollout
+        refuses the changeset, naming the config and the holder; one held by a run that ended is
+        ended and reclaimed as for a single config, and the whole set is tried again."""
+        replace_ids: dict[tuple[str, str], str] = {}
+        for _ in range(len(validated.changes) + 1):
+            try:
+                await asyncio.to_thread(
+                    lock_changeset,
+                    self._store,
+                    validated,
+                    workflow_id=input.workflow_id,
+                    run_id=input.run_id,
+                    replace=replace_ids,
+                )
+                return
+            except LockHeldError as held:
+                holder = held.holder
+                if await self._is_running(holder):
+                    raise ApplicationError(
+                        f"changeset refused, no lock taken: {held}",
+                        type=ROLLOUT_RUNNING_ERROR,
+                        non_retryable=True,
+                    ) from None
+                activity.logger.warning(
+                    "reclaiming the lock of %s/%s from ended run %s",
+                    holder.namespace,
+                    holder.path,
+                    holder.run_id,
+                )
+                ending = await holder_ending(activity.client(), holder)
+                if ending is not None:
+                    others = await asyncio.to_thread(self._store.locks_of_run, holder.run_id)
+                    await asyncio.to_thread(
+                        self._store.end_abandoned_run,
+                        holder.namespace,
+                        holder.path,
+                        run_id=holder.run_id,
+                        workflow_id=holder.workflow_id,
+                        outcome=ending.outcome,
+                        actor=ending.actor,
+                        reason=ending.reason,
+                        event_key=change_event_key(
+                            f"{holder.run_id}:revert",
+                            holder.namespace,
+                            holder.path,
+                            changeset=len(others) > 1,
+                        ),
+                    )
+                replace_ids[(holder.namespace, holder.path)] = holder.run_id
+        raise ApplicationError("the changeset's locks kept changing hands; trying again")
 
     async def _starter(self, input: PrepareInput) -> str:
         """Who started the run when the request names no author: the identity Temporal recorded
@@ -259,12 +377,16 @@ class RolloutActivities:
             percentile=stage.percentile,
             labels=dict(stage.labels),
             expires_at=expires_at,
+            bucket_key=input.plan.bucket_key,
         )
         try:
+            configs = await asyncio.to_thread(
+                run_configs, self._store, input.plan.namespace, input.plan.path, input.run_id
+            )
             await asyncio.to_thread(
-                self._store.publish_stage,
-                input.plan.namespace,
-                input.plan.path,
+                publish_run,
+                self._store,
+                configs,
                 run_id=input.run_id,
                 stage=published,
                 actor=input.actor,
@@ -281,13 +403,10 @@ class RolloutActivities:
             StageLease(index=int(index), expires_at=now + timedelta(seconds=seconds))
             for index, seconds in input.expirations.items()
         ]
-        await asyncio.to_thread(
-            self._store.renew_leases,
-            input.namespace,
-            input.path,
-            run_id=input.run_id,
-            leases=leases,
+        configs = await asyncio.to_thread(
+            run_configs, self._store, input.namespace, input.path, input.run_id
         )
+        await asyncio.to_thread(renew_run, self._store, configs, run_id=input.run_id, leases=leases)
         return RenewLeasesResult(
             expires_at={lease.index: lease.expires_at.isoformat() for lease in leases}
         )
@@ -295,34 +414,46 @@ class RolloutActivities:
     @activity.defn(name=RECORD_TRANSITION_ACTIVITY)
     async def record_transition(self, input: RecordTransitionsInput) -> None:
         def write() -> None:
+            # Every config of a changeset has the changeset's transitions in its own history.
+            configs = run_configs(self._store, input.namespace, input.path, input.run_id)
+            changeset = len(configs) > 1
             for sequence, transition in zip(input.sequences, input.transitions, strict=True):
                 # A note (an operator command that left the state as it was) is no transition.
                 note = transition.kind == NOTE or transition.from_state == transition.to_state
-                self._store.record_event(
-                    input.namespace,
-                    input.path,
-                    action="rollout.command" if note else f"rollout.{transition.to_state}",
-                    actor=transition.by,
-                    reason=transition.reason,
-                    version=input.version,
-                    workflow_id=input.workflow_id,
-                    event_key=f"{input.run_id}:transition:{sequence}",
-                    details={
-                        "from": transition.from_state,
-                        "stage": transition.stage,
-                        "at": transition.at,
-                    },
-                )
+                for config in configs:
+                    self._store.record_event(
+                        config.namespace,
+                        config.path,
+                        action="rollout.command" if note else f"rollout.{transition.to_state}",
+                        actor=transition.by,
+                        reason=transition.reason,
+                        version=config.version if changeset else input.version,
+                        workflow_id=input.workflow_id,
+                        event_key=change_event_key(
+                            f"{input.run_id}:transition:{sequence}",
+                            config.namespace,
+                            config.path,
+                            changeset=changeset,
+                        ),
+                        details={
+                            "from": transition.from_state,
+                            "stage": transition.stage,
+                            "at": transition.at,
+                        },
+                    )
 
         await asyncio.to_thread(write)
 
     @activity.defn(name=PROMOTE_ACTIVITY)
     async def promote_version(self, input: PromoteInput) -> None:
         try:
+            configs = await asyncio.to_thread(
+                run_configs, self._store, input.plan.namespace, input.plan.path, input.run_id
+            )
             await asyncio.to_thread(
-                self._store.promote,
-                input.plan.namespace,
-                input.plan.path,
+                promote_run,
+                self._store,
+                configs,
                 run_id=input.run_id,
                 workflow_id=input.workflow_id,
                 version=input.plan.version,
@@ -337,10 +468,13 @@ class RolloutActivities:
     async def revert_rollout(self, input: RevertInput) -> RevertResult:
         """Clear the run's stages and lock; answer what clients fall back to (the stable version,
         or none)."""
+        configs = await asyncio.to_thread(
+            run_configs, self._store, input.namespace, input.path, input.run_id
+        )
         await asyncio.to_thread(
-            self._store.revert,
-            input.namespace,
-            input.path,
+            revert_run,
+            self._store,
+            configs,
             run_id=input.run_id,
             workflow_id=input.workflow_id,
             actor=input.actor,

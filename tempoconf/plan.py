@@ -26,6 +26,7 @@ __all__ = [
     "CheckKind",
     "CheckSpec",
     "NoDataPolicy",
+    "PlannedChange",
     "PlannedCheck",
     "PlannedStage",
     "RolloutPlan",
@@ -147,10 +148,22 @@ class PlannedStage:
 
 
 @dataclass
+class PlannedChange:
+    """One config of a changeset and the version it moves to."""
+
+    namespace: str
+    path: str
+    version: str
+    change: str = ""
+    """What it changes, for people (tempoconf.change)."""
+
+
+@dataclass
 class RolloutPlan:
     namespace: str
     path: str
     version: str
+    """The config and version (a changeset's: its first change's)."""
     stages: list[PlannedStage] = field(default_factory=list)
     author: str = ""
     commit: str = ""
@@ -167,6 +180,17 @@ class RolloutPlan:
     continue_as_new_after_events: int = 0
     """A worker's setting: continue as new once a run's history is this long (0: only when the
     server suggests it, at a few thousand events)."""
+    changes: list[PlannedChange] = field(default_factory=list)
+    """A changeset's configs, in the request's order (the first is `namespace`/`path`/`version`
+    above); empty for a single config. Stages, holds and checks are the same for all of them."""
+    bucket_key: str | None = None
+    """What percentile stages bucket by: a changeset's key (tempoconf.changesets); None: the path."""
+
+    def configs(self) -> list[tuple[str, str, str]]:
+        """(namespace, path, version) of every config the rollout changes."""
+        if self.changes:
+            return [(change.namespace, change.path, change.version) for change in self.changes]
+        return [(self.namespace, self.path, self.version)]
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:

@@ -45,6 +45,9 @@ __all__ = [
     "RolloutRequest",
     "StageSpec",
     "StrategySpec",
+    "ChangeSpec",
+    "MAX_CHANGES",
+    "MIN_CHANGES",
     "parse_rollout_request",
     "stage_display_name",
 ]
@@ -334,19 +337,68 @@ class StrategySpec(_Strict):
         return [StageSpec(percentile=point, cooldown=every) for point in self.percentiles()]
 
 
-class RolloutRequest(_Strict):
-    """The input of `ConfigRollout`, exactly as docs/contract.md describes it.
+MIN_CHANGES = 2
+MAX_CHANGES = 20
 
-    Exactly one of `value` (a new value) and `version` (an existing version: a rollback).
-    """
 
-    # Presence, not null, is what counts here: {"value": null} rolls out the value null.
+class ChangeSpec(_Strict):
+    """One config of a changeset: its path, namespace (default: the request's) and exactly one
+    of `value` and `version`."""
+
     model_config = ConfigDict(
         json_schema_extra={"oneOf": [{"required": ["value"]}, {"required": ["version"]}]}
     )
 
     path: ConfigPath
+    """The config's path."""
+    namespace: Namespace | None = None
+    """The config's namespace; default: the request's `namespace`."""
+    value: Any = None
+    """The config's new value (any JSON); exactly one of `value` and `version`."""
+    version: str | None = Field(default=None, pattern=_VERSION_ID)
+    """A version the config already has (a rollback of this config) instead of a new value."""
+
+    @model_validator(mode="after")
+    def _value_or_version(self) -> ChangeSpec:
+        # Presence, not null: {"value": null} changes the config to the value null.
+        if ("value" in self.model_fields_set) == ("version" in self.model_fields_set):
+            raise ValueError("a change needs exactly one of 'value' and 'version'")
+        return self
+
+
+# The changeset form: `changes`, and none of path, value, version at the top level.
+_CHANGESET_FORM: dict[str, Any] = {
+    "required": ["changes"],
+    "not": {"anyOf": [{"required": ["path"]}, {"required": ["value"]}, {"required": ["version"]}]},
+}
+
+
+class RolloutRequest(_Strict):
+    """The input of `ConfigRollout`, exactly as docs/contract.md describes it.
+
+    Exactly one of `value` (a new value) and `version` (an existing version: a rollback), with
+    `path`; or `changes` (a changeset: several configs in one rollout), without them. A parsed
+    changeset's `path` and `namespace` are its first change's (parse_rollout_request).
+    """
+
+    # Presence, not null, is what counts here: {"value": null} rolls out the value null.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["path", "value"]},
+                {"required": ["path", "version"]},
+                _CHANGESET_FORM,
+            ]
+        }
+    )
+
+    path: ConfigPath = ""
     """The config's path: 1-255 characters of [a-z0-9._-] segments joined by '/'."""
+    changes: list[ChangeSpec] | None = Field(
+        default=None, min_length=MIN_CHANGES, max_length=MAX_CHANGES
+    )
+    """A changeset: 2-20 configs rolled out together (one stage ladder, hold, verdict, revert),
+    instead of `path` and `value`/`version`; each config at most once."""
     namespace: Namespace = DEFAULT_NAMESPACE
     """The config's namespace."""
     value: Any = None
@@ -377,6 +429,14 @@ class RolloutRequest(_Strict):
         if value <= timedelta(0):
             raise ValueError("default_expiration_time must be greater than zero")
         return value
+
+    @property
+    def is_changeset(self) -> bool:
+        return self.changes is not None
+
+    def change_namespace(self, change: ChangeSpec) -> str:
+        """The namespace of one change: its own, else the request's."""
+        return change.namespace or self.namespace
 
     @property
     def all_stages(self) -> list[StageSpec]:
@@ -416,7 +476,9 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # when other fields are wrong too (a model validator would run only once every field is valid).
     problems.extend(_stage_name_problems(raw.get("stages")))
     has_value, has_version = "value" in raw, "version" in raw
-    if has_value == has_version:
+    if "changes" in raw:
+        problems.extend(_changeset_problems(raw))
+    elif has_value == has_version:
         problems.append(
             Problem(
                 "",
@@ -445,9 +507,67 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
             problems.append(
                 Problem("/strategy", f"the strategy expands to more than {MAX_STAGES} stages")
             )
+    if "changes" not in raw and "path" not in raw:
+        problems.append(Problem("/path", "required field is missing"))
     if problems or request is None:
         raise InvalidRequestError(problems)
+    if request.changes is not None:
+        # The changeset's first change stands for it where one config is named (workflow
+        # search attribute, status, the audit of a refused prepare).
+        first = request.changes[0]
+        request = request.model_copy(
+            update={"path": first.path, "namespace": request.change_namespace(first)}
+        )
     return request
+
+
+def _changeset_problems(raw: dict[str, Any]) -> list[Problem]:
+    """The changeset form's own rules: no top-level path/value/version, no config twice."""
+    problems = [
+        Problem(
+            f"/{name}",
+            f"a changeset names '{name}' in each of its 'changes', not at the top level",
+        )
+        for name in ("path", "value", "version")
+        if name in raw
+    ]
+    changes = raw.get("changes")
+    if not isinstance(changes, list):
+        return problems
+    default_namespace = raw.get("namespace", DEFAULT_NAMESPACE)
+    first_index: dict[tuple[Any, Any], int] = {}
+    for index, change in enumerate(changes):
+        if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+            continue
+        config = (change.get("namespace", default_namespace), change["path"])
+        if config in first_index:
+            problems.append(
+                Problem(
+                    json_pointer(["changes", index, "path"]),
+                    f"config {config[0]}/{config[1]} is already changed by change "
+                    f"{first_index[config]}: a changeset changes each config once",
+                )
+            )
+        else:
+            first_index[config] = index
+        for pointer, text in _value_problem(change, index):
+            problems.append(Problem(pointer, text))
+    return problems
+
+
+def _value_problem(change: dict[str, Any], index: int) -> list[tuple[str, str]]:
+    """A change's value that no store could keep (too deep, not plain JSON), at its pointer."""
+    if "value" not in change:
+        return []
+    pointer = json_pointer(["changes", index, "value"])
+    too_deep = json_depth_problem(change["value"], pointer)
+    if too_deep is not None:
+        return [(too_deep.pointer, too_deep.message)]
+    try:
+        canonical_json(change["value"])
+    except (TypeError, ValueError, RecursionError) as error:
+        return [(pointer, f"value is not plain JSON: {error}")]
+    return []
 
 
 def _stage_name_problems(raw_stages: Any) -> list[Problem]:

@@ -61,6 +61,8 @@ class PublishedStage:
     percentile: float | None
     labels: Mapping[str, str]
     expires_at: datetime
+    bucket_key: str | None = None
+    """A changeset's key (tempoconf.changesets): its percentile buckets by it, not by the path."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class StageTarget(Protocol):
 
 
 def stage_matches(stage: StageTarget, path: str, client: ClientIdentity) -> bool:
+    # A changeset's stage buckets by the changeset's key, so its configs share every cohort.
+    path = getattr(stage, "bucket_key", None) or path
     if stage.channel is not None and client.channel != stage.channel:
         return False
     if stage.labels and any(client.labels.get(key) != value for key, value in stage.labels.items()):

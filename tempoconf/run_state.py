@@ -123,10 +123,21 @@ class RolloutRunState:
     def start(cls, request: Any, *, workflow_id: str) -> RolloutRunState:
         """The state before prepare: the namespace and path as the raw request gives them."""
         raw = request if isinstance(request, dict) else {}
+        namespace = raw.get("namespace") or "default"
+        changes = raw.get("changes")
+        if (
+            "path" not in raw
+            and isinstance(changes, list)
+            and changes
+            and isinstance(changes[0], dict)
+        ):
+            # A changeset is named by its first config (tempoconf.changesets).
+            namespace = changes[0].get("namespace") or namespace
+            raw = changes[0]
         return cls(
             RolloutProgress(
                 workflow_id=workflow_id,
-                namespace=str(raw.get("namespace") or "default"),
+                namespace=str(namespace),
                 path=str(raw.get("path") or ""),
             )
         )

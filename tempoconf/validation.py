@@ -16,7 +16,7 @@ from tempoconf.request import RolloutRequest, parse_rollout_request
 from tempoconf.resolution import VersionRecord
 from tempoconf.schema_validation import value_problems
 
-__all__ = ["ConfigLookup", "ValidatedRollout", "validate_rollout"]
+__all__ = ["ConfigLookup", "ValidatedChange", "ValidatedRollout", "validate_rollout"]
 
 
 class ConfigLookup(Protocol):
@@ -28,6 +28,17 @@ class ConfigLookup(Protocol):
 
 
 @dataclass(frozen=True)
+class ValidatedChange:
+    """One config of a changeset, validated: what ValidatedRollout says of a single config."""
+
+    namespace: str
+    path: str
+    version: str
+    value: Any
+    existing: VersionRecord | None
+
+
+@dataclass(frozen=True)
 class ValidatedRollout:
     request: RolloutRequest
     version: str
@@ -35,6 +46,20 @@ class ValidatedRollout:
     value: Any
     existing: VersionRecord | None
     """The stored version a rollback rolls out (None for a new value)."""
+    changes: tuple[ValidatedChange, ...] = ()
+    """A changeset's configs, in the request's order (empty for a single config); version,
+    value and existing above are then its first change's."""
+
+    def configs(self) -> list[ValidatedChange]:
+        """Every config the rollout changes (one, or a changeset's)."""
+        if self.changes:
+            return list(self.changes)
+        request = self.request
+        return [
+            ValidatedChange(
+                request.namespace, request.path, self.version, self.value, self.existing
+            )
+        ]
 
 
 def validate_rollout(raw: Any, lookup: ConfigLookup) -> ValidatedRollout:
@@ -48,6 +73,18 @@ def validate_rollout(raw: Any, lookup: ConfigLookup) -> ValidatedRollout:
         problems.extend(error.problems)
     existing: VersionRecord | None = None
     value: Any = None
+    if isinstance(raw, dict) and "changes" in raw:
+        changes = _changeset(raw, lookup, problems)
+        if problems or request is None:
+            raise InvalidRequestError(problems)
+        first = changes[0]
+        return ValidatedRollout(
+            request=request,
+            version=first.version,
+            value=first.value,
+            existing=first.existing,
+            changes=tuple(changes),
+        )
     if isinstance(raw, dict):
         namespace = raw.get("namespace", DEFAULT_NAMESPACE)
         path = raw.get("path")
@@ -78,3 +115,51 @@ def validate_rollout(raw: Any, lookup: ConfigLookup) -> ValidatedRollout:
         raise InvalidRequestError(problems)
     version = existing.version if existing is not None else version_id(value)
     return ValidatedRollout(request=request, version=version, value=value, existing=existing)
+
+
+def _changeset(
+    raw: dict[str, Any], lookup: ConfigLookup, problems: list[Problem]
+) -> list[ValidatedChange]:
+    """Each change checked as a single config is (its version found, its value against its own
+    config's schema, at /changes/N/value), appending to `problems`; the changes once all pass."""
+    default_namespace = raw.get("namespace", DEFAULT_NAMESPACE)
+    changes: list[ValidatedChange] = []
+    raw_changes = raw.get("changes")
+    if not isinstance(raw_changes, list):
+        return changes
+    for index, change in enumerate(raw_changes):
+        if not isinstance(change, dict):
+            continue
+        namespace = change.get("namespace", default_namespace)
+        path = change.get("path")
+        if not (
+            isinstance(namespace, str)
+            and isinstance(path, str)
+            and namespace_problem(namespace) is None
+            and path_problem(path) is None
+        ):
+            continue
+        existing: VersionRecord | None = None
+        value = change.get("value")
+        checkable = "value" in change
+        if "version" in change and "value" not in change and isinstance(change["version"], str):
+            existing = lookup.get_version(namespace, path, change["version"])
+            if existing is None:
+                problems.append(
+                    Problem(
+                        f"/changes/{index}/version",
+                        f"config {namespace}/{path} has no version {change['version']} "
+                        "(`tempoconf versions PATH` lists them)",
+                    )
+                )
+                continue
+            value, checkable = existing.value, True
+        schema = lookup.get_schema(namespace, path)
+        if schema is not None and checkable:
+            problems.extend(value_problems(schema, value, pointer_prefix=f"/changes/{index}/value"))
+        try:
+            version = existing.version if existing is not None else version_id(value)
+        except (TypeError, ValueError, RecursionError):
+            continue  # not plain JSON: parse_rollout_request said so at /changes/N/value
+        changes.append(ValidatedChange(namespace, path, version, value, existing))
+    return changes

@@ -4,6 +4,7 @@ statements more than one part uses (audit rows, upserts, making a version stable
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -87,6 +88,8 @@ class StoreBase:
         processes; `tempoconf db upgrade`, `dev` and `demo` do). Without it a store that is not at
         this version's head migration raises StoreSchemaError: a read never migrates."""
         self.url = url
+        self._transaction = threading.local()
+        """The transaction of `atomically()`, per thread."""
         self._engine = make_engine(url)
         try:
             if migrate:
@@ -145,11 +148,35 @@ class StoreBase:
     # -- transactions ------------------------------------------------------------------------------
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        """A write transaction; on SQLite it takes the write lock at BEGIN (see engine.py)."""
+        """A write transaction; on SQLite it takes the write lock at BEGIN (see engine.py).
+        Inside `atomically()` (on the same thread) it is that transaction."""
+        outer: Connection | None = getattr(self._transaction_local(), "conn", None)
+        if outer is not None:
+            yield outer
+            return
         with self._engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 yield conn
+
+    @contextmanager
+    def atomically(self) -> Iterator[None]:
+        """Every write method called inside (on this thread) joins one transaction: all of them
+        are committed, or none (a changeset's configs are published, promoted and reverted so).
+        A method that returns False for an event key already recorded writes nothing, as alone."""
+        local = self._transaction_local()
+        if getattr(local, "conn", None) is not None:
+            yield
+            return
+        with self._write() as conn:
+            local.conn = conn
+            try:
+                yield
+            finally:
+                local.conn = None
+
+    def _transaction_local(self) -> threading.local:
+        return self._transaction
 
     @contextmanager
     def _read(self, *, consistent: bool = False) -> Iterator[Connection]:

@@ -89,6 +89,7 @@ def _snapshots(
                 percentile=row.percentile,
                 labels=json.loads(row.labels),
                 expires_at=row.expires_at,
+                bucket_key=row.bucket_key,
             )
         )
     return {

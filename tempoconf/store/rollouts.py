@@ -279,6 +279,7 @@ class RolloutsMixin(StoreBase):
                     "labels": canonical_json(dict(stage.labels)),
                     "expires_at": expires_at,
                     "published_at": now,
+                    "bucket_key": stage.bucket_key,
                 },
                 keys=("namespace", "path", "stage_index"),
             )

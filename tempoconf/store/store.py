@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from tempoconf.store.audit import AuditMixin
 from tempoconf.store.catalogue import CatalogueMixin
+from tempoconf.store.changesets import ChangesetsMixin
 from tempoconf.store.clients import ClientsMixin
 from tempoconf.store.distribution import DistributionMixin
 from tempoconf.store.engine import CHANGE_CHANNEL, MIGRATIONS
@@ -44,5 +45,7 @@ __all__ = [
 _MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrate with it)
 
 
-class Store(CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, DistributionMixin):
+class Store(
+    CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, DistributionMixin, ChangesetsMixin
+):
     """The one store of a deployment. `url` is an SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)."""

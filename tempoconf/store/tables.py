@@ -162,6 +162,8 @@ class RolloutStage(SQLModel, table=True):
     labels: str = Field(default="{}", sa_type=Text)
     expires_at: datetime = Field(sa_type=UTCDateTime)
     published_at: datetime = Field(sa_type=UTCDateTime)
+    bucket_key: str | None = Field(default=None, sa_type=Text)
+    """What the percentile buckets by: NULL for the config's path, a changeset's key otherwise."""
 
 
 class ConfigLock(SQLModel, table=True):
