@@ -229,7 +229,9 @@ class HealthCheckActivities:
             raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
         evidence = gather_evidence(
             totals,
-            path=plan.path,
+            # A changeset's cohorts are bucketed by its key (tempoconf.changesets); the evidence
+            # is its first config's reports.
+            path=plan.bucket_key or plan.path,
             version=plan.version,
             stages=cohort_stages(plan, input.stage),
             since=since,

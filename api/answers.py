@@ -89,6 +89,13 @@ class ConfigAnswer(_Answer):
     metadata: ConfigMetadata
 
 
+class ConfigsAnswer(_Answer):
+    """Several configs for one client, resolved against one snapshot (`GET /v1/configs`)."""
+
+    configs: list[ConfigAnswer]
+    """In the order of the `path` parameters."""
+
+
 class Accepted(_Answer):
     accepted: Literal[True] = True
 

@@ -21,6 +21,7 @@ from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
     clients,
+    config_sets,
     configs,
     health,
     metrics,
@@ -129,6 +130,7 @@ def create_app(
     app = DistributionApp(
         routes=[
             *configs.routes,
+            *config_sets.routes,
             *reports.routes,
             *clients.routes,
             *schemas.routes,

@@ -19,6 +19,7 @@ from tempoconf.api.answers import (
     ClientsAnswer,
     CommandAnswer,
     ConfigAnswer,
+    ConfigsAnswer,
     ErrorAnswer,
     HealthAnswer,
     HistoryAnswer,
@@ -61,6 +62,7 @@ ANSWERS: tuple[type[Any], ...] = (
     RolloutStarted,
     RolloutStateAnswer,
     CommandAnswer,
+    ConfigsAnswer,
 )
 """The models of the JSON answers: documented as they serialize."""
 Mode = Literal["validation", "serialization"]
@@ -233,6 +235,43 @@ def _paths() -> dict[str, Any]:
                     "400": _error("Invalid path or query parameter"),
                     "401": _unauthorized(),
                     "404": _error("Unknown config, or nothing to serve this client yet"),
+                    "503": _error("The snapshots were never loaded from the store"),
+                },
+            }
+        },
+        "/v1/configs": {
+            "get": {
+                "operationId": "getConfigs",
+                "summary": "Several configs for one client, from one snapshot, with one ETag",
+                "tags": ["distribution"],
+                "security": _CLIENT,
+                "parameters": [
+                    {
+                        "name": "path",
+                        "in": "query",
+                        "required": True,
+                        "description": "A config path; repeat it for each config (1 to 20), "
+                        "e.g. ?path=a/x&path=a/y. The answer never mixes configs before and "
+                        "after a publish (a changeset's configs change together).",
+                        "schema": {"type": "array", "items": TypeAdapter(ConfigPath).json_schema()},
+                        "style": "form",
+                        "explode": True,
+                    },
+                    *_params("Namespace", "Client", "Channel", "Label", "Wait", "Stable"),
+                    *_params("IfNoneMatch"),
+                ],
+                "responses": {
+                    "200": {
+                        **_answer(ConfigsAnswer, "The resolved configs, in the order asked"),
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                    },
+                    "304": {
+                        "description": "The copy held (If-None-Match) is current",
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                    },
+                    "400": _error("Invalid, missing or repeated path, or invalid query parameter"),
+                    "401": _unauthorized(),
+                    "404": _error("An unknown config, or one with nothing to serve this client"),
                     "503": _error("The snapshots were never loaded from the store"),
                 },
             }

@@ -24,6 +24,7 @@ from tempoconf.api.answers import (
     ClientsAnswer,
     CommandAnswer,
     ConfigAnswer,
+    ConfigsAnswer,
     ErrorAnswer,
     HealthAnswer,
     HistoryAnswer,
@@ -154,6 +155,7 @@ async def test_the_poll_operation_documents_its_query_parameters(
 _COMMAND = (OperatorCommand, {"200": CommandAnswer})
 BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/configs/{path}", "get"): (None, {"200": ConfigAnswer}),
+    ("/v1/configs", "get"): (None, {"200": ConfigsAnswer}),
     ("/v1/reports", "post"): (ReportBody, {"202": Accepted}),
     ("/v1/admin/schemas/{path}", "get"): (None, {"200": SchemaAnswer}),
     ("/v1/admin/schemas/{path}", "put"): (SchemaBody, {"200": SchemaAnswer}),

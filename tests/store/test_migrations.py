@@ -81,7 +81,7 @@ def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(
                 text("SELECT version_num FROM alembic_version")
-            ).scalars().all() == ["0004_report_identity"]
+            ).scalars().all() == ["0005_changesets"]
     finally:
         engine.dispose()
 

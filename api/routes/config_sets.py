@@ -1,0 +1,137 @@
+"""`GET /v1/configs?path=a/x&path=a/y&client=...`: several configs from ONE snapshot.
+
+Every config is resolved against the same in-memory snapshot (the SnapshotCache swaps its whole
+mapping at once, from one consistent read of the store), and a changeset's steps are written in
+one store transaction: so an answer never mixes a config before a publish (or revert) with
+another after it. One ETag covers the whole answer; a long-poll (`wait`) returns as soon as what
+this client resolves to changes for any of the configs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
+from tempoconf.api.distribution import (
+    ConfigQuery,
+    PreparedAnswer,
+    PreparedConfig,
+    parse_config_query,
+    prepare_config,
+)
+from tempoconf.api.errors import ApiError
+from tempoconf.api.etag import if_none_match
+from tempoconf.api.routing import route
+from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.request import MAX_CHANGES
+from tempoconf.resolution import ConfigSnapshot
+
+__all__ = ["MAX_PATHS", "configs_etag", "routes"]
+
+MAX_PATHS = MAX_CHANGES
+"""At most this many `path` parameters (a changeset's configs)."""
+_LEASE_SLACK = 0.002
+
+
+def configs_etag(etags: list[str]) -> str:
+    """`W/"set.<hash>"` over the configs' own ETags, in the order asked: it changes when any
+    config's version or stage for this client does."""
+    digest = hashlib.sha256("\0".join(etags).encode()).hexdigest()
+    return f'W/"set.{digest[:24]}"'
+
+
+def _queries(request: Request) -> list[ConfigQuery]:
+    params = request.query_params
+    paths = params.getlist("path")
+    if not paths:
+        raise ApiError(
+            400, "query parameter path is required: repeat it, ?path=a/x&path=a/y (1 to 20)"
+        )
+    if len(paths) > MAX_PATHS:
+        raise ApiError(400, f"query parameter path: {len(paths)} given, at most {MAX_PATHS}")
+    if len(set(paths)) != len(paths):
+        repeated = sorted({path for path in paths if paths.count(path) > 1})
+        raise ApiError(400, f"query parameter path: {repeated} given more than once")
+    raw = request.scope["query_string"]
+    return [parse_config_query(path, params, raw) for path in paths]
+
+
+def _resolve(
+    snapshots: Mapping[tuple[str, str], ConfigSnapshot],
+    queries: list[ConfigQuery],
+    now: datetime,
+) -> tuple[list[PreparedConfig], list[PreparedAnswer]]:
+    """Every config's answer, from the one mapping given (no await in here)."""
+    prepared: list[PreparedConfig] = []
+    answers: list[PreparedAnswer] = []
+    for query in queries:
+        snapshot = snapshots.get((query.namespace, query.path))
+        where = f"config {query.path!r} in namespace {query.namespace!r}"
+        if snapshot is None:
+            raise ApiError(404, f"unknown {where}")
+        config = prepare_config(snapshot)
+        answer = config.answer(query, now)
+        if answer is None:
+            raise ApiError(
+                404, f"{where} has no stable version yet, and no stage of it applies to this client"
+            )
+        prepared.append(config)
+        answers.append(answer)
+    return prepared, answers
+
+
+async def get_configs(request: Request) -> Response:
+    """Several configs for one client, from one snapshot, with one ETag (304 on If-None-Match)."""
+    token = request.app.state.settings.client_token
+    if token is not None:
+        header = request.headers.get("authorization")
+        problem = bearer_problem(
+            header.encode("latin-1") if header is not None else None, token, what="client token"
+        )
+        if problem is not None:
+            raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+    queries = _queries(request)
+    cache: SnapshotCache = request.app.state.snapshot_cache
+    if_none = request.headers.get("if-none-match")
+    wait = queries[0].wait
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        try:
+            snapshots = cache.snapshots()
+        except SnapshotsNotLoadedError as exc:
+            raise ApiError(503, f"cannot serve the configs: {exc}") from exc
+        # Taken before any await, so the first change after this read sets one of them.
+        events = [cache.changed_for(query.namespace, query.path) for query in queries]
+        now = datetime.now(UTC)
+        prepared, answers = _resolve(snapshots, queries, now)
+        etag = configs_etag([answer.etag for answer in answers])
+        modified = not if_none_match(if_none, etag)
+        if modified or loop.time() >= deadline:
+            break
+        wake = deadline
+        leases = [expiry for config in prepared if (expiry := config.next_expiry(now))]
+        if leases:
+            wake = min(wake, loop.time() + (min(leases) - now).total_seconds() + _LEASE_SLACK)
+        waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        try:
+            await asyncio.wait(
+                waiters, timeout=max(0.0, wake - loop.time()), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if not modified:
+        return Response(status_code=304, headers=headers)
+    body = b'{"configs":[' + b",".join(answer.body for answer in answers) + b"]}"
+    return Response(body, media_type="application/json", headers=headers)
+
+
+routes = [route("/v1/configs", get_configs, methods=["GET", "HEAD"])]
