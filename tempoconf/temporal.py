@@ -7,6 +7,9 @@ from pathlib import Path
 
 from temporalio.common import SearchAttributeKey
 
+from tempoconf.changesets import changeset_workflow_id
+from tempoconf.request import RolloutRequest
+
 __all__ = [
     "WORKFLOW_TYPE",
     "DEFAULT_TASK_QUEUE",
@@ -16,6 +19,7 @@ __all__ = [
     "STAGE_ATTRIBUTE",
     "STATE_ATTRIBUTE",
     "rollout_workflow_id",
+    "request_workflow_id",
     "temporal_cli_path",
     "temporal_test_server_path",
 ]
@@ -33,6 +37,16 @@ SEARCH_ATTRIBUTES = (PATH_ATTRIBUTE, VERSION_ATTRIBUTE, STAGE_ATTRIBUTE, STATE_A
 def rollout_workflow_id(namespace: str, path: str) -> str:
     """The workflow id the tempoconf CLI uses; any id works for the engine."""
     return f"rollout:{namespace}/{path}"
+
+
+def request_workflow_id(request: RolloutRequest) -> str:
+    """The workflow id the tempoconf CLI and the admin API give a request: a single config's
+    `rollout:{namespace}/{path}`, a changeset's `changeset:<changeset_id>` (tempoconf.changesets)."""
+    if request.changes is not None:
+        return changeset_workflow_id(
+            (request.change_namespace(change), change.path) for change in request.changes
+        )
+    return rollout_workflow_id(request.namespace, request.path)
 
 
 def _venv_binary(name: str) -> Path:

@@ -47,7 +47,7 @@ from tempoconf.rollout_view import (
 from tempoconf.storable import text_problem
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+from tempoconf.temporal import WORKFLOW_TYPE, request_workflow_id, rollout_workflow_id
 from tempoconf.validation import ValidatedRollout, validate_rollout
 
 __all__ = ["RPC_TIMEOUT", "routes", "stable_answer"]
@@ -64,7 +64,7 @@ async def start_rollout(request: Request) -> JSONResponse:
     store = store_of(request)
     parsed = validated.request
     namespace, path = parsed.namespace, parsed.path
-    workflow_id = workflow_id or rollout_workflow_id(namespace, path)
+    workflow_id = workflow_id or request_workflow_id(parsed)
     connector = temporal_of(request)
     client = await connector.client()
     preview = await asyncio.to_thread(preview_rollout, validated, store)

@@ -1,0 +1,286 @@
+"""Atomic changesets (issue 13) on a live stack: a real Temporal server, the real worker, SQLite
+and PostgreSQL, and the real API over HTTP.
+
+A changeset's configs share one stage ladder, one cohort per stage (bucketed by the changeset's
+key), one lock set taken all or none, and one revert; the multi-path GET answers every config from
+one snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from tempoconf.bucketing import bucket
+from tempoconf.canonical import version_id
+from tempoconf.changesets import changeset_key, changeset_workflow_id
+from tempoconf.store.store import Store
+from tempoconf.temporal import WORKFLOW_TYPE
+from tests.fixtures.services import live_api
+from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.waiting import eventually
+from tests.workflows.test_rollout import NAMESPACE, status, unique_path, wait_for_state
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"max_connections": {"type": "integer", "minimum": 1}},
+    "required": ["max_connections"],
+}
+OLD = [{"max_connections": 100}, {"max_connections": 200}]
+NEW = [{"max_connections": 111}, {"max_connections": 222}]
+
+
+@pytest_asyncio.fixture
+async def harness(
+    temporal_env: WorkflowEnvironment, realtime_client: Any, store: Store
+) -> AsyncIterator[RolloutHarness]:
+    """The rollout worker over the `store` fixture: every test runs on SQLite and PostgreSQL."""
+    from tempoconf.cli.worker import build_worker
+
+    task_queue = f"tempoconf-test-{uuid.uuid4().hex[:8]}"
+    async with build_worker(temporal_env.client, store, task_queue=task_queue):
+        yield RolloutHarness(
+            env=temporal_env,
+            client=temporal_env.client,
+            realtime_client=realtime_client,
+            store=store,
+            task_queue=task_queue,
+        )
+
+
+async def stable_pair(harness: RolloutHarness) -> list[str]:
+    """Two configs with a schema and a stable value each."""
+    paths = [unique_path(), unique_path()]
+    for path, value in zip(paths, OLD, strict=True):
+        harness.store.set_schema(NAMESPACE, path, SCHEMA, actor="test")
+        handle = await harness.start({"path": path, "namespace": NAMESPACE, "value": value})
+        assert (await handle.result())["outcome"] == "promoted"
+    return paths
+
+
+def changeset(paths: list[str], values: list[Any], **overrides: Any) -> dict[str, Any]:
+    return {
+        "namespace": NAMESPACE,
+        "changes": [
+            {"path": path, "value": value} for path, value in zip(paths, values, strict=True)
+        ],
+        "stages": [{"percentile": 50, "cooldown": "1h"}],
+        "default_expiration_time": "1h",
+        "author": "alice",
+        **overrides,
+    }
+
+
+async def start_held(harness: RolloutHarness, paths: list[str]) -> WorkflowHandle[Any, Any]:
+    """A changeset of NEW at 50 %, holding (on the real clock, so it stays there)."""
+    handle = await harness.start(
+        changeset(paths, NEW),
+        real_clock=True,
+        workflow_id=changeset_workflow_id((NAMESPACE, path) for path in paths),
+    )
+    await wait_for_state(handle, "holding", stage_index=0)
+    return handle
+
+
+async def multi_get(api: httpx.AsyncClient, paths: list[str], client_id: str) -> list[Any]:
+    answer = await api.get(
+        "/v1/configs",
+        params=[("path", path) for path in paths]
+        + [("namespace", NAMESPACE), ("client", client_id)],
+    )
+    assert answer.status_code == 200, answer.text
+    return [config["value"] for config in answer.json()["configs"]]
+
+
+async def test_a_changeset_at_50_percent_gives_each_client_all_new_values_or_none(
+    harness: RolloutHarness,
+) -> None:
+    paths = await stable_pair(harness)
+    handle = await start_held(harness, paths)
+    key = changeset_key((NAMESPACE, path) for path in paths)
+    async with live_api(harness.store) as url, httpx.AsyncClient(base_url=url) as api:
+        new = 0
+        for number in range(1000):
+            client_id = f"host-{number:04d}"
+            together = await multi_get(api, paths, client_id)
+            assert together in (OLD, NEW), (client_id, together)
+            # The single-config route agrees with the multi-path one, config by config.
+            alone = [
+                (
+                    await api.get(
+                        f"/v1/configs/{path}", params={"namespace": NAMESPACE, "client": client_id}
+                    )
+                ).json()["value"]
+                for path in paths
+            ]
+            assert alone == together, client_id
+            # The documented formula: bucket(changeset key, client id) < 5000.
+            assert (together == NEW) == (bucket(key, client_id) < 5000), client_id
+            new += together == NEW
+        assert 430 <= new <= 570, new
+    await handle.signal("halt", {"reason": "test over"})
+    assert (await handle.result())["outcome"] == "halted"
+
+
+async def test_halt_reverts_every_config_and_each_history_ends_with_it(
+    harness: RolloutHarness,
+) -> None:
+    paths = await stable_pair(harness)
+    handle = await start_held(harness, paths)
+    for path in paths:
+        snapshot = harness.store.load_snapshot(NAMESPACE, path)
+        assert snapshot is not None and snapshot.staged is not None and snapshot.stages
+        lock = harness.store.get_lock(NAMESPACE, path)
+        assert lock is not None and lock.workflow_id == handle.id
+    progress = await status(handle)
+    assert progress["path"] == paths[0]
+
+    await handle.signal("halt", {"reason": "bad pair"})
+    result = await handle.result()
+    assert result["outcome"] == "halted"
+    for path, old in zip(paths, OLD, strict=True):
+        snapshot = harness.store.load_snapshot(NAMESPACE, path)
+        assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
+        assert snapshot.stable is not None and snapshot.stable.value == old
+        assert harness.store.get_lock(NAMESPACE, path) is None
+        actions = [
+            entry.action
+            for entry in harness.store.history(NAMESPACE, path)
+            if entry.workflow_id == handle.id
+        ]
+        assert actions[0] == "rollout.started" and actions[-1] == "rollout.halted", actions
+        assert "stage.published" in actions and "rollout.reverting" in actions, actions
+
+
+async def test_a_promoted_changeset_makes_every_config_stable(harness: RolloutHarness) -> None:
+    paths = await stable_pair(harness)
+    handle = await harness.start(changeset(paths, NEW, stages=[{"percentile": 50}]))
+    result = await handle.result()
+    assert result["outcome"] == "promoted"
+    for path, new in zip(paths, NEW, strict=True):
+        stable = harness.store.get_stable(NAMESPACE, path)
+        assert stable is not None and stable.value == new
+        assert stable.version == version_id(new)
+        assert harness.store.get_lock(NAMESPACE, path) is None
+        actions = [
+            entry.action
+            for entry in harness.store.history(NAMESPACE, path)
+            if entry.workflow_id == handle.id
+        ]
+        assert actions[-1] == "rollout.promoted", actions
+
+
+async def test_a_change_failing_its_schema_refuses_the_changeset_storing_nothing(
+    harness: RolloutHarness,
+) -> None:
+    paths = await stable_pair(harness)
+    handle = await harness.start(changeset(paths, [NEW[0], {"max_connections": 0}]))
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidRolloutRequest"
+    assert "/changes/1/value/max_connections" in cause.message
+    for path, old in zip(paths, OLD, strict=True):
+        assert harness.store.get_lock(NAMESPACE, path) is None
+        assert [version.version for version in harness.store.list_versions(NAMESPACE, path)] == [
+            version_id(old)
+        ]
+        assert all(
+            entry.workflow_id != handle.id for entry in harness.store.history(NAMESPACE, path)
+        )
+
+
+async def test_a_path_held_by_a_running_rollout_refuses_the_changeset_taking_no_lock(
+    harness: RolloutHarness,
+) -> None:
+    paths = await stable_pair(harness)
+    holder = await harness.start(
+        {
+            "path": paths[1],
+            "namespace": NAMESPACE,
+            "value": {"max_connections": 999},
+            "stages": [{"channel": "canary", "cooldown": "1h"}],
+        },
+        real_clock=True,
+        workflow_id=f"holder-{uuid.uuid4().hex[:6]}",
+    )
+    await wait_for_state(holder, "holding", stage_index=0)
+
+    refused = await harness.start(changeset(paths, NEW))
+    with pytest.raises(WorkflowFailureError) as failure:
+        await refused.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "RolloutAlreadyRunning"
+    assert f"{NAMESPACE}/{paths[1]}" in cause.message and holder.id in cause.message
+    assert harness.store.get_lock(NAMESPACE, paths[0]) is None
+    held = harness.store.get_lock(NAMESPACE, paths[1])
+    assert held is not None and held.workflow_id == holder.id
+    await holder.signal("halt", {})
+    await holder.result()
+
+
+async def test_the_multi_path_get_never_mixes_before_and_after(harness: RolloutHarness) -> None:
+    """Poll while the changeset publishes its 100 % stage, is halted, and again: every answer is
+    all old or all new."""
+    paths = await stable_pair(harness)
+    client_id = "host-mixed"
+    async with live_api(harness.store) as url, httpx.AsyncClient(base_url=url) as api:
+        seen: set[str] = set()
+        stop = asyncio.Event()
+
+        async def poll() -> None:
+            while not stop.is_set():
+                values = await multi_get(api, paths, client_id)
+                assert values in (OLD, NEW), values
+                seen.add("new" if values == NEW else "old")
+
+        poller = asyncio.create_task(poll())
+        for _ in range(3):
+            handle = await harness.start(
+                changeset(paths, NEW, stages=[{"percentile": 100, "cooldown": "1h"}]),
+                real_clock=True,
+            )
+            await wait_for_state(handle, "holding", stage_index=0)
+            await eventually(lambda: "new" in seen, what="a poll sees the new values")
+            await handle.signal("halt", {"reason": "again"})
+            assert (await handle.result())["outcome"] == "halted"
+            seen.discard("old")
+            await eventually(lambda: "old" in seen, what="a poll sees the old values")
+            seen.clear()
+        stop.set()
+        await poller
+
+
+async def test_halt_by_any_path_reaches_the_changeset(harness: RolloutHarness) -> None:
+    """The admin API's `{path}:halt` given the changeset's second path halts its workflow (the
+    lock holder), whatever id it runs under."""
+    from tempoconf.api.app import create_app
+    from tempoconf.settings import Settings
+
+    paths = await stable_pair(harness)
+    handle = await start_held(harness, paths)
+    settings = Settings(task_queue=harness.task_queue)
+    app = create_app(harness.store, settings, temporal_client=harness.realtime_client)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as api,
+    ):
+        answer = await api.post(
+            f"/v1/admin/rollouts/{paths[1]}:halt",
+            params={"namespace": NAMESPACE},
+            json={"reason": "from the second path"},
+        )
+        assert answer.status_code == 200, answer.text
+    assert (await handle.result())["outcome"] == "halted"
+
+
+def test_the_workflow_type_is_the_one_documented() -> None:
+    assert WORKFLOW_TYPE == "ConfigRollout"
