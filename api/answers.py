@@ -285,6 +285,16 @@ class StableAnswer(_Answer):
     created_at: Timestamp | None
 
 
+class ChangeAnswer(_Answer):
+    """One config of a changeset, as its plan says it."""
+
+    namespace: str
+    path: str
+    version: str
+    stable_version: str | None
+    change: str
+
+
 class PlanContextAnswer(_Answer):
     """What a valid rollout request would do, with nothing started (`tempoconf rollout plan`)."""
 
@@ -302,6 +312,9 @@ class PlanContextAnswer(_Answer):
     """Who holds the config's rollout lock (a running rollout refuses another)."""
     change: str
     """The change against stable, as the workflow's summary says it."""
+    changes: list[ChangeAnswer] = Field(default_factory=list)
+    """A changeset's configs, each with its version and change (empty for one config; the
+    fields above are then its first config's)."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))

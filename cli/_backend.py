@@ -22,7 +22,7 @@ from tempoconf.commands import command_path
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import VersionRecord
-from tempoconf.rollout_preview import RolloutPreview, preview_rollout
+from tempoconf.rollout_preview import ChangePreview, RolloutPreview, preview_rollout
 from tempoconf.rollout_view import (
     RolloutSnapshot,
     SnapshotUnavailable,
@@ -425,6 +425,7 @@ class ApiBackend:
             stable=_decode(VersionRecord, answer["stable"]) if answer["stable"] else None,
             lock=_decode(LockRecord, lock) if lock else None,
             change=answer["change"],
+            changes=tuple(ChangePreview(**change) for change in answer.get("changes") or []),
         )
 
     async def recent_clients(

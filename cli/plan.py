@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from tempoconf.changesets import changeset_key, changeset_workflow_id
 from tempoconf.cli._backend import Prepared, operator_backend
 from tempoconf.cli._clients import KnownClient, clients_from_file
 from tempoconf.cli._common import (
@@ -122,7 +123,13 @@ def plan_command(args: argparse.Namespace) -> int:
     by_id = {client.client: client for client in reported}
     by_id.update({client.client: client for client in listed})
     clients = sorted(by_id.values(), key=lambda client: client.client)
-    reach, untouched = stage_reach(path, plan.stages, clients)
+    # A changeset's percentile stages bucket by its key, not by a path (tempoconf.changesets).
+    reach_key = (
+        changeset_key((change.namespace, change.path) for change in prepared.changes)
+        if prepared.changes
+        else path
+    )
+    reach, untouched = stage_reach(reach_key, plan.stages, clients)
     explicit = len(request.stages)
     diff = value_diff(
         stable.value if stable else None,
@@ -132,6 +139,7 @@ def plan_command(args: argparse.Namespace) -> int:
     )
     warnings = []
     if lock is not None:
+        namespace, path = lock.namespace, lock.path  # a changeset's: the config held
         warnings.append(
             f"a rollout of {namespace}/{path} is running (workflow {lock.workflow_id!r}, version "
             f"{lock.version}): `rollout start` would be refused until it ends"
@@ -141,7 +149,8 @@ def plan_command(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                _plan_json(
+                _changeset_json(prepared)
+                | _plan_json(
                     plan,
                     request.version is not None,
                     prepared.version_exists,
@@ -175,7 +184,48 @@ def plan_command(args: argparse.Namespace) -> int:
         warnings,
         since,
     )
+    _print_changeset(prepared)
     return 0
+
+
+def _changeset_json(prepared: Prepared) -> dict[str, Any]:
+    """`changeset`: a changeset's configs, workflow id and bucketing key (nothing for one config)."""
+    if not prepared.changes:
+        return {}
+    configs = [(change.namespace, change.path) for change in prepared.changes]
+    return {
+        "changeset": {
+            "workflow_id": changeset_workflow_id(configs),
+            "bucket_key": changeset_key(configs),
+            "changes": [
+                {
+                    "namespace": change.namespace,
+                    "path": change.path,
+                    "version": change.version,
+                    "stable": change.stable_version,
+                    "change": change.change,
+                }
+                for change in prepared.changes
+            ],
+        }
+    }
+
+
+def _print_changeset(prepared: Prepared) -> None:
+    """Every config of a changeset: what it changes; the stages above reach all of them."""
+    if not prepared.changes:
+        return
+    configs = [(change.namespace, change.path) for change in prepared.changes]
+    print(
+        f"\nchangeset of {len(configs)} configs, one stage ladder for all (workflow id "
+        f"{changeset_workflow_id(configs)}; percentile cohorts by bucket({changeset_key(configs)}, "
+        "client)):"
+    )
+    for change in prepared.changes:
+        print(
+            f"  {change.namespace}/{change.path}  {change.version}  "
+            f"(stable {change.stable_version or 'none yet'})  {change.change}"
+        )
 
 
 async def _prepare(settings: Any, raw: Any, since: timedelta) -> tuple[Prepared, list[KnownClient]]:

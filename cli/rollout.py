@@ -33,7 +33,7 @@ from tempoconf.cli.schema import check_config_name
 from tempoconf.problems import InvalidRequestError
 from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings
-from tempoconf.temporal import rollout_workflow_id
+from tempoconf.temporal import request_workflow_id
 
 __all__ = [
     "rollback_request",
@@ -47,6 +47,9 @@ __all__ = [
 # -- start -------------------------------------------------------------------------------------
 def rollout_version(request: RolloutRequest) -> str:
     """The version a request rolls out: the rollback's, or the new value's id."""
+    if request.changes is not None:  # a changeset: its first config's
+        first = request.changes[0]
+        return first.version if first.version is not None else version_id(first.value)
     return request.version if request.version is not None else version_id(request.value)
 
 
@@ -163,8 +166,10 @@ async def _start_prepared(
 ) -> int:
     request = prepared.request
     name = f"{request.namespace}/{request.path}"
+    if prepared.changes:
+        name = "changeset " + ", ".join(f"{c.namespace}/{c.path}" for c in prepared.changes)
     given_id = workflow_id
-    workflow_id = given_id or rollout_workflow_id(request.namespace, request.path)
+    workflow_id = given_id or request_workflow_id(request)
     version = prepared.version
     stages = (
         " → ".join(stage.display_name for stage in request.all_stages) or "none: promote directly"

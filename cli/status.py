@@ -125,6 +125,9 @@ def format_view(
             else ("; now stable" if context.stable and context.stable == version else "")
         )
     )
+    changes = progress.get("changes") or []
+    if changes:  # a changeset: its configs share the stages below
+        lines.append(f"  configs    {len(changes)}: " + ", ".join(changes))
     # The audit log names the request's author ("workflow" when it gave none); the run's history
     # names the client that started it (the Temporal CLI, tempoconf, the Web UI).
     author = context.started_by if context.started_by not in ("", "workflow") else ""

@@ -113,6 +113,10 @@ def render_current_details(
     config = f"{progress.namespace}/{progress.path}"
     change = plan.change if plan is not None else ""
     lines = [f"## {config}: {change}" if change else f"## {config}", ""]
+    if plan is not None and plan.changes:  # a changeset: every config, one stage ladder
+        lines = [f"## changeset of {len(plan.changes)} configs", ""]
+        lines += [f"- {c.namespace}/{c.path}: {c.change} (`{c.version}`)" for c in plan.changes]
+        lines.append("")
     identity = f"version `{progress.version or '?'}`"
     if plan is not None and (plan.author or plan.message):
         identity += f" · {plan.message or 'no message'} — {plan.author or 'unknown author'}"

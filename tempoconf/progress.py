@@ -175,6 +175,8 @@ class RolloutProgress:
     stable_version: str | None = None
     """Once ended: the config's stable version, which every client now gets (None: the config has
     no stable version, clients get 404)."""
+    changes: list[str] = field(default_factory=list)
+    """A changeset's configs, `namespace/path version` each (empty for one config)."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from tempoconf.resolution import VersionRecord
 from tempoconf.store.records import LockRecord
 from tempoconf.validation import ValidatedRollout
 
-__all__ = ["PreviewLookup", "RolloutPreview", "preview_rollout"]
+__all__ = ["ChangePreview", "PreviewLookup", "RolloutPreview", "preview_rollout"]
 
 
 class PreviewLookup(Protocol):
@@ -24,6 +24,17 @@ class PreviewLookup(Protocol):
     def get_version(self, namespace: str, path: str, version: str) -> VersionRecord | None: ...
 
     def get_lock(self, namespace: str, path: str) -> LockRecord | None: ...
+
+
+@dataclass(frozen=True)
+class ChangePreview:
+    """One config of a changeset, as its preview says it."""
+
+    namespace: str
+    path: str
+    version: str
+    stable_version: str | None
+    change: str
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,10 @@ class RolloutPreview:
     """The value it rolls out (a rollback's stored value)."""
     stable: VersionRecord | None
     lock: LockRecord | None
+    """The lock in the way: a changeset's first config whose lock is held."""
     change: str
+    changes: tuple[ChangePreview, ...] = ()
+    """A changeset's configs (empty for a single config)."""
 
 
 def preview_rollout(validated: ValidatedRollout, lookup: PreviewLookup) -> RolloutPreview:
@@ -46,12 +60,31 @@ def preview_rollout(validated: ValidatedRollout, lookup: PreviewLookup) -> Rollo
     namespace, path = request.namespace, request.path
     stable = lookup.get_stable(namespace, path)
     rollback_to = version if validated.existing is not None else None
+    lock = lookup.get_lock(namespace, path)
+    changes: list[ChangePreview] = []
+    for change in validated.changes:
+        its_stable = lookup.get_stable(change.namespace, change.path)
+        lock = lock or lookup.get_lock(change.namespace, change.path)
+        changes.append(
+            ChangePreview(
+                namespace=change.namespace,
+                path=change.path,
+                version=change.version,
+                stable_version=its_stable.version if its_stable is not None else None,
+                change=rollout_change(
+                    change.value,
+                    its_stable,
+                    rollback_to=change.version if change.existing is not None else None,
+                ),
+            )
+        )
     return RolloutPreview(
         request=request,
         version=version,
         version_exists=lookup.get_version(namespace, path, version) is not None,
         value=validated.value,
         stable=stable,
-        lock=lookup.get_lock(namespace, path),
+        lock=lock,
         change=rollout_change(validated.value, stable, rollback_to=rollback_to),
+        changes=tuple(changes),
     )

@@ -146,6 +146,11 @@ class RolloutRunState:
     def set_plan(self, plan: RolloutPlan) -> None:
         self.plan = plan
         self.progress.version = plan.version
+        self.progress.changes = (
+            [f"{namespace}/{path} {version}" for namespace, path, version in plan.configs()]
+            if plan.changes
+            else []
+        )
         self.progress.stage_count = len(plan.stages)
         self.progress.stages = [
             StageProgress(

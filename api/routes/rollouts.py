@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.api.answers import (
+    ChangeAnswer,
     LockAnswer,
     PlanContextAnswer,
     RolloutAnswer,
@@ -139,6 +140,7 @@ def _plan_context(store: Store, validated: ValidatedRollout) -> PlanContextAnswe
         stable=stable_answer(namespace, path, preview.stable),
         lock=_lock(preview.lock),
         change=preview.change,
+        changes=[ChangeAnswer.model_validate(asdict(change)) for change in preview.changes],
     )
 
 
