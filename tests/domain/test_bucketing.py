@@ -110,3 +110,58 @@ def test_roughly_p_percent_of_clients_land_in_p(percentile: float) -> None:
     clients = [f"client-{number}" for number in range(10_000)]
     share = sum(in_percentile(PATH, client, percentile) for client in clients) / len(clients) * 100
     assert abs(share - percentile) < max(1.5, percentile * 0.1)
+
+
+# Changesets (docs/contract.md, Bucketing): the key is `changeset:` + the first 16 hex of the
+# SHA-256 of the sorted `namespace/path` lines joined by "\n"; buckets use the same md5 formula.
+CHANGESET_VECTORS = [
+    (
+        ["default/myproject/server_config", "default/myproject/feature_flags"],
+        "changeset:892a8e2b5fddee28",
+        [("host-1", 7052), ("host-2", 9875), ("web-01.example.com", 2050)],
+    ),
+    (
+        ["default/a/x", "default/a/y"],
+        "changeset:38e6d067b6e495ee",
+        [("host-1", 1961), ("host-2", 100), ("web-01.example.com", 9588)],
+    ),
+    (
+        ["default/a/x", "payments/a/y", "default/b"],
+        "changeset:a290b0051ccb9bef",
+        [("host-1", 5076), ("host-2", 7639), ("web-01.example.com", 8159)],
+    ),
+]
+
+
+def published_changeset_key(configs: list[str]) -> str:
+    """The key exactly as docs/contract.md publishes it, written independently of the code."""
+    return "changeset:" + hashlib.sha256("\n".join(sorted(configs)).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize(("configs", "key", "buckets"), CHANGESET_VECTORS)
+def test_changeset_keys_and_buckets_match_the_vectors(
+    configs: list[str], key: str, buckets: list[tuple[str, int]]
+) -> None:
+    from tempoconf.changesets import changeset_key, changeset_workflow_id
+
+    pairs = [tuple(config.split("/", 1)) for config in configs]
+    assert published_changeset_key(configs) == key
+    assert changeset_key(pairs) == key  # type: ignore[arg-type]
+    assert changeset_key(reversed(pairs)) == key  # type: ignore[arg-type]  # order does not count
+    assert changeset_workflow_id(pairs) == key  # type: ignore[arg-type]
+    for client_id, expected in buckets:
+        assert bucket(key, client_id) == expected == published_bucket(key, client_id)
+
+
+def test_a_changeset_stage_buckets_every_config_by_the_changeset_key() -> None:
+    from datetime import UTC, datetime
+
+    from tempoconf.resolution import ClientIdentity, PublishedStage, stage_matches
+
+    key = "changeset:38e6d067b6e495ee"
+    stage = PublishedStage(0, "50%", None, 50, {}, datetime.now(UTC), bucket_key=key)
+    for client in CLIENTS[:300]:
+        expected = bucket(key, client) < 5000
+        identity = ClientIdentity(client)
+        assert stage_matches(stage, "a/x", identity) == expected
+        assert stage_matches(stage, "a/y", identity) == expected
