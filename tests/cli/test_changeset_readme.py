@@ -1,0 +1,106 @@
+"""The README's changeset section, run as written against `tempoconf dev`, each command giving
+what the README says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tempoconf.bucketing import bucket
+from tempoconf.changesets import changeset_workflow_id
+from tests.cli.conftest import README, ROOT, bash, shell_blocks, start_dev
+from tests.fixtures.waiting import eventually_sync
+
+pytestmark = pytest.mark.timeout(240)
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+CONFIGS = [("default", "myproject/frontend"), ("default", "myproject/backend")]
+
+
+def section_commands() -> list[tuple[str, str]]:
+    """(command, its comment) of the section's ```sh blocks, in order."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Changesets: several configs in one rollout\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    return [
+        (command.text, command.comment)
+        for block in shell_blocks(section)
+        for command in block.commands
+    ]
+
+
+def test_the_readmes_changeset_section_runs_as_written(tmp_path: Path) -> None:
+    workflow_id = changeset_workflow_id(CONFIGS)
+    readme = README.read_text(encoding="utf-8")
+    assert f"'{workflow_id}'" in readme  # the id the README types is the documented one
+    # "host-2 is in the changeset's 50 %, host-1 is not"
+    assert bucket(workflow_id, "host-2") < 5000 <= bucket(workflow_id, "host-1")
+    commands = section_commands()
+    assert len(commands) == 8, commands
+
+    dev = start_dev(tmp_path)
+    try:
+
+        def run(command: str) -> str:
+            done = bash(command.replace(DEFAULT_API_URL, dev.api_url), cwd=ROOT, env=dev.env)
+            assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
+            return done.stdout
+
+        (start, _), (result, comment), (plan, _), (rollout, _) = commands[:4]
+        run(start)
+        assert comment == "outcome: promoted"
+        assert '"outcome":"promoted"' in run(result).replace(" ", "")
+
+        planned = run(plan)
+        for namespace, path in CONFIGS:
+            assert f"{namespace}/{path}" in planned, planned
+        assert workflow_id in planned, planned
+
+        started = run(rollout)
+        assert f"workflow id  {workflow_id}" in started, started
+
+        def stage_live() -> bool:
+            status = bash(
+                ".venv/bin/tempoconf rollout status myproject/frontend --json",
+                cwd=ROOT,
+                env=dev.env,
+            )
+            progress = json.loads(status.stdout or "{}")
+            stages = progress.get("stages") or []
+            return bool(stages) and stages[0].get("status") == "live"
+
+        eventually_sync(stage_live, what="the 50% stage is live", timeout=60)
+
+        (new_client, _), (old_client, _), (halt, _), (history, comment) = commands[4:]
+        new = json.loads(run(new_client))["configs"]
+        old = json.loads(run(old_client))["configs"]
+        assert [config["value"]["api"] for config in new] == ["v2", "v2"], new
+        assert [config["value"]["api"] for config in old] == ["v1", "v1"], old
+        assert [config["path"] for config in new] == ["myproject/frontend", "myproject/backend"]
+
+        run(halt)
+
+        def both_back() -> bool:
+            return [
+                config["value"]["api"] for config in json.loads(run(new_client))["configs"]
+            ] == [
+                "v1",
+                "v1",
+            ]
+
+        eventually_sync(both_back, what="both configs back on v1 for host-2", timeout=60)
+        assert comment == "the changeset's rows, ending rollout.halted"
+
+        def halted_last() -> bool:
+            lines = [line for line in run(history).splitlines() if "rollout." in line]
+            return bool(lines) and "rollout.halted" in lines[-1]
+
+        eventually_sync(halted_last, what="the history ends with rollout.halted", timeout=30)
+        entries = json.loads(run(history.split(" #", 1)[0] + " --json"))
+        ours = [entry for entry in entries if entry.get("workflow_id") == workflow_id]
+        assert ours[0]["action"] == "rollout.started", ours
+        assert ours[-1]["action"] == "rollout.halted", ours
+    finally:
+        dev.stop()
