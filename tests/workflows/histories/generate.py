@@ -477,6 +477,43 @@ async def continue_as_new(bench: Bench) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+@scenario
+async def changeset_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """A changeset of two configs (issue 13): both locked and published at 50 % in one
+    transaction each step, held, then halted: both reverted."""
+    other = f"{bench.path}-2"
+    setup = await bench.start(
+        {
+            "namespace": NAMESPACE,
+            "changes": [
+                {"path": bench.path, "value": STABLE_VALUE},
+                {"path": other, "value": STABLE_VALUE},
+            ],
+            "author": "setup",
+        },
+        workflow_id=f"{workflow_id_of(bench.scenario)}-setup-1",
+    )
+    await outcome(setup, "promoted")
+    handle = await bench.start(
+        {
+            "namespace": NAMESPACE,
+            "changes": [
+                {"path": bench.path, "value": NEW_VALUE},
+                {"path": other, "value": {"is_debug": False, "max_connections": 3000}},
+            ],
+            "default_cooldown_time": "1h",
+            "default_expiration_time": "1h",
+            "stages": [{"percentile": 50}],
+            "author": "alice@example.com",
+            "message": f"replay scenario {bench.scenario}",
+        },
+        real_clock=True,
+    )
+    await reach(handle, "holding")
+    await handle.execute_update("halt", {"reason": "the pair misbehaves", "by": "erin"})
+    return await outcome(handle, "halted")
+
+
 # -- saving ---------------------------------------------------------------------------------------
 
 
