@@ -514,9 +514,13 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     if request.changes is not None:
         # The changeset's first change stands for it where one config is named (workflow
         # search attribute, status, the audit of a refused prepare).
-        first = request.changes[0]
+        # Each change's namespace is made explicit first: the request's is its default.
+        changes = [
+            change.model_copy(update={"namespace": request.change_namespace(change)})
+            for change in request.changes
+        ]
         request = request.model_copy(
-            update={"path": first.path, "namespace": request.change_namespace(first)}
+            update={"path": changes[0].path, "namespace": changes[0].namespace, "changes": changes}
         )
     return request
 
