@@ -284,3 +284,27 @@ async def test_halt_by_any_path_reaches_the_changeset(harness: RolloutHarness) -
 
 def test_the_workflow_type_is_the_one_documented() -> None:
     assert WORKFLOW_TYPE == "ConfigRollout"
+
+
+async def test_a_terminated_changeset_is_swept_config_by_config(harness: RolloutHarness) -> None:
+    """The worker's sweep ends a terminated changeset in every config's trail and frees every lock."""
+    from tempoconf.activities.abandoned import sweep_once
+
+    paths = await stable_pair(harness)
+    handle = await start_held(harness, paths)
+    await handle.terminate("operator gave up")
+    await eventually(
+        lambda: sweep_once(harness.realtime_client, harness.store),
+        what="the sweep ends the terminated changeset",
+    )
+    await eventually(
+        lambda: all(harness.store.get_lock(NAMESPACE, path) is None for path in paths),
+        what="every lock of the changeset released",
+    )
+    for path in paths:
+        actions = [
+            entry.action
+            for entry in harness.store.history(NAMESPACE, path)
+            if entry.workflow_id == handle.id
+        ]
+        assert actions[-1] == "rollout.terminated", actions
