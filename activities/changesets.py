@@ -15,8 +15,8 @@ from typing import Any
 
 from tempoconf.changesets import change_event_key
 from tempoconf.resolution import PublishedStage, VersionRecord
-from tempoconf.store.records import LockRecord, StageLease
-from tempoconf.store.store import LockHeldError, Store
+from tempoconf.store.records import StageLease
+from tempoconf.store.store import Store
 from tempoconf.validation import ValidatedRollout
 
 __all__ = [
@@ -229,8 +229,3 @@ def revert_run(
         )
 
     return _each(store, configs, event_key, write)
-
-
-def lock_holder_of(error: LockHeldError) -> LockRecord | None:
-    """The holder a LockHeldError names (None for a lost lock nobody holds)."""
-    return error.holder
