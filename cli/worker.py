@@ -32,6 +32,7 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
+from tempoconf.activities.gates import GateActivities
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
@@ -184,6 +185,7 @@ def worker_activities(
         *rollout.activities(),
         *HealthCheckActivities(store, clock=health_clock).activities(),
         *NotifyActivities().activities(),
+        *GateActivities(store).activities(),
     ]
 
 

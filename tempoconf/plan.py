@@ -20,6 +20,7 @@ from tempoconf.request import (
     ReportsCheckSpec,
     RolloutRequest,
 )
+from tempoconf.windows import ChangeWindow, window_from_spec
 
 __all__ = [
     "DEFAULT_CHECK_TIMEOUT_SECONDS",
@@ -167,6 +168,11 @@ class RolloutPlan:
     continue_as_new_after_events: int = 0
     """A worker's setting: continue as new once a run's history is this long (0: only when the
     server suggests it, at a few thousand events)."""
+    # Change windows and freezes (tempoconf.windows, tempoconf.freezes); empty: no gate.
+    windows: list[ChangeWindow] = field(default_factory=list)
+    """Stages are published and the version promoted only inside one of these."""
+    override_freeze: str | None = None
+    """The reason this rollout may pass a freeze of its namespace; None: it waits one out."""
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
@@ -206,4 +212,6 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         commit=request.commit,
         message=request.message,
         webhooks=list(request.webhooks),
+        windows=[window_from_spec(window) for window in request.windows],
+        override_freeze=request.override_freeze.reason if request.override_freeze else None,
     )

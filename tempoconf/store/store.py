@@ -22,6 +22,7 @@ from tempoconf.store.catalogue import CatalogueMixin
 from tempoconf.store.clients import ClientsMixin
 from tempoconf.store.distribution import DistributionMixin
 from tempoconf.store.engine import CHANGE_CHANNEL, MIGRATIONS
+from tempoconf.store.freezes import FreezeActiveError, FreezesMixin, NotFrozenError
 from tempoconf.store.errors import (
     LockError,
     LockHeldError,
@@ -34,9 +35,11 @@ from tempoconf.store.rollouts import RolloutsMixin
 __all__ = [
     "CHANGE_CHANNEL",
     "Store",
+    "FreezeActiveError",
     "LockError",
     "LockHeldError",
     "LockLostError",
+    "NotFrozenError",
     "StoreSchemaError",
     "UnknownVersionError",
 ]
@@ -44,5 +47,7 @@ __all__ = [
 _MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrate with it)
 
 
-class Store(CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, DistributionMixin):
+class Store(
+    CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, DistributionMixin, FreezesMixin
+):
     """The one store of a deployment. `url` is an SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)."""
