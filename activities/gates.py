@@ -15,7 +15,7 @@ from typing import Any
 from temporalio import activity
 
 from tempoconf.activity_io import CHECK_FREEZE_ACTIVITY, CheckFreezeInput, CheckFreezeResult
-from tempoconf.freezes import describe_freeze
+from tempoconf.freezes import FREEZE_RECHECK_SECONDS, describe_freeze
 from tempoconf.store.store import Store
 
 __all__ = ["FREEZE_OVERRIDDEN_ACTION", "GateActivities"]
@@ -25,10 +25,12 @@ UNKNOWN_AUTHOR = "unknown"
 
 
 class GateActivities:
-    """Activities bound to one store; register `activities()` with the worker."""
+    """Activities bound to one store; register `activities()` with the worker. A frozen rollout
+    looks again after `recheck_seconds` (sooner at the freeze's `until`)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, recheck_seconds: float = FREEZE_RECHECK_SECONDS) -> None:
         self._store = store
+        self._recheck_seconds = recheck_seconds
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.check_freeze]
@@ -41,7 +43,9 @@ class GateActivities:
         message = describe_freeze(freeze)
         until = freeze.until.isoformat() if freeze.until is not None else None
         if input.override_reason is None:
-            return CheckFreezeResult(frozen=True, message=message, until=until)
+            return CheckFreezeResult(
+                frozen=True, message=message, until=until, recheck_seconds=self._recheck_seconds
+            )
         await asyncio.to_thread(
             self._store.record_event,
             input.namespace,

@@ -226,6 +226,9 @@ class CheckFreezeResult:
     """The freeze's `until` (ISO 8601), if it has one: the rollout looks again then at the latest."""
     overridden: bool = False
     """A freeze was active and the override passed it (an audit row says who and why)."""
+    recheck_seconds: float = 30.0
+    """While frozen: look again this soon at the latest (a worker setting), so an early
+    `freeze end` is seen within it."""
 
 # Error types the prepare activity raises (non-retryable) and the workflow passes on.
 INVALID_REQUEST_ERROR = "InvalidRolloutRequest"

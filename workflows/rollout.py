@@ -53,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
     from tempoconf.details import render_current_details, time_left
-    from tempoconf.freezes import FREEZE_RECHECK_SECONDS
     from tempoconf.health import UNHEALTHY
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.problems import InvalidRequestError, Problem
@@ -396,8 +395,8 @@ class ConfigRollout:
     async def _pass_gates(self, plan: RolloutPlan, stage: PlannedStage | None) -> None:
         """Before `stage` is published (None: before the promote), wait while outside every change
         window (a durable timer to the next opening, no polling) or while the namespace is frozen
-        (the freeze activity asks again at the freeze's `until`, and every
-        FREEZE_RECHECK_SECONDS so an early `freeze end` is seen soon). Halt, revert and cancel
+        (the freeze activity is asked again at the freeze's `until`, and every 30 s, a worker
+        setting, so an early `freeze end` is seen soon). Halt, revert and cancel
         end the wait at once (`_wait_until`); leases are renewed meanwhile. A bypass skips the
         window (an operator's explicit decision), never a freeze: only `override_freeze` passes
         one. A rollout paused while it waited stays where it is until resume, then looks again."""
@@ -452,7 +451,7 @@ class ConfigRollout:
                     f"passed a freeze with override_freeze ({plan.override_freeze}): {freeze.message}",
                 )
             if freeze.frozen:
-                recheck = workflow.now() + timedelta(seconds=FREEZE_RECHECK_SECONDS)
+                recheck = workflow.now() + timedelta(seconds=freeze.recheck_seconds)
                 if freeze.until is not None:
                     recheck = min(recheck, datetime.fromisoformat(freeze.until))
                 self._enter_gate(
@@ -488,7 +487,7 @@ class ConfigRollout:
         reason: str,
     ) -> None:
         """Show what the rollout waits for; a transition only when that changed (a freeze looked at
-        again every FREEZE_RECHECK_SECONDS adds nothing to the history while it holds)."""
+        again every 30 s adds nothing to the history while it holds)."""
         progress = self._progress
         if stage is not None and progress.stage_index != stage.index:
             # The wait belongs to the stage it holds back (a continue-as-new resumes it there).
