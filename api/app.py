@@ -22,6 +22,7 @@ from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
     clients,
     configs,
+    freezes,
     health,
     metrics,
     openapi,
@@ -134,6 +135,7 @@ def create_app(
             *schemas.routes,
             *versions.routes,
             *rollouts.routes,
+            *freezes.routes,
             *health.routes,
             *metrics.routes,
             *openapi.routes,
