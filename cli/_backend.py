@@ -132,9 +132,7 @@ class OperatorBackend(Protocol):
         ...
 
     # Freezes (tempoconf.freezes): `tempoconf freeze start|end|list`.
-    async def start_freeze(
-        self, namespace: str, *, reason: str, until: datetime | None
-    ) -> Freeze:
+    async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
         """Raises CommandRefused when the namespace is frozen already."""
         ...
 
@@ -302,10 +300,7 @@ class DirectBackend:
         context = store_context(store, namespace, path, workflow_id, snapshot.run_id, version)
         return snapshot, context
 
-
-    async def start_freeze(
-        self, namespace: str, *, reason: str, until: datetime | None
-    ) -> Freeze:
+    async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
         from tempoconf.store.store import FreezeActiveError
 
         try:
@@ -327,6 +322,7 @@ class DirectBackend:
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]:
         return list(self._store().list_freezes(namespace, limit=limit))
+
 
 async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> bool:
     """Whether the lock's holder still runs. A rollout holds the lock under its first run's id for
@@ -573,9 +569,7 @@ class ApiBackend:
         )
         return snapshot, context
 
-    async def start_freeze(
-        self, namespace: str, *, reason: str, until: datetime | None
-    ) -> Freeze:
+    async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
         body = {
             "namespace": namespace,
             "reason": reason,

@@ -33,12 +33,12 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.gates import GateActivities
-from tempoconf.freezes import FREEZE_RECHECK_SECONDS
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.cli.devstack import temporal_command
+from tempoconf.freezes import FREEZE_RECHECK_SECONDS
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES

@@ -230,6 +230,7 @@ class CheckFreezeResult:
     """While frozen: look again this soon at the latest (a worker setting), so an early
     `freeze end` is seen within it."""
 
+
 # Error types the prepare activity raises (non-retryable) and the workflow passes on.
 INVALID_REQUEST_ERROR = "InvalidRolloutRequest"
 ROLLOUT_RUNNING_ERROR = "RolloutAlreadyRunning"

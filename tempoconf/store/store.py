@@ -22,7 +22,6 @@ from tempoconf.store.catalogue import CatalogueMixin
 from tempoconf.store.clients import ClientsMixin
 from tempoconf.store.distribution import DistributionMixin
 from tempoconf.store.engine import CHANGE_CHANNEL, MIGRATIONS
-from tempoconf.store.freezes import FreezeActiveError, FreezesMixin, NotFrozenError
 from tempoconf.store.errors import (
     LockError,
     LockHeldError,
@@ -30,6 +29,7 @@ from tempoconf.store.errors import (
     StoreSchemaError,
     UnknownVersionError,
 )
+from tempoconf.store.freezes import FreezeActiveError, FreezesMixin, NotFrozenError
 from tempoconf.store.rollouts import RolloutsMixin
 
 __all__ = [

@@ -188,12 +188,18 @@ def test_bad_windows_are_refused_naming_the_field() -> None:
 
 
 def test_equal_from_and_to_and_a_from_of_24_are_refused() -> None:
-    assert "the same time" in _problems(
-        [{"days": ["mon"], "from": "09:00", "to": "09:00", "timezone": "UTC"}]
-    )["/windows/0"]
-    assert "24:00 is only for 'to'" in _problems(
-        [{"days": ["mon"], "from": "24:00", "to": "09:00", "timezone": "UTC"}]
-    )["/windows/0"]
+    assert (
+        "the same time"
+        in _problems([{"days": ["mon"], "from": "09:00", "to": "09:00", "timezone": "UTC"}])[
+            "/windows/0"
+        ]
+    )
+    assert (
+        "24:00 is only for 'to'"
+        in _problems([{"days": ["mon"], "from": "24:00", "to": "09:00", "timezone": "UTC"}])[
+            "/windows/0"
+        ]
+    )
 
 
 def test_good_windows_reach_the_plan() -> None:

@@ -89,9 +89,7 @@ def test_parse_until_takes_an_offset_time_or_a_duration() -> None:
     assert parse_until("2026-12-24T18:00:00+01:00", now=now) == datetime(
         2026, 12, 24, 17, 0, tzinfo=UTC
     )
-    assert parse_until("2026-12-24T18:00:00Z", now=now) == datetime(
-        2026, 12, 24, 18, 0, tzinfo=UTC
-    )
+    assert parse_until("2026-12-24T18:00:00Z", now=now) == datetime(2026, 12, 24, 18, 0, tzinfo=UTC)
     with pytest.raises(ValueError, match="has no UTC offset"):
         parse_until("2026-12-24T18:00:00", now=now)
     with pytest.raises(ValueError, match="not in the future"):

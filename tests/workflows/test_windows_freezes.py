@@ -101,6 +101,7 @@ async def test_a_closed_window_holds_a_stage_past_its_cooldown_until_it_opens(
     assert wait["reason"].startswith(f"waiting for the change window, {label} (in ")
     assert wait["reason"].endswith("before stage 2/2 10%")
     assert wait["stage"] == "10%"
+
     # Workflow times (the stages' `published_at` is the store's wall clock, which does not skip).
     def at(to_state: str, stage: str) -> datetime:
         (row,) = [r for r in history if r["to_state"] == to_state and r["stage"] == stage]
@@ -193,9 +194,7 @@ async def test_a_freeze_stops_widening_lets_a_halt_through_and_its_end_lets_othe
     assert served(store, held_path, "anyone", channel="canary") == (held_stable, STABLE)
 
     # Still frozen after several looks: the waiting rollout has not moved, and wrote one row.
-    await eventually(
-        lambda: _checked_at_least(waiting, 3), what="three freeze checks", timeout=15
-    )
+    await eventually(lambda: _checked_at_least(waiting, 3), what="three freeze checks", timeout=15)
     assert (await status(waiting))["state"] == "frozen"
     frozen_rows = [
         entry
@@ -236,7 +235,9 @@ async def test_override_freeze_passes_each_freeze_and_is_audited(
     result = await handle.result()
     assert result["outcome"] == "promoted"
     overrides = [
-        entry for entry in store.history(NAMESPACE, path) if entry.action == "rollout.freeze_overridden"
+        entry
+        for entry in store.history(NAMESPACE, path)
+        if entry.action == "rollout.freeze_overridden"
     ]
     # Two publishes and the promote each passed the freeze.
     assert [entry.details["step"] for entry in overrides] == [
