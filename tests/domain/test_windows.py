@@ -219,3 +219,15 @@ def test_good_windows_reach_the_plan() -> None:
     assert plan.override_freeze == "hotfix"
     plain = plan_from_request(parse_rollout_request({"path": "a/b", "value": 1}), "0" * 16)
     assert plain.windows == [] and plain.override_freeze is None
+
+
+def test_time_zones_load_without_a_system_tz_database() -> None:
+    """A slim image may have no /usr/share/zoneinfo: the `tzdata` dependency serves zoneinfo."""
+    import zoneinfo
+
+    zoneinfo.reset_tzpath(to=[])
+    try:
+        zone = zoneinfo.ZoneInfo.no_cache(BERLIN)
+        assert datetime(2026, 7, 1, tzinfo=zone).utcoffset().total_seconds() == 7200  # type: ignore[union-attr]
+    finally:
+        zoneinfo.reset_tzpath()
