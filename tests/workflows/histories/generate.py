@@ -24,10 +24,10 @@ import sqlite3
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -487,7 +487,12 @@ async def window_wait(bench: Bench) -> WorkflowHandle[Any, Any]:
     every_day = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
     def window(start: datetime, end: datetime) -> dict[str, Any]:
-        return {"days": every_day, "from": f"{start:%H:%M}", "to": f"{end:%H:%M}", "timezone": "UTC"}
+        return {
+            "days": every_day,
+            "from": f"{start:%H:%M}",
+            "to": f"{end:%H:%M}",
+            "timezone": "UTC",
+        }
 
     handle = await bench.start(
         bench.request(
