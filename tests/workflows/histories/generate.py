@@ -497,6 +497,8 @@ async def window_wait(bench: Bench) -> WorkflowHandle[Any, Any]:
     handle = await bench.start(
         bench.request(
             stages=[{"channel": "canary", "cooldown": "30m"}, {"percentile": 10, "cooldown": "1m"}],
+            # Leases longer than the wait: few renewals, so a short history and a quick scenario.
+            default_expiration_time="8h",
             windows=[
                 window(now - timedelta(minutes=10), now + timedelta(minutes=20)),
                 window(now + timedelta(hours=3), now + timedelta(hours=4)),
