@@ -92,6 +92,13 @@ def parse_until(text: str, *, now: datetime) -> datetime:
     """`--until`: an ISO 8601 time with an offset (`2026-12-24T18:00:00+01:00`, `...Z`) or a
     duration from now (`2h`, `90m`, `1h30m`); ValueError when it is neither, has no offset, or
     is not in the future."""
+    try:
+        return _parse_until(text, now=now)
+    except OverflowError:
+        raise ValueError(f"until {text!r} is out of range") from None
+
+
+def _parse_until(text: str, *, now: datetime) -> datetime:
     raw = text.strip()
     until: datetime | None = None
     try:

@@ -48,7 +48,7 @@ def _zone_problem(name: str) -> str | None:
         return f"unknown time zone {name!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'"
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder, such as Europe
         return f"unknown time zone {name!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'"
     return None
 

@@ -176,6 +176,7 @@ def test_bad_windows_are_refused_naming_the_field() -> None:
             {"days": [], "from": "09:00", "to": "09:00", "timezone": "UTC"},
             {"days": ["mon"], "from": "24:00", "to": "10:00", "timezone": "../etc/passwd"},
             {"days": ["mon"], "from": "09:00", "to": "10:00", "timezone": "UTC", "tz": "x"},
+            {"days": ["mon"], "from": "09:00", "to": "10:00", "timezone": "Europe"},
         ]
     )
     assert "unknown day(s) ['someday']" in problems["/windows/0/days"]
@@ -185,6 +186,7 @@ def test_bad_windows_are_refused_naming_the_field() -> None:
     assert "/windows/1/days" in problems
     assert "unknown time zone '../etc/passwd'" in problems["/windows/2/timezone"]
     assert problems["/windows/3/tz"] == "unknown field 'tz'"
+    assert "unknown time zone 'Europe'" in problems["/windows/4/timezone"]  # a folder of zones
 
 
 def test_equal_from_and_to_and_a_from_of_24_are_refused() -> None:

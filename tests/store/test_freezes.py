@@ -98,6 +98,8 @@ def test_parse_until_takes_an_offset_time_or_a_duration() -> None:
         parse_until("0s", now=now)
     with pytest.raises(ValueError, match="neither an ISO 8601 time with an offset"):
         parse_until("tomorrow", now=now)
+    with pytest.raises(ValueError, match="out of range"):
+        parse_until("9999-12-31T23:59:59-12:00", now=now)
 
 
 def test_the_sentence_a_frozen_rollout_shows(store: Store) -> None:
