@@ -173,6 +173,8 @@ class RolloutPlan:
     """Stages are published and the version promoted only inside one of these."""
     override_freeze: str | None = None
     """The reason this rollout may pass a freeze of its namespace; None: it waits one out."""
+    rollback: bool = False
+    """A rollout of a version the config already has (`version`): freezes never hold it."""
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
@@ -214,4 +216,5 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         webhooks=list(request.webhooks),
         windows=[window_from_spec(window) for window in request.windows],
         override_freeze=request.override_freeze.reason if request.override_freeze else None,
+        rollback=request.version is not None,
     )

@@ -175,6 +175,7 @@ PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
 # workflow.patched: before each stage's publish and before the promote, the rollout waits while
 # it is outside every change window (`windows`) or its namespace is frozen (tempoconf.freezes).
 CHANGE_GATES = "change-windows-and-freezes"
+ROLLBACK_PASSES_FREEZES = "a rollback to a version the config had: freezes never hold one"
 
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
 EXPECTED_INPUT = (
@@ -437,7 +438,9 @@ class ConfigRollout:
                     version=plan.version,
                     step=step,
                     step_key=step_key,
-                    override_reason=plan.override_freeze,
+                    # A rollback is the way back to a known version: a freeze never holds it.
+                    override_reason=plan.override_freeze
+                    or (ROLLBACK_PASSES_FREEZES if plan.rollback else None),
                     actor=plan.author,
                 ),
                 result_type=CheckFreezeResult,
@@ -448,7 +451,8 @@ class ConfigRollout:
             if freeze.overridden:
                 self._note(
                     plan.author or SYSTEM_ACTOR,
-                    f"passed a freeze with override_freeze ({plan.override_freeze}): {freeze.message}",
+                    f"passed a freeze ({plan.override_freeze or ROLLBACK_PASSES_FREEZES}): "
+                    f"{freeze.message}",
                 )
             if freeze.frozen:
                 recheck = workflow.now() + timedelta(seconds=freeze.recheck_seconds)

@@ -270,3 +270,27 @@ async def test_a_freeze_with_an_until_ends_by_itself(rollout_harness: RolloutHar
     frozen = [row for row in history if row["to_state"] == "frozen"]
     assert len(frozen) == 1
     assert "deploy freeze, until " in frozen[0]["reason"]
+
+
+async def test_a_rollback_passes_a_freeze_and_the_pass_is_audited(
+    rollout_harness: RolloutHarness,
+) -> None:
+    """`tempoconf rollback` (a request with `version`) is the way back: no freeze holds it."""
+    store = rollout_harness.store
+    path = unique_path()
+    old = await make_stable(rollout_harness, path)
+    newer = await rollout_harness.start({"path": path, "value": NEW_VALUE, "author": "setup"})
+    assert (await newer.result())["outcome"] == "promoted"
+    store.start_freeze(NAMESPACE, reason="holidays", by="sre")
+    rollback = await rollout_harness.start(
+        {"path": path, "version": old, "author": "oncall", "message": "back to the old value"}
+    )
+    result = await rollback.result()
+    assert result["outcome"] == "promoted" and result["stable_version"] == old
+    (passed,) = [
+        entry
+        for entry in store.history(NAMESPACE, path)
+        if entry.action == "rollout.freeze_overridden"
+    ]
+    assert passed.actor == "oncall" and passed.details["step"] == "promote"
+    assert passed.reason.startswith("a rollback to a version the config had")
