@@ -34,6 +34,14 @@ from tempoconf.api.answers import (
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
 from tempoconf.api.distribution import MAX_WAIT
 from tempoconf.api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
+from tempoconf.api.routes.freezes import (
+    DEFAULT_FREEZE_LIMIT,
+    MAX_FREEZE_LIMIT,
+    FreezeAnswer,
+    FreezeEndBody,
+    FreezesAnswer,
+    FreezeStartBody,
+)
 from tempoconf.api.routes.reports import ReportBody
 from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
@@ -45,7 +53,14 @@ from tempoconf.request import ConfigPath, Namespace, RolloutRequest
 __all__ = ["ANSWERS", "REF_TEMPLATE", "REQUEST_BODIES", "body_schemas", "openapi_document"]
 
 REF_TEMPLATE = "#/components/schemas/{model}"
-REQUEST_BODIES: tuple[type[Any], ...] = (RolloutRequest, ReportBody, SchemaBody, OperatorCommand)
+REQUEST_BODIES: tuple[type[Any], ...] = (
+    RolloutRequest,
+    ReportBody,
+    SchemaBody,
+    OperatorCommand,
+    FreezeStartBody,
+    FreezeEndBody,
+)
 """The models that read request bodies: documented as they validate."""
 ANSWERS: tuple[type[Any], ...] = (
     ErrorAnswer,
@@ -63,6 +78,8 @@ ANSWERS: tuple[type[Any], ...] = (
     RolloutStateAnswer,
     CommandAnswer,
     ConfigsAnswer,
+    FreezeAnswer,
+    FreezesAnswer,
 )
 """The models of the JSON answers: documented as they serialize."""
 Mode = Literal["validation", "serialization"]
@@ -517,7 +534,89 @@ def _paths() -> dict[str, Any]:
                 "deprecated": True,
             }
         }
+    paths.update(_freeze_paths(admin_errors))
     return paths
+
+
+def _freeze_paths(admin_errors: dict[str, Any]) -> dict[str, Any]:
+    """Freezes of namespaces (tempoconf.freezes): while one is active no rollout in the
+    namespace widens or promotes."""
+    return {
+        "/v1/admin/freezes": {
+            "get": {
+                "operationId": "listFreezes",
+                "summary": "Freezes, newest first: active and recent",
+                "tags": ["admin"],
+                "security": _ADMIN,
+                "parameters": [
+                    {
+                        "name": "namespace",
+                        "in": "query",
+                        "required": False,
+                        "schema": TypeAdapter(Namespace).json_schema(),
+                        "description": "Only this namespace's freezes (default: every namespace)",
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_FREEZE_LIMIT,
+                            "default": DEFAULT_FREEZE_LIMIT,
+                        },
+                        "description": "At most this many",
+                    },
+                ],
+                "responses": {
+                    "200": _answer(FreezesAnswer, "The freezes"),
+                    "400": _error("Invalid namespace or limit"),
+                    **admin_errors,
+                },
+            },
+            "post": {
+                "operationId": "startFreeze",
+                "summary": "Freeze a namespace: no rollout in it widens or promotes until the "
+                "freeze ends (at `until`, or by `:end`)",
+                "tags": ["admin"],
+                "security": _ADMIN,
+                "requestBody": _request(FreezeStartBody),
+                "responses": {
+                    "201": _answer(FreezeAnswer, "The freeze, active"),
+                    "400": _error("Invalid input (problems listed): e.g. an `until` in the past"),
+                    **admin_errors,
+                    "409": _error("The namespace is frozen already (end that freeze first)"),
+                    "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),
+                },
+            },
+        },
+        "/v1/admin/freezes/{namespace}:end": {
+            "post": {
+                "operationId": "endFreeze",
+                "summary": "End a namespace's active freeze now",
+                "tags": ["admin"],
+                "security": _ADMIN,
+                "parameters": [
+                    {
+                        "name": "namespace",
+                        "in": "path",
+                        "required": True,
+                        "schema": TypeAdapter(Namespace).json_schema(),
+                        "description": "The frozen namespace",
+                    }
+                ],
+                "requestBody": _request(FreezeEndBody, required=False),
+                "responses": {
+                    "200": _answer(FreezeAnswer, "The freeze, ended"),
+                    "400": _error("Invalid namespace or body"),
+                    **admin_errors,
+                    "404": _error("The namespace is not frozen"),
+                    "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),
+                },
+            }
+        },
+    }
 
 
 def openapi_document() -> dict[str, Any]:

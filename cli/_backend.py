@@ -19,6 +19,7 @@ from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
 from tempoconf.commands import command_path
+from tempoconf.freezes import Freeze
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import VersionRecord
@@ -129,6 +130,17 @@ class OperatorBackend(Protocol):
     ) -> tuple[RolloutSnapshot, StoreContext]:
         """The rollout `rollout status` shows. Raises ViewUnavailable."""
         ...
+
+    # Freezes (tempoconf.freezes): `tempoconf freeze start|end|list`.
+    async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
+        """Raises CommandRefused when the namespace is frozen already."""
+        ...
+
+    async def end_freeze(self, namespace: str, *, reason: str) -> Freeze:
+        """Raises CommandRefused when the namespace is not frozen."""
+        ...
+
+    async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]: ...
 
 
 def api_mode(settings: Settings) -> bool:
@@ -287,6 +299,29 @@ class DirectBackend:
         version = (snapshot.progress or {}).get("version") or snapshot.result_version
         context = store_context(store, namespace, path, workflow_id, snapshot.run_id, version)
         return snapshot, context
+
+    async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
+        from tempoconf.store.store import FreezeActiveError
+
+        try:
+            freeze: Freeze = self._store().start_freeze(
+                namespace, reason=reason, by=actor(), until=until
+            )
+        except (FreezeActiveError, ValueError) as error:
+            raise CommandRefused(str(error)) from None
+        return freeze
+
+    async def end_freeze(self, namespace: str, *, reason: str) -> Freeze:
+        from tempoconf.store.store import NotFrozenError
+
+        try:
+            ended: Freeze = self._store().end_freeze(namespace, by=actor(), reason=reason)
+        except NotFrozenError as error:
+            raise CommandRefused(str(error)) from None
+        return ended
+
+    async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]:
+        return list(self._store().list_freezes(namespace, limit=limit))
 
 
 async def _is_running(client: Client, workflow_id: str, run_id: str | None) -> bool:
@@ -535,6 +570,34 @@ class ApiBackend:
         )
         return snapshot, context
 
+    async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
+        body = {
+            "namespace": namespace,
+            "reason": reason,
+            "until": until.isoformat() if until is not None else None,
+            "by": actor(),
+        }
+        response = await self._call("POST", "/v1/admin/freezes", body=body, expected=(201, 409))
+        if response.status_code == 409:
+            raise CommandRefused(_error_text(response))
+        return _freeze(response.json())
+
+    async def end_freeze(self, namespace: str, *, reason: str) -> Freeze:
+        response = await self._call(
+            "POST",
+            f"/v1/admin/freezes/{namespace}:end",
+            body={"reason": reason, "by": actor()},
+            expected=(200, 404),
+        )
+        if response.status_code == 404:
+            raise CommandRefused(_error_text(response))
+        return _freeze(response.json())
+
+    async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]:
+        params = {"limit": str(limit), **({"namespace": namespace} if namespace else {})}
+        response = await self._call("GET", "/v1/admin/freezes", params=params)
+        return [_freeze(item) for item in response.json()["freezes"]]
+
     async def _state(self, namespace: str, path: str, workflow_id: str) -> dict[str, Any]:
         response = await self._call(
             "GET",
@@ -551,6 +614,11 @@ def _error_text(response: httpx.Response) -> str:
         return str(response.json()["error"])
     except (ValueError, KeyError, TypeError):
         return response.text.strip() or response.reason_phrase
+
+
+def _freeze(item: dict[str, Any]) -> Freeze:
+    """A freeze from the admin API's answer (its `active` is the API's view, recomputed here)."""
+    return _decode(Freeze, {key: value for key, value in item.items() if key != "active"})
 
 
 def _when(text: str) -> datetime:

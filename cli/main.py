@@ -354,7 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from tempoconf.cli import (
         agent,  # its flags only: the client SDK is imported when the command runs
+        freeze,
     )
+
+    freeze.add_parser(commands, connection)
 
     agent.add_parser(commands, _label)
     return parser

@@ -32,11 +32,13 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
+from tempoconf.activities.gates import GateActivities
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.cli.devstack import temporal_command
+from tempoconf.freezes import FREEZE_RECHECK_SECONDS
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES
@@ -168,6 +170,7 @@ def worker_activities(
     *,
     continue_as_new_after_events: int = 0,
     health_clock: WatchClock | None = None,
+    freeze_recheck_seconds: float = FREEZE_RECHECK_SECONDS,
 ) -> list[Callable[..., Any]]:
     """Every activity of a rollout; they print steering commands with the address of `client`
     and the Temporal CLI as typed here, so they run as printed.
@@ -184,6 +187,7 @@ def worker_activities(
         *rollout.activities(),
         *HealthCheckActivities(store, clock=health_clock).activities(),
         *NotifyActivities().activities(),
+        *GateActivities(store, recheck_seconds=freeze_recheck_seconds).activities(),
     ]
 
 
@@ -210,6 +214,7 @@ def build_worker(
     workflows: Sequence[type] = (ConfigRollout,),
     continue_as_new_after_events: int = 0,
     health_clock: WatchClock | None = None,
+    freeze_recheck_seconds: float = FREEZE_RECHECK_SECONDS,
 ) -> Worker:
     """The worker: unversioned, or the `deployment` version given (the last two: see
     `worker_activities`)."""
@@ -222,6 +227,7 @@ def build_worker(
             store,
             continue_as_new_after_events=continue_as_new_after_events,
             health_clock=health_clock,
+            freeze_recheck_seconds=freeze_recheck_seconds,
         ),
         deployment_config=deployment,
         # Unexpected activity errors reach Temporal short and readable (activities.failures).

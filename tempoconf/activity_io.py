@@ -9,6 +9,7 @@ from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import HealthReport, Transition
 
 __all__ = [
+    "CHECK_FREEZE_ACTIVITY",
     "CHECK_HEALTH_ACTIVITY",
     "INVALID_REQUEST_ERROR",
     "NOTIFY_ACTIVITY",
@@ -19,6 +20,8 @@ __all__ = [
     "RENEW_LEASES_ACTIVITY",
     "REVERT_ACTIVITY",
     "ROLLOUT_RUNNING_ERROR",
+    "CheckFreezeInput",
+    "CheckFreezeResult",
     "CheckHealthInput",
     "NotifyInput",
     "PrepareInput",
@@ -191,6 +194,42 @@ PROMOTE_ACTIVITY = "promote_version"
 REVERT_ACTIVITY = "revert_rollout"
 
 NOTIFY_ACTIVITY = "notify_webhook"
+CHECK_FREEZE_ACTIVITY = "check_freeze"
+
+
+@dataclass
+class CheckFreezeInput:
+    """Before a stage is published (or the version promoted): is the namespace frozen?"""
+
+    namespace: str
+    path: str
+    workflow_id: str
+    run_id: str
+    version: str | None
+    step: str
+    """What the rollout is about to do (`stage 2/3 10%`, `promote`): in the override's audit row."""
+    step_key: str
+    """The same, as the override's idempotency key (`stage:1`, `promote`)."""
+    override_reason: str | None = None
+    """The request's `override_freeze` reason: a freeze is passed, and audited, instead of waited out."""
+    actor: str = ""
+    """Who passes a freeze with the override (the request's author)."""
+
+
+@dataclass
+class CheckFreezeResult:
+    frozen: bool
+    """True: the rollout must wait (frozen, and no override)."""
+    message: str = ""
+    """`namespace N frozen by X since T: REASON, until U` ("" when not frozen)."""
+    until: str | None = None
+    """The freeze's `until` (ISO 8601), if it has one: the rollout looks again then at the latest."""
+    overridden: bool = False
+    """A freeze was active and the override passed it (an audit row says who and why)."""
+    recheck_seconds: float = 30.0
+    """While frozen: look again this soon at the latest (a worker setting), so an early
+    `freeze end` is seen within it."""
+
 
 # Error types the prepare activity raises (non-retryable) and the workflow passes on.
 INVALID_REQUEST_ERROR = "InvalidRolloutRequest"

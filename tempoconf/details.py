@@ -85,11 +85,25 @@ def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetim
         waits_for = "the health checks of this stage"
     elif state == RolloutState.AWAITING_APPROVAL:
         waits_for = "an operator's approve (the hold and health checks of this stage passed)"
+    elif state in (RolloutState.WAITING_FOR_WINDOW, RolloutState.FROZEN):
+        waits_for = _gate_wait(progress, now)
     if progress.pause_reasons:
         # A pause does not stop a running hold or check; it keeps the rollout from leaving the stage.
         paused = "resume (paused: " + "; ".join(progress.pause_reasons) + ")"
         return f"{waits_for}; then {paused}" if waits_for else paused
     return waits_for
+
+
+def _gate_wait(progress: RolloutProgress, now: datetime) -> str:
+    """`the change window, opens Mon 09:00 Europe/Berlin (in 14h00m, as of 19:00:00 UTC)`, or the
+    freeze that holds the rollout (change windows and freezes: tempoconf.windows, .freezes)."""
+    if progress.state == RolloutState.FROZEN:
+        return f"the freeze to end: {progress.gate} (looked at again every 30s)"
+    gate = progress.gate or "the change window"
+    if progress.gate_until:
+        left = (datetime.fromisoformat(progress.gate_until) - now).total_seconds()
+        return f"{gate} (in {time_left(left)}, as of {_clock(now.isoformat())})"
+    return gate
 
 
 def _stage_line(stage: StageProgress, progress: RolloutProgress, now: datetime) -> str:

@@ -20,6 +20,7 @@ from tempoconf.request import (
     ReportsCheckSpec,
     RolloutRequest,
 )
+from tempoconf.windows import ChangeWindow, window_from_spec
 
 __all__ = [
     "DEFAULT_CHECK_TIMEOUT_SECONDS",
@@ -191,6 +192,13 @@ class RolloutPlan:
         if self.changes:
             return [(change.namespace, change.path, change.version) for change in self.changes]
         return [(self.namespace, self.path, self.version)]
+    # Change windows and freezes (tempoconf.windows, tempoconf.freezes); empty: no gate.
+    windows: list[ChangeWindow] = field(default_factory=list)
+    """Stages are published and the version promoted only inside one of these."""
+    override_freeze: str | None = None
+    """The reason this rollout may pass a freeze of its namespace; None: it waits one out."""
+    rollback: bool = False
+    """A rollout of a version the config already has (`version`): freezes never hold it."""
 
 
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
@@ -230,4 +238,7 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         commit=request.commit,
         message=request.message,
         webhooks=list(request.webhooks),
+        windows=[window_from_spec(window) for window in request.windows],
+        override_freeze=request.override_freeze.reason if request.override_freeze else None,
+        rollback=request.version is not None,
     )

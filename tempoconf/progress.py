@@ -38,6 +38,10 @@ class RolloutState(StrEnum):
     HOLDING = "holding"
     CHECKING_HEALTH = "checking_health"
     AWAITING_APPROVAL = "awaiting_approval"
+    WAITING_FOR_WINDOW = "waiting_for_window"
+    """Outside every change window: waits (a durable timer) for the next opening to widen."""
+    FROZEN = "frozen"
+    """The namespace is frozen: waits for the freeze to end (tempoconf.freezes)."""
     PROMOTING = "promoting"
     REVERTING = "reverting"
     PROMOTED = "promoted"
@@ -67,7 +71,13 @@ FINAL_STATES = frozenset(
     }
 )
 WAITING_STATES = frozenset(
-    {RolloutState.HOLDING, RolloutState.CHECKING_HEALTH, RolloutState.AWAITING_APPROVAL}
+    {
+        RolloutState.HOLDING,
+        RolloutState.CHECKING_HEALTH,
+        RolloutState.AWAITING_APPROVAL,
+        RolloutState.WAITING_FOR_WINDOW,
+        RolloutState.FROZEN,
+    }
 )
 
 
@@ -172,6 +182,11 @@ class RolloutProgress:
     history: list[Transition] = field(default_factory=list)
     outcome: Outcome | None = None
     reason: str = ""
+    gate: str | None = None
+    """While waiting_for_window or frozen: what it waits for (`the change window, opens Mon 09:00
+    Europe/Berlin`; `namespace N frozen by X since T: REASON, until U`)."""
+    gate_until: str | None = None
+    """While waiting_for_window: when the window opens (ISO 8601); frozen: the freeze's `until`."""
     stable_version: str | None = None
     """Once ended: the config's stable version, which every client now gets (None: the config has
     no stable version, clients get 404)."""
@@ -233,6 +248,8 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.HOLDING: f"Holding stage{stage} until {_clock(progress.hold_deadline)}",
         RolloutState.CHECKING_HEALTH: f"Checking the health of stage{stage}",
         RolloutState.AWAITING_APPROVAL: f"Waiting for approval to leave stage{stage}",
+        RolloutState.WAITING_FOR_WINDOW: f"Waiting for {progress.gate or 'the change window'}",
+        RolloutState.FROZEN: f"Frozen: {progress.gate or 'the namespace is frozen'}",
         RolloutState.PROMOTING: "Promoting the version to stable",
         RolloutState.REVERTING: f"Reverting: {progress.reason}",
         RolloutState.PROMOTED: "Promoted: the version is stable",

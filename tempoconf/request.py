@@ -26,10 +26,12 @@ from pydantic import (
 
 from tempoconf.canonical import canonical_json
 from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
+from tempoconf.freezes import FreezeOverride
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
 from tempoconf.promql import template_problems
 from tempoconf.storable import json_depth_problem, json_text_problems
+from tempoconf.windows import WindowSpec
 
 __all__ = [
     "ConfigPath",
@@ -422,6 +424,11 @@ class RolloutRequest(_Strict):
     """The change's commit."""
     message: str = Field(default="", max_length=2000)
     """Why."""
+    # Change windows and freezes (tempoconf.windows, tempoconf.freezes).
+    windows: list[WindowSpec] = Field(default_factory=list, max_length=20)
+    """A stage is published (and the version promoted) only inside one of these; none: any time."""
+    override_freeze: FreezeOverride | None = None
+    """Pass a freeze of the namespace; each freeze passed is in the audit log with this reason."""
 
     @field_validator("default_expiration_time")
     @classmethod

@@ -23,6 +23,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from tempoconf.activity_io import (
+        CHECK_FREEZE_ACTIVITY,
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
         NOTIFY_ACTIVITY,
@@ -34,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         REVERT_ACTIVITY,
         ROLLOUT_RUNNING_ERROR,
         WATCH_HEALTH_ACTIVITY,
+        CheckFreezeInput,
+        CheckFreezeResult,
         CheckHealthInput,
         NotifyInput,
         PrepareInput,
@@ -49,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
         WatchHealthResult,
     )
     from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
-    from tempoconf.details import render_current_details
+    from tempoconf.details import render_current_details, time_left
     from tempoconf.health import UNHEALTHY
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.problems import InvalidRequestError, Problem
@@ -73,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         VERSION_ATTRIBUTE,
         WORKFLOW_TYPE,
     )
+    from tempoconf.windows import next_opening
 
 __all__ = ["ConfigRollout"]
 
@@ -167,6 +171,11 @@ class _StopRollout(Exception):
 # workflow.patched: a failed prepare ends its audit trail with `rollout.failed` (written with the
 # release of what it took), instead of a revert that wrote nothing when it had taken nothing.
 PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
+
+# workflow.patched: before each stage's publish and before the promote, the rollout waits while
+# it is outside every change window (`windows`) or its namespace is frozen (tempoconf.freezes).
+CHANGE_GATES = "change-windows-and-freezes"
+ROLLBACK_PASSES_FREEZES = "a rollback to a version the config had: freezes never hold one"
 
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
 EXPECTED_INPUT = (
@@ -278,6 +287,7 @@ class ConfigRollout:
                 self._state.set_plan(plan)
                 self._upsert_search_attributes()
             bypassed = await self._run_stages(plan)
+            await self._pass_gates(plan, None)
             return await self._promote(plan, bypassed=bypassed)
         except _StopRollout as stop:
             return await self._revert(stop.outcome, stop.reason, stop.by)
@@ -357,6 +367,7 @@ class ConfigRollout:
                 await self._continue_as_new_if_due()
             if runs(StageStep.PUBLISH):
                 state.step = StageStep.PUBLISH
+                await self._pass_gates(plan, stage)
                 await self._publish(plan, stage)
             self._raise_if_halted()
             if runs(StageStep.HOLD):
@@ -381,6 +392,114 @@ class ConfigRollout:
             )
             state.mark_stage(stage.index, StageStatus.PASSED)
         return state.bypass is not None
+
+    async def _pass_gates(self, plan: RolloutPlan, stage: PlannedStage | None) -> None:
+        """Before `stage` is published (None: before the promote), wait while outside every change
+        window (a durable timer to the next opening, no polling) or while the namespace is frozen
+        (the freeze activity is asked again at the freeze's `until`, and every 30 s, a worker
+        setting, so an early `freeze end` is seen soon). Halt, revert and cancel
+        end the wait at once (`_wait_until`); leases are renewed meanwhile. A bypass skips the
+        window (an operator's explicit decision), never a freeze: only `override_freeze` passes
+        one. A rollout paused while it waited stays where it is until resume, then looks again."""
+        if not workflow.patched(CHANGE_GATES):
+            return  # runs started before gates existed: as they did
+        state = self._state
+        info = workflow.info()
+        if stage is None:
+            step, step_key = "promote", "promote"
+        else:
+            step = f"stage {stage.index + 1}/{len(plan.stages)} {stage.name}"
+            step_key = f"stage:{stage.index}"
+        waited = False
+        while True:
+            self._raise_if_halted()
+            now = workflow.now()
+            opening = None if state.bypass is not None else next_opening(plan.windows, now)
+            if opening is not None and opening.at > now:
+                gate = f"the change window, opens {opening.label()}"
+                reason = f"waiting for {gate} (in {time_left((opening.at - now).total_seconds())}) before {step}"
+                self._enter_gate(
+                    stage, RolloutState.WAITING_FOR_WINDOW, gate, opening.at.isoformat(), reason
+                )
+                waited = True
+                await self._wait_until(
+                    lambda: self._state.bypass is not None,
+                    deadline=opening.at,
+                    summary=f"wait for the change window: opens {opening.label()}",
+                )
+                continue
+            freeze: CheckFreezeResult = await workflow.execute_activity(
+                CHECK_FREEZE_ACTIVITY,
+                CheckFreezeInput(
+                    namespace=plan.namespace,
+                    path=plan.path,
+                    workflow_id=info.workflow_id,
+                    run_id=self._lock_run_id,
+                    version=plan.version,
+                    step=step,
+                    step_key=step_key,
+                    # A rollback is the way back to a known version: a freeze never holds it.
+                    override_reason=plan.override_freeze
+                    or (ROLLBACK_PASSES_FREEZES if plan.rollback else None),
+                    actor=plan.author,
+                ),
+                result_type=CheckFreezeResult,
+                start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                summary=f"is namespace {plan.namespace} frozen? (before {step})",
+            )
+            if freeze.overridden:
+                self._note(
+                    plan.author or SYSTEM_ACTOR,
+                    f"passed a freeze ({plan.override_freeze or ROLLBACK_PASSES_FREEZES}): "
+                    f"{freeze.message}",
+                )
+            if freeze.frozen:
+                recheck = workflow.now() + timedelta(seconds=freeze.recheck_seconds)
+                if freeze.until is not None:
+                    recheck = min(recheck, datetime.fromisoformat(freeze.until))
+                self._enter_gate(
+                    stage,
+                    RolloutState.FROZEN,
+                    freeze.message,
+                    freeze.until,
+                    f"{freeze.message}; waiting before {step}",
+                )
+                waited = True
+                await self._wait_until(
+                    lambda: False,
+                    deadline=recheck,
+                    summary=f"namespace {plan.namespace} frozen: look again",
+                )
+                continue
+            if waited and state.progress.pause_reasons and state.bypass is None:
+                await self._wait_until(
+                    lambda: not self._progress.pause_reasons or self._state.bypass is not None
+                )
+                continue
+            break
+        if waited:
+            self._progress.gate = self._progress.gate_until = None
+            self._refresh_view()
+
+    def _enter_gate(
+        self,
+        stage: PlannedStage | None,
+        to_state: RolloutState,
+        gate: str,
+        until: str | None,
+        reason: str,
+    ) -> None:
+        """Show what the rollout waits for; a transition only when that changed (a freeze looked at
+        again every 30 s adds nothing to the history while it holds)."""
+        progress = self._progress
+        if stage is not None and progress.stage_index != stage.index:
+            # The wait belongs to the stage it holds back (a continue-as-new resumes it there).
+            self._state.enter_stage(stage)
+        if progress.state == to_state and progress.gate == gate:
+            return
+        progress.gate, progress.gate_until = gate, until
+        self._transition(to_state, SYSTEM_ACTOR, reason)
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         info = workflow.info()

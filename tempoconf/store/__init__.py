@@ -15,9 +15,11 @@ from tempoconf.store.records import (
 )
 from tempoconf.store.store import (
     CHANGE_CHANNEL,
+    FreezeActiveError,
     LockError,
     LockHeldError,
     LockLostError,
+    NotFrozenError,
     Store,
     StoreSchemaError,
     UnknownVersionError,
@@ -26,10 +28,12 @@ from tempoconf.store.store import (
 __all__ = [
     "CHANGE_CHANNEL",
     "AuditEntry",
+    "FreezeActiveError",
     "LockError",
     "LockHeldError",
     "LockLostError",
     "LockRecord",
+    "NotFrozenError",
     "ReportStats",
     "ReportTotals",
     "RolloutRecord",

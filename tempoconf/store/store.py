@@ -30,14 +30,17 @@ from tempoconf.store.errors import (
     StoreSchemaError,
     UnknownVersionError,
 )
+from tempoconf.store.freezes import FreezeActiveError, FreezesMixin, NotFrozenError
 from tempoconf.store.rollouts import RolloutsMixin
 
 __all__ = [
     "CHANGE_CHANNEL",
     "Store",
+    "FreezeActiveError",
     "LockError",
     "LockHeldError",
     "LockLostError",
+    "NotFrozenError",
     "StoreSchemaError",
     "UnknownVersionError",
 ]
@@ -46,6 +49,12 @@ _MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrat
 
 
 class Store(
-    CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, DistributionMixin, ChangesetsMixin
+    CatalogueMixin,
+    RolloutsMixin,
+    AuditMixin,
+    ClientsMixin,
+    DistributionMixin,
+    ChangesetsMixin,
+    FreezesMixin,
 ):
     """The one store of a deployment. `url` is an SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)."""

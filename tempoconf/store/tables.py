@@ -30,6 +30,7 @@ __all__ = [
     "ConfigLock",
     "ConfigSchema",
     "ConfigVersion",
+    "NamespaceFreeze",
     "Rollout",
     "RolloutStage",
     "Stable",
@@ -238,6 +239,23 @@ class ClientSeen(SQLModel, table=True):
     labels: str = Field(default="{}", sa_type=Text)
     last_seen: datetime = Field(sa_type=UTCDateTime)
     last_version: str | None = Field(default=None, max_length=64)
+
+
+class NamespaceFreeze(SQLModel, table=True):
+    """A freeze of a namespace (tempoconf.freezes): active while not ended and before `until`."""
+
+    __tablename__ = "namespace_freeze"
+    __table_args__ = (Index("ix_namespace_freeze_namespace", "namespace", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(max_length=255)
+    reason: str = Field(sa_type=Text)
+    started_by: str = Field(sa_type=Text)
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    ended_by: str | None = Field(default=None, sa_type=Text)
+    end_reason: str = Field(default="", sa_type=Text)
 
 
 class StoreRevision(SQLModel, table=True):

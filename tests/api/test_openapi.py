@@ -38,6 +38,12 @@ from tempoconf.api.answers import (
 )
 from tempoconf.api.app import create_app
 from tempoconf.api.openapi import REF_TEMPLATE
+from tempoconf.api.routes.freezes import (
+    FreezeAnswer,
+    FreezeEndBody,
+    FreezesAnswer,
+    FreezeStartBody,
+)
 from tempoconf.api.routes.reports import ReportBody
 from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routing import template_of
@@ -169,6 +175,9 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     **{(f"/v1/admin/rollouts/{{path}}:{name}", "post"): _COMMAND for name in COMMAND_NAMES},
     # the deprecated form of the same (test_the_command_routes_...)
     **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
+    ("/v1/admin/freezes", "get"): (None, {"200": FreezesAnswer}),
+    ("/v1/admin/freezes", "post"): (FreezeStartBody, {"201": FreezeAnswer}),
+    ("/v1/admin/freezes/{namespace}:end", "post"): (FreezeEndBody, {"200": FreezeAnswer}),
     ("/healthz", "get"): (None, {"200": HealthAnswer}),
     ("/readyz", "get"): (None, {"200": ReadinessAnswer, "503": ReadinessAnswer}),
 }

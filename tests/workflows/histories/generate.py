@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -512,6 +513,50 @@ async def changeset_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
     await reach(handle, "holding")
     await handle.execute_update("halt", {"reason": "the pair misbehaves", "by": "erin"})
     return await outcome(handle, "halted")
+async def window_wait(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Change windows: the canary is published inside a window, the 10% stage waits on a durable
+    timer for the next one (`waiting_for_window`), then widens (patch `change-windows-and-freezes`)."""
+    await bench.make_stable(STABLE_VALUE)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    every_day = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+
+    def window(start: datetime, end: datetime) -> dict[str, Any]:
+        return {
+            "days": every_day,
+            "from": f"{start:%H:%M}",
+            "to": f"{end:%H:%M}",
+            "timezone": "UTC",
+        }
+
+    handle = await bench.start(
+        bench.request(
+            stages=[{"channel": "canary", "cooldown": "30m"}, {"percentile": 10, "cooldown": "1m"}],
+            # Leases longer than the wait: few renewals, so a short history and a quick scenario.
+            default_expiration_time="8h",
+            windows=[
+                window(now - timedelta(minutes=10), now + timedelta(minutes=20)),
+                window(now + timedelta(hours=3), now + timedelta(hours=4)),
+            ],
+        )
+    )
+    return await outcome(handle, "promoted")
+
+
+@scenario
+async def frozen_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Freezes: a new rollout in a frozen namespace waits (`frozen`, looked at again on a timer)
+    and a halt goes through meanwhile."""
+    namespace = "replay-frozen"
+    bench.store.start_freeze(namespace, reason="replay freeze", by="replay")
+    try:
+        handle = await bench.start(
+            bench.request(namespace=namespace, stages=[{"channel": "canary"}]), real_clock=True
+        )
+        await reach(handle, "frozen", stage_index=0)
+        await handle.signal("halt", {"reason": "not during the freeze", "by": "oncall"})
+        return await outcome(handle, "halted")
+    finally:
+        bench.store.end_freeze(namespace, by="replay")
 
 
 # -- saving ---------------------------------------------------------------------------------------

@@ -1,0 +1,62 @@
+"""The freeze gate: before a rollout widens or promotes, is its namespace frozen?
+
+The workflow asks this activity (it never reads the store itself) before each stage's publish and
+before the promote. A rollout whose request carries `override_freeze` passes the freeze, and each
+freeze it passes is written to the config's audit log (`rollout.freeze_overridden`: the request's
+author, the override's reason, the freeze it passed), once per step however often it is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+
+from tempoconf.activity_io import CHECK_FREEZE_ACTIVITY, CheckFreezeInput, CheckFreezeResult
+from tempoconf.freezes import FREEZE_RECHECK_SECONDS, describe_freeze
+from tempoconf.store.store import Store
+
+__all__ = ["FREEZE_OVERRIDDEN_ACTION", "GateActivities"]
+
+FREEZE_OVERRIDDEN_ACTION = "rollout.freeze_overridden"
+UNKNOWN_AUTHOR = "unknown"
+
+
+class GateActivities:
+    """Activities bound to one store; register `activities()` with the worker. A frozen rollout
+    looks again after `recheck_seconds` (sooner at the freeze's `until`)."""
+
+    def __init__(self, store: Store, *, recheck_seconds: float = FREEZE_RECHECK_SECONDS) -> None:
+        self._store = store
+        self._recheck_seconds = recheck_seconds
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.check_freeze]
+
+    @activity.defn(name=CHECK_FREEZE_ACTIVITY)
+    async def check_freeze(self, input: CheckFreezeInput) -> CheckFreezeResult:
+        freeze = await asyncio.to_thread(self._store.active_freeze, input.namespace)
+        if freeze is None:
+            return CheckFreezeResult(frozen=False)
+        message = describe_freeze(freeze)
+        until = freeze.until.isoformat() if freeze.until is not None else None
+        if input.override_reason is None:
+            return CheckFreezeResult(
+                frozen=True, message=message, until=until, recheck_seconds=self._recheck_seconds
+            )
+        await asyncio.to_thread(
+            self._store.record_event,
+            input.namespace,
+            input.path,
+            action=FREEZE_OVERRIDDEN_ACTION,
+            actor=input.actor or UNKNOWN_AUTHOR,
+            reason=input.override_reason,
+            version=input.version,
+            workflow_id=input.workflow_id,
+            # One row per freeze passed at each step, however often the activity is retried.
+            event_key=f"{input.run_id}:freeze-override:{input.step_key}:{freeze.id}",
+            details={"freeze": freeze.to_json(), "step": input.step},
+        )
+        return CheckFreezeResult(frozen=False, message=message, until=until, overridden=True)

@@ -1,0 +1,150 @@
+"""`GET|POST /v1/admin/freezes`, `POST /v1/admin/freezes/{namespace}:end`: freezes of namespaces
+(tempoconf.freezes). While a namespace is frozen no rollout in it widens or promotes."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from tempoconf.api.answers import Timestamp
+from tempoconf.api.auth import require_admin
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from tempoconf.api.deps import store_of
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routing import route
+from tempoconf.freezes import Freeze, parse_until
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
+from tempoconf.problems import Problem
+from tempoconf.request import Namespace
+from tempoconf.storable import STORABLE
+from tempoconf.store.store import FreezeActiveError, NotFrozenError
+
+__all__ = [
+    "DEFAULT_FREEZE_LIMIT",
+    "FreezeAnswer",
+    "FreezeEndBody",
+    "FreezeStartBody",
+    "FreezesAnswer",
+    "routes",
+]
+
+DEFAULT_FREEZE_LIMIT = 50
+MAX_FREEZE_LIMIT = 1000
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
+    )
+
+
+class FreezeStartBody(_Body):
+    namespace: Namespace = DEFAULT_NAMESPACE
+    """The namespace to freeze."""
+    reason: Annotated[str, Field(min_length=1, max_length=2000), STORABLE]
+    """Why: every rollout the freeze holds says it."""
+    until: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    """When the freeze ends by itself: ISO 8601 with an offset, or a duration from now (`2h`);
+    in the future. None: when it is ended."""
+    by: Annotated[str, Field(max_length=200), STORABLE] = ""
+
+
+class FreezeEndBody(_Body):
+    reason: Annotated[str, Field(max_length=2000), STORABLE] = ""
+    by: Annotated[str, Field(max_length=200), STORABLE] = ""
+
+
+class FreezeAnswer(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    id: int
+    namespace: str
+    reason: str
+    by: str
+    started_at: Timestamp
+    until: Timestamp | None
+    """When it ends by itself; null: when it is ended."""
+    ended_at: Timestamp | None
+    """When it was ended early; null: it was not."""
+    ended_by: str | None
+    end_reason: str
+    active: bool
+
+    @classmethod
+    def of(cls, freeze: Freeze, now: datetime) -> FreezeAnswer:
+        return cls.model_validate({**freeze.to_json(), "active": freeze.active(now)})
+
+
+class FreezesAnswer(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    freezes: list[FreezeAnswer]
+    """Newest first, active and ended."""
+
+
+async def freezes(request: Request) -> JSONResponse:
+    # One route for both methods, so a 405 lists both in its Allow header.
+    require_admin(request)
+    store = store_of(request)
+    if request.method == "GET":
+        namespace = request.query_params.get("namespace")
+        if namespace is not None and namespace_problem(namespace):
+            raise ApiError(
+                400, f"invalid query parameter namespace: {namespace_problem(namespace)}"
+            )
+        raw_limit = request.query_params.get("limit", str(DEFAULT_FREEZE_LIMIT))
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_FREEZE_LIMIT:
+            raise ApiError(
+                400, f"invalid query parameter limit: an integer from 1 to {MAX_FREEZE_LIMIT}"
+            )
+        listed = await asyncio.to_thread(store.list_freezes, namespace, limit=int(raw_limit))
+        now = datetime.now(UTC)
+        answer = FreezesAnswer(freezes=[FreezeAnswer.of(freeze, now) for freeze in listed])
+        return JSONResponse(answer.model_dump(mode="json"))
+    body = validate_body(
+        FreezeStartBody, await read_json(request, limit=ADMIN_BODY_LIMIT), what="freeze"
+    )
+    until = None
+    if body.until is not None:
+        try:
+            until = parse_until(body.until, now=datetime.now(UTC))
+        except ValueError as error:
+            raise invalid("freeze", [Problem("/until", str(error))]) from None
+    try:
+        started = await asyncio.to_thread(
+            store.start_freeze, body.namespace, reason=body.reason, by=body.by or "api", until=until
+        )
+    except FreezeActiveError as error:
+        raise ApiError(409, str(error)) from None
+    return JSONResponse(
+        FreezeAnswer.of(started, datetime.now(UTC)).model_dump(mode="json"), status_code=201
+    )
+
+
+async def end_freeze(request: Request) -> JSONResponse:
+    require_admin(request)
+    namespace = request.path_params["namespace"]
+    problem = namespace_problem(namespace)
+    if problem is not None:
+        raise ApiError(400, f"invalid namespace in the URL: {problem}")
+    body = validate_body(
+        FreezeEndBody, await read_json(request, limit=ADMIN_BODY_LIMIT, empty={}), what="freeze end"
+    )
+    try:
+        ended = await asyncio.to_thread(
+            store_of(request).end_freeze, namespace, by=body.by or "api", reason=body.reason
+        )
+    except NotFrozenError as error:
+        raise ApiError(404, str(error)) from None
+    return JSONResponse(FreezeAnswer.of(ended, datetime.now(UTC)).model_dump(mode="json"))
+
+
+routes = [
+    route("/v1/admin/freezes", freezes, methods=["GET", "POST"]),
+    route("/v1/admin/freezes/{namespace}:end", end_freeze, methods=["POST"]),
+]
