@@ -295,6 +295,8 @@ class PlanContextAnswer(_Answer):
     """Who holds the config's rollout lock (a running rollout refuses another)."""
     change: str
     """The change against stable, as the workflow's summary says it."""
+    digest: str
+    """The plan's digest (`sha256:` + 32 hex): what an `approve` of this rollout names."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))

@@ -62,6 +62,8 @@ class CommandSpec:
     """Also a signal (fire and forget: never refused, a no-op is noted in the history)."""
     update: bool = True
     """An update: refused by its validator before anything is recorded, else answered."""
+    takes_digest: bool = False
+    """The command names the plan it acts on (`digest`, `--digest`; tempoconf.approvals)."""
 
     @property
     def summary(self) -> str:
@@ -83,7 +85,9 @@ OPERATOR_COMMANDS: tuple[CommandSpec, ...] = (
         CommandName.PAUSE, "hold the rollout where it is until `resume`", AnswerWhen.AT_ONCE
     ),
     CommandSpec(CommandName.RESUME, "clear the pause", AnswerWhen.SETTLED),
-    CommandSpec(CommandName.APPROVE, "let a manual stage advance", AnswerWhen.SETTLED),
+    CommandSpec(
+        CommandName.APPROVE, "let a manual stage advance", AnswerWhen.SETTLED, takes_digest=True
+    ),
 )
 COMMANDS: Mapping[str, CommandSpec] = {spec.name.value: spec for spec in OPERATOR_COMMANDS}
 COMMAND_NAMES: tuple[str, ...] = tuple(spec.name.value for spec in OPERATOR_COMMANDS)
