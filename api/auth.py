@@ -48,14 +48,16 @@ def require_admin(request: Request) -> str | None:
         return None
     header = request.headers.get("authorization")
     raw = header.encode("latin-1") if header else None
-    tokens = [token for _, token in named] + ([settings.admin_token] if settings.admin_token else [])
+    tokens = [token for _, token in named] + (
+        [settings.admin_token] if settings.admin_token else []
+    )
     # Every token compared (constant time each), so the answer's timing tells no token's place.
     problems = [bearer_problem(raw, token, what="admin token") for token in tokens]
-    if all(problem is not None for problem in problems):
-        problem = next(p for p in problems if p is not None)
-        raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-    for (name, _), problem in zip(named, problems, strict=False):
-        if problem is None:
+    refusal = next((found for found in problems if found is not None), None)
+    if refusal is not None and all(found is not None for found in problems):
+        raise ApiError(401, refusal, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+    for (name, _), found in zip(named, problems, strict=False):
+        if found is None:
             return name
     return None
 

@@ -29,8 +29,8 @@ from tempoconf.cli._common import (
     tempoconf_command,
 )
 from tempoconf.cli._format import duration_text, table
-from tempoconf.durations import parse_duration
 from tempoconf.digest import plan_digest
+from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches

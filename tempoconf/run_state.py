@@ -232,9 +232,7 @@ class RolloutRunState:
         kind = NOTE if to_state == self.progress.state else TRANSITION
         self._record(to_state, by, reason, kind, at=at)
 
-    def note(
-        self, by: str, reason: str, *, at: str, details: dict[str, Any] | None = None
-    ) -> None:
+    def note(self, by: str, reason: str, *, at: str, details: dict[str, Any] | None = None) -> None:
         """Record an operator command that does not change the state (pause, approve, ...);
         `details` go into its audit row."""
         self._record(self.progress.state, by, reason, NOTE, at=at, details=details)
@@ -441,9 +439,7 @@ class RolloutRunState:
             if paused:
                 # The approval counts, but a paused rollout does not leave its stage: say so.
                 held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
-                self.note(
-                    by, f"{text}; held until resume (paused: {paused})", at=at, details=audit
-                )
+                self.note(by, f"{text}; held until resume (paused: {paused})", at=at, details=audit)
                 return Effect(True, held, held)
             self.note(by, text, at=at, details=audit)
             return Effect(
@@ -466,9 +462,7 @@ class RolloutRunState:
         }[command]
         return apply(argument, at=at)
 
-    def refusal(
-        self, command: CommandName, argument: OperatorCommand | None = None
-    ) -> str | None:
+    def refusal(self, command: CommandName, argument: OperatorCommand | None = None) -> str | None:
         """Why an update `command` is refused before it is written to history; None: accepted."""
         progress = self.progress
         state = RolloutState(progress.state)

@@ -964,8 +964,12 @@ class ConfigRollout:
 
     def _refuse(self, command: CommandName, argument: OperatorCommand | None) -> None:
         """An update's validator: a refusal is answered before anything is written to history."""
-        texts = (("reason", argument.reason), ("by", argument.by), ("digest", argument.digest))
-        for field, text in texts if argument else ():
+        texts = (
+            (("reason", argument.reason), ("by", argument.by), ("digest", argument.digest))
+            if argument
+            else ()
+        )
+        for field, text in texts:
             problem = text_problem(text)
             if problem is not None:
                 raise ApplicationError(f"invalid {command.value} {field}: {problem}")
