@@ -33,7 +33,10 @@ class Stack:
 
     async def start(self, request: dict[str, Any]) -> WorkflowHandle[Any, Any]:
         return await self.env.client.start_workflow(
-            WORKFLOW_TYPE, request, id=f"approvals-{uuid.uuid4().hex[:10]}", task_queue=self.task_queue
+            WORKFLOW_TYPE,
+            request,
+            id=f"approvals-{uuid.uuid4().hex[:10]}",
+            task_queue=self.task_queue,
         )
 
 
@@ -137,11 +140,7 @@ async def test_two_distinct_approvers_bound_to_the_plan_advance_the_stage(stack:
     result = await handle.result()
     assert result["outcome"] == "promoted"
 
-    rows = [
-        entry
-        for entry in stack.store.history("default", path)
-        if "approval" in entry.details
-    ]
+    rows = [entry for entry in stack.store.history("default", path) if "approval" in entry.details]
     assert [(row.actor, row.action, row.details["approval"]) for row in rows] == [
         ("bob", "rollout.command",
          {"identity": "bob", "digest": digest, "reason": "diff reviewed"}),
