@@ -123,3 +123,12 @@ def test_the_same_plan_after_the_round_trip_through_temporal_has_the_same_digest
 def test_a_malformed_digest_is_named(text: str) -> None:
     problem = digest_problem(text)
     assert problem is not None and "is not a plan digest" in problem
+
+
+def test_the_contract_documents_this_vector() -> None:
+    from pathlib import Path
+
+    contract = (Path(__file__).parents[2] / "docs" / "contract.md").read_text(encoding="utf-8")
+    assert f"`{CANONICAL}`" in contract
+    assert "to `sha256:a7f499e32a5a437f92adf3c191242352`" in contract
+    assert all(f"`{name}`" in contract for name in EXCLUDED_PLAN_FIELDS)
