@@ -31,7 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 from temporalio.testing import WorkflowEnvironment
 
@@ -475,6 +480,36 @@ async def continue_as_new(bench: Bench) -> WorkflowHandle[Any, Any]:
     latest = await bench.skipping.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id, "the rollout never continued as new"
     return handle
+
+
+@scenario
+async def four_eyes_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """A stage with two approvals bound to the plan's digest: a stale digest and the author are
+    refused (validator: nothing in the history), a repeated approver's signal is noted, bob and
+    carol approve, promoted."""
+    await bench.make_stable(STABLE_VALUE)
+    request = bench.request(
+        stages=[
+            {"channel": "canary", "cooldown": "0s", "manual": True, "approvals": {"required": 2}}
+        ]
+    )
+    handle = await bench.start(request, real_clock=True)  # waits for approvals: see `approval`
+    await reach(handle, "awaiting_approval")
+    digest = (await status(handle))["digest"]
+    for refused in (
+        {"by": "bob", "digest": "sha256:" + "0" * 32},
+        {"by": "alice", "digest": digest},
+    ):
+        try:
+            await handle.execute_update("approve", refused)
+        except WorkflowUpdateFailedError:
+            pass
+        else:
+            raise AssertionError(f"approve {refused} was not refused")
+    await handle.execute_update("approve", {"by": "bob", "digest": digest, "reason": "diff ok"})
+    await handle.signal("approve", {"by": "bob", "digest": digest})
+    await handle.execute_update("approve", {"by": "carol", "digest": digest, "reason": "lgtm"})
+    return await outcome(handle, "promoted")
 
 
 # -- saving ---------------------------------------------------------------------------------------
