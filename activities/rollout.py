@@ -439,6 +439,8 @@ class RolloutActivities:
                             "from": transition.from_state,
                             "stage": transition.stage,
                             "at": transition.at,
+                            # an approval's identity, digest and reason (tempoconf.approvals)
+                            **transition.details,
                         },
                     )
 

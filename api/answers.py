@@ -315,6 +315,8 @@ class PlanContextAnswer(_Answer):
     changes: list[ChangeAnswer] = Field(default_factory=list)
     """A changeset's configs, each with its version and change (empty for one config; the
     fields above are then its first config's)."""
+    digest: str
+    """The plan's digest (`sha256:` + 32 hex): what an `approve` of this rollout names."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))

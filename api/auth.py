@@ -36,9 +36,30 @@ def _require(request: Request, token: str | None, what: str) -> None:
         raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
 
 
-def require_admin(request: Request) -> None:
-    """401 unless the request carries the admin token (when one is configured)."""
-    _require(request, request.app.state.settings.admin_token, "admin token")
+def require_admin(request: Request) -> str | None:
+    """401 unless the request carries an admin token (when any is configured): the single
+    `TEMPOCONF_ADMIN_TOKEN` or one of the named `TEMPOCONF_ADMIN_TOKENS`. Returns the name of
+    the named token it carries (who the caller is); None for the single token, which names
+    nobody, or when no token is configured."""
+    settings = request.app.state.settings
+    named: tuple[tuple[str, str], ...] = settings.admin_tokens
+    if not named:
+        _require(request, settings.admin_token, "admin token")
+        return None
+    header = request.headers.get("authorization")
+    raw = header.encode("latin-1") if header else None
+    tokens = [token for _, token in named] + (
+        [settings.admin_token] if settings.admin_token else []
+    )
+    # Every token compared (constant time each), so the answer's timing tells no token's place.
+    problems = [bearer_problem(raw, token, what="admin token") for token in tokens]
+    refusal = next((found for found in problems if found is not None), None)
+    if refusal is not None and all(found is not None for found in problems):
+        raise ApiError(401, refusal, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+    for (name, _), found in zip(named, problems, strict=False):
+        if found is None:
+            return name
+    return None
 
 
 def require_client(request: Request) -> None:

@@ -517,6 +517,7 @@ def _paths() -> dict[str, Any]:
                 "200": _answer(CommandAnswer, "Answered by the workflow"),
                 "400": _error("Invalid path, namespace or body"),
                 **admin_errors,
+                "403": _error("A named admin token with a body `by` naming someone else"),
                 "404": _error("No running rollout"),
                 "409": _error("Refused by the workflow (its message)"),
                 "413": _error(f"Body over {ADMIN_BODY_LIMIT} bytes"),

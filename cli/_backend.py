@@ -120,7 +120,14 @@ class OperatorBackend(Protocol):
         self, namespace: str, path: str, workflow_id: str, run_id: str | None
     ) -> Ending: ...
     async def command(
-        self, namespace: str, path: str, explicit_id: str | None, name: str, reason: str
+        self,
+        namespace: str,
+        path: str,
+        explicit_id: str | None,
+        name: str,
+        reason: str,
+        *,
+        digest: str = "",
     ) -> tuple[str, dict[str, Any]]:
         """Send an operator command; the workflow id and its answer. Raises CommandRefused."""
         ...
@@ -259,7 +266,14 @@ class DirectBackend:
             return Ending(failure=failure_message(error))
 
     async def command(
-        self, namespace: str, path: str, explicit_id: str | None, name: str, reason: str
+        self,
+        namespace: str,
+        path: str,
+        explicit_id: str | None,
+        name: str,
+        reason: str,
+        *,
+        digest: str = "",
     ) -> tuple[str, dict[str, Any]]:
         from temporalio.client import WorkflowUpdateFailedError
         from temporalio.service import RPCError, RPCStatusCode
@@ -274,7 +288,9 @@ class DirectBackend:
         handle = client.get_workflow_handle(workflow_id)
         try:
             result = await handle.execute_update(
-                name, {"reason": reason, "by": actor()}, rpc_timeout=RPC_TIMEOUT
+                name,
+                {"reason": reason, "by": actor(), **({"digest": digest} if digest else {})},
+                rpc_timeout=RPC_TIMEOUT,
             )
         except WorkflowUpdateFailedError as error:
             raise CommandRefused(
@@ -509,17 +525,26 @@ class ApiBackend:
             await asyncio.sleep(RESULT_POLL_SECONDS)
 
     async def command(
-        self, namespace: str, path: str, explicit_id: str | None, name: str, reason: str
+        self,
+        namespace: str,
+        path: str,
+        explicit_id: str | None,
+        name: str,
+        reason: str,
+        *,
+        digest: str = "",
     ) -> tuple[str, dict[str, Any]]:
         response = await self._call(
             "POST",
             command_path(path, name),
             namespace=namespace,
             params={"workflow_id": explicit_id} if explicit_id else None,
-            body={"reason": reason, "by": actor()},
-            expected=(200, 404, 409, 502),
+            # No `by`: the API names the caller (a named token's name; else "api"), and refuses
+            # a `by` that differs from a named token's.
+            body={"reason": reason, **({"digest": digest} if digest else {})},
+            expected=(200, 403, 404, 409, 502),
         )
-        if response.status_code == 409:
+        if response.status_code in (403, 409):
             raise CommandRefused(_error_text(response))
         if response.status_code != 200:
             die(_error_text(response))  # the same words as the direct mode's

@@ -275,6 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
             update.add_argument(
                 "--reason", default="", help="why, recorded in the rollout's history"
             )
+        if command.takes_digest:
+            update.add_argument(
+                "--digest",
+                default="",
+                help="the digest of the plan you reviewed (`rollout plan` prints it); "
+                "required by a stage with approvals",
+            )
         update.add_argument(
             "--id",
             dest="workflow_id",

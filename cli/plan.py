@@ -30,6 +30,7 @@ from tempoconf.cli._common import (
     tempoconf_command,
 )
 from tempoconf.cli._format import duration_text, table
+from tempoconf.digest import plan_digest
 from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError
@@ -252,6 +253,7 @@ def _plan_json(
         "namespace": plan.namespace,
         "path": plan.path,
         "version": plan.version,
+        "digest": plan_digest(plan),
         "version_exists": stored,
         "rollback": rollback,
         "stable": stable.version if stable else None,
@@ -293,6 +295,7 @@ def _print_plan(
 ) -> None:  # fmt: skip
     print(f"plan of {args.file} for {plan.namespace}/{plan.path} (nothing was published)")
     print(f"  version    {plan.version}  ({_version_note(rollback, stored)})")
+    print(f"  digest     {plan_digest(plan)}  (what `rollout approve --digest` names)")
     print(f"  stable     {stable.version if stable else 'none yet'}")
     for label, text in (
         ("author", plan.author),

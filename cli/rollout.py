@@ -245,7 +245,12 @@ async def _update(settings: Settings, args: argparse.Namespace) -> int:
     async with operator_backend(settings) as backend:
         try:
             workflow_id, result = await backend.command(
-                args.namespace, args.path, args.workflow_id, name, getattr(args, "reason", "")
+                args.namespace,
+                args.path,
+                args.workflow_id,
+                name,
+                getattr(args, "reason", ""),
+                digest=getattr(args, "digest", ""),
             )
         except CommandRefused as refusal:
             print(refusal)

@@ -84,6 +84,18 @@ def _figures(figures: dict[str, Any]) -> str:
     return " ".join(f"{key}={text(value)}" for key, value in sorted(figures.items()))
 
 
+def approval_cell(stage: dict[str, Any], progress: dict[str, Any]) -> str:
+    """`manual`; for a stage with approvals, `approvals 1/2 (alice)` (the current stage) or
+    `approvals: 2` (another)."""
+    required = stage.get("approvals_required") or 0
+    if not required:
+        return "manual" if stage.get("manual") else ""
+    if stage.get("index") != progress.get("stage_index"):
+        return f"approvals: {required}"
+    names = [str(approval.get("by")) for approval in progress.get("approvals") or []]
+    return f"approvals {len(names)}/{required}" + (f" ({', '.join(names)})" if names else "")
+
+
 def _hold_cell(stage: dict[str, Any], progress: dict[str, Any], now: datetime) -> str:
     current = stage.get("index") == progress.get("stage_index")
     if current and progress.get("state") == "holding" and progress.get("hold_deadline"):
@@ -128,6 +140,8 @@ def format_view(
     changes = progress.get("changes") or []
     if changes:  # a changeset: its configs share the stages below
         lines.append(f"  configs    {len(changes)}: " + ", ".join(changes))
+    if progress.get("digest"):
+        lines.append(f"  digest     {progress['digest']}")
     # The audit log names the request's author ("workflow" when it gave none); the run's history
     # names the client that started it (the Temporal CLI, tempoconf, the Web UI).
     author = context.started_by if context.started_by not in ("", "workflow") else ""
@@ -179,7 +193,7 @@ def format_view(
                 stage.get("status", ""),
                 utc_text(stage.get("published_at"), date=False),
                 _hold_cell(stage, progress, now),
-                "manual" if stage.get("manual") else "",
+                approval_cell(stage, progress),
             ]
             for stage in stages
         ]

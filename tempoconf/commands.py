@@ -62,6 +62,8 @@ class CommandSpec:
     """Also a signal (fire and forget: never refused, a no-op is noted in the history)."""
     update: bool = True
     """An update: refused by its validator before anything is recorded, else answered."""
+    takes_digest: bool = False
+    """The command names the plan it acts on (`digest`, `--digest`; tempoconf.approvals)."""
 
     @property
     def summary(self) -> str:
@@ -83,7 +85,9 @@ OPERATOR_COMMANDS: tuple[CommandSpec, ...] = (
         CommandName.PAUSE, "hold the rollout where it is until `resume`", AnswerWhen.AT_ONCE
     ),
     CommandSpec(CommandName.RESUME, "clear the pause", AnswerWhen.SETTLED),
-    CommandSpec(CommandName.APPROVE, "let a manual stage advance", AnswerWhen.SETTLED),
+    CommandSpec(
+        CommandName.APPROVE, "let a manual stage advance", AnswerWhen.SETTLED, takes_digest=True
+    ),
 )
 COMMANDS: Mapping[str, CommandSpec] = {spec.name.value: spec for spec in OPERATOR_COMMANDS}
 COMMAND_NAMES: tuple[str, ...] = tuple(spec.name.value for spec in OPERATOR_COMMANDS)
@@ -92,7 +96,8 @@ COMMAND_NAMES: tuple[str, ...] = tuple(spec.name.value for spec in OPERATOR_COMM
 @with_config(ConfigDict(extra="forbid"))
 @dataclass
 class OperatorCommand:
-    """The argument of every command (signal, update, API body): why, and who (both optional).
+    """The argument of every command (signal, update, API body): why, and who (both optional);
+    for `approve`, also which plan (`digest`).
 
     A plain dataclass, so Temporal's default converter carries it; pydantic validates it as the
     API's request body (`TypeAdapter(OperatorCommand)`), with the limits declared here.
@@ -100,6 +105,10 @@ class OperatorCommand:
 
     reason: Annotated[str, Field(max_length=2000, strict=True), STORABLE] = ""
     by: Annotated[str, Field(max_length=200, strict=True), STORABLE] = ""
+    digest: Annotated[str, Field(max_length=100, strict=True), STORABLE] = ""
+    """approve only: the digest of the plan the approver reviewed (tempoconf.digest); it must be
+    the running rollout's. Required by a stage with `approvals`; the other commands ignore it
+    (a halt is never refused for a stale digest)."""
 
 
 def command_path(path: str, name: str) -> str:

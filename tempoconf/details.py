@@ -11,6 +11,7 @@ import json
 import shlex
 from datetime import datetime
 
+from tempoconf.approvals import approvals_line
 from tempoconf.plan import RolloutPlan
 from tempoconf.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
 
@@ -135,7 +136,12 @@ def render_current_details(
     if plan is not None and (plan.author or plan.message):
         identity += f" · {plan.message or 'no message'} — {plan.author or 'unknown author'}"
         identity += f" (commit `{plan.commit}`)" if plan.commit else ""
-    lines += [identity, "", f"**{progress.phase}**", ""]
+    lines += [identity, ""]
+    if progress.digest:
+        # What an approve names (tempoconf.digest); with the approvals so far, if the stage needs some.
+        approvals = approvals_line(plan, progress)
+        lines += [f"plan digest `{progress.digest}`" + (f" · {approvals}" if approvals else ""), ""]
+    lines += [f"**{progress.phase}**", ""]
     waits_for = _waits_for(progress, plan, now)
     if waits_for:
         lines += [f"Waiting for: {waits_for}", ""]

@@ -27,6 +27,7 @@ __all__ = [
     "CheckKind",
     "CheckSpec",
     "NoDataPolicy",
+    "PlannedApprovals",
     "PlannedChange",
     "PlannedCheck",
     "PlannedStage",
@@ -120,6 +121,14 @@ def _check_name(spec: CheckSpec, index: int) -> str:
 
 
 @dataclass
+class PlannedApprovals:
+    """Four eyes on a manual stage (the request's `approvals`; tempoconf.approvals)."""
+
+    required: int
+    forbid_author: bool = True
+
+
+@dataclass
 class PlannedStage:
     index: int
     name: str
@@ -131,6 +140,8 @@ class PlannedStage:
     manual: bool = False
     health: list[PlannedCheck] = field(default_factory=list)
     """Checks of this stage: the rollout's `health` plus the stage's own."""
+    approvals: PlannedApprovals | None = None
+    """Approvals from distinct identities it needs (None: one `approve`, if `manual`)."""
 
     def seconds_per_check_run(self, indices: list[int]) -> float:
         """The longest a run of these checks can take (they run concurrently): the slowest one's."""
@@ -226,6 +237,11 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
             ).total_seconds(),
             manual=spec.manual,
             health=checks(spec.health),
+            approvals=(
+                PlannedApprovals(spec.approvals.required, spec.approvals.forbid_author)
+                if spec.approvals is not None
+                else None
+            ),
         )
         for index, spec in enumerate(request.all_stages)
     ]

@@ -13,6 +13,7 @@ from typing import Any
 from tempoconf.commands import CommandName
 
 __all__ = [
+    "Approval",
     "CheckResult",
     "CommandResult",
     "FINAL_STATES",
@@ -123,6 +124,18 @@ class Transition:
     reason: str
     stage: str | None = None
     kind: TransitionKind = TransitionKind.TRANSITION
+    details: dict[str, Any] = field(default_factory=dict)
+    """More for the audit row's details (an approval: its identity, digest and reason)."""
+
+
+@dataclass
+class Approval:
+    """One approval of the current stage (tempoconf.approvals): who, of which plan, why."""
+
+    by: str
+    digest: str
+    reason: str
+    at: str
 
 
 @dataclass
@@ -158,6 +171,8 @@ class StageProgress:
     published_at: str | None = None
     hold_deadline: str | None = None
     expires_at: str | None = None
+    approvals_required: int = 0
+    """Approvals from distinct identities this stage needs (0: none, or one `approve` if manual)."""
 
 
 @dataclass
@@ -192,6 +207,10 @@ class RolloutProgress:
     no stable version, clients get 404)."""
     changes: list[str] = field(default_factory=list)
     """A changeset's configs, `namespace/path version` each (empty for one config)."""
+    digest: str = ""
+    """The plan's digest (tempoconf.digest): what an `approve` names."""
+    approvals: list[Approval] = field(default_factory=list)
+    """The approvals the current stage has so far (a stage with `approvals`)."""
 
 
 @dataclass

@@ -34,6 +34,8 @@ from tempoconf.storable import json_depth_problem, json_text_problems
 from tempoconf.windows import WindowSpec
 
 __all__ = [
+    "MAX_APPROVALS",
+    "ApprovalsSpec",
     "ConfigPath",
     "HttpUrl",
     "Namespace",
@@ -212,6 +214,20 @@ HealthCheckSpec = Annotated[
 _CHECK_KINDS = {"reports", "prometheus", "http"}
 
 
+MAX_APPROVALS = 10
+"""The most approvals a stage may require."""
+
+
+class ApprovalsSpec(_Strict):
+    """Four eyes on a manual stage: how many distinct identities must approve, and whether the
+    request's author may be one of them (tempoconf.approvals)."""
+
+    required: int = Field(ge=1, le=MAX_APPROVALS, strict=True)
+    """Approvals from distinct identities the stage needs before it advances."""
+    forbid_author: bool = Field(default=True, strict=True)
+    """The request's `author` may not approve (the request must then name its author)."""
+
+
 class StageSpec(_Strict):
     """One stage: the clients it reaches (channel, percentile, labels: all must match) and its hold."""
 
@@ -234,6 +250,14 @@ class StageSpec(_Strict):
     """Default: from the target (`channel:canary`, `10%`, `labels:region=eu`); unique in a request."""
     health: list[HealthCheckSpec] | None = None
     """Checks of this stage only, run after the request's."""
+    approvals: ApprovalsSpec | None = None
+    """Four eyes: the approvals a `manual` stage needs, each naming the plan's digest."""
+
+    @model_validator(mode="after")
+    def _approvals_are_manual(self) -> StageSpec:
+        if self.approvals is not None and not self.manual:
+            raise ValueError('approvals are given on a manual stage only: add "manual": true')
+        return self
 
     @field_validator("percentile")
     @classmethod
@@ -482,6 +506,16 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # Checked on the raw stages, not by the model: reported at the stage that repeats a name even
     # when other fields are wrong too (a model validator would run only once every field is valid).
     problems.extend(_stage_name_problems(raw.get("stages")))
+    if request is not None and not request.author.strip():
+        problems.extend(
+            Problem(
+                f"/stages/{index}/approvals/forbid_author",
+                "the author may not approve this stage, so the request must name its author "
+                '(set "author", or "forbid_author": false)',
+            )
+            for index, stage in enumerate(request.stages)
+            if stage.approvals is not None and stage.approvals.forbid_author
+        )
     has_value, has_version = "value" in raw, "version" in raw
     if "changes" in raw:
         problems.extend(_changeset_problems(raw))

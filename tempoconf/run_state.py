@@ -17,7 +17,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from tempoconf.approvals import approval_refusal, record_approval
 from tempoconf.commands import CommandName, OperatorCommand
+from tempoconf.digest import plan_digest
 from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import (
     FINAL_STATES,
@@ -159,15 +161,19 @@ class RolloutRunState:
                 cohort=stage.cohort(),
                 cooldown_seconds=stage.cooldown_seconds,
                 manual=stage.manual,
+                approvals_required=stage.approvals.required if stage.approvals else 0,
             )
             for stage in plan.stages
         ]
+        # A pure function of the plan (as prepare returned it): the same on every replay.
+        self.progress.digest = plan_digest(plan)
 
     def enter_stage(self, stage: PlannedStage) -> None:
         """The rollout moves to `stage` (it is about to be published)."""
         self.progress.stage_index = stage.index
         self.progress.stage_name = stage.name
         self.progress.approved = False
+        self.progress.approvals = []
 
     def stage_published(
         self, stage: PlannedStage, *, published_at: str, expires_at: str, now: datetime
@@ -242,12 +248,20 @@ class RolloutRunState:
         kind = NOTE if to_state == self.progress.state else TRANSITION
         self._record(to_state, by, reason, kind, at=at)
 
-    def note(self, by: str, reason: str, *, at: str) -> None:
-        """Record an operator command that does not change the state (pause, approve, ...)."""
-        self._record(self.progress.state, by, reason, NOTE, at=at)
+    def note(self, by: str, reason: str, *, at: str, details: dict[str, Any] | None = None) -> None:
+        """Record an operator command that does not change the state (pause, approve, ...);
+        `details` go into its audit row."""
+        self._record(self.progress.state, by, reason, NOTE, at=at, details=details)
 
     def _record(
-        self, to_state: RolloutState, by: str, reason: str, kind: TransitionKind, *, at: str
+        self,
+        to_state: RolloutState,
+        by: str,
+        reason: str,
+        kind: TransitionKind,
+        *,
+        at: str,
+        details: dict[str, Any] | None = None,
     ) -> None:
         progress = self.progress
         progress.history.append(
@@ -259,6 +273,7 @@ class RolloutRunState:
                 reason=reason,
                 stage=progress.stage_name,
                 kind=kind,
+                details=details or {},
             )
         )
         progress.state = to_state
@@ -423,19 +438,26 @@ class RolloutRunState:
         elif progress.approved:
             held = f", held until resume (paused: {paused})" if paused else ""
             effect = Effect(False, f"{progress.stage_name} is already approved{held}")
+        elif (refused := approval_refusal(self.plan, progress, command)) is not None:
+            # A signal cannot be refused: a stale digest or a second approval by one identity
+            # changes nothing, and the history says why (an update's validator refused it).
+            effect = Effect(False, refused.replace("cannot approve", "approve ignored", 1))
         else:
+            approved, text = record_approval(self.plan, progress, command, at=at)
+            audit = {
+                "approval": {"identity": by, "digest": command.digest, "reason": command.reason}
+            }
+            if not approved:
+                waiting = f"{text}; waiting for more approvals"
+                self.note(by, text, at=at, details=audit)
+                return Effect(True, waiting, waiting)
             progress.approved = True
-            why = f": {command.reason}" if command.reason else ""
             if paused:
                 # The approval counts, but a paused rollout does not leave its stage: say so.
                 held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
-                self.note(
-                    by,
-                    f"approved {progress.stage_name}{why}; held until resume (paused: {paused})",
-                    at=at,
-                )
+                self.note(by, f"{text}; held until resume (paused: {paused})", at=at, details=audit)
                 return Effect(True, held, held)
-            self.note(by, f"approved {progress.stage_name}{why}", at=at)
+            self.note(by, text, at=at, details=audit)
             return Effect(
                 True,
                 f"approved {progress.stage_name}",
@@ -456,7 +478,7 @@ class RolloutRunState:
         }[command]
         return apply(argument, at=at)
 
-    def refusal(self, command: CommandName) -> str | None:
+    def refusal(self, command: CommandName, argument: OperatorCommand | None = None) -> str | None:
         """Why an update `command` is refused before it is written to history; None: accepted."""
         progress = self.progress
         state = RolloutState(progress.state)
@@ -497,4 +519,5 @@ class RolloutRunState:
                     + (f" at stage {progress.stage_name}" if progress.stage_name else "")
                     + ")"
                 )
+            return approval_refusal(self.plan, progress, argument or OperatorCommand())
         return None

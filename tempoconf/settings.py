@@ -31,6 +31,9 @@ class Settings:
     api_url: str | None = None
     """`TEMPOCONF_API_URL`; None means http://host:api_port."""
     admin_token: str | None = None
+    admin_tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """`TEMPOCONF_ADMIN_TOKENS` (`alice:secret1,bob:secret2`): named admin tokens (name, token).
+    The API acts as the name of the token a request carries (who approves, docs/contract.md)."""
     client_token: str | None = None
     ui_url: str | None = None
     """`TEMPOCONF_UI_URL`, the Temporal Web UI for links; None means http://host:ui_port."""
@@ -66,6 +69,7 @@ class Settings:
             database_url=env.get("TEMPOCONF_DATABASE_URL") or None,
             api_url=env.get("TEMPOCONF_API_URL") or None,
             admin_token=env.get("TEMPOCONF_ADMIN_TOKEN") or None,
+            admin_tokens=_named_tokens(env, "TEMPOCONF_ADMIN_TOKENS"),
             client_token=env.get("TEMPOCONF_CLIENT_TOKEN") or None,
             ui_url=env.get("TEMPOCONF_UI_URL") or None,
             deployment_name=env.get("TEMPOCONF_DEPLOYMENT_NAME") or None,
@@ -116,3 +120,25 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not 0 < seconds < math.inf:
         raise ValueError(f"{name}={raw!r}: expected a number of seconds greater than 0")
     return seconds
+
+
+def _named_tokens(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
+    """`name:token` pairs, comma-separated, or ValueError naming the variable (never the
+    tokens): names unique, tokens unique (one token, one identity)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return ()
+    pairs: list[tuple[str, str]] = []
+    for position, item in enumerate(raw.split(","), start=1):
+        who, colon, token = item.strip().partition(":")
+        who, token = who.strip(), token.strip()
+        if not colon or not who or not token:
+            raise ValueError(
+                f"{name}: entry {position} is not NAME:TOKEN (expected e.g. alice:s3cret,bob:t0ken)"
+            )
+        if any(who == known for known, _ in pairs):
+            raise ValueError(f"{name}: the name {who!r} is given twice")
+        if any(token == known for _, known in pairs):
+            raise ValueError(f"{name}: entry {position} repeats the token of another name")
+        pairs.append((who, token))
+    return tuple(pairs)

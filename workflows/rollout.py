@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -1069,18 +1070,29 @@ class ConfigRollout:
         given = argument or OperatorCommand()
         # A signal cannot be refused: text the store could not keep (a NUL) is replaced, so the
         # audit of this command records it instead of failing (updates refuse it: _refuse).
-        given = OperatorCommand(reason=storable_text(given.reason), by=storable_text(given.by))
+        # replace(): the command's other fields (an approval's digest) are carried as given.
+        given = replace(
+            given,
+            reason=storable_text(given.reason),
+            by=storable_text(given.by),
+            digest=storable_text(given.digest),
+        )
         effect = self._state.apply(command, given, at=self._now_iso())
         self._refresh_view()
         return effect
 
     def _refuse(self, command: CommandName, argument: OperatorCommand | None) -> None:
         """An update's validator: a refusal is answered before anything is written to history."""
-        for field, text in (("reason", argument.reason), ("by", argument.by)) if argument else ():
+        texts = (
+            (("reason", argument.reason), ("by", argument.by), ("digest", argument.digest))
+            if argument
+            else ()
+        )
+        for field, text in texts:
             problem = text_problem(text)
             if problem is not None:
                 raise ApplicationError(f"invalid {command.value} {field}: {problem}")
-        refusal = self._state.refusal(command)
+        refusal = self._state.refusal(command, argument)
         if refusal:
             raise ApplicationError(refusal)
 

@@ -35,6 +35,8 @@ from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
 from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.commands import COMMAND_NAMES, OperatorCommand, command_path
+from tempoconf.digest import plan_digest
+from tempoconf.plan import plan_from_request
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import VersionRecord
 from tempoconf.rollout_preview import preview_rollout
@@ -141,6 +143,7 @@ def _plan_context(store: Store, validated: ValidatedRollout) -> PlanContextAnswe
         lock=_lock(preview.lock),
         change=preview.change,
         changes=[ChangeAnswer.model_validate(asdict(change)) for change in preview.changes],
+        digest=plan_digest(plan_from_request(preview.request, preview.version)),
     )
 
 
@@ -302,18 +305,27 @@ def _deprecated_signal_endpoint(name: str) -> Endpoint:
 
 
 async def _send(request: Request, name: str) -> JSONResponse:
-    require_admin(request)
+    caller = require_admin(request)
     namespace, path = config_name(request)
     explicit = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
     command = validate_body(OperatorCommand, raw, what=f"{name} request")
+    if caller is not None and command.by and command.by != caller:
+        # A named token is who acts (four eyes count identities): it cannot speak for another.
+        raise ApiError(
+            403,
+            f"{name} refused: this admin token is {caller!r}, and the body's by {command.by!r} "
+            "names someone else (leave `by` out: the API sets it from the token's name)",
+        )
     store = store_of(request)
     lock, rollout = await asyncio.to_thread(_lock_and_rollout, store, namespace, path)
     workflow_id = explicit or _target_workflow(namespace, path, lock, rollout)
     connector = temporal_of(request)
     client = await connector.client()
     handle = client.get_workflow_handle(workflow_id)
-    argument = {"reason": command.reason, "by": command.by or "api"}
+    argument = {"reason": command.reason, "by": caller or command.by or "api"}
+    if command.digest:
+        argument["digest"] = command.digest  # only approve reads it (tempoconf.approvals)
     try:
         with rpc_errors(connector.where):
             result = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)

@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 from temporalio.testing import WorkflowEnvironment
 
@@ -557,6 +562,35 @@ async def frozen_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
         return await outcome(handle, "halted")
     finally:
         bench.store.end_freeze(namespace, by="replay")
+
+
+async def four_eyes_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """A stage with two approvals bound to the plan's digest: a stale digest and the author are
+    refused (validator: nothing in the history), a repeated approver's signal is noted, bob and
+    carol approve, promoted."""
+    await bench.make_stable(STABLE_VALUE)
+    request = bench.request(
+        stages=[
+            {"channel": "canary", "cooldown": "0s", "manual": True, "approvals": {"required": 2}}
+        ]
+    )
+    handle = await bench.start(request, real_clock=True)  # waits for approvals: see `approval`
+    await reach(handle, "awaiting_approval")
+    digest = (await status(handle))["digest"]
+    for refused in (
+        {"by": "bob", "digest": "sha256:" + "0" * 32},
+        {"by": "alice", "digest": digest},
+    ):
+        try:
+            await handle.execute_update("approve", refused)
+        except WorkflowUpdateFailedError:
+            pass
+        else:
+            raise AssertionError(f"approve {refused} was not refused")
+    await handle.execute_update("approve", {"by": "bob", "digest": digest, "reason": "diff ok"})
+    await handle.signal("approve", {"by": "bob", "digest": digest})
+    await handle.execute_update("approve", {"by": "carol", "digest": digest, "reason": "lgtm"})
+    return await outcome(handle, "promoted")
 
 
 # -- saving ---------------------------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""Four eyes: approvals bound to the plan's digest, from distinct identities, not the author's.
+
+A manual stage with `approvals: {"required": N, "forbid_author": true}` advances once N distinct
+identities approved it, none of them the request's author when `forbid_author`; each approval
+names the digest of the plan its approver reviewed (tempoconf.digest). A plain manual stage
+takes one `approve`, which may name a digest (then it must match) or not.
+
+Who approves is the command's `by`: the admin API sets it from the name of the caller's token
+(and refuses a body `by` that differs); through the Temporal CLI it is whatever `--input` says,
+since Temporal gives workflow code no caller identity (temporalio 1.35: `UpdateInfo` has an id
+and a name only). docs/contract.md, Four-eyes approvals, says what this trusts.
+
+Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) and its
+`apply_approve` (a signal, or an accepted update).
+"""
+
+from __future__ import annotations
+
+from tempoconf.commands import OperatorCommand
+from tempoconf.digest import digest_problem
+from tempoconf.plan import PlannedStage, RolloutPlan
+from tempoconf.progress import Approval, RolloutProgress
+
+__all__ = [
+    "approval_refusal",
+    "approvals_line",
+    "current_stage",
+    "record_approval",
+    "same_identity",
+]
+
+
+def same_identity(one: str, other: str) -> bool:
+    """Whether two identities name one person: equal ignoring case, or equal before an `@`
+    (`alice` is `alice@example.com` is `alice@laptop`), so an author cannot approve their own
+    rollout under the short form of their name."""
+
+    def forms(identity: str) -> set[str]:
+        folded = identity.strip().casefold()
+        return {folded, folded.split("@", 1)[0]} - {""}
+
+    return bool(forms(one) & forms(other))
+
+
+def current_stage(plan: RolloutPlan | None, progress: RolloutProgress) -> PlannedStage | None:
+    if plan is None or not 0 <= progress.stage_index < len(plan.stages):
+        return None
+    return plan.stages[progress.stage_index]
+
+
+def approval_refusal(
+    plan: RolloutPlan | None, progress: RolloutProgress, command: OperatorCommand
+) -> str | None:
+    """Why this approval of the stage awaiting approval cannot count; None: it counts.
+
+    The digest first (a stale plan is the most important thing to tell), then who approves."""
+    given = command.digest.strip()
+    if given and given != progress.digest:
+        problem = digest_problem(given)
+        if problem is not None:
+            return f"cannot approve: {problem}"
+        return (
+            f"cannot approve: digest {given} is not the running rollout's {progress.digest} "
+            "(the plan you reviewed is not the one running: review it again with "
+            "`tempoconf rollout plan FILE` or `tempoconf rollout status PATH`)"
+        )
+    stage = current_stage(plan, progress)
+    if stage is None or stage.approvals is None:
+        return None
+    rule = stage.approvals
+    count = f"{len(progress.approvals)}/{rule.required}"
+    if not given:
+        return (
+            f"cannot approve {stage.name}: it needs {rule.required} approval(s) bound to the plan; "
+            "give the digest of the plan you reviewed (`digest`, `--digest`: `tempoconf rollout "
+            "plan FILE` prints it, `tempoconf rollout status PATH` shows the running one's)"
+        )
+    by = command.by.strip()
+    if not by:
+        return (
+            f"cannot approve {stage.name}: an approval needs an identity (`by`; the admin API "
+            "sets it from its token's name)"
+        )
+    if rule.forbid_author and plan is not None and same_identity(by, plan.author):
+        return (
+            f"cannot approve {stage.name}: {by} is the rollout's author ({plan.author}); "
+            "four eyes: another identity must approve"
+        )
+    for earlier in progress.approvals:
+        if same_identity(by, earlier.by):
+            return (
+                f"cannot approve {stage.name}: {earlier.by} approved it already ({count}); "
+                "another identity must approve"
+            )
+    return None
+
+
+def record_approval(
+    plan: RolloutPlan | None, progress: RolloutProgress, command: OperatorCommand, *, at: str
+) -> tuple[bool, str]:
+    """Count an approval `approval_refusal` accepted: (whether the stage is now approved, what
+    to record). A stage without `approvals` is approved by this one."""
+    stage = current_stage(plan, progress)
+    why = f": {command.reason}" if command.reason else ""
+    digest = command.digest.strip()
+    of = f" of plan {digest}" if digest else ""
+    if stage is None or stage.approvals is None:
+        return True, f"approved {progress.stage_name}{of}{why}"
+    progress.approvals.append(
+        Approval(by=command.by.strip(), digest=digest, reason=command.reason, at=at)
+    )
+    count = len(progress.approvals)
+    required = stage.approvals.required
+    return count >= required, f"approval {count}/{required} of {stage.name}{of}{why}"
+
+
+def approvals_line(plan: RolloutPlan | None, progress: RolloutProgress) -> str | None:
+    """`approvals 1/2 (alice)` for the stage awaiting approvals; None for any other stage."""
+    stage = current_stage(plan, progress)
+    if stage is None or stage.approvals is None:
+        return None
+    names = ", ".join(approval.by for approval in progress.approvals)
+    return f"approvals {len(progress.approvals)}/{stage.approvals.required}" + (
+        f" ({names})" if names else ""
+    )
