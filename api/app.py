@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
+from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_applied_reports
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.metrics import ApiMetrics
@@ -96,6 +97,7 @@ def create_app(
         else None
     )
     config_polls = ConfigPolls(cache, settings, api_metrics)
+    pending_applied = PendingApplied()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -114,6 +116,12 @@ def create_app(
                 ),
                 name="tempoconf-seen-clients",
             )
+            applied = asyncio.create_task(
+                record_applied_reports(
+                    pending_applied, store, stop=stop_seen, interval=seen_flush_interval
+                ),
+                name="tempoconf-applied",
+            )
             try:
                 yield
             finally:
@@ -125,6 +133,7 @@ def create_app(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
                 await seen
+                await applied
 
     app = DistributionApp(
         routes=[
@@ -151,6 +160,7 @@ def create_app(
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener
     app.state.known_versions = set()
+    app.state.pending_applied = pending_applied
     return app
 
 
@@ -172,4 +182,8 @@ async def _prune(store: Store, report_retention: timedelta, seen_retention: time
                 logger.info("forgot %d clients not seen for %s", forgotten, seen_retention)
         except Exception as exc:  # as above
             logger.warning("cannot prune the clients seen: %s", exc)
+        try:
+            await asyncio.to_thread(store.prune_applied, store.now() - APPLIED_RETENTION)
+        except Exception as exc:  # as above
+            logger.warning("cannot prune the apply reports: %s", exc)
         await asyncio.sleep(_PRUNE_EVERY)

@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from tempoconf.activities.abandoned import sweep_abandoned
+from tempoconf.activities.applied import AppliedGateActivities
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
@@ -184,6 +185,7 @@ def worker_activities(
         *rollout.activities(),
         *HealthCheckActivities(store, clock=health_clock).activities(),
         *NotifyActivities().activities(),
+        *AppliedGateActivities(store).activities(),
     ]
 
 

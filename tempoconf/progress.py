@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tempoconf.applied import AppliedGate, describe_gate
 from tempoconf.commands import CommandName
 
 __all__ = [
@@ -38,6 +39,10 @@ class RolloutState(StrEnum):
     HOLDING = "holding"
     CHECKING_HEALTH = "checking_health"
     AWAITING_APPROVAL = "awaiting_approval"
+    WAITING_FOR_APPLY = "waiting_for_apply"
+    """The cooldown passed; the stage's `min_applied` share of its cohort has not applied yet."""
+    APPLY_TIMED_OUT = "apply_timed_out"
+    """`apply_timeout` passed with `min_applied` unmet and `on_apply_timeout: hold`."""
     PROMOTING = "promoting"
     REVERTING = "reverting"
     PROMOTED = "promoted"
@@ -67,7 +72,13 @@ FINAL_STATES = frozenset(
     }
 )
 WAITING_STATES = frozenset(
-    {RolloutState.HOLDING, RolloutState.CHECKING_HEALTH, RolloutState.AWAITING_APPROVAL}
+    {
+        RolloutState.HOLDING,
+        RolloutState.CHECKING_HEALTH,
+        RolloutState.AWAITING_APPROVAL,
+        RolloutState.WAITING_FOR_APPLY,
+        RolloutState.APPLY_TIMED_OUT,
+    }
 )
 
 
@@ -172,6 +183,8 @@ class RolloutProgress:
     history: list[Transition] = field(default_factory=list)
     outcome: Outcome | None = None
     reason: str = ""
+    applied: AppliedGate | None = None
+    """The current stage's gate on applied versions, as last checked (None: the stage has none)."""
     stable_version: str | None = None
     """Once ended: the config's stable version, which every client now gets (None: the config has
     no stable version, clients get 404)."""
@@ -218,6 +231,13 @@ def _back_to(progress: RolloutProgress) -> str:
     return "to no version (the config has none stable: clients get 404, as before)"
 
 
+def _applied_figures(progress: RolloutProgress) -> str:
+    gate = progress.applied
+    if gate is None or not gate.checked_at:
+        return ""
+    return f": {describe_gate(gate)}"
+
+
 def describe_phase(progress: RolloutProgress) -> str:
     """What a person should read as the rollout's phase: one pure function of the state."""
     state = RolloutState(progress.state)
@@ -231,6 +251,10 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.HOLDING: f"Holding stage{stage} until {_clock(progress.hold_deadline)}",
         RolloutState.CHECKING_HEALTH: f"Checking the health of stage{stage}",
         RolloutState.AWAITING_APPROVAL: f"Waiting for approval to leave stage{stage}",
+        RolloutState.WAITING_FOR_APPLY: f"Waiting for clients of stage{stage} to apply the "
+        f"version{_applied_figures(progress)}",
+        RolloutState.APPLY_TIMED_OUT: f"Apply timeout of stage{stage} passed, held for an "
+        f"operator (advance or halt){_applied_figures(progress)}",
         RolloutState.PROMOTING: "Promoting the version to stable",
         RolloutState.REVERTING: f"Reverting: {progress.reason}",
         RolloutState.PROMOTED: "Promoted: the version is stable",

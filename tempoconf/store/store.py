@@ -17,6 +17,7 @@ revision counter). _base.py holds what they share: the connection, transactions 
 
 from __future__ import annotations
 
+from tempoconf.store.applied import AppliedMixin
 from tempoconf.store.audit import AuditMixin
 from tempoconf.store.catalogue import CatalogueMixin
 from tempoconf.store.clients import ClientsMixin
@@ -44,5 +45,7 @@ __all__ = [
 _MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrate with it)
 
 
-class Store(CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, DistributionMixin):
+class Store(
+    CatalogueMixin, RolloutsMixin, AuditMixin, ClientsMixin, AppliedMixin, DistributionMixin
+):
     """The one store of a deployment. `url` is an SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)."""
