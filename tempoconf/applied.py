@@ -16,9 +16,9 @@ Pure and workflow-safe: plain dataclasses, the store's rows read through Protoco
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
 
@@ -31,6 +31,8 @@ __all__ = [
     "SeenRow",
     "Straggler",
     "describe_gate",
+    "gate_from_json",
+    "straggler_lines",
     "ClientApplied",
     "client_rows",
     "judge_applied",
@@ -287,4 +289,44 @@ def describe_gate(gate: AppliedGate) -> str:
     return (
         f"applied {gate.applied}/{gate.cohort} ({_percent(ratio)}) of the cohort seen in the last "
         f"{window}, needs {_percent(gate.min_applied)}: {verdict}"
+    )
+
+
+def _clock(iso: str | None) -> str:
+    return f"{iso[:10]} {iso[11:19]} UTC" if iso else "?"
+
+
+def straggler_lines(gate: AppliedGate) -> list[str]:
+    """One line per straggler shown (client, last seen, what it reports), then how many more:
+    what `rollout status` and the Web UI's details list."""
+    lines = []
+    for straggler in gate.stragglers:
+        if straggler.error is not None:
+            reports = f"apply of {straggler.error_version} failed: {straggler.error}"
+            if straggler.applied_version:
+                reports += f" (still on {straggler.applied_version})"
+        elif straggler.applied_version:
+            reports = f"applied {straggler.applied_version}"
+        else:
+            reports = "reported no apply"
+        lines.append(f"{straggler.client}: last seen {_clock(straggler.last_seen)}, {reports}")
+    more = gate.straggler_count - len(gate.stragglers)
+    if more > 0:
+        lines.append(
+            f"... and {more} more (`tempoconf clients` with --version {gate.version} "
+            "--not-applied lists them all)"
+        )
+    return lines
+
+
+def gate_from_json(raw: Mapping[str, Any]) -> AppliedGate:
+    """An AppliedGate from the `status` query's JSON (`progress.applied`); unknown keys ignored."""
+    names = {item.name for item in fields(AppliedGate)} - {"stragglers"}
+    known = {item.name for item in fields(Straggler)}
+    return AppliedGate(
+        **{key: value for key, value in raw.items() if key in names},
+        stragglers=[
+            Straggler(**{key: value for key, value in item.items() if key in known})
+            for item in raw.get("stragglers") or []
+        ],
     )
