@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from tempoconf.store.engine import head_revision
 from tempoconf.store.store import Store
 from tempoconf.store.tables import metadata
 from tests.store.helpers import NS, PATH, put
@@ -81,7 +82,7 @@ def test_reopening_keeps_data_and_migration_state(database_url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(
                 text("SELECT version_num FROM alembic_version")
-            ).scalars().all() == ["0004_report_identity"]
+            ).scalars().all() == [head_revision()]
     finally:
         engine.dispose()
 
