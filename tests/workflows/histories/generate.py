@@ -408,7 +408,7 @@ async def applied_gate(bench: Bench) -> WorkflowHandle[Any, Any]:
     )
     stage = {"channel": "canary", "cooldown": "0s", "min_applied": 1}
     handle = await bench.start(
-        bench.request(stages=[{**stage, "apply_timeout": "12s", "on_apply_timeout": "hold"}]),
+        bench.request(stages=[{**stage, "apply_timeout": "5s", "on_apply_timeout": "hold"}]),
         real_clock=True,  # skipped time would renew leases ahead of the clock while it is held
     )
     await reach(handle, "apply_timed_out")
