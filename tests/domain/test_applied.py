@@ -184,3 +184,66 @@ def test_bad_gate_fields_are_refused_naming_the_field(
         parse_rollout_request(_stage(**gate))
     problems = [(problem.pointer, problem.message) for problem in refused.value.problems]
     assert any(p == pointer and message in m for p, m in problems), problems
+
+
+def test_status_and_the_web_ui_details_list_the_stragglers() -> None:
+    from dataclasses import asdict
+
+    from tempoconf.cli.status import _applied_lines
+    from tempoconf.details import render_current_details
+    from tempoconf.progress import RolloutProgress, RolloutState, describe_phase
+
+    canaries = [Seen(f"c-{n:02d}", channel="canary") for n in range(25)]
+    applied = [Applied("c-00"), Applied("c-01", version=OLD, error="exit 3", error_version=V)]
+    gate = judge(canaries, applied, stages=[CANARY])
+    gate.deadline = "2026-11-30T12:10:00+00:00"
+    plan = plan_from_request(parse_rollout_request(_stage(min_applied=0.95)), V)
+    progress = RolloutProgress(
+        workflow_id="w",
+        namespace="default",
+        path=PATH,
+        state=RolloutState.WAITING_FOR_APPLY,
+        version=V,
+        stage_index=0,
+        stage_name="channel:canary",
+        stage_count=1,
+        applied=gate,
+    )
+    progress.phase = describe_phase(progress)
+    assert progress.phase == (
+        "Waiting for clients of stage channel:canary to apply the version: applied 1/25 (4%) of "
+        "the cohort seen in the last 600s, needs 95%: 24 straggler(s)"
+    )
+    details = render_current_details(progress, plan, now=NOW)
+    assert (
+        "Waiting for: 95% of this stage's cohort to report the version applied "
+        "(apply timeout 12:10:00 UTC)"
+    ) in details
+    assert f"- c-01: last seen 2026-11-30 11:59:40 UTC, apply of {V} failed: exit 3" in details
+    assert "- ... and 4 more (`tempoconf clients` with --version" in details
+    assert details.count("\n- c-") == MAX_STRAGGLERS_SHOWN
+    assert "pass the apply gate as is: `temporal workflow update execute" in details
+
+    lines = _applied_lines(asdict(gate))
+    assert lines[1].startswith("  applied    applied 1/25 (4%) of the cohort seen in the last 600s")
+    assert lines[2] == "  apply timeout 2026-11-30 12:10:00"
+    assert lines[3] == "  stragglers:" and lines[5].startswith("    c-02: last seen")
+    assert len(lines) == 4 + MAX_STRAGGLERS_SHOWN + 1
+
+
+def test_rollout_plan_says_what_a_gated_stage_waits_for() -> None:
+    from tempoconf.cli.plan import _apply_gate, describe_apply_gate
+
+    gated = _stage(min_applied=0.95, apply_timeout="10m")
+    stage = plan_from_request(parse_rollout_request(gated), V).stages[0]
+    assert describe_apply_gate(stage) == (
+        "after its cooldown, waits until 95% of its cohort seen in the last 10m applied the "
+        "version (apply timeout 10m, then revert)"
+    )
+    assert _apply_gate(stage) == {
+        "min_applied": 0.95,
+        "applied_window_seconds": 600.0,
+        "apply_timeout_seconds": 600.0,
+        "on_apply_timeout": "revert",
+    }
+    assert _apply_gate(plan_from_request(parse_rollout_request(_stage()), V).stages[0]) is None
