@@ -247,3 +247,31 @@ def test_rollout_plan_says_what_a_gated_stage_waits_for() -> None:
         "on_apply_timeout": "revert",
     }
     assert _apply_gate(plan_from_request(parse_rollout_request(_stage()), V).stages[0]) is None
+
+
+@pytest.mark.parametrize(
+    ("gate", "valid"),
+    [
+        ({"min_applied": 0.95, "applied_window": "5m", "apply_timeout": 600}, True),
+        ({"min_applied": 1, "on_apply_timeout": "hold"}, True),
+        ({"apply_timeout": "10m"}, False),
+        ({"on_apply_timeout": None}, False),
+        ({"min_applied": 0}, False),
+        ({"min_applied": 0.5, "on_apply_timeout": "later"}, False),
+    ],
+)
+def test_the_published_schema_refuses_what_the_model_refuses(
+    gate: dict[str, object], valid: bool
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    from tempoconf.contract_schema import rollout_request_schema
+
+    request = _stage(**gate)
+    schema_says = Draft202012Validator(rollout_request_schema()).is_valid(request)
+    try:
+        parse_rollout_request(request)
+        model_says = True
+    except InvalidRequestError:
+        model_says = False
+    assert (schema_says, model_says) == (valid, valid)
