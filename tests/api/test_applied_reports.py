@@ -81,3 +81,41 @@ async def test_bad_apply_fields_are_refused_by_name(
     ):
         response = await client.get(f"/v1/admin/clients/{PATH}", params=params)
         assert response.status_code == 400 and words in response.text, response.text
+
+
+class _DownStore(Store):
+    """A store whose apply writes fail while `down` (an outage of the database)."""
+
+    down = True
+
+    def record_applied(self, namespace: str, path: str, reports: list) -> None:  # type: ignore[override, type-arg]
+        if self.down:
+            raise ConnectionError("connection refused")
+        super().record_applied(namespace, path, reports)
+
+
+async def test_apply_reports_survive_a_store_outage_and_a_flood_is_bounded(
+    api_database_url: str,
+) -> None:
+    from datetime import UTC, datetime
+
+    from tempoconf.api.applied import PendingApplied
+    from tempoconf.store import AppliedReport
+
+    store = _DownStore(api_database_url, migrate=True)
+    try:
+        pending = PendingApplied(limit=3)
+        at = datetime.now(UTC)
+        for number in range(4):
+            pending.add("default", PATH, AppliedReport(f"host-{number}", "a" * 16, at))
+        assert pending.dropped == 1
+        assert await flush_applied(pending, store) == 0  # down: kept for the next flush
+        store.down = False
+        assert await flush_applied(pending, store) == 3
+        assert [s.client for s in store.applied_states("default", PATH)] == [
+            "host-0",
+            "host-1",
+            "host-2",
+        ]
+    finally:
+        store.close()
