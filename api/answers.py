@@ -174,6 +174,12 @@ class SeenClientAnswer(_Answer):
     last_seen: Timestamp
     last_version: str | None
     """The version it was last served, or last reported on."""
+    applied_version: str | None = None
+    """The version it last reported applied (null: none reported)."""
+    applied_at: Timestamp | None = None
+    apply_error: str | None = None
+    """The error of its last failed apply, when that came after its last success."""
+    apply_error_version: str | None = None
 
 
 class ClientsAnswer(_Answer):

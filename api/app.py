@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
+from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_applied_reports
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.metrics import ApiMetrics
@@ -98,6 +99,7 @@ def create_app(
         else None
     )
     config_polls = ConfigPolls(cache, settings, api_metrics)
+    pending_applied = PendingApplied()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -116,6 +118,12 @@ def create_app(
                 ),
                 name="tempoconf-seen-clients",
             )
+            applied = asyncio.create_task(
+                record_applied_reports(
+                    pending_applied, store, stop=stop_seen, interval=seen_flush_interval
+                ),
+                name="tempoconf-applied",
+            )
             try:
                 yield
             finally:
@@ -127,6 +135,7 @@ def create_app(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
                 await seen
+                await applied
 
     app = DistributionApp(
         routes=[
@@ -155,6 +164,7 @@ def create_app(
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener
     app.state.known_versions = set()
+    app.state.pending_applied = pending_applied
     return app
 
 
@@ -176,4 +186,8 @@ async def _prune(store: Store, report_retention: timedelta, seen_retention: time
                 logger.info("forgot %d clients not seen for %s", forgotten, seen_retention)
         except Exception as exc:  # as above
             logger.warning("cannot prune the clients seen: %s", exc)
+        try:
+            await asyncio.to_thread(store.prune_applied, store.now() - APPLIED_RETENTION)
+        except Exception as exc:  # as above
+            logger.warning("cannot prune the apply reports: %s", exc)
         await asyncio.sleep(_PRUNE_EVERY)

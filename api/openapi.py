@@ -213,6 +213,16 @@ def _parameters() -> dict[str, Any]:
             },
             "How far back, in seconds, a client must have been seen",
         ),
+        "AppliedVersion": query(
+            "version",
+            {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+            "Only the clients served this version or that reported applying it",
+        ),
+        "NotApplied": query(
+            "not_applied",
+            {"type": "boolean", "default": False},
+            "With `version`: only the clients whose last applied version is not it (stragglers)",
+        ),
         "WorkflowId": query(
             "workflow_id",
             {"type": "string", "minLength": 1, "maxLength": 1000},
@@ -296,7 +306,8 @@ def _paths() -> dict[str, Any]:
         "/v1/reports": {
             "post": {
                 "operationId": "postReport",
-                "summary": "A client's health report on the version it runs",
+                "summary": "A client's health report on the version it runs, and (with "
+                "`applied`) whether it applied that version",
                 "tags": ["distribution"],
                 "security": _CLIENT,
                 "requestBody": _request(ReportBody),
@@ -389,12 +400,19 @@ def _paths() -> dict[str, Any]:
                 "who a rollout plan counts",
                 "tags": ["admin"],
                 "security": _ADMIN,
-                "parameters": _params("ConfigPath", "Namespace", "SinceSeconds"),
+                "parameters": _params(
+                    "ConfigPath", "Namespace", "SinceSeconds", "AppliedVersion", "NotApplied"
+                ),
                 "responses": {
                     "200": _answer(
-                        ClientsAnswer, "The clients; polls reach the store within a few seconds"
+                        ClientsAnswer,
+                        "The clients, with what each applied; polls and apply reports reach the "
+                        "store within a few seconds",
                     ),
-                    "400": _error("Invalid path, namespace or since_seconds"),
+                    "400": _error(
+                        "Invalid path, namespace, since_seconds, version or not_applied "
+                        "(not_applied needs version)"
+                    ),
                     **admin_errors,
                 },
             }

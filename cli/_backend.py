@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import httpx
 
+from tempoconf.applied import ClientApplied
 from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
@@ -112,6 +113,18 @@ class OperatorBackend(Protocol):
     async def recent_clients(
         self, namespace: str, path: str, *, since: timedelta
     ) -> list[KnownClient]: ...
+    async def client_rows(
+        self,
+        namespace: str,
+        path: str,
+        *,
+        since: timedelta,
+        version: str | None,
+        not_applied: bool,
+    ) -> list[ClientApplied]:
+        """`tempoconf clients`: the clients seen since then, with what each applied."""
+        ...
+
     async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
         """Start the rollout; its run id. Raises LockBusy, AlreadyRunning."""
         ...
@@ -229,6 +242,27 @@ class DirectBackend:
         from tempoconf.cli._clients import recent_clients
 
         return recent_clients(self._store(), namespace, path, since=datetime.now(UTC) - since)
+
+    async def client_rows(
+        self,
+        namespace: str,
+        path: str,
+        *,
+        since: timedelta,
+        version: str | None,
+        not_applied: bool,
+    ) -> list[ClientApplied]:
+        from tempoconf.applied import client_rows
+
+        store = self._store()
+        cutoff = store.now() - since
+        return client_rows(
+            store.recent_clients(namespace, path, since=cutoff),
+            store.applied_states(namespace, path),
+            since=cutoff,
+            version=version,
+            not_applied=not_applied,
+        )
 
     async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
         from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -490,6 +524,40 @@ class ApiBackend:
         )
         return [
             KnownClient(item["client"], item["channel"], dict(item["labels"]))
+            for item in response.json()["clients"]
+        ]
+
+    async def client_rows(
+        self,
+        namespace: str,
+        path: str,
+        *,
+        since: timedelta,
+        version: str | None,
+        not_applied: bool,
+    ) -> list[ClientApplied]:
+        params = {"since_seconds": f"{since.total_seconds():g}"}
+        if version is not None:
+            params["version"] = version
+        if not_applied:
+            params["not_applied"] = "true"
+        response = await self._call(
+            "GET", f"/v1/admin/clients/{path}", namespace=namespace, params=params
+        )
+        return [
+            ClientApplied(
+                client=item["client"],
+                channel=item["channel"],
+                labels=dict(item["labels"]),
+                last_seen=datetime.fromisoformat(item["last_seen"]),
+                last_version=item["last_version"],
+                applied_version=item.get("applied_version"),
+                applied_at=(
+                    datetime.fromisoformat(item["applied_at"]) if item.get("applied_at") else None
+                ),
+                apply_error=item.get("apply_error"),
+                apply_error_version=item.get("apply_error_version"),
+            )
             for item in response.json()["clients"]
         ]
 

@@ -128,6 +128,9 @@ def agent_command(args: argparse.Namespace) -> int:
             cache_dir=_cache_dir(args.cache_dir),
             long_poll_seconds=args.long_poll,
             poll_interval=args.poll_interval,
+            # The agent reports a version applied itself: once the file is written and --exec
+            # succeeded, not when its subscriber returns (the command runs after it).
+            report_applied=False,
         )
     except ValueError as error:
         die(f"agent: {error}", exit_code=2)
@@ -206,6 +209,8 @@ class _Agent:
             if self.out.read_bytes() == data:
                 # A restart with the file already current: no rewrite, no reload of the program.
                 logger.info("%s already holds version %s", self.out, value.version)
+                if not self.command:
+                    await self._report_applied(value, None)
                 return
         except OSError:
             pass  # no file yet (or unreadable): write it
@@ -215,6 +220,7 @@ class _Agent:
             await asyncio.to_thread(write_file_atomically, self.out, data)
         except OSError as error:
             logger.error("cannot write version %s to %s: %s", value.version, self.out, error)
+            await self._report_applied(value, f"cannot write {self.out}: {error}")
             return
         logger.info(
             "wrote version %s (stage %s, from %s) to %s",
@@ -226,6 +232,25 @@ class _Agent:
         if self.command:
             self._to_run = value
             self._wake.set()
+        else:
+            await self._report_applied(value, None)
+
+    async def _report_applied(self, value: ConfigValue, error: str | None) -> None:
+        """Tell the API what this host applied (the gate on applied versions counts it); a
+        report that cannot be sent is logged, never fatal, and the next change reports again."""
+        if value.source == "cache":
+            return  # the API is unreachable: nothing to tell it now
+        from tempoconf.client import ConfigClientError
+
+        try:
+            await self.client.report_applied(value.version, error)
+        except ConfigClientError as exc:
+            logger.warning("cannot report version %s applied: %s", value.version, exc)
+            return
+        if error is None:
+            logger.info("reported version %s applied", value.version)
+        else:
+            logger.info("reported version %s failed to apply: %s", value.version, error)
 
     async def _run_commands(self) -> None:
         while True:
@@ -251,6 +276,7 @@ class _Agent:
             )
         except OSError as error:  # a failing command is reported, never fatal to the agent
             logger.error("cannot run --exec %r: %s", self.command, error)
+            await self._report_applied(value, f"cannot run --exec: {error}")
             return
         try:
             code = await asyncio.wait_for(process.wait(), self.exec_timeout)
@@ -263,6 +289,7 @@ class _Agent:
                 self.exec_timeout,
                 value.version,
             )
+            await self._report_applied(value, f"--exec ran over {self.exec_timeout:g}s: killed")
             return
         except asyncio.CancelledError:
             # Stopping: let a reload in progress finish (briefly) rather than cut it in half.
@@ -276,5 +303,7 @@ class _Agent:
             logger.error(
                 "--exec %r exited with %d for version %s", self.command, code, value.version
             )
+            await self._report_applied(value, f"--exec exited with {code}")
         else:
             logger.info("--exec %r done for version %s", self.command, value.version)
+            await self._report_applied(value, None)

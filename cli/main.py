@@ -327,6 +327,30 @@ def build_parser() -> argparse.ArgumentParser:
     _config_namespace(history)
     history.set_defaults(handler="schema.history_command")
 
+    clients = commands.add_parser(
+        "clients",
+        parents=[connection],
+        help="the clients seen on a config and the version each applied",
+        description=(
+            "The clients seen polling or reporting on a config recently, with the version each "
+            "last reported applied (and its last apply error). --version V lists those on V; "
+            "--not-applied, those served V that have not applied it (a stage's stragglers)."
+        ),
+    )
+    clients.add_argument("path", metavar="PATH")
+    clients.add_argument("--version", metavar="V", help="only the clients on this version")
+    clients.add_argument(
+        "--not-applied",
+        action="store_true",
+        help="with --version: only the clients that have not reported V applied",
+    )
+    clients.add_argument(
+        "--since", default="1h", help="how recently a client must have been seen (default 1h)"
+    )
+    clients.add_argument("--json", action="store_true", help="print the clients as JSON")
+    _config_namespace(clients)
+    clients.set_defaults(handler="clients.clients_command")
+
     rollback = commands.add_parser(
         "rollback",
         parents=[connection],

@@ -271,6 +271,7 @@ def _plan_json(
                 "expiration_seconds": stage.expiration_seconds,
                 "manual": stage.manual,
                 "health": [check.spec for check in stage.health],
+                "apply_gate": _apply_gate(stage),
                 "new_clients": item.new,
                 "clients": item.cumulative,
             }
@@ -286,6 +287,32 @@ def _plan_json(
         "warnings": warnings,
         "published": False,
     }
+
+
+def _apply_gate(stage: PlannedStage) -> dict[str, Any] | None:
+    """A stage's gate on applied versions as the JSON plan shows it (None: it has none)."""
+    if stage.min_applied is None:
+        return None
+    return {
+        "min_applied": stage.min_applied,
+        "applied_window_seconds": stage.applied_window_seconds,
+        "apply_timeout_seconds": stage.apply_timeout_seconds,
+        "on_apply_timeout": stage.on_apply_timeout,
+    }
+
+
+def describe_apply_gate(stage: PlannedStage) -> str:
+    """E.g. `after its cooldown, waits until 95% of its cohort seen in the last 10m applied the
+    version (apply timeout 10m, then revert)`."""
+    timeout = (
+        f"apply timeout {duration_text(stage.apply_timeout_seconds)}, then {stage.on_apply_timeout}"
+        if stage.apply_timeout_seconds is not None
+        else "no apply timeout"
+    )
+    return (
+        f"after its cooldown, waits until {(stage.min_applied or 1) * 100:g}% of its cohort seen "
+        f"in the last {duration_text(stage.applied_window_seconds)} applied the version ({timeout})"
+    )
 
 
 def _print_plan(
@@ -357,6 +384,9 @@ def _print_plan(
             print(line)
         if count > explicit:
             print("  * expanded from the request's strategy")
+        for stage in plan.stages:
+            if stage.min_applied is not None:
+                print(f"  {stage.name}: {describe_apply_gate(stage)}")
     print()
     sources = [
         f"{reported} seen (polls or reports) in the last {duration_text(since.total_seconds())}"

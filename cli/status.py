@@ -105,6 +105,25 @@ def _hold_cell(stage: dict[str, Any], progress: dict[str, Any], now: datetime) -
     return f"{duration_text(float(stage.get('cooldown_seconds') or 0))} hold"
 
 
+def _applied_lines(raw: dict[str, Any] | None) -> list[str]:
+    """The current stage's gate on applied versions: figures, then the first stragglers."""
+    if not raw:
+        return []
+    from tempoconf.applied import describe_gate, gate_from_json, straggler_lines
+
+    gate = gate_from_json(raw)
+    lines = ["", f"  applied    {describe_gate(gate)} (at {utc_text(gate.checked_at)})"]
+    if gate.deadline:
+        lines.append(
+            f"  apply timeout {utc_text(gate.deadline)}" + (" (passed)" if gate.timed_out else "")
+        )
+    stragglers = straggler_lines(gate)
+    if stragglers:
+        lines.append("  stragglers:")
+        lines += [f"    {line}" for line in stragglers]
+    return lines
+
+
 def format_view(
     snapshot: RolloutSnapshot,
     *,
@@ -201,6 +220,7 @@ def format_view(
             ["#", "STAGE", "COHORT", "STATUS", "PUBLISHED", "HOLD", "APPROVAL"], rows, indent="  "
         )
 
+    lines += _applied_lines(progress.get("applied"))
     health = progress.get("last_health")
     lines.append("")
     if health:

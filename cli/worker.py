@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from tempoconf.activities.abandoned import sweep_abandoned
+from tempoconf.activities.applied import AppliedGateActivities
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.gates import GateActivities
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
@@ -188,6 +189,7 @@ def worker_activities(
         *HealthCheckActivities(store, clock=health_clock).activities(),
         *NotifyActivities().activities(),
         *GateActivities(store, recheck_seconds=freeze_recheck_seconds).activities(),
+        *AppliedGateActivities(store).activities(),
     ]
 
 

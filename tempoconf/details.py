@@ -11,8 +11,9 @@ import json
 import shlex
 from datetime import datetime
 
+from tempoconf.applied import describe_gate, straggler_lines
 from tempoconf.approvals import approvals_line
-from tempoconf.plan import RolloutPlan
+from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
 
 __all__ = ["render_current_details", "steering_command", "time_left"]
@@ -88,6 +89,8 @@ def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetim
         waits_for = "an operator's approve (the hold and health checks of this stage passed)"
     elif state in (RolloutState.WAITING_FOR_WINDOW, RolloutState.FROZEN):
         waits_for = _gate_wait(progress, now)
+    elif state in (RolloutState.WAITING_FOR_APPLY, RolloutState.APPLY_TIMED_OUT):
+        waits_for = _waits_for_apply(progress, stage)
     if progress.pause_reasons:
         # A pause does not stop a running hold or check; it keeps the rollout from leaving the stage.
         paused = "resume (paused: " + "; ".join(progress.pause_reasons) + ")"
@@ -105,6 +108,27 @@ def _gate_wait(progress: RolloutProgress, now: datetime) -> str:
         left = (datetime.fromisoformat(progress.gate_until) - now).total_seconds()
         return f"{gate} (in {time_left(left)}, as of {_clock(now.isoformat())})"
     return gate
+
+
+def _waits_for_apply(progress: RolloutProgress, stage: PlannedStage | None) -> str:
+    share = f"{(stage.min_applied or 1) * 100:g}% of" if stage else "the required share of"
+    if progress.state == RolloutState.APPLY_TIMED_OUT:
+        return f"an operator: advance (go on as is) or halt; the apply timeout passed before {share} the cohort applied"
+    timeout = progress.applied.deadline if progress.applied else None
+    until = f" (apply timeout {_clock(timeout)})" if timeout else ""
+    return f"{share} this stage's cohort to report the version applied{until}"
+
+
+def _applied_section(progress: RolloutProgress) -> list[str]:
+    """The current stage's gate on applied versions: the figures and the first stragglers."""
+    gate = progress.applied
+    if gate is None:
+        return []
+    lines = [f"Applied ({_clock(gate.checked_at)}): {describe_gate(gate)}", ""]
+    stragglers = straggler_lines(gate)
+    if stragglers:
+        lines += ["Stragglers:", "", *(f"- {line}" for line in stragglers), ""]
+    return lines
 
 
 def _stage_line(stage: StageProgress, progress: RolloutProgress, now: datetime) -> str:
@@ -160,6 +184,7 @@ def render_current_details(
         ]
         if progress.last_health.checks:
             lines.append("")
+    lines += _applied_section(progress)
     state = RolloutState(progress.state)
     if state not in FINAL_STATES and plan is not None:
         # Only once prepare has told where the server is: a command without it would not run.
@@ -176,6 +201,8 @@ def render_current_details(
             lines.append(f"- end this hold now: {command('update execute', 'advance')}")
         if state == RolloutState.AWAITING_APPROVAL:
             lines.append(f"- approve: {command('update execute', 'approve')}")
+        if state in (RolloutState.WAITING_FOR_APPLY, RolloutState.APPLY_TIMED_OUT):
+            lines.append(f"- pass the apply gate as is: {command('update execute', 'advance')}")
         if progress.pause_reasons:
             lines.append(f"- resume: {command('update execute', 'resume')}")
     elif progress.outcome:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from tempoconf.applied import DEFAULT_APPLIED_WINDOW_SECONDS
 from tempoconf.request import (
     HealthCheckSpec,
     HttpCheckSpec,
@@ -142,6 +143,12 @@ class PlannedStage:
     """Checks of this stage: the rollout's `health` plus the stage's own."""
     approvals: PlannedApprovals | None = None
     """Approvals from distinct identities it needs (None: one `approve`, if `manual`)."""
+    min_applied: float | None = None
+    """Gate on applied versions (tempoconf.applied): None, no gate."""
+    applied_window_seconds: float = DEFAULT_APPLIED_WINDOW_SECONDS
+    apply_timeout_seconds: float | None = None
+    on_apply_timeout: str = "revert"
+    """`revert` or `hold`, once `apply_timeout` passes with `min_applied` unmet."""
 
     def seconds_per_check_run(self, indices: list[int]) -> float:
         """The longest a run of these checks can take (they run concurrently): the slowest one's."""
@@ -203,6 +210,7 @@ class RolloutPlan:
         if self.changes:
             return [(change.namespace, change.path, change.version) for change in self.changes]
         return [(self.namespace, self.path, self.version)]
+
     # Change windows and freezes (tempoconf.windows, tempoconf.freezes); empty: no gate.
     windows: list[ChangeWindow] = field(default_factory=list)
     """Stages are published and the version promoted only inside one of these."""
@@ -242,6 +250,16 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
                 if spec.approvals is not None
                 else None
             ),
+            min_applied=spec.min_applied,
+            applied_window_seconds=(
+                spec.applied_window.total_seconds()
+                if spec.applied_window is not None
+                else DEFAULT_APPLIED_WINDOW_SECONDS
+            ),
+            apply_timeout_seconds=(
+                spec.apply_timeout.total_seconds() if spec.apply_timeout is not None else None
+            ),
+            on_apply_timeout=spec.on_apply_timeout or "revert",
         )
         for index, spec in enumerate(request.all_stages)
     ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tempoconf.applied import AppliedGate, describe_gate
 from tempoconf.commands import CommandName
 
 __all__ = [
@@ -43,6 +44,10 @@ class RolloutState(StrEnum):
     """Outside every change window: waits (a durable timer) for the next opening to widen."""
     FROZEN = "frozen"
     """The namespace is frozen: waits for the freeze to end (tempoconf.freezes)."""
+    WAITING_FOR_APPLY = "waiting_for_apply"
+    """The cooldown passed; the stage's `min_applied` share of its cohort has not applied yet."""
+    APPLY_TIMED_OUT = "apply_timed_out"
+    """`apply_timeout` passed with `min_applied` unmet and `on_apply_timeout: hold`."""
     PROMOTING = "promoting"
     REVERTING = "reverting"
     PROMOTED = "promoted"
@@ -78,6 +83,8 @@ WAITING_STATES = frozenset(
         RolloutState.AWAITING_APPROVAL,
         RolloutState.WAITING_FOR_WINDOW,
         RolloutState.FROZEN,
+        RolloutState.WAITING_FOR_APPLY,
+        RolloutState.APPLY_TIMED_OUT,
     }
 )
 
@@ -202,6 +209,8 @@ class RolloutProgress:
     Europe/Berlin`; `namespace N frozen by X since T: REASON, until U`)."""
     gate_until: str | None = None
     """While waiting_for_window: when the window opens (ISO 8601); frozen: the freeze's `until`."""
+    applied: AppliedGate | None = None
+    """The current stage's gate on applied versions, as last checked (None: the stage has none)."""
     stable_version: str | None = None
     """Once ended: the config's stable version, which every client now gets (None: the config has
     no stable version, clients get 404)."""
@@ -254,6 +263,13 @@ def _back_to(progress: RolloutProgress) -> str:
     return "to no version (the config has none stable: clients get 404, as before)"
 
 
+def _applied_figures(progress: RolloutProgress) -> str:
+    gate = progress.applied
+    if gate is None or not gate.checked_at:
+        return ""
+    return f": {describe_gate(gate)}"
+
+
 def describe_phase(progress: RolloutProgress) -> str:
     """What a person should read as the rollout's phase: one pure function of the state."""
     state = RolloutState(progress.state)
@@ -269,6 +285,10 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.AWAITING_APPROVAL: f"Waiting for approval to leave stage{stage}",
         RolloutState.WAITING_FOR_WINDOW: f"Waiting for {progress.gate or 'the change window'}",
         RolloutState.FROZEN: f"Frozen: {progress.gate or 'the namespace is frozen'}",
+        RolloutState.WAITING_FOR_APPLY: f"Waiting for clients of stage{stage} to apply the "
+        f"version{_applied_figures(progress)}",
+        RolloutState.APPLY_TIMED_OUT: f"Apply timeout of stage{stage} passed, held for an "
+        f"operator (advance or halt){_applied_figures(progress)}",
         RolloutState.PROMOTING: "Promoting the version to stable",
         RolloutState.REVERTING: f"Reverting: {progress.reason}",
         RolloutState.PROMOTED: "Promoted: the version is stable",

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -228,10 +229,19 @@ class ApprovalsSpec(_Strict):
     """The request's `author` may not approve (the request must then name its author)."""
 
 
+_APPLIED_GATE_OPTIONS = ("applied_window", "apply_timeout", "on_apply_timeout")
+"""Stage fields that only mean something with `min_applied`."""
+
+
 class StageSpec(_Strict):
     """One stage: the clients it reaches (channel, percentile, labels: all must match) and its hold."""
 
-    model_config = ConfigDict(json_schema_extra=_one_of("channel", "percentile", "labels"))
+    model_config = ConfigDict(
+        json_schema_extra={
+            **_one_of("channel", "percentile", "labels"),
+            "dependentRequired": {name: ["min_applied"] for name in _APPLIED_GATE_OPTIONS},
+        }
+    )
 
     channel: str | None = Field(default=None, min_length=1, max_length=100)
     """Matches clients whose channel is exactly this."""
@@ -257,6 +267,38 @@ class StageSpec(_Strict):
     def _approvals_are_manual(self) -> StageSpec:
         if self.approvals is not None and not self.manual:
             raise ValueError('approvals are given on a manual stage only: add "manual": true')
+        return self
+
+    # Gates on applied versions (tempoconf.applied): strict, as percentile (true is no ratio).
+    min_applied: float | None = Field(default=None, gt=0, le=1, strict=True)
+    """After the cooldown, hold until this share (0 < r <= 1) of the stage's cohort seen in the
+    last `applied_window` reports the version applied."""
+    applied_window: Duration | None = None
+    """Clients seen (polling or reporting) this recently count for `min_applied`; default 10m."""
+    apply_timeout: Duration | None = None
+    """Counted from the stage's publish: once it passes with `min_applied` unmet,
+    `on_apply_timeout` decides; default none (wait until met, advanced or halted)."""
+    on_apply_timeout: Literal["revert", "hold"] | None = None
+    """`revert` (the default) the rollout, or `hold` it in `apply_timed_out` for an operator."""
+
+    @field_validator("applied_window", "apply_timeout")
+    @classmethod
+    def _positive_gate_duration(
+        cls, value: timedelta | None, info: ValidationInfo
+    ) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"{info.field_name} must be greater than zero")
+        return value
+
+    @model_validator(mode="after")
+    def _gate_options_need_min_applied(self) -> StageSpec:
+        if self.min_applied is None:
+            given = [name for name in _APPLIED_GATE_OPTIONS if name in self.model_fields_set]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} only with min_applied (the share of the stage's cohort "
+                    "that must report the version applied)"
+                )
         return self
 
     @field_validator("percentile")

@@ -38,6 +38,7 @@ from tempoconf.progress import (
 )
 
 __all__ = [
+    "APPLY_GATE_STATES",
     "DEFAULT_OPERATOR",
     "LEASE_RENEWAL_FRACTION",
     "Effect",
@@ -48,6 +49,8 @@ __all__ = [
 
 # Who a signal or update came from when it does not say (signals carry no identity).
 DEFAULT_OPERATOR = "operator"
+# Where `advance` passes a stage's gate on applied versions as it is.
+APPLY_GATE_STATES = frozenset({RolloutState.WAITING_FOR_APPLY, RolloutState.APPLY_TIMED_OUT})
 # Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
 LEASE_RENEWAL_FRACTION = 0.5
 
@@ -57,6 +60,8 @@ class StageStep(StrEnum):
 
     PUBLISH = "publish"
     HOLD = "hold"
+    APPLY = "apply"
+    """The gate on applied versions (a stage with `min_applied`), after the hold."""
     CHECK = "check"
     APPROVAL = "approval"
     SETTLE = "settle"
@@ -174,6 +179,7 @@ class RolloutRunState:
         self.progress.stage_name = stage.name
         self.progress.approved = False
         self.progress.approvals = []
+        self.progress.applied = None
 
     def stage_published(
         self, stage: PlannedStage, *, published_at: str, expires_at: str, now: datetime
@@ -391,6 +397,8 @@ class RolloutRunState:
 
     def apply_advance(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
+        if RolloutState(self.progress.state) in APPLY_GATE_STATES:
+            return self._advance_past_apply_gate(by, command, at=at)
         if self.progress.state != RolloutState.HOLDING or self.progress.hold_deadline is None:
             effect = Effect(
                 False, f"advance ignored: no hold is running (the rollout is {self.progress.state})"
@@ -405,6 +413,27 @@ class RolloutRunState:
             f"the hold of {stage} ended early",
             f"requested: the hold of {stage} ends early; the rollout moves on once the current step ends",
         )
+
+    def _advance_past_apply_gate(self, by: str, command: OperatorCommand, *, at: str) -> Effect:
+        """`advance` while the stage waits for its clients to apply: the gate is passed as is."""
+        stage = self.stage_label()
+        self.advance_requested = True
+        self.note(
+            by,
+            f"advance: apply gate passed by an operator ({command.reason or 'no reason'})",
+            at=at,
+        )
+        return Effect(
+            True,
+            f"the apply gate of {stage} was passed",
+            f"requested: the apply gate of {stage} is passed; the rollout moves on once the "
+            "current step ends",
+        )
+
+    def start_apply_gate(self) -> None:
+        """The stage's gate on applied versions starts: an advance that ended its hold does not
+        pass the gate too."""
+        self.advance_requested = False
 
     def apply_pause(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
@@ -494,7 +523,7 @@ class RolloutRunState:
                 return "cannot bypass: the rollout is being halted and reverted"
             if state == RolloutState.PROMOTING:
                 return "cannot bypass: the version is already being promoted"
-        if command == CommandName.ADVANCE:
+        if command == CommandName.ADVANCE and state not in APPLY_GATE_STATES:
             if state != RolloutState.HOLDING:
                 return f"cannot advance: no hold is running (the rollout is {progress.state})"
             if progress.hold_deadline is None:

@@ -52,9 +52,11 @@ with workflow.unsafe.imports_passed_through():
         WatchHealthInput,
         WatchHealthResult,
     )
+    from tempoconf.applied import APPLY_RECHECK_SECONDS, AppliedGate, describe_gate
+    from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
     from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
     from tempoconf.details import render_current_details, time_left
-    from tempoconf.health import UNHEALTHY
+    from tempoconf.health import UNHEALTHY, cohort_stages
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.problems import InvalidRequestError, Problem
     from tempoconf.progress import (
@@ -67,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutState,
         StageStatus,
     )
-    from tempoconf.run_state import Effect, RolloutRunState, StageStep
+    from tempoconf.run_state import APPLY_GATE_STATES, Effect, RolloutRunState, StageStep
     from tempoconf.storable import storable_text, text_problem
     from tempoconf.temporal import (
         PATH_ATTRIBUTE,
@@ -375,6 +377,10 @@ class ConfigRollout:
                 resumed_hold = resume == StageStep.HOLD
                 state.step = StageStep.HOLD
                 await self._hold(plan, stage, resumed=resumed_hold)
+            if stage.min_applied is not None and state.bypass is None and runs(StageStep.APPLY):
+                resumed_gate = resume == StageStep.APPLY
+                state.step = StageStep.APPLY
+                await self._await_applied(plan, stage, resumed=resumed_gate)
             if state.bypass:
                 return True
             if runs(StageStep.CHECK):
@@ -638,6 +644,84 @@ class ConfigRollout:
                 f"stage {stage.name} is unhealthy: " + "; ".join(result.tripped),
                 SYSTEM_ACTOR,
             )
+
+    async def _await_applied(
+        self, plan: RolloutPlan, stage: PlannedStage, *, resumed: bool
+    ) -> None:
+        """The gate on applied versions (tempoconf.applied): after the cooldown, hold until the
+        stage's `min_applied` share of its cohort reports the version applied, checking through an
+        activity and rechecking on a durable timer. Past `apply_timeout` (from the stage's
+        publish) it reverts, or with `on_apply_timeout: hold` waits in `apply_timed_out` for an
+        operator. `advance` passes the gate as it is, `bypass` promotes, `halt` reverts."""
+        state, progress = self._state, self._progress
+        deadline: datetime | None = None
+        if stage.apply_timeout_seconds is not None and progress.stage_started_at is not None:
+            deadline = datetime.fromisoformat(progress.stage_started_at) + timedelta(
+                seconds=stage.apply_timeout_seconds
+            )
+        if not (resumed and RolloutState(progress.state) in APPLY_GATE_STATES):
+            state.start_apply_gate()
+            self._transition(
+                RolloutState.WAITING_FOR_APPLY,
+                SYSTEM_ACTOR,
+                f"cooldown of {stage.name} passed; waiting for {(stage.min_applied or 1) * 100:g}% "
+                f"of its cohort to apply {plan.version}",
+            )
+
+        def passed() -> bool:
+            return state.advance_requested or state.bypass is not None
+
+        while progress.state != RolloutState.APPLY_TIMED_OUT:
+            gate = await self._check_applied(plan, stage, deadline)
+            if passed():
+                return
+            if gate.met:
+                self._note(SYSTEM_ACTOR, f"apply gate of {stage.name} met: {describe_gate(gate)}")
+                return
+            now = workflow.now()
+            if deadline is not None and now >= deadline:
+                reason = (
+                    f"apply timeout of stage {stage.name} "
+                    f"({stage.apply_timeout_seconds or 0:g}s) passed: {describe_gate(gate)}"
+                )
+                if stage.on_apply_timeout != "hold":
+                    raise _StopRollout(Outcome.REVERTED, reason, SYSTEM_ACTOR)
+                gate.timed_out = True
+                self._transition(RolloutState.APPLY_TIMED_OUT, SYSTEM_ACTOR, reason + "; held")
+                break
+            wake = now + timedelta(seconds=APPLY_RECHECK_SECONDS)
+            await self._wait_until(
+                passed,
+                deadline=wake if deadline is None else min(wake, deadline),
+                summary=f"re-check which share of {stage.name}'s cohort applied {plan.version}",
+            )
+            if passed():
+                return
+        # Held past the timeout: only an operator moves it on (advance, bypass) or back (halt).
+        await self._wait_until(passed)
+
+    async def _check_applied(
+        self, plan: RolloutPlan, stage: PlannedStage, deadline: datetime | None
+    ) -> AppliedGate:
+        gate: AppliedGate = await workflow.execute_activity(
+            CHECK_APPLIED_ACTIVITY,
+            CheckAppliedInput(
+                namespace=plan.namespace,
+                path=plan.path,
+                version=plan.version,
+                stage=stage,
+                cohort=cohort_stages(plan, stage),
+            ),
+            result_type=AppliedGate,
+            start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            retry_policy=STORE_RETRY,  # a read: a store outage holds the gate, never passes it
+            summary=f"which share of {stage.name}'s cohort applied {plan.version}",
+        )
+        gate.deadline = deadline.isoformat() if deadline is not None else None
+        self._progress.applied = gate
+        self._refresh_view()
+        self._raise_if_halted()
+        return gate
 
     async def _check_health(self, plan: RolloutPlan, stage: PlannedStage, *, resumed: bool) -> None:
         """The end-of-hold verdict: every check must pass (no data: its `on_no_data` decides).

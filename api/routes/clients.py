@@ -1,9 +1,11 @@
-"""`GET /v1/admin/clients/{path}`: the clients seen recently (polls or reports), for plans."""
+"""`GET /v1/admin/clients/{path}`: the clients seen recently (polls or reports), for plans;
+with `version` (and `not_applied`), those on a version (that have not applied it)."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
 from datetime import timedelta
 
 from starlette.requests import Request
@@ -15,13 +17,14 @@ from tempoconf.api.deps import config_name, store_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION
-from tempoconf.store.records import SeenClient
+from tempoconf.applied import ClientApplied, client_rows
 
 __all__ = ["DEFAULT_SINCE_SECONDS", "MAX_SINCE_SECONDS", "routes"]
 
 DEFAULT_SINCE_SECONDS = 3600
 MAX_SINCE_SECONDS = int(SEEN_CLIENT_RETENTION.total_seconds())
 """Further back than this, clients were forgotten already."""
+_VERSION = re.compile(r"[0-9a-f]{16}")
 
 
 async def recent_clients(request: Request) -> JSONResponse:
@@ -30,14 +33,40 @@ async def recent_clients(request: Request) -> JSONResponse:
     seconds = _since_seconds(request.query_params.get("since_seconds"))
     store = store_of(request)
     since = store.now() - timedelta(seconds=seconds)
-    clients = await asyncio.to_thread(store.recent_clients, namespace, path, since=since)
+    version = _version(request.query_params.get("version"))
+    not_applied = _flag(request.query_params.get("not_applied"), "not_applied")
+    if not_applied and version is None:
+        raise ApiError(400, "invalid query parameter not_applied: needs version=V")
+
+    def read() -> list[ClientApplied]:
+        seen = store.recent_clients(namespace, path, since=since)
+        applied = store.applied_states(namespace, path)
+        return client_rows(seen, applied, since=since, version=version, not_applied=not_applied)
+
+    clients = await asyncio.to_thread(read)
     answer = ClientsAnswer(
         namespace=namespace,
         path=path,
         since=since.isoformat(),
-        clients=[_client(seen) for seen in clients],
+        clients=[_client(row) for row in clients],
     )
     return JSONResponse(answer.body())
+
+
+def _version(raw: str | None) -> str | None:
+    if raw is not None and not _VERSION.fullmatch(raw):
+        raise ApiError(
+            400, f"invalid query parameter version={raw[:40]!r}: expected a 16-hex version id"
+        )
+    return raw
+
+
+def _flag(raw: str | None, name: str) -> bool:
+    if raw is None or raw in ("false", "0"):
+        return False
+    if raw in ("true", "1", ""):
+        return True
+    raise ApiError(400, f"invalid query parameter {name}={raw[:40]!r}: expected true or false")
 
 
 def _since_seconds(raw: str | None) -> float:
@@ -56,13 +85,17 @@ def _since_seconds(raw: str | None) -> float:
     return seconds
 
 
-def _client(seen: SeenClient) -> SeenClientAnswer:
+def _client(row: ClientApplied) -> SeenClientAnswer:
     return SeenClientAnswer(
-        client=seen.client,
-        channel=seen.channel,
-        labels=seen.labels,
-        last_seen=seen.last_seen.isoformat(),
-        last_version=seen.last_version,
+        client=row.client,
+        channel=row.channel,
+        labels=row.labels,
+        last_seen=row.last_seen.isoformat(),
+        last_version=row.last_version,
+        applied_version=row.applied_version,
+        applied_at=row.applied_at.isoformat() if row.applied_at else None,
+        apply_error=row.apply_error,
+        apply_error_version=row.apply_error_version,
     )
 
 

@@ -6,11 +6,20 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import Accepted
+from tempoconf.api.applied import PendingApplied
 from tempoconf.api.auth import require_client
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
 from tempoconf.api.deps import metrics_of, snapshot_cache, store_of
@@ -20,6 +29,7 @@ from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.request import ConfigPath, Namespace
 from tempoconf.storable import STORABLE
+from tempoconf.store import AppliedReport
 
 __all__ = [
     "MAX_CHANNEL_LENGTH",
@@ -98,6 +108,17 @@ class ReportBody(BaseModel):
     labels: Labels = None
     """The labels the client polls with. A report naming neither channel nor labels counts with
     the identity the client last polled with."""
+    applied: bool | None = None
+    """True: the client applied `version` (wrote it, and its reload succeeded); false: applying
+    it failed (`apply_error` says why). Absent: a health report only."""
+    apply_error: Annotated[str, Field(max_length=MAX_ERROR_LENGTH), STORABLE] | None = None
+    """Why applying `version` failed; only with `applied: false`."""
+
+    @model_validator(mode="after")
+    def _apply_error_with_failed_apply(self) -> ReportBody:
+        if self.apply_error is not None and self.applied is not False:
+            raise ValueError("apply_error only with applied: false (a failed apply)")
+        return self
 
 
 async def post_report(request: Request) -> JSONResponse:
@@ -105,6 +126,12 @@ async def post_report(request: Request) -> JSONResponse:
     raw = await read_json(request, limit=REPORT_BODY_LIMIT)
     report = validate_body(ReportBody, raw, what="report")
     await _require_version(request, report)
+    if report.applied is not None:
+        record_applied(request, report)
+        if report.ok == 0 and report.failed == 0:
+            # An apply report only (the SDK and the agent send these): no operations to judge,
+            # and a 0/0 health report would count the client as reporting health.
+            return JSONResponse(Accepted().body(), status_code=202)
     await asyncio.to_thread(
         store_of(request).add_report,
         report.namespace,
@@ -121,6 +148,24 @@ async def post_report(request: Request) -> JSONResponse:
         report.namespace, report.path, report.version, report.ok, report.failed
     )
     return JSONResponse(Accepted().body(), status_code=202)
+
+
+def record_applied(request: Request, report: ReportBody) -> None:
+    """Queue what the client applied for the next batched write (api/applied.py)."""
+    pending: PendingApplied = request.app.state.pending_applied
+    pending.add(
+        report.namespace,
+        report.path,
+        AppliedReport(
+            client=report.client,
+            version=report.version,
+            at=store_of(request).now(),
+            # a failed apply with no reason still is a failure: the store keeps an error for it
+            error=None if report.applied else (report.apply_error or "apply failed"),
+            channel=report.channel,
+            labels=dict(report.labels or {}),
+        ),
+    )
 
 
 async def _require_version(request: Request, report: ReportBody) -> None:

@@ -15,7 +15,12 @@ from prometheus_client import CollectorRegistry
 
 from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
 from tempoconf.client._common import StateReads, build_state
-from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
+from tempoconf.client._core import (
+    WatchState,
+    apply_error_text,
+    check_report_answer,
+    report_unreachable,
+)
 from tempoconf.client._model import ConfigClientError, ConfigValue
 
 __all__ = ["AsyncConfigClient", "fetch_async", "watch_loop"]
@@ -106,6 +111,7 @@ class AsyncConfigClient(StateReads):
         backoff_base: float = 0.5,
         backoff_cap: float = DEFAULT_BACKOFF_CAP,
         registry: CollectorRegistry | None = None,
+        report_applied: bool = True,
     ) -> None:
         self._state = build_state(
             api_url,
@@ -125,6 +131,7 @@ class AsyncConfigClient(StateReads):
             registry=registry,
         )
         self._http = httpx.AsyncClient(timeout=timeout)
+        self._report_applied = report_applied
         self._callbacks: list[AsyncCallback] = []
         self._task: asyncio.Task[None] | None = None
         self._request_lock = asyncio.Lock()
@@ -226,13 +233,35 @@ class AsyncConfigClient(StateReads):
             raise report_unreachable(request.url, exc) from exc
         check_report_answer(request.url, response.status_code, response.content)
 
+    async def report_applied(self, version: str, error: str | None = None) -> None:
+        """Tell the API this client applied `version` (error None) or failed to (`error`): what
+        a stage's `min_applied` gate counts. After each change the subscribers handled, the
+        client does this itself unless `report_applied=False` (as `tempoconf agent`, which
+        reports once its --exec command succeeded). Raises as `report` does."""
+        request = self._state.applied_request(version, error)
+        try:
+            response = await self._http.post(
+                request.url, json=request.json, headers=request.headers
+            )
+        except httpx.HTTPError as exc:
+            raise report_unreachable(request.url, exc) from exc
+        check_report_answer(request.url, response.status_code, response.content)
+
     async def _deliver(self, value: ConfigValue) -> None:
-        for callback in list(self._callbacks):
+        callbacks = list(self._callbacks)
+        failure: str | None = None
+        for callback in callbacks:
             try:
                 result = callback(value)
                 if inspect.isawaitable(result):
                     await result
-            except Exception:  # one bad subscriber must not stop the watcher or the others
+            except Exception as exc:  # one bad subscriber must not stop the watcher or the others
+                failure = failure or apply_error_text(exc)
                 logger.exception(
                     "config subscriber %r failed on version %s", callback, value.version
                 )
+        if callbacks and self._report_applied and value.source != "cache":
+            try:
+                await self.report_applied(value.version, failure)
+            except ConfigClientError as exc:  # the next change reports again; never fatal
+                logger.warning("cannot report version %s applied: %s", value.version, exc)

@@ -37,13 +37,17 @@ __all__ = [
     "ClientOptions",
     "ConfigRequest",
     "ReportRequest",
+    "MAX_APPLY_ERROR_LENGTH",
     "WatchState",
+    "apply_error_text",
     "check_report_answer",
     "report_unreachable",
 ]
 
 logger = logging.getLogger("tempoconf.client")
 
+MAX_APPLY_ERROR_LENGTH = 1000
+"""The API keeps an apply error up to this long; a longer one is cut, not refused."""
 MAX_LONG_POLL_SECONDS = 60
 """The API holds a poll at most this long."""
 _E = TypeVar("_E", bound=ConfigClientError)
@@ -319,6 +323,27 @@ class WatchState:
         headers = {"Accept": "application/json", **self.options.auth_headers()}
         return ReportRequest(url=self.options.reports_url, json=body, headers=headers)
 
+    def applied_request(self, version: str, error: str | None) -> ReportRequest:
+        """The POST /v1/reports body saying this client applied `version` (error None) or failed
+        to (the gate on applied versions counts it): no operations, so no health report."""
+        if not isinstance(version, str) or not version:
+            raise ValueError(f"version must be a version id, not {version!r}")
+        body: dict[str, Any] = {
+            "path": self.options.path,
+            "namespace": self.options.namespace,
+            "client": self.options.client_id,
+            "version": version,
+            "ok": 0,
+            "failed": 0,
+            "channel": self.options.channel,
+            "labels": dict(self.options.labels),
+            "applied": error is None,
+        }
+        if error is not None:
+            body["apply_error"] = error[:MAX_APPLY_ERROR_LENGTH] or "apply failed"
+        headers = {"Accept": "application/json", **self.options.auth_headers()}
+        return ReportRequest(url=self.options.reports_url, json=body, headers=headers)
+
     def close(self) -> None:
         """Remove this client's series from the gauge."""
         self._gauge.clear()
@@ -421,6 +446,12 @@ def _error_message(content: bytes) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         return str(body["error"])
     return json.dumps(body)[:200]
+
+
+def apply_error_text(error: BaseException) -> str:
+    """What an apply report says of a subscriber's exception: its type and first line."""
+    first = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def report_unreachable(url: str, exc: Exception) -> ConfigUnavailableError:

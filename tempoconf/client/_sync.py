@@ -17,7 +17,12 @@ from prometheus_client import CollectorRegistry
 from tempoconf.client._async import watch_loop
 from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
 from tempoconf.client._common import StateReads, build_state
-from tempoconf.client._core import WatchState, check_report_answer, report_unreachable
+from tempoconf.client._core import (
+    WatchState,
+    apply_error_text,
+    check_report_answer,
+    report_unreachable,
+)
 from tempoconf.client._model import ConfigClientError, ConfigValue
 
 __all__ = ["ConfigClient"]
@@ -62,7 +67,9 @@ class ConfigClient(StateReads):
     `min_interval` (0.5 s: the least time between two requests after a change); `timeout`
     (10 s, on top of the long-poll); `backoff_base`, `backoff_cap` (0.5 s, 5 s: exponential
     backoff with full jitter after failures); `registry`: the prometheus CollectorRegistry for
-    `tempoconf_agent_config_version` (default a private one; see the package docstring).
+    `tempoconf_agent_config_version` (default a private one; see the package docstring);
+    `report_applied` (default True): after the subscribers handled a new value, report it
+    applied, or the first subscriber's exception as the apply error (`report_applied()`).
     """
 
     def __init__(
@@ -83,6 +90,7 @@ class ConfigClient(StateReads):
         backoff_base: float = 0.5,
         backoff_cap: float = DEFAULT_BACKOFF_CAP,
         registry: CollectorRegistry | None = None,
+        report_applied: bool = True,
     ) -> None:
         self._state = build_state(
             api_url,
@@ -102,6 +110,7 @@ class ConfigClient(StateReads):
             registry=registry,
         )
         self._http = httpx.Client(timeout=timeout)
+        self._report_applied = report_applied
         self._callbacks: list[Callback] = []
         self._request_lock = threading.Lock()
         self._lifecycle = threading.Lock()
@@ -207,6 +216,18 @@ class ConfigClient(StateReads):
             raise report_unreachable(request.url, exc) from exc
         check_report_answer(request.url, response.status_code, response.content)
 
+    def report_applied(self, version: str, error: str | None = None) -> None:
+        """Tell the API this client applied `version` (error None) or failed to (`error`): what
+        a stage's `min_applied` gate counts. After each change the subscribers handled, the
+        client does this itself unless `report_applied=False` (as `tempoconf agent`, which
+        reports once its --exec command succeeded). Raises as `report` does."""
+        request = self._state.applied_request(version, error)
+        try:
+            response = self._http.post(request.url, json=request.json, headers=request.headers)
+        except httpx.HTTPError as exc:
+            raise report_unreachable(request.url, exc) from exc
+        check_report_answer(request.url, response.status_code, response.content)
+
     # -- internals -----------------------------------------------------------------------------
     def _run(self, ready: threading.Event) -> None:
         async def main() -> None:
@@ -231,10 +252,18 @@ class ConfigClient(StateReads):
         self._deliver(value)
 
     def _deliver(self, value: ConfigValue) -> None:
-        for callback in list(self._callbacks):
+        callbacks = list(self._callbacks)
+        failure: str | None = None
+        for callback in callbacks:
             try:
                 callback(value)
-            except Exception:  # one bad subscriber must not stop the watcher or the others
+            except Exception as exc:  # one bad subscriber must not stop the watcher or the others
+                failure = failure or apply_error_text(exc)
                 logger.exception(
                     "config subscriber %r failed on version %s", callback, value.version
                 )
+        if callbacks and self._report_applied and value.source != "cache":
+            try:
+                self.report_applied(value.version, failure)
+            except ConfigClientError as exc:  # the next change reports again; never fatal
+                logger.warning("cannot report version %s applied: %s", value.version, exc)

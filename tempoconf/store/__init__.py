@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tempoconf.store.errors import refused_data
 from tempoconf.store.records import (
+    AppliedReport,
+    AppliedState,
     AuditEntry,
     LockRecord,
     ReportStats,
@@ -27,6 +29,8 @@ from tempoconf.store.store import (
 
 __all__ = [
     "CHANGE_CHANNEL",
+    "AppliedReport",
+    "AppliedState",
     "AuditEntry",
     "FreezeActiveError",
     "LockError",

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "AppliedReport",
+    "AppliedState",
     "AuditEntry",
     "LockRecord",
     "ReportStats",
@@ -122,3 +124,31 @@ class SeenClient:
     last_seen: datetime
     last_version: str | None = None
     """The version it was last served (polls) or last reported on (report-only clients)."""
+
+
+@dataclass(frozen=True)
+class AppliedReport:
+    """A client's report that it applied `version` (error None) or failed to (`error`)."""
+
+    client: str
+    version: str
+    at: datetime
+    error: str | None = None
+    channel: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppliedState:
+    """What a client last reported applying (`Store.applied_states`)."""
+
+    client: str
+    version: str | None
+    """The last version it applied successfully (None: only failures so far)."""
+    applied_at: datetime | None
+    error: str | None
+    """The error of its last failed apply, when that came after its last success."""
+    error_version: str | None
+    reported_at: datetime
+    channel: str | None
+    labels: dict[str, str]

@@ -17,6 +17,7 @@ revision counter). _base.py holds what they share: the connection, transactions 
 
 from __future__ import annotations
 
+from tempoconf.store.applied import AppliedMixin
 from tempoconf.store.audit import AuditMixin
 from tempoconf.store.catalogue import CatalogueMixin
 from tempoconf.store.changesets import ChangesetsMixin
@@ -53,6 +54,7 @@ class Store(
     RolloutsMixin,
     AuditMixin,
     ClientsMixin,
+    AppliedMixin,
     DistributionMixin,
     ChangesetsMixin,
     FreezesMixin,

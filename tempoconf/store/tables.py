@@ -25,6 +25,7 @@ from sqlmodel import Field, SQLModel
 
 __all__ = [
     "AuditLog",
+    "ClientApplied",
     "ClientReport",
     "ClientSeen",
     "ConfigLock",
@@ -256,6 +257,28 @@ class NamespaceFreeze(SQLModel, table=True):
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     ended_by: str | None = Field(default=None, sa_type=Text)
     end_reason: str = Field(default="", sa_type=Text)
+
+
+class ClientApplied(SQLModel, table=True):
+    """The version a client last reported as applied (written, and its reload succeeded), and
+    the error of its last failed apply: what a stage's `min_applied` gate counts."""
+
+    __tablename__ = "client_applied"
+    __table_args__ = (Index("ix_client_applied_reported_at", "reported_at"),)
+
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
+    client: str = Field(primary_key=True, max_length=255)
+    version: str | None = Field(default=None, max_length=64)
+    """The last version applied successfully (None: none yet, only failures)."""
+    applied_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    error: str | None = Field(default=None, sa_type=Text)
+    """The error of the last failed apply, if it came after the last success."""
+    error_version: str | None = Field(default=None, max_length=64)
+    """The version whose apply failed with `error`."""
+    reported_at: datetime = Field(sa_type=UTCDateTime)
+    channel: str | None = Field(default=None, sa_type=Text)
+    labels: str = Field(default="{}", sa_type=Text)
 
 
 class StoreRevision(SQLModel, table=True):

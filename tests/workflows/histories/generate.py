@@ -397,6 +397,32 @@ async def approval(bench: Bench) -> WorkflowHandle[Any, Any]:
 
 
 @scenario
+async def applied_gate(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """A stage with `min_applied`: one canary of two applied the version, so the gate rechecks
+    until its apply timeout, holds (`on_apply_timeout: hold`), and an operator advances."""
+    from tempoconf.store import AppliedReport
+
+    stable = await bench.make_stable(STABLE_VALUE)
+    now = bench.store.now()
+    bench.store.record_applied(
+        NAMESPACE,
+        bench.path,
+        [
+            AppliedReport("canary-1", NEW_VERSION, now, channel="canary"),
+            AppliedReport("canary-2", stable, now, error="reload: exit 3", channel="canary"),
+        ],
+    )
+    stage = {"channel": "canary", "cooldown": "0s", "min_applied": 1}
+    handle = await bench.start(
+        bench.request(stages=[{**stage, "apply_timeout": "5s", "on_apply_timeout": "hold"}]),
+        real_clock=True,  # skipped time would renew leases ahead of the clock while it is held
+    )
+    await reach(handle, "apply_timed_out")
+    await handle.execute_update("advance", {"reason": "canary-2 is retired", "by": "dave"})
+    return await outcome(handle, "promoted")
+
+
+@scenario
 async def pause_resume(bench: Bench) -> WorkflowHandle[Any, Any]:
     """Paused during a 1 s hold, which ends while paused; the stage moves on at resume."""
     await bench.make_stable(STABLE_VALUE)
@@ -518,6 +544,9 @@ async def changeset_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
     await reach(handle, "holding")
     await handle.execute_update("halt", {"reason": "the pair misbehaves", "by": "erin"})
     return await outcome(handle, "halted")
+
+
+@scenario
 async def window_wait(bench: Bench) -> WorkflowHandle[Any, Any]:
     """Change windows: the canary is published inside a window, the 10% stage waits on a durable
     timer for the next one (`waiting_for_window`), then widens (patch `change-windows-and-freezes`)."""
@@ -564,6 +593,7 @@ async def frozen_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
         bench.store.end_freeze(namespace, by="replay")
 
 
+@scenario
 async def four_eyes_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
     """A stage with two approvals bound to the plan's digest: a stale digest and the author are
     refused (validator: nothing in the history), a repeated approver's signal is noted, bob and

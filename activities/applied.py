@@ -1,0 +1,51 @@
+"""The gate on applied versions: which share of a stage's cohort applied the rollout's version
+(tempoconf.applied). Reads the store only; the workflow rechecks on a durable timer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+
+from tempoconf.applied import AppliedGate, judge_applied
+from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
+from tempoconf.store.store import Store
+
+__all__ = ["AppliedGateActivities"]
+
+
+class AppliedGateActivities:
+    """The activity of a stage's `min_applied` gate, over one store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.check_stage_applied]
+
+    @activity.defn(name=CHECK_APPLIED_ACTIVITY)
+    async def check_stage_applied(self, input: CheckAppliedInput) -> AppliedGate:
+        """Judge the gate now: the cohort's clients seen in the stage's `applied_window`, and
+        which of them last reported the rollout's version applied."""
+        return await asyncio.to_thread(self._judge, input)
+
+    def _judge(self, input: CheckAppliedInput) -> AppliedGate:
+        store, stage = self._store, input.stage
+        now = store.now()
+        since = now - timedelta(seconds=stage.applied_window_seconds)
+        seen = store.recent_clients(input.namespace, input.path, since=since)
+        applied = store.applied_states(input.namespace, input.path)
+        return judge_applied(
+            path=input.path,
+            stages=input.cohort or [stage],
+            version=input.version,
+            stage_name=stage.name,
+            min_applied=stage.min_applied or 1.0,
+            window_seconds=stage.applied_window_seconds,
+            seen=seen,
+            applied=applied,
+            now=now,
+        )

@@ -1,0 +1,72 @@
+"""The README's section "Gates on applied versions", run literally against `tempoconf dev`: every
+command of its ```sh blocks in order, from a clone's root, each giving what the README says."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import README, RunningDev, bash, shell_blocks
+from tests.cli.test_walkthrough import DEFAULT_API_URL, make_clone
+
+pytestmark = pytest.mark.timeout(240)
+
+SECTION = "Gates on applied versions"
+
+
+def section_text() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split(f"\n## {SECTION}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_applied_gate_section_runs_as_written(dev: RunningDev, tmp_path: Path) -> None:
+    clone = make_clone(tmp_path)
+    blocks = shell_blocks(section_text())
+    assert [len(block.commands) for block in blocks] == [1, 2, 2, 2]
+
+    def sh(command: str) -> str:
+        result = bash(command.replace(DEFAULT_API_URL, dev.api_url), cwd=clone, env=dev.env)
+        assert result.returncode == 0, f"{command}\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    def until(command: str, *wanted: str, timeout: float = 60) -> str:
+        """Run `command` again until its output holds every `wanted` (a pattern)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            output = sh(command)
+            if all(re.search(pattern, output, re.M) for pattern in wanted):
+                return output
+            assert time.monotonic() < deadline, f"{command} never showed {wanted}:\n{output}"
+            time.sleep(1)
+
+    (start,) = blocks[0].commands
+    sh(start.text)
+
+    # "Once `STATUS` shows the canary stage `live`"
+    once = re.search(r"Once `([^`]+)` shows the canary stage `(\w+)`", blocks[1].intro)
+    assert once, blocks[1].intro
+    status_command, wanted = once.groups()
+    until(status_command, rf"^\s+1\s+channel:canary\s+\S+\s+{wanted}\s")
+    for report in blocks[1].commands:
+        assert '"accepted":true' in sh(report.text).replace(" ", "")
+
+    status, clients = blocks[2].commands
+    # What the README quotes of the status view, once the reports reached the gate.
+    quoted = re.search(r"with `(applied [^`]+)`", blocks[2].intro.replace("\n", " "))
+    assert quoted, blocks[2].intro
+    output = until(
+        status.text, "waiting_for_apply", re.escape(quoted.group(1)), r"canary-2: last seen"
+    )
+    assert "apply of c737f4eab769e099 failed: reload: exit 3" in output
+    listed = sh(clients.text)
+    assert clients.comment == "canary-2, with its error"
+    rows = [line for line in listed.splitlines()[1:] if line.strip()]
+    assert len(rows) == 1 and rows[0].startswith("canary-2 ") and "reload: exit 3" in rows[0]
+
+    report, result = blocks[3].commands
+    sh(report.text)
+    assert result.comment == "the outcome: promoted"
+    assert "promoted" in sh(result.text)
