@@ -99,12 +99,12 @@ def test_fields_added_to_the_plan_later_count_once_they_are_used() -> None:
 
     @dataclass
     class LaterPlan(RolloutPlan):
-        windows: list[str] | None = None
+        blackout_dates: list[str] | None = None
 
     plan = plan_of(REQUEST)
     later = LaterPlan(**{name: getattr(plan, name) for name in plan.__dataclass_fields__})
     assert plan_digest(later) == plan_digest(plan)
-    assert plan_digest(replace(later, windows=["mon 09:00-17:00"])) != plan_digest(plan)
+    assert plan_digest(replace(later, blackout_dates=["2026-12-24"])) != plan_digest(plan)
 
 
 def test_the_same_plan_after_the_round_trip_through_temporal_has_the_same_digest() -> None:
