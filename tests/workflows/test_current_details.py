@@ -72,12 +72,14 @@ async def test_details_name_the_change_and_a_running_hold_its_time_left(
         f"version `{version_id(NEW_VALUE)}` · raise max_connections — alice@example.com" in details
     )
     end = progress["hold_deadline"][11:19]
-    # Rendered as the hold began (nothing re-renders during it): the whole hour is left.
+    # Rendered as the hold began (nothing re-renders during it): the whole hour is left. A hold
+    # that ends after midnight UTC is shown with its date.
+    day = r"(\d{4}-\d\d-\d\d )?"
     assert re.search(
-        rf"the hold to end: ends {end} UTC, in (1h00m|59m\d\ds) \(as of \d\d:\d\d:\d\d UTC\)",
+        rf"the hold to end: ends {day}{end} UTC, in (1h00m|59m\d\ds) \(as of \d\d:\d\d:\d\d UTC\)",
         details,
     ), details
-    assert re.search(rf"\(live, hold ends {end} UTC, in (1h00m|59m\d\ds)\)", details), details
+    assert re.search(rf"\(live, hold ends {day}{end} UTC, in (1h00m|59m\d\ds)\)", details), details
 
     # The halt command of the Web UI, pasted into a shell, reaches this server (on a port of its own).
     halt = command_in(details, "halt (back to stable)")
