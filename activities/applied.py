@@ -10,6 +10,7 @@ from typing import Any
 
 from temporalio import activity
 
+from tempoconf.activity_io import GatedConfig
 from tempoconf.applied import AppliedGate, judge_applied
 from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
 from tempoconf.store.store import Store
@@ -33,15 +34,24 @@ class AppliedGateActivities:
         return await asyncio.to_thread(self._judge, input)
 
     def _judge(self, input: CheckAppliedInput) -> AppliedGate:
+        configs = input.configs or [GatedConfig(input.namespace, input.path, input.version)]
+        gates = [self._judge_config(input, config) for config in configs]
+        # A changeset's gate is its least-applied config's, met only once every config's is: a
+        # client that applied one value of the changeset and not the other is a straggler.
+        worst = min(gates, key=lambda gate: (gate.met, gate.ratio or 0.0))
+        worst.met = all(gate.met for gate in gates)
+        return worst
+
+    def _judge_config(self, input: CheckAppliedInput, config: GatedConfig) -> AppliedGate:
         store, stage = self._store, input.stage
         now = store.now()
         since = now - timedelta(seconds=stage.applied_window_seconds)
-        seen = store.recent_clients(input.namespace, input.path, since=since)
-        applied = store.applied_states(input.namespace, input.path)
+        seen = store.recent_clients(config.namespace, config.path, since=since)
+        applied = store.applied_states(config.namespace, config.path)
         return judge_applied(
-            path=input.path,
+            path=input.bucket_key or config.path,
             stages=input.cohort or [stage],
-            version=input.version,
+            version=config.version,
             stage_name=stage.name,
             min_applied=stage.min_applied or 1.0,
             window_seconds=stage.applied_window_seconds,

@@ -1,4 +1,5 @@
-"""The freeze gate: before a rollout widens or promotes, is its namespace frozen?
+"""The freeze gate: before a rollout widens or promotes, is its namespace (a changeset: any of
+its namespaces) frozen?
 
 The workflow asks this activity (it never reads the store itself) before each stage's publish and
 before the promote. A rollout whose request carries `override_freeze` passes the freeze, and each
@@ -14,8 +15,14 @@ from typing import Any
 
 from temporalio import activity
 
-from tempoconf.activity_io import CHECK_FREEZE_ACTIVITY, CheckFreezeInput, CheckFreezeResult
-from tempoconf.freezes import FREEZE_RECHECK_SECONDS, describe_freeze
+from tempoconf.activity_io import (
+    CHECK_FREEZE_ACTIVITY,
+    CheckFreezeInput,
+    CheckFreezeResult,
+    GatedConfig,
+)
+from tempoconf.changesets import change_event_key
+from tempoconf.freezes import FREEZE_RECHECK_SECONDS, Freeze, describe_freeze
 from tempoconf.store.store import Store
 
 __all__ = ["FREEZE_OVERRIDDEN_ACTION", "GateActivities"]
@@ -37,26 +44,44 @@ class GateActivities:
 
     @activity.defn(name=CHECK_FREEZE_ACTIVITY)
     async def check_freeze(self, input: CheckFreezeInput) -> CheckFreezeResult:
-        freeze = await asyncio.to_thread(self._store.active_freeze, input.namespace)
-        if freeze is None:
+        changeset = bool(input.configs)
+        configs = input.configs or [GatedConfig(input.namespace, input.path, input.version or "")]
+        # A changeset waits while any of its namespaces is frozen: it widens all or none.
+        freezes: dict[str, Freeze] = {}
+        for namespace in dict.fromkeys(config.namespace for config in configs):
+            freeze = await asyncio.to_thread(self._store.active_freeze, namespace)
+            if freeze is not None:
+                freezes[namespace] = freeze
+        if not freezes:
             return CheckFreezeResult(frozen=False)
-        message = describe_freeze(freeze)
-        until = freeze.until.isoformat() if freeze.until is not None else None
+        message = "; ".join(describe_freeze(freeze) for freeze in freezes.values())
+        untils = [freeze.until for freeze in freezes.values() if freeze.until is not None]
+        # Looked at again at the first `until` at the latest: the others may still hold it then.
+        until = min(untils).isoformat() if untils else None
         if input.override_reason is None:
             return CheckFreezeResult(
                 frozen=True, message=message, until=until, recheck_seconds=self._recheck_seconds
             )
-        await asyncio.to_thread(
-            self._store.record_event,
-            input.namespace,
-            input.path,
-            action=FREEZE_OVERRIDDEN_ACTION,
-            actor=input.actor or UNKNOWN_AUTHOR,
-            reason=input.override_reason,
-            version=input.version,
-            workflow_id=input.workflow_id,
-            # One row per freeze passed at each step, however often the activity is retried.
-            event_key=f"{input.run_id}:freeze-override:{input.step_key}:{freeze.id}",
-            details={"freeze": freeze.to_json(), "step": input.step},
-        )
+        for config in configs:
+            passed = freezes.get(config.namespace)
+            if passed is None:
+                continue
+            await asyncio.to_thread(
+                self._store.record_event,
+                config.namespace,
+                config.path,
+                action=FREEZE_OVERRIDDEN_ACTION,
+                actor=input.actor or UNKNOWN_AUTHOR,
+                reason=input.override_reason,
+                version=config.version if changeset else input.version,
+                workflow_id=input.workflow_id,
+                # One row per freeze passed at each step, however often the activity is retried.
+                event_key=change_event_key(
+                    f"{input.run_id}:freeze-override:{input.step_key}:{passed.id}",
+                    config.namespace,
+                    config.path,
+                    changeset=changeset,
+                ),
+                details={"freeze": passed.to_json(), "step": input.step},
+            )
         return CheckFreezeResult(frozen=False, message=message, until=until, overridden=True)

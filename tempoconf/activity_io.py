@@ -198,6 +198,15 @@ CHECK_FREEZE_ACTIVITY = "check_freeze"
 
 
 @dataclass
+class GatedConfig:
+    """One config of a changeset, as the freeze gate sees it."""
+
+    namespace: str
+    path: str
+    version: str
+
+
+@dataclass
 class CheckFreezeInput:
     """Before a stage is published (or the version promoted): is the namespace frozen?"""
 
@@ -214,6 +223,9 @@ class CheckFreezeInput:
     """The request's `override_freeze` reason: a freeze is passed, and audited, instead of waited out."""
     actor: str = ""
     """Who passes a freeze with the override (the request's author)."""
+    configs: list[GatedConfig] = field(default_factory=list)
+    """A changeset's configs: the namespace of each is looked at, and an override is audited in
+    each config's log (empty: the one config above)."""
 
 
 @dataclass

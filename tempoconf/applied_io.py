@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tempoconf.activity_io import GatedConfig
 from tempoconf.plan import PlannedStage
 
 __all__ = ["CHECK_APPLIED_ACTIVITY", "CheckAppliedInput"]
@@ -22,3 +23,7 @@ class CheckAppliedInput:
     stage: PlannedStage
     cohort: list[PlannedStage] = field(default_factory=list)
     """The live stages 1..k (tempoconf.health.cohort_stages): whom the stage's version reaches."""
+    configs: list[GatedConfig] = field(default_factory=list)
+    """A changeset's configs, each judged on its own (empty: the one config above)."""
+    bucket_key: str | None = None
+    """What the cohort's percentile stages bucket by (a changeset's key; None: the path)."""

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         CheckFreezeInput,
         CheckFreezeResult,
         CheckHealthInput,
+        GatedConfig,
         NotifyInput,
         PrepareInput,
         PromoteInput,
@@ -435,6 +436,7 @@ class ConfigRollout:
                     summary=f"wait for the change window: opens {opening.label()}",
                 )
                 continue
+            namespaces = ", ".join(dict.fromkeys(config[0] for config in plan.configs()))
             freeze: CheckFreezeResult = await workflow.execute_activity(
                 CHECK_FREEZE_ACTIVITY,
                 CheckFreezeInput(
@@ -449,11 +451,14 @@ class ConfigRollout:
                     override_reason=plan.override_freeze
                     or (ROLLBACK_PASSES_FREEZES if plan.rollback else None),
                     actor=plan.author,
+                    configs=[GatedConfig(*config) for config in plan.configs()]
+                    if plan.changes
+                    else [],
                 ),
                 result_type=CheckFreezeResult,
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
                 retry_policy=STORE_RETRY,
-                summary=f"is namespace {plan.namespace} frozen? (before {step})",
+                summary=f"is namespace {namespaces} frozen? (before {step})",
             )
             if freeze.overridden:
                 self._note(
@@ -711,6 +716,8 @@ class ConfigRollout:
                 version=plan.version,
                 stage=stage,
                 cohort=cohort_stages(plan, stage),
+                configs=[GatedConfig(*config) for config in plan.configs()] if plan.changes else [],
+                bucket_key=plan.bucket_key,
             ),
             result_type=AppliedGate,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
