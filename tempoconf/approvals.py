@@ -17,7 +17,7 @@ Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) a
 from __future__ import annotations
 
 from tempoconf.commands import OperatorCommand
-from tempoconf.digest import digest_problem
+from tempoconf.digest import digest_problem, plan_digest
 from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import Approval, RolloutProgress
 
@@ -55,12 +55,14 @@ def approval_refusal(
 
     The digest first (a stale plan is the most important thing to tell), then who approves."""
     given = command.digest.strip()
-    if given and given != progress.digest:
+    # A run continued from one that predates digests carries none: its plan still has one.
+    running = progress.digest or (plan_digest(plan) if plan is not None else "")
+    if given and given != running:
         problem = digest_problem(given)
         if problem is not None:
             return f"cannot approve: {problem}"
         return (
-            f"cannot approve: digest {given} is not the running rollout's {progress.digest} "
+            f"cannot approve: digest {given} is not the running rollout's {running} "
             "(the plan you reviewed is not the one running: review it again with "
             "`tempoconf rollout plan FILE` or `tempoconf rollout status PATH`)"
         )
