@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sysconfig
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.common import SearchAttributeKey
 
 from tempoconf.changesets import changeset_workflow_id
-from tempoconf.request import RolloutRequest
+
+if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic models imported)
+    from tempoconf.request import RolloutRequest
 
 __all__ = [
     "WORKFLOW_TYPE",
