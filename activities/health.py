@@ -220,19 +220,23 @@ class HealthCheckActivities:
         now = datetime.now(UTC)
         since, reason = evidence_since(_published_at(input), now, spec.window)
         try:
-            totals = await asyncio.to_thread(
-                self._store.report_totals, plan.namespace, plan.path, since=since
-            )
+            totals = [
+                reports
+                for namespace, path, _ in plan.configs()
+                for reports in await asyncio.to_thread(
+                    self._store.report_totals, namespace, path, since=since
+                )
+            ]
         except (
             Exception
         ) as error:  # the store is the source here: any failure to read it is "unreachable"
             raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
         evidence = gather_evidence(
             totals,
-            # A changeset's cohorts are bucketed by its key (tempoconf.changesets); the evidence
-            # is its first config's reports.
+            # A changeset's cohorts are bucketed by its key (tempoconf.changesets); its evidence
+            # is every config's reports on that config's new version.
             path=plan.bucket_key or plan.path,
-            version=plan.version,
+            version={version for _, _, version in plan.configs()},
             stages=cohort_stages(plan, input.stage),
             since=since,
             since_reason=reason,

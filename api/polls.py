@@ -67,6 +67,16 @@ class ConfigPolls:
         seen, self._seen = self._seen, {}
         return seen
 
+    def note_seen(self, query: ConfigQuery, answer: PreparedAnswer) -> None:
+        """A named client polled (here, or for several configs at once): for rollout plans and
+        the gates (api/seen.py flushes it). Keyed by the cached query object, which hashes by
+        identity: a poll pays one dict assignment and builds nothing."""
+        seen = self._seen
+        if len(seen) < SEEN_PENDING_MAX or query in seen:
+            seen[query] = answer
+        else:
+            self._metrics.seen_clients_dropped += 1
+
     def close(self) -> None:
         """Shutting down: answer every waiting long-poll now (304 unless it changed), and let new
         ones answer at once, so they do not hold up a graceful shutdown."""
@@ -133,13 +143,7 @@ class ConfigPolls:
             (query.namespace, query.path, answer.stage, 200 if modified else 304)
         ] += 1
         if not query.anonymous:
-            # For rollout plans (api/seen.py flushes it): keyed by the cached query object, which
-            # hashes by identity, a poll pays one dict assignment and builds nothing.
-            seen = self._seen
-            if len(seen) < SEEN_PENDING_MAX or query in seen:
-                seen[query] = answer
-            else:
-                self._metrics.seen_clients_dropped += 1
+            self.note_seen(query, answer)
         if modified:
             await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
             await send({"type": "http.response.body", "body": b"" if head else answer.body})

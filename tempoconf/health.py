@@ -8,7 +8,7 @@ hold the check's `on_no_data` policy decides.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -126,7 +126,7 @@ def gather_evidence(
     totals: Iterable[ClientReports],
     *,
     path: str,
-    version: str,
+    version: str | Collection[str],
     stages: Sequence[StageTarget],
     since: datetime,
     since_reason: str,
@@ -134,15 +134,19 @@ def gather_evidence(
     """Split a config's reports since `since` into the cohort's, the left-out ones and the baseline.
 
     A client is in the cohort when it matches any of `stages` (cohort_stages). Reports of cohort
-    clients on other versions (before they picked the rollout up) are in none of the three.
+    clients on other versions (before they picked the rollout up) are in none of the three. A
+    changeset's evidence is the reports of all its configs, each on its own new `version`, the
+    cohort bucketed by the changeset's key (`path`): a client is counted once however many of its
+    configs it reports on.
     """
+    rolled_out = {version} if isinstance(version, str) else set(version)
     cohort: list[ClientReports] = []
     outside: list[ClientReports] = []
     baseline: list[ClientReports] = []
     for reports in totals:
         identity = reporting_identity(reports)
         member = any(stage_matches(stage, path, identity) for stage in stages)
-        if reports.version == version:
+        if reports.version in rolled_out:
             (cohort if member else outside).append(reports)
         elif not member:
             baseline.append(reports)

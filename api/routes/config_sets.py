@@ -127,6 +127,11 @@ async def get_configs(request: Request) -> Response:
         finally:
             for waiter in waiters:
                 waiter.cancel()
+    # Seen like a poll of each config: rollout plans and the gates on applied versions count it.
+    polls = request.app.state.config_polls
+    for query, answer in zip(queries, answers, strict=True):
+        if not query.anonymous:
+            polls.note_seen(query, answer)
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if not modified:
         return Response(status_code=304, headers=headers)

@@ -255,3 +255,26 @@ async def test_an_unchanged_client_is_not_rewritten_within_a_minute_but_a_change
     await poll_all(app, client, ["client=host-1&channel=beta"])  # host-1 changed its channel
     assert await flush_seen_clients(polls, api_store, app.state.metrics, written) == 1
     assert {seen.client: seen.channel for seen in recent(api_store)}["host-1"] == "beta"
+
+
+async def test_a_client_asking_for_several_configs_is_seen_for_each(
+    app: Starlette, api_store: Store, client: httpx.AsyncClient
+) -> None:
+    other = "myproject/other_config"
+    version = make_stable(api_store, PATH, {"v": 1}).version
+    other_version = make_stable(api_store, other, {"v": 2}).version
+    await app.state.snapshot_cache.refresh()
+    answer = await client.get(
+        "/v1/configs",
+        params=[("path", PATH), ("path", other), ("client", "host-9"), ("channel", "canary")],
+    )
+    assert answer.status_code == 200, answer.text
+    anonymous = await client.get("/v1/configs", params=[("path", PATH), ("path", other)])
+    assert anonymous.status_code == 200, anonymous.text
+
+    assert await flush(app, api_store) == 2
+    assert identities(recent(api_store)) == [("host-9", "canary", {}, version)]
+    since = datetime.now(UTC) - timedelta(minutes=5)
+    assert identities(api_store.recent_clients("default", other, since=since)) == [
+        ("host-9", "canary", {}, other_version)
+    ]

@@ -257,3 +257,37 @@ def test_url_placeholders_are_url_encoded() -> None:
         "https://judge.example/v/myproject/server_config?ns=team%20a&stage=channel%3Acanary%2010%25"
         "&since=1740830403&t={unknown}&x={"
     )
+
+
+def test_a_changesets_evidence_is_every_configs_reports_each_on_its_new_version() -> None:
+    """A changeset: the reports of both configs, each on that config's new version, make one
+    tally; a client reporting on both is one client; reports on an old version are baseline."""
+    other_new = "cccccccccccccccc"
+    first_config = [totals("host-1", ok=10), totals("host-2", OLD, ok=5, channel="stable")]
+    second_config = [
+        totals("host-1", other_new, ok=7, failed=3),
+        totals("host-3", other_new, ok=1, failed=1),
+    ]
+    everyone = [
+        PlannedStage(index=0, name="everyone", labels={}, channel=None, percentile=100),
+    ]
+    result = gather_evidence(
+        [*first_config, *second_config],
+        path="changeset:0123456789abcdef",
+        version={NEW, other_new},
+        stages=everyone,
+        since=PUBLISHED,
+        since_reason="stage published",
+    )
+    assert result.cohort == ReportTally(clients=2, ok=18, failed=4, reports=3)
+    assert result.baseline == ReportTally(clients=0, ok=0, failed=0, reports=0)
+    # The first config alone, as a single-config rollout judges it: the other's reports count not.
+    alone = gather_evidence(
+        first_config,
+        path=PATH,
+        version=NEW,
+        stages=everyone,
+        since=PUBLISHED,
+        since_reason="stage published",
+    )
+    assert alone.cohort == ReportTally(clients=1, ok=10, failed=0, reports=1)
