@@ -15,7 +15,7 @@ import json
 import shlex
 import sys
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tempoconf.changesets import changeset_key, changeset_workflow_id
@@ -30,11 +30,13 @@ from tempoconf.cli._common import (
     tempoconf_command,
 )
 from tempoconf.cli._format import duration_text, table
+from tempoconf.details import time_left
 from tempoconf.digest import plan_digest
 from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches
+from tempoconf.windows import ChangeWindow, is_open, next_opening
 
 __all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
 
@@ -284,9 +286,29 @@ def _plan_json(
             "stay_on_stable": untouched,
         },
         "webhooks": plan.webhooks,
+        "windows": [window.describe() for window in plan.windows],
+        "next_window_opening": _next_opening_iso(plan.windows),
+        "override_freeze": plan.override_freeze,
         "warnings": warnings,
         "published": False,
     }
+
+
+def _window_now(windows: list[ChangeWindow]) -> str:
+    """Whether a rollout started now could widen at once, else when it first could."""
+    now = datetime.now(UTC)
+    if is_open(windows, now):
+        return "open now: a stage started now is published at once"
+    opening = next_opening(windows, now)
+    assert opening is not None  # windows is not empty
+    left = time_left((opening.at - now).total_seconds())
+    return f"closed now: the first stage waits until {opening.label()} (in {left})"
+
+
+def _next_opening_iso(windows: list[ChangeWindow]) -> str | None:
+    """When a window next opens (now, if one is open); None without windows."""
+    opening = next_opening(windows, datetime.now(UTC))
+    return opening.at.isoformat() if opening is not None else None
 
 
 def _apply_gate(stage: PlannedStage) -> dict[str, Any] | None:
@@ -333,6 +355,11 @@ def _print_plan(
             print(f"  {label:<10} {text}")
     for url in plan.webhooks:
         print(f"  webhook    {url}")
+    if plan.windows:
+        print(f"  windows    {', '.join(window.describe() for window in plan.windows)}")
+        print(f"             {_window_now(plan.windows)}")
+    if plan.override_freeze is not None:
+        print(f"  freezes    passed: {plan.override_freeze}")
     for warning in warnings:
         print(f"  warning: {warning}")
     print()

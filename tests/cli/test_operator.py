@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.timeout(180)
 
 STABLE = {"is_debug": False, "max_connections": 1000}
 NEW = {"is_debug": False, "max_connections": 3000}
+EVERY_DAY = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 ME = f"{getpass.getuser()}@{socket.gethostname()}"
 
 
@@ -433,3 +435,30 @@ def test_plan_publishes_nothing_and_counts_clients_per_stage(dev: RunningDev) ->
     )
     assert bad.returncode == 2 and "nothing was published." in bad.stderr
     assert "/value/max_connections" in bad.stderr
+
+
+def test_plan_shows_the_windows_whether_one_is_open_now_and_a_freeze_override(
+    dev: RunningDev,
+) -> None:
+    path = _config(dev, "plan-windows")
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%a").lower()
+    closed = {"days": [tomorrow], "from": "10:00", "to": "11:00", "timezone": "UTC"}
+    request = {"path": path, "value": NEW, "stages": [{"channel": "canary"}], "windows": [closed]}
+    output = _ok(dev.cli("rollout", "plan", _write(dev, "plan-closed.json", request)))
+    assert f"  windows    {tomorrow} 10:00-11:00 UTC" in output, output
+    assert re.search(
+        rf"closed now: the first stage waits until {tomorrow.title()} 10:00 UTC \(in \d", output
+    ), output
+    assert "freezes" not in output
+
+    always = {**closed, "days": EVERY_DAY, "from": "00:00", "to": "24:00"}
+    request = {**request, "windows": [always], "override_freeze": {"reason": "hotfix"}}
+    request_file = _write(dev, "plan-open.json", request)
+    output = _ok(dev.cli("rollout", "plan", request_file))
+    assert "open now: a stage started now is published at once" in output, output
+    assert "  freezes    passed: hotfix" in output
+    planned = json.loads(_ok(dev.cli("rollout", "plan", request_file, "--json")))
+    assert planned["windows"] == ["mon-sun 00:00-24:00 UTC"]
+    assert planned["override_freeze"] == "hotfix"
+    opening = datetime.fromisoformat(planned["next_window_opening"])
+    assert abs((opening - datetime.now(UTC)).total_seconds()) < 60
