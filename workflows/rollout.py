@@ -481,7 +481,7 @@ class ConfigRollout:
                 await self._wait_until(
                     lambda: False,
                     deadline=recheck,
-                    summary=f"namespace {plan.namespace} frozen: look again",
+                    summary=f"namespace {namespaces} frozen: look again",
                 )
                 continue
             if waited and state.progress.pause_reasons and state.bypass is None:

@@ -82,7 +82,13 @@ def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev
     stable = readme_command("workflow start", '"message": "first stable value"')
     started = bash(stable, cwd=ROOT, env=dev.env)
     assert started.returncode == 0, started.stdout + started.stderr
-    result = bash(readme_command("workflow result", "# outcome: promoted"), cwd=ROOT, env=dev.env)
+    result = bash(
+        readme_command(
+            "workflow result", "rollout:default/myproject/server_config", "# outcome: promoted"
+        ),
+        cwd=ROOT,
+        env=dev.env,
+    )
     assert result.returncode == 0 and "COMPLETED" in result.stdout, result.stdout + result.stderr
 
     # the same id again, once the first rollout has ended: allowed

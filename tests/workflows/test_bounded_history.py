@@ -11,6 +11,7 @@ own timers skip time as usual.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -76,8 +77,10 @@ def _skipper(env: WorkflowEnvironment) -> Client:
     return TimeSkipper(env.client, config=TimeSkippingConfig(max_session_skip_count=5000)).client
 
 
-@pytest_asyncio.fixture
-async def rollouts(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Rollouts]:
+@contextlib.asynccontextmanager
+async def _rollouts(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, *, continue_as_new_after_events: int
+) -> AsyncIterator[Rollouts]:
     from tempoconf.cli.worker import build_worker
 
     store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
@@ -86,12 +89,26 @@ async def rollouts(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIt
         temporal_env.client,
         store,
         task_queue=task_queue,
-        continue_as_new_after_events=1000,
+        continue_as_new_after_events=continue_as_new_after_events,
         health_clock=FastClock(),
     )
     async with worker:
         yield Rollouts(_skipper(temporal_env), store, task_queue)
     store.close()
+
+
+@pytest_asyncio.fixture
+async def rollouts(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Rollouts]:
+    async with _rollouts(temporal_env, tmp_path, continue_as_new_after_events=1000) as made:
+        yield made
+
+
+@pytest_asyncio.fixture
+async def short_runs(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Rollouts]:
+    """Runs cut at 300 events: a day of half-hourly renewals spans several runs, and each task
+    (which replays its run's history: the worker keeps no workflow cache) stays cheap."""
+    async with _rollouts(temporal_env, tmp_path, continue_as_new_after_events=300) as made:
+        yield made
 
 
 async def runs_of(handle: WorkflowHandle[Any, Any]) -> list[list[Any]]:
@@ -352,8 +369,9 @@ async def test_a_fourteen_day_rollout_with_hour_leases_keeps_them_across_runs(
 
 
 async def test_a_continued_rollout_keeps_its_lock_and_renews_its_leases(
-    rollouts: Rollouts,
+    short_runs: Rollouts,
 ) -> None:
+    rollouts = short_runs
     store = rollouts.store
     path = unique_path()
     handle = await rollouts.start(
