@@ -51,6 +51,7 @@ from tempoconf.changesets import change_event_key, changeset_key
 from tempoconf.plan import PlannedChange, RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.progress import NOTE
+from tempoconf.request import RolloutRequest
 from tempoconf.resolution import PublishedStage, VersionRecord
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
@@ -77,6 +78,19 @@ def _invalid(problems: list[Problem]) -> ApplicationError:
         type=INVALID_REQUEST_ERROR,
         non_retryable=True,
     )
+
+
+def _own_metadata(request: RolloutRequest) -> dict[str, str]:
+    """The request's author, commit and message (those given), for its `rollout.started` row."""
+    return {
+        key: text
+        for key, text in (
+            ("author", request.author),
+            ("commit", request.commit),
+            ("message", request.message),
+        )
+        if text
+    }
 
 
 class RolloutActivities:
@@ -155,15 +169,7 @@ class RolloutActivities:
             reason=reason,
             event_key=f"{input.run_id}:begin",
             # This rollout's own metadata: the version keeps its first publisher's (never rewritten).
-            details={
-                key: text
-                for key, text in (
-                    ("author", request.author),
-                    ("commit", request.commit),
-                    ("message", request.message),
-                )
-                if text
-            },
+            details=_own_metadata(request),
         )
         return replace(
             plan_from_request(request, version),
@@ -195,15 +201,7 @@ class RolloutActivities:
             workflow_id=input.workflow_id,
             run_id=input.run_id,
             actor=request.author or await self._starter(input),
-            details={
-                key: text
-                for key, text in (
-                    ("author", request.author),
-                    ("commit", request.commit),
-                    ("message", request.message),
-                )
-                if text
-            },
+            details=_own_metadata(request),
         )
         changes = [
             PlannedChange(
