@@ -25,6 +25,7 @@ from tempoconf.cli._common import (
 )
 from tempoconf.cli._format import duration_text, relative_text, table, utc_text
 from tempoconf.cli.schema import check_config_name
+from tempoconf.details import time_left
 from tempoconf.rollout_view import RolloutSnapshot, StoreContext, unavailable_message
 from tempoconf.settings import Settings
 from tempoconf.temporal import rollout_workflow_id
@@ -146,6 +147,10 @@ def format_view(
         f"{snapshot.outcome}: {snapshot.reason}" if snapshot.outcome else ""
     )
     lines.append(f"  state      {state}: {phase}" if progress else f"  state      {phase or state}")
+    if state == "waiting_for_window" and progress.get("gate_until"):
+        # How long until the window opens, as of this view (the phase names the opening itself).
+        opens = datetime.fromisoformat(progress["gate_until"])
+        lines[-1] += f" (in {time_left((opens - now).total_seconds())})"
     about = [part for part in (context.author, context.commit, context.message) if part]
     lines.append(
         f"  version    {version or '-'}"

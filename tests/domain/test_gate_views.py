@@ -3,6 +3,7 @@ or a freeze (pure: tempoconf.progress, tempoconf.details)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 from tempoconf.details import render_current_details
@@ -44,3 +45,24 @@ def test_a_pause_during_the_wait_is_shown_as_a_pause() -> None:
     waiting = progress(RolloutState.WAITING_FOR_WINDOW, "the change window, opens ...", None)
     waiting.pause_reasons.append("investigating")
     assert describe_phase(waiting) == "Paused at: investigating"  # no stage yet
+
+
+def test_rollout_status_says_how_long_until_the_window_opens() -> None:
+    from tempoconf.cli.status import format_view
+    from tempoconf.rollout_view import RolloutSnapshot
+
+    waiting = progress(
+        RolloutState.WAITING_FOR_WINDOW,
+        "the change window, opens Mon 09:00 Europe/Berlin",
+        "2026-11-30T08:00:00+00:00",
+    )
+    snapshot = RolloutSnapshot(
+        workflow_id="w", run_id="r", execution="Running", running=True, progress=asdict(waiting)
+    )
+    view = format_view(
+        snapshot, namespace="default", path="a/b", now=datetime(2026, 11, 29, 18, 30, tzinfo=UTC)
+    )
+    assert (
+        "  state      waiting_for_window: Waiting for the change window, opens Mon 09:00 "
+        "Europe/Berlin (in 13h30m)" in view
+    ), view
