@@ -619,6 +619,13 @@ def _changeset_problems(raw: dict[str, Any]) -> list[Problem]:
         if name in raw
     ]
     changes = raw.get("changes")
+    if changes is None:
+        # The model takes null as "no changeset", which would leave a request naming no config.
+        problems.append(
+            Problem(
+                "/changes", "changes is a list of 2 to 20 changes ({path, value} each), not null"
+            )
+        )
     if not isinstance(changes, list):
         return problems
     default_namespace = raw.get("namespace", DEFAULT_NAMESPACE)

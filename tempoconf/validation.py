@@ -75,8 +75,8 @@ def validate_rollout(raw: Any, lookup: ConfigLookup) -> ValidatedRollout:
     value: Any = None
     if isinstance(raw, dict) and "changes" in raw:
         changes = _changeset(raw, lookup, problems)
-        if problems or request is None:
-            raise InvalidRequestError(problems)
+        if problems or request is None or not changes:
+            raise InvalidRequestError(problems or [Problem("/changes", "no change to roll out")])
         first = changes[0]
         return ValidatedRollout(
             request=request,

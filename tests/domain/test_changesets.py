@@ -64,6 +64,9 @@ def test_a_changeset_is_named_by_its_first_change_and_has_every_config() -> None
         ({"changes": [CHANGES[0], {"path": "a/y", "value": 1, "version": "0" * 16}]}, "/changes/1", "exactly one of"),
         ({"changes": [{"path": f"p/{n}", "value": n} for n in range(21)]}, "/changes", "at most 20"),
         ({"changes": [CHANGES[0], {"path": "a/../y", "value": 1}]}, "/changes/1/path", ""),
+        # null is no changeset and no config either (schemathesis: a 500 IndexError once)
+        ({"changes": None}, "/changes", "not null"),
+        ({"changes": None, "stages": []}, "/changes", "not null"),
     ],
 )  # fmt: skip
 def test_bad_changesets_are_refused_at_the_change(raw: Any, pointer: str, fragment: str) -> None:
