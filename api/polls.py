@@ -67,6 +67,18 @@ class ConfigPolls:
         seen, self._seen = self._seen, {}
         return seen
 
+    def config_query(self, path: str, params: QueryParams, query_string: bytes) -> ConfigQuery:
+        """The parsed query of one config of a multi-path GET, kept like a poll's: the same object
+        for the same request, so the clients seen stay one entry per client, not per request."""
+        key = ("*" + path, query_string)
+        query = self._queries.get(key)
+        if query is None:
+            query = parse_config_query(path, params, query_string)
+            if len(self._queries) >= QUERIES_KEPT:
+                self._queries.clear()
+            self._queries[key] = query
+        return query
+
     def note_seen(self, query: ConfigQuery, answer: PreparedAnswer) -> None:
         """A named client polled (here, or for several configs at once): for rollout plans and
         the gates (api/seen.py flushes it). Keyed by the cached query object, which hashes by

@@ -22,7 +22,6 @@ from tempoconf.api.distribution import (
     ConfigQuery,
     PreparedAnswer,
     PreparedConfig,
-    parse_config_query,
     prepare_config,
 )
 from tempoconf.api.errors import ApiError
@@ -59,7 +58,8 @@ def _queries(request: Request) -> list[ConfigQuery]:
         repeated = sorted({path for path in paths if paths.count(path) > 1})
         raise ApiError(400, f"query parameter path: {repeated} given more than once")
     raw = request.scope["query_string"]
-    return [parse_config_query(path, params, raw) for path in paths]
+    polls = request.app.state.config_polls
+    return [polls.config_query(path, params, raw) for path in paths]
 
 
 def _resolve(

@@ -278,3 +278,19 @@ async def test_a_client_asking_for_several_configs_is_seen_for_each(
     assert identities(api_store.recent_clients("default", other, since=since)) == [
         ("host-9", "canary", {}, other_version)
     ]
+
+
+async def test_repeated_multi_path_requests_keep_one_pending_entry_per_config(
+    app: Starlette, api_store: Store, client: httpx.AsyncClient
+) -> None:
+    other = "myproject/other_config"
+    make_stable(api_store, PATH, {"v": 1})
+    make_stable(api_store, other, {"v": 2})
+    await app.state.snapshot_cache.refresh()
+    for _ in range(5):
+        answer = await client.get(
+            "/v1/configs", params=[("path", PATH), ("path", other), ("client", "host-9")]
+        )
+        assert answer.status_code == 200, answer.text
+    pending = app.state.config_polls.take_seen()
+    assert sorted(query.path for query in pending) == sorted([PATH, other])
