@@ -304,6 +304,7 @@ class Phase:
     ended: list[RolloutOutcome] = field(default_factory=list)
     not_ended: list[str] = field(default_factory=list)
     operator_errors: dict[str, int] = field(default_factory=dict)
+    operator_error_examples: dict[str, list[str]] = field(default_factory=dict)
     kill_log: list[dict[str, Any]] = field(default_factory=list)
     converged: dict[str, Any] = field(default_factory=dict)
     api_metrics: dict[str, float] = field(default_factory=dict)
@@ -550,6 +551,12 @@ class Soak:
                     raise asyncio.CancelledError from exc
                 key = f"{what}: {type(exc).__name__}"
                 phase.operator_errors[key] = phase.operator_errors.get(key, 0) + 1
+                # A refusal's text says which state refused it: keep the first few to tell
+                # refusals (expected) from failures.
+                examples = phase.operator_error_examples.setdefault(key, [])
+                text = str(getattr(exc, "cause", None) or exc)[:160]
+                if len(examples) < 3 and text not in examples:
+                    examples.append(text)
                 return False
 
         reason = {"reason": f"soak: operator {kind}", **OPERATOR}
@@ -993,6 +1000,7 @@ def phase_result(
         "not_ended": phase.not_ended[:10],
         "start_errors": phase.start_errors[:10],
         "operator_errors": phase.operator_errors,
+        "operator_error_examples": phase.operator_error_examples,
         "worker_kills": phase.kill_log,
         "api_probe": {
             "requests": len(probes),
