@@ -193,18 +193,14 @@ def worker_activities(
     ]
 
 
-WORKFLOW_CACHE_SIZE = 0
-"""No sticky cache: every workflow task replays its run's history. With a cache, SDK Core
-(temporalio 1.35.0) can carry a stale clock from a query into the next task: a query served by a
-worker that does not hold the run in its cache (a restarted worker, while the dead worker's sticky
-queue times out) replays the history up to the newest event, a fired timer included, at the time
-of the last *started* workflow task; the rollout's hold loop sees its deadline not yet reached and
-arms a new timer, the worker keeps that state and sends the timer with its next task, and every
-later replay, which sees the timer fire at the task's real start, wants the hold's end instead:
-a nondeterminism error that wedges the rollout (found by bench/bench_soak.py: worker SIGKILLs while
-operators query; tests/faults/test_query_after_kill.py). Without a cache a query's replay is
-thrown away and each task replays at its own start time. The cost is a replay per task, bounded
-by continue-as-new (README: history budget)."""
+WORKFLOW_CACHE_SIZE = 1000
+"""Runs kept in the worker's workflow cache (sticky queue): a task of a cached run replays nothing.
+For a while the worker kept none, because SDK Core (temporalio 1.35.0) can replay a fired timer
+for a query at the time of an older task and the cache then kept what that replay decided (a
+second hold timer, then a nondeterminism error: bench/findings/README.md). The workflow no longer
+reads a clock older than a timer that fired (`ConfigRollout._clock`), so the cache is safe
+again, and without it every task replayed its run's history: ten times the worker's CPU per
+rollout in the soak (bench/README.md). A run beyond this many is evicted and replays once."""
 
 
 def build_worker(

@@ -243,6 +243,8 @@ class ConfigRollout:
         # True while it waits to continue as new between two stages: parked, but not on anything
         # a command waits for (the next stage is published by the next run).
         self._between_stages = False
+        # The latest moment a timer of this run is known to have fired at: see _clock.
+        self._timers_fired_by: datetime | None = None
 
     @property
     def _progress(self) -> RolloutProgress:
@@ -421,7 +423,7 @@ class ConfigRollout:
         waited = False
         while True:
             self._raise_if_halted()
-            now = workflow.now()
+            now = self._clock()
             opening = None if state.bypass is not None else next_opening(plan.windows, now)
             if opening is not None and opening.at > now:
                 gate = f"the change window, opens {opening.label()}"
@@ -467,7 +469,7 @@ class ConfigRollout:
                     f"{freeze.message}",
                 )
             if freeze.frozen:
-                recheck = workflow.now() + timedelta(seconds=freeze.recheck_seconds)
+                recheck = self._clock() + timedelta(seconds=freeze.recheck_seconds)
                 if freeze.until is not None:
                     recheck = min(recheck, datetime.fromisoformat(freeze.until))
                 self._enter_gate(
@@ -537,7 +539,7 @@ class ConfigRollout:
             stage,
             published_at=result.published_at,
             expires_at=result.expires_at,
-            now=workflow.now(),
+            now=self._clock(),
         )
         self._notify("stage_published", f"stage {stage.name} reaches {stage.cohort()}")
 
@@ -550,7 +552,7 @@ class ConfigRollout:
             # A run continued as new in the middle of the hold: the same hold, the same deadline.
             deadline = datetime.fromisoformat(progress.hold_deadline)
         else:
-            deadline = workflow.now() + timedelta(seconds=stage.cooldown_seconds)
+            deadline = self._clock() + timedelta(seconds=stage.cooldown_seconds)
             self._state.start_hold(stage, deadline=deadline)
             self._transition(
                 RolloutState.HOLDING,
@@ -596,7 +598,7 @@ class ConfigRollout:
         self, plan: RolloutPlan, stage: PlannedStage, deadline: datetime
     ) -> asyncio.Task[WatchHealthResult] | None:
         """Start the activity that runs the hold's interval checks, if the stage has any."""
-        now = workflow.now()
+        now = self._clock()
         if not any(check.interval_seconds for check in stage.health) or now >= deadline:
             return None
         hold_seconds = (deadline - now).total_seconds()
@@ -683,7 +685,7 @@ class ConfigRollout:
             if gate.met:
                 self._note(SYSTEM_ACTOR, f"apply gate of {stage.name} met: {describe_gate(gate)}")
                 return
-            now = workflow.now()
+            now = self._clock()
             if deadline is not None and now >= deadline:
                 reason = (
                     f"apply timeout of stage {stage.name} "
@@ -761,7 +763,7 @@ class ConfigRollout:
             )
             await self._wait_until(
                 lambda: self._state.bypass is not None,
-                deadline=workflow.now() + timedelta(seconds=recheck),
+                deadline=self._clock() + timedelta(seconds=recheck),
                 summary=f"re-check {len(pending)} failing health check(s) of {stage.name}",
             )
             if self._state.bypass is not None:
@@ -849,7 +851,7 @@ class ConfigRollout:
         while True:
             self._raise_if_halted()
             await self._audit_transitions()
-            now = workflow.now()
+            now = self._clock()
             if done() or (deadline is not None and now >= deadline):
                 return
             renewal = self._state.next_lease_renewal()
@@ -876,7 +878,7 @@ class ConfigRollout:
                     timeout_summary=summary,
                 )
             except TimeoutError:
-                pass
+                self._timer_fired(wake_at)
             finally:
                 self._parked_on = None
 
@@ -908,10 +910,11 @@ class ConfigRollout:
         try:
             await workflow.wait_condition(
                 lambda: wakes() or (workflow.all_handlers_finished() and not self._has_unaudited()),
-                timeout=None if wake_at is None else max(wake_at - workflow.now(), timedelta(0)),
+                timeout=None if wake_at is None else max(wake_at - self._clock(), timedelta(0)),
                 timeout_summary="let operator commands in flight finish before continue-as-new",
             )
         except TimeoutError:
+            self._timer_fired(wake_at)
             return
         finally:
             self._parked_on = None
@@ -936,7 +939,7 @@ class ConfigRollout:
             retry_policy=STORE_RETRY,
             summary=f"renew the leases of {len(leases)} live stage(s)",
         )
-        self._state.leases_renewed(result.expires_at, now=workflow.now())
+        self._state.leases_renewed(result.expires_at, now=self._clock())
 
     async def _promote(self, plan: RolloutPlan, *, bypassed: bool) -> RolloutResult:
         info = workflow.info()
@@ -1089,7 +1092,7 @@ class ConfigRollout:
 
     def _refresh_view(self) -> None:
         self._state.refresh()
-        details = render_current_details(self._progress, self._state.plan, now=workflow.now())
+        details = render_current_details(self._progress, self._state.plan, now=self._clock())
         since = self._state.health_watch_since
         if since is not None:
             # The watch cannot tell the workflow its verdicts without growing the history: say
@@ -1153,7 +1156,26 @@ class ConfigRollout:
             )
 
     def _now_iso(self) -> str:
-        return workflow.now().isoformat()
+        return self._clock().isoformat()
+
+    def _clock(self) -> datetime:
+        """workflow.now(), never earlier than a deadline whose timer has fired.
+
+        In a correct run the two agree (a task that sees a timer fire starts after it fired). SDK
+        Core (temporalio 1.35.0) can replay a fired timer for a query at the time of an older task,
+        and a worker with a workflow cache keeps what that replay decided: a wait that read the
+        clock would see its deadline not yet reached and arm a second timer no later replay makes,
+        a nondeterminism error that wedges the rollout (bench/findings/README.md). A fired timer
+        means its deadline is reached, whatever the clock of that activation says."""
+        now = workflow.now()
+        fired = self._timers_fired_by
+        return now if fired is None or fired <= now else fired
+
+    def _timer_fired(self, deadline: datetime | None) -> None:
+        if deadline is not None and (
+            self._timers_fired_by is None or deadline > self._timers_fired_by
+        ):
+            self._timers_fired_by = deadline
 
     # -- operator commands (tempoconf.commands): each a signal and an update of the same name ----
     def _apply(self, command: CommandName, argument: OperatorCommand | None) -> Effect:

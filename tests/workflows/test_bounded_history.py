@@ -105,8 +105,8 @@ async def rollouts(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIt
 
 @pytest_asyncio.fixture
 async def short_runs(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Rollouts]:
-    """Runs cut at 300 events: a day of half-hourly renewals spans several runs, and each task
-    (which replays its run's history: the worker keeps no workflow cache) stays cheap."""
+    """Runs cut at 300 events: a day of half-hourly renewals spans several runs, and a task that
+    replays its run's history (a worker restarted, a run evicted from the cache) stays cheap."""
     async with _rollouts(temporal_env, tmp_path, continue_as_new_after_events=300) as made:
         yield made
 
@@ -291,9 +291,8 @@ async def test_a_halt_during_a_long_hold_reverts_at_once(rollout_harness: Rollou
 
 
 @pytest.mark.soak
-# Weeks of half-hourly renewals are hundreds of time skips, each a round of tasks that replay
-# their run (no workflow cache): about 4 minutes on two cores, past the suite's 5-minute limit on
-# a loaded machine.
+# Weeks of half-hourly renewals are hundreds of time skips, each a round of workflow tasks: minutes
+# on a loaded machine, past the suite's 5-minute limit.
 @pytest.mark.timeout(900)
 async def test_a_fourteen_day_rollout_with_hour_leases_keeps_them_across_runs(
     short_runs: Rollouts,
@@ -319,9 +318,9 @@ async def test_a_fourteen_day_rollout_with_hour_leases_keeps_them_across_runs(
     # gap longer than half a lease, so a one-hour lease never came near lapsing. (The time-skipping
     # server moves a continued run's clock on at its start, by the time its chain skipped so far:
     # a jump no real clock makes. The run then renews first thing, its lease being due.)
-    # The workflow clock also runs while a task is in flight, in real time: each task replays its
-    # run's history (the worker keeps no workflow cache), seconds on a loaded machine. A minute of
-    # slack is still half an hour short of the lease lapsing.
+    # The workflow clock also runs while a task is in flight, in real time (a task that replays its
+    # run's history takes seconds on a loaded machine). A minute of slack is still half an hour
+    # short of the lease lapsing.
     first_task = EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
     for number, events in enumerate(chain):
         times = [event.event_time.ToDatetime() for event in events]
