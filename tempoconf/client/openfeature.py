@@ -43,8 +43,14 @@ from prometheus_client import CollectorRegistry
 from tempoconf.client._async import AsyncConfigClient
 from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
 from tempoconf.client._common import StateReads
-from tempoconf.client._flagkeys import MISSING, FlagKey, FlagKeyError, json_text, lookup
-from tempoconf.client._flagkeys import parse_flag_key as _parse_flag_key
+from tempoconf.client._flagkeys import (
+    MISSING,
+    FlagKey,
+    FlagKeyError,
+    json_text,
+    lookup,
+    parse_flag_key,
+)
 from tempoconf.client._model import ConfigClientError, ConfigRequestError, ConfigValue, Source
 from tempoconf.client._stagekind import stage_kind
 from tempoconf.client._sync import ConfigClient
@@ -196,7 +202,7 @@ class _ProviderBase(AbstractProvider):
         flag_type: FlagType,
     ) -> FlagResolutionDetails[_T]:
         try:
-            key = _parse_flag_key(flag_key)
+            key = parse_flag_key(flag_key)
         except FlagKeyError as exc:
             return _error(default, ErrorCode.PARSE_ERROR, str(exc))
         if context is not None and context.targeting_key not in (None, "", self._client_id):
@@ -300,15 +306,9 @@ class _ProviderBase(AbstractProvider):
             if not self._initialized or self._closed:
                 return
             status = self._status()
-            if status == self._announced or status in ("error", "not_ready"):
-                return
-            self._announced = status
-            if status == "ready":
-                self.emit_provider_ready(
-                    ProviderEventDetails(message="the API answers for every config")
-                )
-            else:
-                self.emit_provider_stale(ProviderEventDetails(message=self._stale_message()))
+            # ERROR stays until every config has a value (a value, once had, is never lost).
+            if (status == "ready" or status == "stale") and status != self._announced:
+                self._announce(status)
 
     def _after_sdk_ready(self, details: EventDetails) -> None:
         """A READY event: the SDK emits one when initialize returns, whatever the cache said.
@@ -319,8 +319,18 @@ class _ProviderBase(AbstractProvider):
         with self._lock:
             if self._closed or not self._initialized or self._status() != "stale":
                 return
-            self._announced = "stale"
-            self.emit_provider_stale(ProviderEventDetails(message=self._stale_message()))
+            self._announce("stale")
+
+    def _announce(self, status: Literal["ready", "stale"]) -> None:
+        """Emit READY or STALE (called with the lock held, so events keep their order)."""
+        self._announced = status
+        if status == "ready":
+            message = "the API answers for every config"
+            self.emit_provider_ready(ProviderEventDetails(message=message))
+        else:
+            message = self._stale_message()
+            self.emit_provider_stale(ProviderEventDetails(message=message))
+        logger.info("OpenFeature provider %s: %s", status.upper(), message)
 
     def _finish_initialize(self) -> None:
         """READY (the SDK says it when this returns), STALE after it, or ERROR (raises)."""
@@ -331,9 +341,9 @@ class _ProviderBase(AbstractProvider):
                 self._announced = "error"
                 raise _NotReadyError(self._missing_message())
             self._announced = "ready"
-            if status == "stale" and not self._ready_handler_added:
-                self._ready_handler_added = True
-        if self._ready_handler_added:
+            add_handler = status == "stale" and not self._ready_handler_added
+            self._ready_handler_added = self._ready_handler_added or add_handler
+        if add_handler:
             # Outside our lock: the SDK runs the handler at once if READY is already its status.
             openfeature_api.add_handler(ProviderEvent.PROVIDER_READY, self._after_sdk_ready)
 
@@ -582,9 +592,10 @@ class AsyncTempoconfProvider(_ProviderBase):
         loop = self._loop
         if loop is None or loop.is_closed() or self._closing is not None:
             return
+        running: asyncio.AbstractEventLoop | None
         try:
             running = asyncio.get_running_loop()
-        except RuntimeError:
+        except RuntimeError:  # a thread of openfeature's, outside any loop
             running = None
         if running is loop:
             self._closing = loop.create_task(self._close_clients())
