@@ -107,6 +107,8 @@ class ConfigRequest:
     wait: int
     """Long-poll seconds asked for (0: answer at once)."""
     read_timeout: float
+    probe: bool = False
+    """Asked at once because the last request failed: is the API back?"""
 
 
 @dataclass(frozen=True)
@@ -219,11 +221,14 @@ class WatchState:
         options = self.options
         with self._lock:
             wait = 0
+            # After a failure, ask for an answer at once: a held poll would tell that the API is
+            # back (source "api" again) only when its wait runs out, up to long_poll_seconds on.
+            probe = long_poll and self._seen_etag is not None and not self._api_ok
             if long_poll and options.long_poll_seconds > 0 and self._seen_etag is not None:
                 # Without an ETag the API answers at once anyway; with a hold, wake when it ends.
-                wait = math.ceil(options.long_poll_seconds)
+                wait = 0 if probe else math.ceil(options.long_poll_seconds)
                 hold = self._seconds_until_hold_ends()
-                if hold is not None:
+                if hold is not None and wait:
                     wait = max(1, min(wait, math.ceil(hold)))
             params: list[tuple[str, str]] = [
                 ("namespace", options.namespace),
@@ -243,6 +248,7 @@ class WatchState:
             headers=headers,
             wait=wait,
             read_timeout=wait + options.timeout,
+            probe=probe,
         )
 
     # -- outcomes ------------------------------------------------------------------------------
@@ -301,7 +307,8 @@ class WatchState:
                 # poll_interval: never spin.
                 held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
                 options = self.options
-                self._succeeded(started, options.min_interval if held else options.poll_interval)
+                quick = held or request.probe  # a probe answered: back to long-polls at once
+                self._succeeded(started, options.min_interval if quick else options.poll_interval)
                 self._confirm(now)
                 return None
             if status == 200:

@@ -48,9 +48,7 @@ def parse_flag_key(text: str) -> FlagKey:
         raise FlagKeyError(
             f"flag key {text!r}: '~' in a JSON Pointer is written ~0, and '/' inside a name ~1"
         )
-    tokens = tuple(
-        token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:]
-    )
+    tokens = tuple(token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:])
     return FlagKey(text=text, path=path, pointer=pointer, tokens=tokens)
 
 

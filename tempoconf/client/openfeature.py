@@ -653,9 +653,7 @@ async def _first_value_async(client: AsyncConfigClient) -> None:
         await client.get()
 
 
-def _bind(
-    callback: Callable[[str, ConfigValue], None], path: str
-) -> Callable[[ConfigValue], None]:
+def _bind(callback: Callable[[str, ConfigValue], None], path: str) -> Callable[[ConfigValue], None]:
     return lambda value: callback(path, value)
 
 

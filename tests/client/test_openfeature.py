@@ -150,7 +150,11 @@ def test_stale_while_the_api_is_down_and_ready_when_it_is_back(
             lambda: flags.get_provider_status() == ProviderStatus.STALE, what="status STALE"
         )
         cached = flags.get_integer_details(MAX, 0)
-        assert (cached.value, cached.reason, cached.variant) == (1000, Reason.CACHED, stable.version)
+        assert (cached.value, cached.reason, cached.variant) == (
+            1000,
+            Reason.CACHED,
+            stable.version,
+        )
         [stale] = eventually_sync(lambda: events.of(STALE), what="the STALE event")
         assert stale.message is not None and "disk cache" in stale.message
 
@@ -181,7 +185,11 @@ def test_a_start_from_the_disk_cache_is_stale(live_api: LiveApi, cache_dir: Path
         eventually_sync(lambda: events.kinds() == [READY, STALE], what="READY, then STALE")
         assert flags.get_provider_status() == ProviderStatus.STALE
         cached = flags.get_boolean_details(FLOW, True)
-        assert (cached.value, cached.reason, cached.variant) == (False, Reason.CACHED, stable.version)
+        assert (cached.value, cached.reason, cached.variant) == (
+            False,
+            Reason.CACHED,
+            stable.version,
+        )
 
         live_api.start()
         eventually_sync(
@@ -219,9 +227,7 @@ def test_no_value_and_no_cache_is_an_error_until_the_api_answers(live_api: LiveA
 
 def test_unknown_configs_and_pointers_are_flag_not_found(live_api: LiveApi) -> None:
     stable_served(live_api, STABLE)
-    provider = TempoconfProvider(
-        live_api.url, [PATH, "myproject/nowhere"], client_id="h1", **FAST
-    )
+    provider = TempoconfProvider(live_api.url, [PATH, "myproject/nowhere"], client_id="h1", **FAST)
     with openfeature_events():
         with pytest.raises(ProviderNotReadyError):  # a declared config with no value: ERROR
             api.set_provider_and_wait(provider)
@@ -278,7 +284,10 @@ def test_types_pointers_and_the_targeting_key(live_api: LiveApi) -> None:
             details = flags.get_integer_details(key, 3)
             assert (details.value, details.error_code) == (3, ErrorCode.PARSE_ERROR), key
         dotted = flags.get_boolean_details(f"{PATH}#checkout.new_flow", True)
-        assert dotted.error_message is not None and f"{PATH}#/checkout/new_flow" in dotted.error_message
+        assert (
+            dotted.error_message is not None
+            and f"{PATH}#/checkout/new_flow" in dotted.error_message
+        )
 
         mine = flags.get_boolean_details(FLOW, True, EvaluationContext(targeting_key="h1"))
         assert (mine.value, mine.error_code) == (False, None)
