@@ -494,7 +494,7 @@ class AsyncTempoconfProvider(_ProviderBase):
     starts first, in your loop; then the SDK's `initialize()` reads what it found::
 
         async with AsyncTempoconfProvider(api_url, ["myproject/flags"]) as provider:
-            api.set_provider(provider)          # READY, STALE (disk cache) or ERROR
+            api.set_provider_and_wait(provider)  # no I/O: READY, STALE (disk cache) or ERROR
             value = await api.get_client().get_boolean_value_async("myproject/flags#/on", False)
 
     `start()` / `aclose()` do what `async with` does. Same arguments as `TempoconfProvider`.

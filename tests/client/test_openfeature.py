@@ -255,6 +255,10 @@ def test_types_pointers_and_the_targeting_key(live_api: LiveApi) -> None:
     provider = TempoconfProvider(live_api.url, [PATH], client_id="h1", **FAST)
     with openfeature_events():
         api.set_provider_and_wait(provider)
+        assert (provider.paths, provider.client_id) == ((PATH,), "h1")
+        in_use = provider.config(PATH)
+        assert in_use is not None and (in_use.version, in_use.source) == (stable.version, "api")
+        assert provider.config("myproject/undeclared") is None
         flags = api.get_client()
         whole = flags.get_object_details(PATH, {})
         assert (whole.value, whole.variant) == (STABLE, stable.version)
