@@ -28,6 +28,10 @@ given one, so clients never collide. To expose it::
 
 or pass `registry=prometheus_client.REGISTRY` to every client to share the process's default
 registry (one series per config path).
+
+OpenFeature: `tempoconf.client.openfeature.TempoconfProvider` (and `AsyncTempoconfProvider`)
+resolves flags `path` and `path#/json/pointer` over these clients; it needs the extra
+`tempoconf[openfeature]`, which this package never imports (README, The OpenFeature provider).
 """
 
 from __future__ import annotations

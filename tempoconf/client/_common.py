@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -14,7 +14,7 @@ from tempoconf.client._backoff import Backoff
 from tempoconf.client._cache import DiskCache, identity_key
 from tempoconf.client._core import ClientOptions, WatchState
 from tempoconf.client._metrics import VersionGauge
-from tempoconf.client._model import ConfigClientError, ConfigValue
+from tempoconf.client._model import ConfigClientError, ConfigValue, Source
 
 __all__ = ["StateReads", "build_state"]
 
@@ -90,3 +90,11 @@ class StateReads:
     def pending(self) -> ConfigValue | None:
         """The value the API serves that the hold rule keeps back, if any."""
         return self._state.pending
+
+    def on_source_change(self, callback: Callable[[Source], None]) -> Callable[[], None]:
+        """Call `callback("cache")` when the API stops answering (the value in use now comes from
+        the last good value) and `callback("api")` when it answers again: once per flip, from the
+        thread (or task) that made the request, so it must not block. The first answer after a
+        start counts as a flip to "api"; a start on an unreachable API flips nothing. Returns a
+        function that removes the callback."""
+        return self._state.add_source_listener(callback)

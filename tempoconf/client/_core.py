@@ -107,6 +107,8 @@ class ConfigRequest:
     wait: int
     """Long-poll seconds asked for (0: answer at once)."""
     read_timeout: float
+    probe: bool = False
+    """Asked at once because the last request failed: is the API back?"""
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,9 @@ class WatchState:
         self._cache_confirmed_at = 0.0
         self.last_error: ConfigClientError | None = None
         """The error of the last failed request; None once one succeeds."""
+        self._source_listeners: list[Callable[[Source], None]] = []
+        self._flipped: Source | None = None
+        """Set under the lock when a request flips the source; listeners are told after it."""
         if cache is not None:
             cached = cache.load()
             if cached is not None:
@@ -176,6 +181,19 @@ class WatchState:
     def registry(self) -> CollectorRegistry:
         return self._gauge.registry
 
+    def add_source_listener(self, listener: Callable[[Source], None]) -> Callable[[], None]:
+        """Call `listener(source)` when the API stops answering ("cache") and when it answers
+        again ("api"): on each flip, not on every request. Returns a function that removes it."""
+        with self._lock:
+            self._source_listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._source_listeners:
+                    self._source_listeners.remove(listener)
+
+        return remove
+
     def fallback(self) -> ConfigValue:
         """The last good value after a failed request, or the error of that request."""
         value = self.current()
@@ -203,11 +221,14 @@ class WatchState:
         options = self.options
         with self._lock:
             wait = 0
+            # After a failure, ask for an answer at once: a held poll would tell that the API is
+            # back (source "api" again) only when its wait runs out, up to long_poll_seconds on.
+            probe = long_poll and self._seen_etag is not None and not self._api_ok
             if long_poll and options.long_poll_seconds > 0 and self._seen_etag is not None:
                 # Without an ETag the API answers at once anyway; with a hold, wake when it ends.
-                wait = math.ceil(options.long_poll_seconds)
+                wait = 0 if probe else math.ceil(options.long_poll_seconds)
                 hold = self._seconds_until_hold_ends()
-                if hold is not None:
+                if hold is not None and wait:
                     wait = max(1, min(wait, math.ceil(hold)))
             params: list[tuple[str, str]] = [
                 ("namespace", options.namespace),
@@ -227,6 +248,7 @@ class WatchState:
             headers=headers,
             wait=wait,
             read_timeout=wait + options.timeout,
+            probe=probe,
         )
 
     # -- outcomes ------------------------------------------------------------------------------
@@ -261,6 +283,20 @@ class WatchState:
         Raises ConfigRequestError (4xx), ConfigUnavailableError (5xx) or ConfigResponseError
         (an answer that is not the documented JSON), after recording the failure.
         """
+        try:
+            return self._take_response(request, status, headers, content, started=started)
+        finally:
+            self._tell_source_listeners()
+
+    def _take_response(
+        self,
+        request: ConfigRequest,
+        status: int,
+        headers: Mapping[str, str],
+        content: bytes,
+        *,
+        started: float,
+    ) -> ConfigValue | None:
         now = self._wall()
         with self._lock:
             if status == 304:
@@ -271,7 +307,8 @@ class WatchState:
                 # poll_interval: never spin.
                 held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
                 options = self.options
-                self._succeeded(started, options.min_interval if held else options.poll_interval)
+                quick = held or request.probe  # a probe answered: back to long-polls at once
+                self._succeeded(started, options.min_interval if quick else options.poll_interval)
                 self._confirm(now)
                 return None
             if status == 200:
@@ -296,7 +333,9 @@ class WatchState:
         )
         error.__cause__ = exc
         with self._lock:
-            return self._failed(error)
+            self._failed(error)
+        self._tell_source_listeners()
+        return error
 
     def report_request(self, ok: int, failed: int, error: str | None) -> ReportRequest:
         """The POST /v1/reports body for the version in use."""
@@ -397,6 +436,8 @@ class WatchState:
         if self.last_error is not None:
             logger.info("%s: the API answers again", self._describe())
         self.last_error = None
+        if not self._api_ok:
+            self._flipped = "api"
         self._api_ok = True
         self._backoff.reset()
         self._next_request_at = started + interval
@@ -420,6 +461,8 @@ class WatchState:
         """Record a failed request (backoff, source "cache"); returns `error` for the caller."""
         first = self.last_error is None
         self.last_error = error
+        if self._api_ok:
+            self._flipped = "cache"
         self._api_ok = False
         delay = self._backoff.next()
         self._next_request_at = self.monotonic() + delay
@@ -428,6 +471,19 @@ class WatchState:
         log = logger.warning if first else logger.debug
         log("%s: %s (%s; retry in %.1fs)", self._describe(), error, keeping, delay)
         return error
+
+    def _tell_source_listeners(self) -> None:
+        # Outside the lock: a listener may read this state from another thread.
+        with self._lock:
+            flipped, self._flipped = self._flipped, None
+            listeners = list(self._source_listeners)
+        if flipped is None:
+            return
+        for listener in listeners:
+            try:
+                listener(flipped)
+            except Exception:  # a bad listener must not break the poll that told it
+                logger.exception("source listener %r failed", listener)
 
     def _seconds_until_hold_ends(self) -> float | None:
         if self._pending is None or self._applied is None or self._applied.expires_at is None:

@@ -224,3 +224,21 @@ def test_schedule_wakes_when_a_hold_ends() -> None:
     assert state.delay() == 0
     applied = state.tick()
     assert applied is not None and applied.version == "B" and state.pending is None
+
+
+def test_after_a_failure_the_next_request_is_answered_at_once() -> None:
+    clock = Clock()
+    state = make_state(clock)
+    answer(state, clock, 200, body("A"), etag='W/"a"')
+    with pytest.raises(ConfigUnavailableError):
+        answer(state, clock, 503, b'{"error": "down"}')
+    # Is the API back? A held poll would say so only when its 30 s run out: ask at once.
+    probe = state.config_request(long_poll=True)
+    assert (probe.wait, probe.probe, probe.headers["If-None-Match"]) == (0, True, 'W/"a"')
+    answer(state, clock, 304, took=0.01)
+    current = state.current()
+    assert current is not None and current.source == "api"
+    assert state.delay() == pytest.approx(0.5 - 0.01)  # min_interval, then long-polls again
+    clock.advance(0.5)
+    again = state.config_request(long_poll=True)
+    assert (again.wait, again.probe) == (30, False)
