@@ -28,6 +28,7 @@ from temporalio.common import SearchAttributeIndexedValueType
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.tracing import temporal_plugins
 
 __all__ = ["DevStack", "DevStackError", "free_port", "temporal_command", "tempoconf_command"]
 
@@ -328,8 +329,11 @@ class DevStack:
                     f"{self._log_tail()}"
                 )
             try:
+                # The stack's worker traces while tracing is on (tempoconf.tracing).
                 return await Client.connect(
-                    self.temporal_address, namespace=self.settings.temporal_namespace
+                    self.temporal_address,
+                    namespace=self.settings.temporal_namespace,
+                    plugins=temporal_plugins(),
                 )
             except RuntimeError as error:
                 last_error = error

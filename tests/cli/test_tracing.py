@@ -1,0 +1,340 @@
+"""Traces (README: Tracing with OpenTelemetry): a real rollout on `tempoconf dev` traced with the
+console exporter, its span tree read back from the processes' output; the README's section run as
+written; the API's admin route continuing a caller's trace into the rollout and on to a webhook;
+and, with no OTEL_* variable, no OpenTelemetry at all."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tempoconf.cli.trace import Span, read_spans, render_trace, rollout_traces
+from tempoconf.tracing import TracingSettingsError, tracing_config
+from tests.cli.conftest import README, ROOT, RunningDev, bash, cli_env, shell_blocks, start_dev
+from tests.fixtures.waiting import eventually_sync
+
+pytestmark = pytest.mark.timeout(300)
+
+SECTION = "\n## Tracing with OpenTelemetry\n"
+TRACED = {"OTEL_TRACES_EXPORTER": "console"}
+
+
+def section_text() -> str:
+    return README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDev]:
+    """`tempoconf dev` traced to its output (dev.out, also dev.log as the README names it), in a
+    folder shaped like a clone (.venv, examples)."""
+    clone = tmp_path_factory.mktemp("tracing") / "clone"
+    clone.mkdir()
+    (clone / ".venv").symlink_to(Path(sys.prefix))
+    shutil.copytree(ROOT / "examples", clone / "examples")
+    (clone / "dev.log").symlink_to("dev.out")
+    running = start_dev(clone.resolve(), default_data_dir=True, variables=TRACED)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def children(span: Span) -> list[str]:
+    return [child.name for child in span.children]
+
+
+def walk(spans: list[Span]) -> Iterator[Span]:
+    for span in spans:
+        yield span
+        yield from walk(span.children)
+
+
+def named(roots: list[Span], name: str) -> list[Span]:
+    return [span for span in walk(roots) if span.name == name]
+
+
+# -- the switch ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("environ", "exporters"),
+    [
+        ({}, ()),
+        ({"OTEL_SERVICE_NAME": "x", "OTEL_RESOURCE_ATTRIBUTES": "a=b"}, ()),
+        ({"OTEL_TRACES_EXPORTER": "console"}, ("console",)),
+        ({"OTEL_TRACES_EXPORTER": "otlp, console"}, ("otlp", "console")),
+        ({"OTEL_TRACES_EXPORTER": "none"}, ()),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, ("otlp",)),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, ("otlp",)),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, ()),
+        ({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, ()),
+    ],
+)
+def test_the_standard_variables_switch_tracing_on(
+    environ: dict[str, str], exporters: tuple[str, ...]
+) -> None:
+    assert tracing_config(environ).exporters == exporters
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "jaeger"}, "OTEL_TRACES_EXPORTER is 'jaeger': give console"),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL is 'grpc': tempoconf exports OTLP over HTTP only",
+        ),
+    ],
+)
+def test_unusable_variables_are_refused_naming_them(
+    environ: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(TracingSettingsError, match=re.escape(message)):
+        tracing_config(environ)
+    # And the command says so, exit code 2, before doing anything.
+    done = bash(
+        ".venv/bin/tempoconf versions some/config",
+        cwd=_venv_folder(tmp_path),
+        env=cli_env(TEMPOCONF_DATA_DIR=str(tmp_path / "state"), **environ),
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+
+
+def _venv_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "clone"
+    folder.mkdir(exist_ok=True)
+    if not (folder / ".venv").exists():
+        (folder / ".venv").symlink_to(Path(sys.prefix))
+    return folder
+
+
+# -- one rollout, one trace ---------------------------------------------------------------------
+def test_the_readme_section_runs_as_written_and_prints_the_rollouts_trace(dev: RunningDev) -> None:
+    (block,) = shell_blocks(section_text())
+    serve, start, show = block.commands
+    # The fixture runs the first as start_dev does (free ports), its output in dev.log.
+    assert serve.text == "OTEL_TRACES_EXPORTER=console .venv/bin/tempoconf dev > dev.log"
+    assert start.text == (
+        "OTEL_TRACES_EXPORTER=console .venv/bin/tempoconf rollout start "
+        "examples/rollout-traced.json --wait > start.log"
+    )
+    started = bash(start.text, cwd=dev.workdir, env=dev.env, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "promoted" in (dev.workdir / "start.log").read_text()
+
+    # The worker wrote the run's spans as it went: the last, RunWorkflow's, when it ended.
+    def rollout_trace() -> list[list[Span]]:
+        return rollout_traces(
+            read_spans((dev.workdir / "dev.log").read_text() + (dev.workdir / "start.log").read_text()),
+            "rollout:default/myproject/traced",
+        )
+
+    (roots,) = eventually_sync(rollout_trace, what="the rollout's trace", timeout=30)
+    shown = bash(show.text, cwd=dev.workdir, env=dev.env)
+    assert shown.returncode == 0, shown.stderr
+    expected = section_text().split(show.text, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert _shape(shown.stdout) == _shape(expected), shown.stdout
+
+    # One trace, rooted in the CLI's StartWorkflow; the run below it, in the dev stack.
+    (root,) = roots
+    assert (root.name, root.service) == ("StartWorkflow:ConfigRollout", "tempoconf-cli")
+    (run,) = root.children
+    assert (run.name, run.service) == ("RunWorkflow:ConfigRollout", "tempoconf-dev")
+    assert {span.trace_id for span in walk(roots)} == {root.trace_id}
+    # The steps, in order, each stage's publish, hold and check.
+    steps = [
+        (child.name, child.attributes.get("tempoconf.stage"))
+        for child in run.children
+        if not child.name.startswith("StartActivity:")
+    ]
+    assert steps == [
+        ("prepare", None),
+        ("publish", "channel:canary"),
+        ("hold", "channel:canary"),
+        ("check", "channel:canary"),
+        ("publish", "50%"),
+        ("hold", "50%"),
+        ("check", "50%"),
+        ("promote", None),
+    ]
+    # A hold lasts its cooldown (2 s) and is one span, though its timer spans workflow tasks.
+    for hold in named(roots, "hold"):
+        assert hold.seconds >= 2.0
+        assert hold.start >= next(s for s in named(roots, "publish")).end
+    # Activities under their steps, with the store's statements below each.
+    (prepare,) = named(roots, "prepare")
+    assert children(prepare) == ["StartActivity:prepare_rollout"]
+    assert children(prepare.children[0]) == ["RunActivity:prepare_rollout"]
+    for step, activity in (
+        ("publish", "publish_stage"),
+        ("check", "check_stage_health"),
+        ("promote", "promote_version"),
+    ):
+        for span in named(roots, step):
+            runs = [
+                grandchild
+                for child in span.children
+                for grandchild in child.children
+                if grandchild.name == f"RunActivity:{activity}"
+            ]
+            assert len(runs) == 1, render_trace(roots)
+            store = [child for child in runs[0].children if "db.system.name" in child.attributes]
+            assert store and all(s.attributes["db.system.name"] == "sqlite" for s in store)
+            assert {s.name for s in store} >= {"SELECT"}
+    # Everything the run did is inside the run's time.
+    assert all(run.start <= span.start and span.end <= run.end for span in walk(run.children))
+
+
+def _shape(tree: str) -> list[str]:
+    """The tree's lines without what changes from run to run: durations and statement counts."""
+    return [
+        re.sub(r" ×\d+", " ×N", re.sub(r"  \d+(\.\d+)?(ms|s)\b", "  T", line)).rstrip()
+        for line in tree.strip().splitlines()
+    ]
+
+
+# -- the admin route, the caller's trace, a webhook ------------------------------------------------
+class _Hook(BaseHTTPRequestHandler):
+    traceparents: list[str | None]
+
+    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.traceparents.append(self.headers.get("traceparent"))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hook() -> Iterator[tuple[str, list[str | None]]]:
+    traceparents: list[str | None] = []
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), type("Hook", (_Hook,), {"traceparents": traceparents})
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", traceparents
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_rollout_started_through_the_api_continues_the_callers_trace(
+    dev: RunningDev, hook: tuple[str, list[str | None]]
+) -> None:
+    url, traceparents = hook
+    trace_id, caller = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    path = f"myproject/traced-api-{uuid.uuid4().hex[:6]}"
+    request = json.loads((ROOT / "examples" / "rollout-traced.json").read_text())
+    request.update(path=path, stages=[{"channel": "canary", "cooldown": "1s"}], webhooks=[url])
+    answer = httpx.post(
+        f"{dev.api_url}/v1/admin/rollouts",
+        json=request,
+        headers={"traceparent": f"00-{trace_id}-{caller}-01"},
+        timeout=30,
+    )
+    assert answer.status_code in (200, 201, 202), answer.text
+
+    def trace() -> list[Span]:
+        spans = [span for span in read_spans(dev.output.read_text()) if span.trace_id == f"0x{trace_id}"]
+        ended = any(span.name.startswith("RunWorkflow:") for span in spans)
+        webhooks = len([s for s in spans if s.name == "RunActivity:notify_webhook"])
+        return spans if ended and webhooks >= 1 else []
+
+    spans = eventually_sync(trace, what="the rollout's trace, its webhooks sent", timeout=60)
+    (roots,) = rollout_traces(spans)
+    # The admin request continues the caller's span (not in any file: the caller is this test).
+    (root,) = roots
+    assert root.name == "POST /v1/admin/rollouts"
+    assert root.parent_id == f"0x{caller}"
+    assert root.attributes["http.response.status_code"] == answer.status_code
+    assert "StartWorkflow:ConfigRollout" in children(root)
+    (run,) = named(roots, "RunWorkflow:ConfigRollout")
+    assert [c.name for c in run.children if not c.name.startswith("StartActivity:")] == [
+        "prepare",
+        "publish",
+        "hold",
+        "check",
+        "promote",
+    ]
+    # The webhook's POST is a span of its activity, and carries the trace on to the receiver.
+    notify = named(roots, "RunActivity:notify_webhook")
+    posts = [child for span in notify for child in span.children if child.name == "POST"]
+    assert posts and all(post.attributes.get("url.full") == url for post in posts)
+    assert traceparents and all(
+        header is not None and header.split("-")[1] == trace_id for header in traceparents
+    )
+    # Polls stay untraced: a config read made no span.
+    httpx.get(f"{dev.api_url}/v1/configs/{path}", timeout=10)
+    assert not [s for s in read_spans(dev.output.read_text()) if "/v1/configs" in s.name]
+
+
+# -- off ------------------------------------------------------------------------------------------
+_UNTRACED_WORKER = """
+import asyncio, json, sys, uuid
+from tempoconf.cli.main import _start_tracing
+from tempoconf.cli.worker import build_worker
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tempoconf.temporal_connection import temporal_connection
+
+async def main() -> None:
+    _start_tracing("worker")
+    settings = Settings.from_env()
+    client = await temporal_connection(settings).connect()
+    store = Store(sys.argv[1], migrate=True)
+    queue = f"untraced-{uuid.uuid4().hex[:8]}"
+    worker = build_worker(client, store, task_queue=queue)
+    async with worker:
+        result = await client.execute_workflow(
+            "ConfigRollout",
+            {"path": "untraced/config", "value": {"a": 1}},
+            id=f"untraced-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+        )
+    print(json.dumps({
+        "outcome": result["outcome"],
+        "client_plugins": len(client.config()["plugins"]),
+        "client_interceptors": len(client.config()["interceptors"]),
+        "worker_interceptors": [type(i).__name__ for i in worker.config()["interceptors"]],
+        "opentelemetry": sorted(m for m in sys.modules if m.startswith("opentelemetry")),
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_without_otel_variables_nothing_of_opentelemetry_runs(
+    dev: RunningDev, tmp_path: Path
+) -> None:
+    """A worker process with no OTEL_* variable runs a real rollout: no plugin, no interceptor,
+    OpenTelemetry not even imported, and no span written."""
+    script = tmp_path / "untraced_worker.py"
+    script.write_text(_UNTRACED_WORKER)
+    done = bash(
+        f"{sys.executable} {script} sqlite:///{tmp_path / 'store.db'}",
+        cwd=tmp_path,
+        env={**dev.env, "OTEL_SERVICE_NAME": "ignored-without-an-exporter"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {
+        "outcome": "promoted",
+        "client_plugins": 0,
+        "client_interceptors": 0,
+        "worker_interceptors": ["ShortFailures"],
+        "opentelemetry": [],
+    }
+    assert read_spans(done.stdout + done.stderr) == []
