@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import os
 import shlex
 import signal
 import socket
@@ -309,6 +310,9 @@ class DevStack:
         self._log.flush()
         self._process = subprocess.Popen(
             arguments,
+            # Not the OTEL_* variables that trace tempoconf (README: Tracing with OpenTelemetry):
+            # the server reads them too, and refuses to start on OTEL_TRACES_EXPORTER=console.
+            env={key: value for key, value in os.environ.items() if not key.startswith("OTEL_")},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

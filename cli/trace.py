@@ -23,7 +23,7 @@ _SPAN_START = re.compile(r'^\{\n\s+"name": ', re.M)
 _RUN_WORKFLOW = "RunWorkflow:"
 
 
-@dataclass
+@dataclass(eq=False)  # a span is itself: compared by identity
 class Span:
     """One exported span, as much of it as a tree shows."""
 
@@ -119,46 +119,45 @@ def _label(span: Span, parent_service: str | None) -> str:
     return label
 
 
+def _statements(spans: list[Span]) -> str:
+    """One line for a span's SQL statements: `8 statements: SELECT ×5, INSERT ×2, UPDATE`."""
+    kinds: dict[str, int] = {}
+    for span in spans:
+        kinds[span.name] = kinds.get(span.name, 0) + 1
+    listed = ", ".join(f"{kind} ×{count}" if count > 1 else kind for kind, count in kinds.items())
+    return f"{len(spans)} statement{'s' if len(spans) > 1 else ''}: {listed}"
+
+
 def render_trace(roots: list[Span]) -> list[str]:
-    """A trace as lines of an indented tree: name (a step's stage), `[service]` where it
-    changes, duration, and what failed. Leaves of one name in a row (a store span per
-    statement) share a line: `SELECT ×4` and their total time."""
+    """A trace as lines of an indented tree: name (and a step's stage), `[service]` where it
+    changes, duration, and what failed. A span's SQL statements (store spans) share one line,
+    where the first of them ran: how many of each kind, and their total time."""
     lines: list[str] = []
 
+    def line(label: str, seconds: float, error: str | None) -> str:
+        return f"{label}  {_duration(seconds)}" + (f"  error: {error}" if error else "")
+
     def walk(spans: list[Span], prefix: str, parent_service: str | None) -> None:
-        groups: list[list[Span]] = []
+        statements = [s for s in spans if "db.system.name" in s.attributes and not s.children]
+        shown: list[Span | list[Span]] = []
         for span in spans:
-            previous = groups[-1][0] if groups else None
-            if (
-                previous is not None
-                and not span.children
-                and not previous.children
-                and previous.name == span.name
-                and previous.service == span.service
-                and span.error is None
-                and previous.error is None
-            ):
-                groups[-1].append(span)
-            else:
-                groups.append([span])
-        for position, group in enumerate(groups):
-            last = position == len(groups) - 1
-            span = group[0]
-            label = _label(span, parent_service)
-            if len(group) > 1:
-                label += f" ×{len(group)}"
-            seconds = sum(member.seconds for member in group)
-            line = f"{prefix}{'└─ ' if last else '├─ '}{label}  {_duration(seconds)}"
-            if span.error is not None:
-                line += f"  error: {span.error}"
-            lines.append(line)
-            walk(span.children, prefix + ("   " if last else "│  "), span.service)
+            if span not in statements:
+                shown.append(span)
+            elif span is statements[0]:
+                shown.append(statements)
+        for position, item in enumerate(shown):
+            branch, indent = ("└─ ", "   ") if position == len(shown) - 1 else ("├─ ", "│  ")
+            if isinstance(item, list):
+                failed = next((s.error for s in item if s.error), None)
+                seconds = sum(s.seconds for s in item)
+                lines.append(prefix + branch + line(_statements(item), seconds, failed))
+                continue
+            label = _label(item, parent_service)
+            lines.append(prefix + branch + line(label, item.seconds, item.error))
+            walk(item.children, prefix + indent, item.service)
 
     for root in roots:
-        line = f"{_label(root, None)}  {_duration(root.seconds)}"
-        if root.error is not None:
-            line += f"  error: {root.error}"
-        lines.append(line)
+        lines.append(line(_label(root, None), root.seconds, root.error))
         walk(root.children, "", root.service)
     return lines
 

