@@ -54,7 +54,9 @@ def _span(data: dict[str, Any]) -> Span | None:
             parent_id=data.get("parent_id"),
             start=datetime.fromisoformat(data["start_time"]),
             end=datetime.fromisoformat(data["end_time"]),
-            service=str(((data.get("resource") or {}).get("attributes") or {}).get("service.name", "")),
+            service=str(
+                ((data.get("resource") or {}).get("attributes") or {}).get("service.name", "")
+            ),
             attributes=dict(data.get("attributes") or {}),
             error=(status.get("description") or "error")
             if status.get("status_code") == "ERROR"
@@ -95,7 +97,7 @@ def rollout_traces(spans: list[Span], workflow_id: str | None = None) -> list[li
         ]
         if not runs:
             continue
-        roots = []
+        roots: list[Span] = []
         for span in members.values():
             span.children = []
         for span in sorted(members.values(), key=lambda s: (s.start, s.end)):

@@ -46,7 +46,9 @@ def trace_engine(engine: Engine) -> None:
         )
         setattr(context, _SPAN, span)
 
-    def after(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+    def after(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
         span = getattr(context, _SPAN, None)
         if span is not None:
             setattr(context, _SPAN, None)
@@ -64,4 +66,3 @@ def trace_engine(engine: Engine) -> None:
     event.listen(engine, "before_cursor_execute", before)
     event.listen(engine, "after_cursor_execute", after)
     event.listen(engine, "handle_error", failed)
-

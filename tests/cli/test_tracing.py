@@ -134,7 +134,9 @@ def test_the_readme_section_runs_as_written_and_prints_the_rollouts_trace(dev: R
     # The worker wrote the run's spans as it went: the last, RunWorkflow's, when it ended.
     def rollout_trace() -> list[list[Span]]:
         return rollout_traces(
-            read_spans((dev.workdir / "dev.log").read_text() + (dev.workdir / "start.log").read_text()),
+            read_spans(
+                (dev.workdir / "dev.log").read_text() + (dev.workdir / "start.log").read_text()
+            ),
             "rollout:default/myproject/traced",
         )
 
@@ -248,7 +250,9 @@ def test_a_rollout_started_through_the_api_continues_the_callers_trace(
     assert answer.status_code in (200, 201, 202), answer.text
 
     def trace() -> list[Span]:
-        spans = [span for span in read_spans(dev.output.read_text()) if span.trace_id == f"0x{trace_id}"]
+        spans = [
+            span for span in read_spans(dev.output.read_text()) if span.trace_id == f"0x{trace_id}"
+        ]
         ended = any(span.name.startswith("RunWorkflow:") for span in spans)
         webhooks = len([s for s in spans if s.name == "RunActivity:notify_webhook"])
         return spans if ended and webhooks >= 1 else []
