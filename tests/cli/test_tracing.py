@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
 import threading
 import uuid
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from tempoconf.cli.trace import Span, read_spans, render_trace, rollout_traces
+from tempoconf.temporal import temporal_cli_path
 from tempoconf.tracing import TracingSettingsError, tracing_config
 from tests.cli.conftest import README, ROOT, RunningDev, bash, cli_env, shell_blocks, start_dev
 from tests.fixtures.waiting import eventually_sync
@@ -107,6 +109,45 @@ def test_unusable_variables_are_refused_naming_them(
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
+
+
+_WITHOUT_OTEL = """
+import sys
+
+class NoOpenTelemetry:  # as an install without the otel extra
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            raise ImportError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoOpenTelemetry())
+from tempoconf.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_traces_asked_for_without_the_otel_extra_are_refused_saying_how_to_get_it(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "without_otel.py"
+    script.write_text(_WITHOUT_OTEL)
+    env = cli_env(TEMPOCONF_DATA_DIR=str(tmp_path / "state"))
+    asked = bash(
+        f"{sys.executable} {script} versions some/config",
+        cwd=tmp_path,
+        env={**env, "OTEL_TRACES_EXPORTER": "console"},
+    )
+    assert asked.returncode == 2, asked.stdout + asked.stderr
+    assert (
+        "OTEL_TRACES_EXPORTER=console asks for traces, but OpenTelemetry is not installed"
+        in asked.stderr
+    )
+    assert "pip install 'tempoconf[otel]'" in asked.stderr
+    # Without the variables, the same install runs its commands: this one to its own end.
+    (tmp_path / "spans.log").write_text("no spans here\n")
+    plain = bash(f"{sys.executable} {script} trace spans.log", cwd=tmp_path, env=env)
+    assert plain.returncode == 1
+    assert plain.stderr.startswith("tempoconf: no rollout trace in spans.log (0 span(s) read)")
 
 
 def _venv_folder(tmp_path: Path) -> Path:
@@ -202,6 +243,81 @@ def _shape(tree: str) -> list[str]:
         line = re.sub(r"  \d+(\.\d+)?(ms|s)\b", "  T", line)
         shape.append(re.sub(r"\d+ statements?: .*?  T", "statements  T", line).rstrip())
     return shape
+
+
+def _trace_of(dev: RunningDev, workflow_id: str, *files: Path) -> list[Span]:
+    """The roots of the rollout's trace, once its run ended (the RunWorkflow span is its last)."""
+
+    def found() -> list[list[Span]]:
+        text = "".join(path.read_text() for path in (dev.output, *files))
+        return rollout_traces(read_spans(text), workflow_id)
+
+    (roots,) = eventually_sync(found, what=f"the trace of {workflow_id}", timeout=60)
+    return roots
+
+
+def test_an_unhealthy_stage_is_traced_to_its_revert(dev: RunningDev) -> None:
+    path = f"myproject/traced-revert-{uuid.uuid4().hex[:6]}"
+    request = json.loads((ROOT / "examples" / "rollout-traced.json").read_text())
+    # No client reports, and no data fails the check: the canary stage reverts.
+    request.update(
+        path=path,
+        stages=[{"channel": "canary", "cooldown": "1s"}],
+        health=[
+            {"kind": "reports", "max_error_ratio": 0.05, "min_clients": 1, "on_no_data": "fail"}
+        ],
+    )
+    (dev.workdir / "revert.json").write_text(json.dumps(request))
+    started = bash(
+        "OTEL_TRACES_EXPORTER=console .venv/bin/tempoconf rollout start revert.json --wait "
+        "> revert.log",
+        cwd=dev.workdir,
+        env=dev.env,
+    )
+    assert "reverted" in (dev.workdir / "revert.log").read_text(), started.stderr
+    roots = _trace_of(dev, f"rollout:default/{path}", dev.workdir / "revert.log")
+    (run,) = named(roots, "RunWorkflow:ConfigRollout")
+    steps = [c for c in run.children if not c.name.startswith("StartActivity:")]
+    assert [step.name for step in steps] == ["prepare", "publish", "hold", "check", "revert"]
+    check, revert = steps[-2:]
+    assert check.error is not None and "unhealthy" in check.error
+    assert revert.error is None
+    assert revert.attributes["tempoconf.outcome"] == "reverted"
+    assert "RunActivity:revert_rollout" in [
+        grandchild.name for child in revert.children for grandchild in child.children
+    ]
+
+
+def test_a_rollout_started_with_the_temporal_cli_is_a_trace_rooted_in_its_run(
+    dev: RunningDev,
+) -> None:
+    """No span of the starter to continue: the run is the root, and still one trace."""
+    workflow_id = f"traced-temporal-cli-{uuid.uuid4().hex[:6]}"
+    request = {
+        "path": f"myproject/{workflow_id}",
+        "value": {"a": 1},
+        "stages": [{"channel": "c", "cooldown": "1s"}],
+    }
+    started = subprocess.run(
+        [
+            str(temporal_cli_path()), "workflow", "start", "--type", "ConfigRollout",
+            "--task-queue", "tempoconf", "--workflow-id", workflow_id,
+            "--input", json.dumps(request), "--fail-existing",
+            "--address", dev.temporal_address,
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    (root,) = _trace_of(dev, workflow_id)
+    assert root.name == "RunWorkflow:ConfigRollout" and root.parent_id is None
+    assert [c.name for c in root.children if not c.name.startswith("StartActivity:")] == [
+        "prepare",
+        "publish",
+        "hold",
+        "check",
+        "promote",
+    ]
+    assert {span.trace_id for span in walk([root])} == {root.trace_id}
 
 
 # -- the admin route, the caller's trace, a webhook ------------------------------------------------
