@@ -404,6 +404,58 @@ def test_a_rollout_started_through_the_api_continues_the_callers_trace(
     assert not [s for s in read_spans(dev.output.read_text()) if "/v1/configs" in s.name]
 
 
+class _Collector(BaseHTTPRequestHandler):
+    received: list[tuple[str, bytes]]
+
+    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        self.received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_otlp_endpoint_alone_exports_the_commands_spans_before_it_exits(
+    dev: RunningDev,
+) -> None:
+    """OTLP over HTTP to a collector (here a stand-in that decodes what it gets): the CLI's
+    batched spans are sent at its exit, which skips the interpreter's own teardown."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    received: list[tuple[str, bytes]] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("C", (_Collector,), {"received": received}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        path = f"myproject/traced-otlp-{uuid.uuid4().hex[:6]}"
+        (dev.workdir / "otlp.json").write_text(json.dumps({"path": path, "value": {"a": 1}}))
+        started = bash(
+            ".venv/bin/tempoconf rollout start otlp.json",
+            cwd=dev.workdir,
+            env={
+                **dev.env,
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+                "OTEL_SERVICE_NAME": "release-bot",
+            },
+        )
+        assert started.returncode == 0, started.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    spans = []
+    for where, body in received:
+        assert where == "/v1/traces"
+        export = ExportTraceServiceRequest.FromString(body)
+        for resource in export.resource_spans:
+            service = {a.key: a.value.string_value for a in resource.resource.attributes}
+            for scope in resource.scope_spans:
+                spans += [(service["service.name"], span.name) for span in scope.spans]
+    assert ("release-bot", "StartWorkflow:ConfigRollout") in spans
+    assert not read_spans(started.stdout)  # nothing on the console: otlp only
+
+
 # -- off ------------------------------------------------------------------------------------------
 _UNTRACED_WORKER = """
 import asyncio, json, sys, uuid
