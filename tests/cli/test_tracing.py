@@ -399,9 +399,22 @@ def test_a_rollout_started_through_the_api_continues_the_callers_trace(
     assert traceparents and all(
         header is not None and header.split("-")[1] == trace_id for header in traceparents
     )
-    # Polls stay untraced: a config read made no span.
-    httpx.get(f"{dev.api_url}/v1/configs/{path}", timeout=10)
-    assert not [s for s in read_spans(dev.output.read_text()) if "/v1/configs" in s.name]
+    # Polls and reports stay untraced: once the admin request made after them has its span,
+    # theirs would be written too.
+    poll = httpx.get(f"{dev.api_url}/v1/configs/{path}", timeout=10)
+    assert poll.status_code == 200
+    report = {"path": path, "client": "c1", "version": poll.json()["version"], "ok": 1, "failed": 0}
+    assert httpx.post(f"{dev.api_url}/v1/reports", json=report, timeout=10).is_success
+    assert httpx.get(f"{dev.api_url}/v1/admin/rollouts/{path}", timeout=10).status_code == 200
+
+    def after_the_admin_read() -> list[Span]:
+        spans = read_spans(dev.output.read_text())
+        admin_read = [s for s in spans if s.name == "GET /v1/admin/rollouts/{path}"]
+        return spans if admin_read else []
+
+    spans = eventually_sync(after_the_admin_read, what="the admin read's span", timeout=30)
+    paths = {str(s.attributes.get("url.path", "")) for s in spans}
+    assert not {p for p in paths if p.startswith(("/v1/configs", "/v1/reports"))}
 
 
 class _Collector(BaseHTTPRequestHandler):
