@@ -22,7 +22,17 @@ import pytest
 from tempoconf.cli.trace import Span, read_spans, render_trace, rollout_traces
 from tempoconf.temporal import temporal_cli_path
 from tempoconf.tracing import TracingSettingsError, tracing_config
-from tests.cli.conftest import README, ROOT, RunningDev, bash, cli_env, shell_blocks, start_dev
+from tests.cli.conftest import (
+    README,
+    ROOT,
+    TEMPOCONF,
+    RunningDev,
+    bash,
+    cli_env,
+    shell_blocks,
+    start_dev,
+    wait_for_output,
+)
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(300)
@@ -318,6 +328,58 @@ def test_a_rollout_started_with_the_temporal_cli_is_a_trace_rooted_in_its_run(
         "promote",
     ]
     assert {span.trace_id for span in walk([root])} == {root.trace_id}
+
+
+def test_a_hold_across_a_killed_worker_is_still_one_trace(dev: RunningDev) -> None:
+    """The worker SIGKILLed during a hold, another started: the second replays the run and ends
+    its spans with the ids the first gave them (the workflow's deterministic random), so the
+    spans of both processes make one tree, the hold one span."""
+    queue = f"traced-{uuid.uuid4().hex[:6]}"
+    env = {**dev.env, "TEMPOCONF_TASK_QUEUE": queue, **TRACED}
+    outputs = [dev.workdir / f"{queue}-worker-{n}.out" for n in (1, 2)]
+
+    def worker(output: Path) -> subprocess.Popen[bytes]:
+        with open(output, "wb") as sink:
+            return subprocess.Popen(
+                [str(TEMPOCONF), "worker"], cwd=dev.workdir, env=env, stdout=sink, stderr=sink
+            )
+
+    path = f"myproject/{queue}"
+    request = {"path": path, "value": {"a": 1}, "stages": [{"channel": "c", "cooldown": "4s"}]}
+    (dev.workdir / f"{queue}.json").write_text(json.dumps(request))
+    first = worker(outputs[0])
+    second = None
+    try:
+        wait_for_output(outputs[0], "polling task queue", first, 30)
+        started = bash(f".venv/bin/tempoconf rollout start {queue}.json", cwd=dev.workdir, env=env)
+        assert started.returncode == 0, started.stderr
+        (dev.workdir / f"{queue}-start.out").write_text(started.stdout)
+
+        def published() -> bool:
+            return any(s.name == "publish" for s in read_spans(outputs[0].read_text()))
+
+        eventually_sync(published, what="the stage published (its hold begun)", timeout=30)
+        first.kill()
+        first.wait()
+        second = worker(outputs[1])
+        roots = _trace_of(
+            dev, f"rollout:default/{path}", *outputs, dev.workdir / f"{queue}-start.out"
+        )
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+    (root,) = roots
+    assert root.name == "StartWorkflow:ConfigRollout"
+    (run,) = root.children
+    steps = [c for c in run.children if not c.name.startswith("StartActivity:")]
+    assert [step.name for step in steps] == ["prepare", "publish", "hold", "check", "promote"]
+    by_worker = [{s.span_id for s in read_spans(output.read_text())} for output in outputs]
+    prepare, _, hold, *_ = steps
+    assert prepare.span_id in by_worker[0] and hold.span_id in by_worker[1]
+    assert run.span_id in by_worker[1]
+    assert hold.seconds >= 4.0
 
 
 # -- the admin route, the caller's trace, a webhook ------------------------------------------------
