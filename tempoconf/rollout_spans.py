@@ -3,9 +3,9 @@ revert, beside the contrib's StartActivity / RunActivity spans (README: Tracing 
 OpenTelemetry).
 
 The tracer is the replay-safe one `tempoconf.tracing` sets up: a span opened in one workflow task
-and closed in a later one (a hold spans many) is opened again, with the same id and start, each
-time the history replays, and recorded once, when it ends live. While tracing is off there is no
-tracer and `rollout_step` costs a None check.
+and closed in a later one (a hold spans many) is opened again with the same id each time the
+history replays (starting at the time of the task that first opened it), and recorded once, when
+it ends live. While tracing is off there is no tracer and `rollout_step` costs a None check.
 """
 
 from __future__ import annotations

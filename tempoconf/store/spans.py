@@ -1,6 +1,6 @@
 """Store spans: one per SQL statement the engine runs inside an open span (an activity, an admin
-request), while tracing is on (`tempoconf.tracing`). Outside a span, and with tracing off, the
-engine carries no listener at all."""
+request), while tracing is on (`tempoconf.tracing`). Outside a span a statement records nothing
+(its tracer samples only below a parent); with tracing off the engine carries no listener."""
 
 from __future__ import annotations
 

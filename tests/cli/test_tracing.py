@@ -1,7 +1,8 @@
-"""Traces (README: Tracing with OpenTelemetry): a real rollout on `tempoconf dev` traced with the
-console exporter, its span tree read back from the processes' output; the README's section run as
-written; the API's admin route continuing a caller's trace into the rollout and on to a webhook;
-and, with no OTEL_* variable, no OpenTelemetry at all."""
+"""Traces (README: Tracing with OpenTelemetry): real rollouts on `tempoconf dev` traced with the
+console exporter, their span trees read back from the processes' output: the README's section run
+as written; a revert; a start by the `temporal` CLI; the API's admin route continuing a caller's
+trace into the rollout and on to a webhook; a hold across a killed worker. OTLP to a stand-in
+collector; the switch and its errors; and, with no OTEL_* variable, no OpenTelemetry at all."""
 
 from __future__ import annotations
 
