@@ -256,14 +256,14 @@ def _shape(tree: str) -> list[str]:
     return shape
 
 
-def _trace_of(dev: RunningDev, workflow_id: str, *files: Path) -> list[Span]:
+def _trace_of(dev: RunningDev, workflow_id: str, *files: Path, timeout: float = 60) -> list[Span]:
     """The roots of the rollout's trace, once its run ended (the RunWorkflow span is its last)."""
 
     def found() -> list[list[Span]]:
         text = "".join(path.read_text() for path in (dev.output, *files))
         return rollout_traces(read_spans(text), workflow_id)
 
-    (roots,) = eventually_sync(found, what=f"the trace of {workflow_id}", timeout=60)
+    (roots,) = eventually_sync(found, what=f"the trace of {workflow_id}", timeout=timeout)
     return roots
 
 
@@ -356,16 +356,22 @@ def test_a_hold_across_a_killed_worker_is_still_one_trace(dev: RunningDev) -> No
         assert started.returncode == 0, started.stderr
         (dev.workdir / f"{queue}-start.out").write_text(started.stdout)
 
-        def published() -> bool:
-            return any(s.name == "publish" for s in read_spans(outputs[0].read_text()))
+        def holding() -> bool:
+            """The hold begun and its audit written: only its timer is pending (a kill during
+            an activity would wait out the activity's timeout)."""
+            spans = read_spans(outputs[0].read_text())
+            published = [s.end for s in spans if s.name == "publish"]
+            return bool(published) and any(
+                s.name == "RunActivity:record_transition" and s.start > published[0] for s in spans
+            )
 
-        eventually_sync(published, what="the stage published (its hold begun)", timeout=30)
+        eventually_sync(holding, what="the hold begun, its audit written", timeout=30)
         first.kill()
         first.wait()
         second = worker(outputs[1])
-        roots = _trace_of(
-            dev, f"rollout:default/{path}", *outputs, dev.workdir / f"{queue}-start.out"
-        )
+        # A workflow task the killed worker had polled for waits out its timeout (10 s) first.
+        start = dev.workdir / f"{queue}-start.out"
+        roots = _trace_of(dev, f"rollout:default/{path}", *outputs, start, timeout=120)
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:
