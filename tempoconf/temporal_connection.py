@@ -127,8 +127,11 @@ class TemporalConnection:
     async def connect(
         self, *, identity: str | None = None, runtime: Runtime | None = None
     ) -> Client:
-        """`Client.connect`; RuntimeError (the SDK's) when the server cannot be reached."""
+        """`Client.connect`; RuntimeError (the SDK's) when the server cannot be reached. While
+        tracing is on (tempoconf.tracing) the client, and every worker made from it, traces."""
         from temporalio.client import Client
+
+        from tempoconf.tracing import temporal_plugins
 
         return await Client.connect(
             self.target_host,
@@ -138,6 +141,7 @@ class TemporalConnection:
             rpc_metadata=self.rpc_metadata,
             identity=identity,
             runtime=runtime,
+            plugins=temporal_plugins(),
         )
 
 

@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutState,
         StageStatus,
     )
+    from tempoconf.rollout_spans import rollout_step
     from tempoconf.run_state import APPLY_GATE_STATES, Effect, RolloutRunState, StageStep
     from tempoconf.storable import storable_text, text_problem
     from tempoconf.temporal import (
@@ -151,6 +152,16 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
     return timedelta(seconds=stage.seconds_per_check_run(indices) + 15.0)
 
 
+def _stage_attributes(plan: RolloutPlan, stage: PlannedStage) -> dict[str, str | int | float]:
+    """What a step's span says of its stage (tempoconf.rollout_spans)."""
+    return {
+        "stage": stage.name,
+        "stage_number": stage.index + 1,
+        "stage_count": len(plan.stages),
+        "cooldown_seconds": stage.cooldown_seconds,
+    }
+
+
 def _ignore_outcome(task: asyncio.Task[Any]) -> None:
     """Retrieve an activity's outcome nobody awaits (a cancelled watch, a webhook delivery), so
     asyncio does not report it as never retrieved."""
@@ -160,6 +171,10 @@ def _ignore_outcome(task: asyncio.Task[Any]) -> None:
 
 class _ContinueAsNew(Exception):
     """Internal: this run's history is long enough; go on as a new run with the same state."""
+
+
+# What ends a step's span without failing it: the run goes on as a new one, which opens it again.
+_GOES_ON = (_ContinueAsNew,)
 
 
 class _StopRollout(Exception):
@@ -289,12 +304,14 @@ class ConfigRollout:
                 plan = self._state.plan
                 self._refresh_view()
             else:
-                plan = await self._prepare(request)
+                with rollout_step("prepare"):
+                    plan = await self._prepare(request)
                 self._state.set_plan(plan)
                 self._upsert_search_attributes()
             bypassed = await self._run_stages(plan)
             await self._pass_gates(plan, None)
-            return await self._promote(plan, bypassed=bypassed)
+            with rollout_step("promote", {"version": plan.version}):
+                return await self._promote(plan, bypassed=bypassed)
         except _StopRollout as stop:
             return await self._revert(stop.outcome, stop.reason, stop.by)
         except ActivityError as error:
@@ -374,12 +391,14 @@ class ConfigRollout:
             if runs(StageStep.PUBLISH):
                 state.step = StageStep.PUBLISH
                 await self._pass_gates(plan, stage)
-                await self._publish(plan, stage)
+                with rollout_step("publish", _stage_attributes(plan, stage), ends_ok=_GOES_ON):
+                    await self._publish(plan, stage)
             self._raise_if_halted()
             if runs(StageStep.HOLD):
                 resumed_hold = resume == StageStep.HOLD
                 state.step = StageStep.HOLD
-                await self._hold(plan, stage, resumed=resumed_hold)
+                with rollout_step("hold", _stage_attributes(plan, stage), ends_ok=_GOES_ON):
+                    await self._hold(plan, stage, resumed=resumed_hold)
             if stage.min_applied is not None and state.bypass is None and runs(StageStep.APPLY):
                 resumed_gate = resume == StageStep.APPLY
                 state.step = StageStep.APPLY
@@ -389,7 +408,8 @@ class ConfigRollout:
             if runs(StageStep.CHECK):
                 resumed_check = resume == StageStep.CHECK
                 state.step = StageStep.CHECK
-                await self._check_health(plan, stage, resumed=resumed_check)
+                with rollout_step("check", _stage_attributes(plan, stage), ends_ok=_GOES_ON):
+                    await self._check_health(plan, stage, resumed=resumed_check)
             if stage.manual and state.bypass is None and runs(StageStep.APPROVAL):
                 resumed_approval = resume == StageStep.APPROVAL
                 state.step = StageStep.APPROVAL
@@ -1010,10 +1030,11 @@ class ConfigRollout:
     async def _revert(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         """The compensation. A cancellation that arrives meanwhile waits for it to finish (every
         client back on stable first), then ends the workflow as cancelled."""
-        revert = asyncio.ensure_future(self._revert_now(outcome, reason, by))
-        if await _finish_despite_cancellation(revert):
-            raise asyncio.CancelledError()
-        return revert.result()
+        with rollout_step("revert", {"outcome": outcome.value, "reason": reason}):
+            revert = asyncio.ensure_future(self._revert_now(outcome, reason, by))
+            if await _finish_despite_cancellation(revert):
+                raise asyncio.CancelledError()
+            return revert.result()
 
     async def _revert_now(self, outcome: Outcome, reason: str, by: str) -> RolloutResult:
         info = workflow.info()

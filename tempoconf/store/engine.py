@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
+from tempoconf.store.spans import trace_engine
 from tempoconf.store.tables import StoreRevision, table
 
 __all__ = [
@@ -51,7 +52,9 @@ def make_engine(url: str) -> Engine:
     """An engine for `url`; on SQLite with the pragmas and BEGIN handling the store relies on."""
     sa_url = make_url(url)
     if sa_url.get_backend_name() != "sqlite":
-        return create_engine(sa_url, pool_pre_ping=True)
+        engine = create_engine(sa_url, pool_pre_ping=True)
+        trace_engine(engine)
+        return engine
     database = sa_url.database or ""
     in_memory = database in ("", ":memory:") or sa_url.query.get("mode") == "memory"
     if in_memory:
@@ -64,6 +67,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(sa_url)
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
+    trace_engine(engine)
     return engine
 
 

@@ -52,8 +52,9 @@ def cli_env(**variables: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        # TEMPORAL_*: the address, and TLS or an API key (the Temporal CLI's variables) too.
-        if key not in _SETTINGS_VARIABLES and not key.startswith("TEMPORAL_")
+        # TEMPORAL_*: the address, and TLS or an API key (the Temporal CLI's variables) too;
+        # OTEL_*: whether the command traces (tempoconf.tracing).
+        if key not in _SETTINGS_VARIABLES and not key.startswith(("TEMPORAL_", "OTEL_"))
     }
     env["PYTHONUNBUFFERED"] = "1"
     env.update(variables)
