@@ -19,11 +19,20 @@ from openfeature import api
 from openfeature.client import OpenFeatureClient
 from openfeature.contrib.provider.ofrep import OFREPProvider
 from openfeature.evaluation_context import EvaluationContext
-from openfeature.exception import ErrorCode
-from openfeature.flag_evaluation import FlagEvaluationDetails, Reason
+from openfeature.exception import (
+    ErrorCode,
+    FlagNotFoundError,
+    InvalidContextError,
+    OpenFeatureError,
+    TypeMismatchError,
+)
+from openfeature.flag_evaluation import FlagEvaluationDetails, FlagResolutionDetails, Reason
 
 from tempoconf.canonical import version_id
 from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tests.api.helpers import make_stable as store_stable
+from tests.api.helpers import publish, start_rollout
 from tests.fixtures.services import live_api
 from tests.fixtures.temporal import RolloutHarness
 from tests.fixtures.waiting import eventually
@@ -133,3 +142,68 @@ async def test_the_sdk_follows_a_canary_a_promotion_and_a_halt(
         refused = await details(openfeature_client(f"{domain}-bad", url, "wrong"), path, OTHER_HOST)
         assert refused.error_code == ErrorCode.GENERAL
         assert refused.value == {"unset": True}
+
+
+# -- the provider project's own cases, against this server ----------------------------------------
+# openfeature-provider-ofrep's tests (python-sdk-contrib, providers/openfeature-provider-ofrep/
+# tests/test_provider.py) mock HTTP with requests-mock, so none runs against a server as it is.
+# These are its cases that a server decides, asked of the live API instead of a mock: typed values,
+# the context sent, FLAG_NOT_FOUND, INVALID_CONTEXT, 401, a type mismatch, the base URL's forms.
+TYPED = [
+    ("resolve_boolean_details", True, False),
+    ("resolve_string_details", "String", "default"),
+    ("resolve_integer_details", 100, 0),
+    ("resolve_float_details", 10.23, 0.0),
+    ("resolve_object_details", {"String": "string", "Number": 2, "Boolean": True}, {}),
+    ("resolve_object_details", ["string1", "string2"], []),
+]
+
+
+async def test_the_provider_projects_cases_hold_against_the_live_api(sqlite_store: Store) -> None:
+    prefix = f"ofrepcases{uuid.uuid4().hex[:6]}"
+    for number, (_, value, _) in enumerate(TYPED):
+        store_stable(sqlite_store, f"{prefix}/flag{number}", value)
+    targeted = f"{prefix}/targeted"
+    store_stable(sqlite_store, targeted, False)
+    start_rollout(sqlite_store, targeted, True)
+    publish(sqlite_store, targeted, index=0, name="foo", labels={"foo": "bar"})
+    async with live_api(sqlite_store, Settings(client_token=TOKEN)) as url:
+        for base_url in (url, url + "/"):
+            provider = OFREPProvider(
+                base_url, headers_factory=lambda: {"Authorization": f"Bearer {TOKEN}"}
+            )
+            for number, (method, value, default) in enumerate(TYPED):
+                key = f"{prefix}/flag{number}"
+                got = await asyncio.to_thread(getattr(provider, method), key, default)
+                assert got == FlagResolutionDetails(
+                    value=value,
+                    reason=Reason.STATIC,
+                    variant=version_id(value),
+                    flag_metadata={"stage": "stable", "version": version_id(value),
+                                   "commit": "3f2a9c1", "author": "alice@example.com"},
+                ), (method, value)  # fmt: skip
+            context = EvaluationContext("1", {"foo": "bar"})
+            matched = await asyncio.to_thread(
+                provider.resolve_boolean_details, targeted, False, context
+            )
+            assert (matched.value, matched.reason, matched.variant) == (
+                True,
+                Reason.TARGETING_MATCH,
+                version_id(True),
+            )
+            with pytest.raises(FlagNotFoundError):
+                await asyncio.to_thread(provider.resolve_boolean_details, f"{prefix}/none", False)
+            with pytest.raises(InvalidContextError, match="'foo' must be a string"):
+                await asyncio.to_thread(
+                    provider.resolve_boolean_details, targeted, False,
+                    EvaluationContext("1", {"foo": 2}),
+                )  # fmt: skip
+            with pytest.raises(TypeMismatchError):
+                await asyncio.to_thread(provider.resolve_boolean_details, f"{prefix}/flag1", False)
+        unauthorized = OFREPProvider(url)
+        with pytest.raises(OpenFeatureError) as refused:
+            await asyncio.to_thread(unauthorized.resolve_boolean_details, f"{prefix}/flag0", False)
+        assert (refused.value.error_code, refused.value.error_message) == (
+            ErrorCode.GENERAL,
+            "unauthorized",
+        )
