@@ -80,9 +80,7 @@ _FOREVER = datetime.max.replace(tzinfo=UTC)
 _JSON = (b"content-type", b"application/json")
 _NO_CACHE = (b"cache-control", b"no-cache")
 _NAMESPACE_HEADER = NAMESPACE_HEADER.lower().encode()
-_NO_ANSWER = (
-    "has no stable version yet, and no stage of its rollout applies to this client"
-)
+_NO_ANSWER = "has no stable version yet, and no stage of its rollout applies to this client"
 
 logger = logging.getLogger(__name__)
 
@@ -203,9 +201,7 @@ class OfrepEvaluations:
         except Exception:  # a bug: answer anyway, never drop the connection without a word
             logger.exception("unexpected error answering POST %s", path)
             status = 500
-            await _send_error(
-                send, OfrepError(500, OfrepErrorCode.GENERAL, "internal error"), key
-            )
+            await _send_error(send, OfrepError(500, OfrepErrorCode.GENERAL, "internal error"), key)
         self._metrics.ofrep[("bulk" if bulk else "flag", status)] += 1
         self._metrics.observe_request(
             "POST", BULK_ROUTE if bulk else FLAG_ROUTE, perf_counter() - started
@@ -432,9 +428,7 @@ def _evaluation_bytes(path: str, record: VersionRecord, stage: PublishedStage | 
 
 
 def _json_bytes(document: Any) -> bytes:
-    return json.dumps(
-        document, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-    ).encode()
+    return json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _where(namespace: str, path: str) -> str:

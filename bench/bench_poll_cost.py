@@ -217,8 +217,9 @@ async def main() -> None:
                 code: int(
                     await api.metric(
                         "tempoconf_api_ofrep_evaluations_total",
-                        lambda labels, code=code: 'kind="bulk"' in labels
-                        and f'code="{code}"' in labels,
+                        lambda labels, code=code: (
+                            'kind="bulk"' in labels and f'code="{code}"' in labels
+                        ),
                     )
                 )
                 for code in ("200", "304")

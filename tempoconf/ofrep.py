@@ -166,7 +166,7 @@ def parse_request(raw: bytes) -> EvaluationContext:
     client_id = _text(context, TARGETING_KEY)
     channel = _text(context, CHANNEL_ATTRIBUTE)
     labels: dict[str, str] = {}
-    for name, value in context.items():
+    for name in context:
         if name in (TARGETING_KEY, CHANNEL_ATTRIBUTE):
             continue
         problem = text_problem(name)
@@ -219,4 +219,3 @@ def _json_type(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object"
-

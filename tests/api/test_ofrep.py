@@ -215,6 +215,7 @@ async def test_the_bulk_etag_gives_304_until_what_this_client_resolves_to_change
     assert moved.status_code == 200
     assert moved.json()["flags"][0]["value"] == STAGED
     assert (await bulk(other, etags["other"])).status_code == 304  # not in the stage: unchanged
+
     # The lease lapses with no write (a workflow gone): the canary is back on stable.
     async def back_on_stable() -> bool:
         answer = await bulk(canary, moved.headers["etag"])
@@ -258,16 +259,31 @@ async def test_a_missing_or_invalid_flag_is_flag_not_found_with_its_key(
         (b"\xff\xfe", "PARSE_ERROR", "not UTF-8"),
         (b'{"context": [1]}', "INVALID_CONTEXT", "`context` must be a JSON object, not an array"),
         (b'{"context": null}', "INVALID_CONTEXT", "`context` must be a JSON object, not null"),
-        (b'{"context": {"targetingKey": 42}}', "INVALID_CONTEXT",
-         "'targetingKey' must be a string (the client id), not a number"),
-        (b'{"context": {"targetingKey": "h", "channel": true}}', "INVALID_CONTEXT",
-         "'channel' must be a string (the client's channel), not a boolean"),
-        (b'{"context": {"targetingKey": "h", "age": 42}}', "INVALID_CONTEXT",
-         "'age' must be a string (a label: label values are strings), not a number"),
-        (b'{"context": {"targetingKey": "h\\u0000x"}}', "INVALID_CONTEXT",
-         "'targetingKey' contains a NUL character"),
-        (b'{"context": {"targetingKey": "h", "zone": "\\ud800"}}', "INVALID_CONTEXT",
-         "'zone' contains a lone surrogate"),
+        (
+            b'{"context": {"targetingKey": 42}}',
+            "INVALID_CONTEXT",
+            "'targetingKey' must be a string (the client id), not a number",
+        ),
+        (
+            b'{"context": {"targetingKey": "h", "channel": true}}',
+            "INVALID_CONTEXT",
+            "'channel' must be a string (the client's channel), not a boolean",
+        ),
+        (
+            b'{"context": {"targetingKey": "h", "age": 42}}',
+            "INVALID_CONTEXT",
+            "'age' must be a string (a label: label values are strings), not a number",
+        ),
+        (
+            b'{"context": {"targetingKey": "h\\u0000x"}}',
+            "INVALID_CONTEXT",
+            "'targetingKey' contains a NUL character",
+        ),
+        (
+            b'{"context": {"targetingKey": "h", "zone": "\\ud800"}}',
+            "INVALID_CONTEXT",
+            "'zone' contains a lone surrogate",
+        ),
         (b'{"context": {"targetingKey": NaN}}', "PARSE_ERROR", "NaN is not a JSON number"),
     ],  # fmt: skip
 )
@@ -316,7 +332,9 @@ def token_settings(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path, client_token="client-secret", admin_token="admin-secret")
 
 
-async def test_the_client_token_guards_both_calls(api_store: Store, token_settings: Settings) -> None:
+async def test_the_client_token_guards_both_calls(
+    api_store: Store, token_settings: Settings
+) -> None:
     path = unique()
     make_stable(api_store, path, STABLE)
     app = create_app(api_store, token_settings, poll_interval=0.05)
@@ -381,7 +399,9 @@ async def test_answers_are_counted_and_match_the_openapi_document(
     answers.check(bulk, "post", first)
     answers.check(bulk, "post", await client.post(bulk, content=b"[]"))
     again = await client.post(
-        bulk, json={"context": {"targetingKey": inside}}, headers={"If-None-Match": first.headers["etag"]}
+        bulk,
+        json={"context": {"targetingKey": inside}},
+        headers={"If-None-Match": first.headers["etag"]},
     )
     assert again.status_code == 304
 
