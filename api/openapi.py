@@ -585,7 +585,7 @@ def _ofrep_paths() -> dict[str, Any]:
     def errors(model: type[Any]) -> dict[str, Any]:
         return {
             "400": _answer(
-                model, "PARSE_ERROR: the body is not a JSON object; INVALID_CONTEXT: an "
+                model, "PARSE_ERROR: the body is empty or not a JSON object; INVALID_CONTEXT: an "
                 "attribute of the context is not a string (named); GENERAL: a bad header",
             ),
             "401": {
@@ -616,7 +616,7 @@ def _ofrep_paths() -> dict[str, Any]:
                     },
                     namespace,
                 ],
-                "requestBody": _request(OfrepRequest, required=False),
+                "requestBody": _request(OfrepRequest),
                 "responses": {
                     "200": _answer(OfrepFlagAnswer, "The flag's value for this client"),
                     **errors(OfrepFlagError),
@@ -635,7 +635,7 @@ def _ofrep_paths() -> dict[str, Any]:
                 "tags": ["ofrep"],
                 "security": _CLIENT,
                 "parameters": [namespace, *_params("IfNoneMatch")],
-                "requestBody": _request(OfrepRequest, required=False),
+                "requestBody": _request(OfrepRequest),
                 "responses": {
                     "200": {
                         **_answer(OfrepBulkAnswer, "Every flag of the namespace, sorted by key"),

@@ -137,12 +137,12 @@ def flag_key_problem(key: str) -> str | None:
 def parse_request(raw: bytes) -> EvaluationContext:
     """The evaluation context of a request body (`{"context": {...}}`).
 
-    An empty body, no `context` or no `targetingKey` is an anonymous client (as a poll without
-    `client`). Raises OfrepError: PARSE_ERROR (400) when the body is not a JSON object,
-    INVALID_CONTEXT (400) naming the attribute that is wrong.
+    No `context`, or no `targetingKey`, is an anonymous client (as a poll without `client`).
+    Raises OfrepError: PARSE_ERROR (400) when the body is empty (OFREP requires one) or not a JSON
+    object, INVALID_CONTEXT (400) naming the attribute that is wrong.
     """
     if not raw.strip():
-        return EvaluationContext(ClientIdentity(client_id=""), anonymous=True)
+        raise _parse_error('the request body is empty: expected a JSON object, {"context": {...}}')
     try:
         document = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
     except UnicodeDecodeError as error:
