@@ -248,7 +248,7 @@ class OfrepEvaluations:
                     OfrepErrorCode.FLAG_NOT_FOUND,
                     f"no flag {key!r}: a flag key is a config path, and {problem}",
                 )
-        raw = await _read_body(bounded_body(receive, self._settings.api_body_timeout), declared)
+        raw = await _read_body(receive, declared, self._settings.api_body_timeout)
         request = self._request(namespace, raw)
         if key is None:
             return await self._bulk(send, request, if_none)
@@ -381,8 +381,14 @@ class OfrepEvaluations:
         return prepared
 
 
-async def _read_body(receive: Receive, declared: bytes | None) -> bytes:
-    """The whole request body; 413 past OFREP_BODY_LIMIT (by Content-Length, or while reading)."""
+async def _read_body(receive: Receive, declared: bytes | None, timeout: float) -> bytes:
+    """The whole request body; 413 past OFREP_BODY_LIMIT (by Content-Length, or while reading).
+
+    A client sends its context with the request's head, so the first read finds the whole body
+    and costs no timer (a deadline per request was most of a 304's cost). The first read is
+    bounded by the server's protocol (`bounded_protocol` closes a connection whose body is late);
+    the reads after it, of a body that came in parts, by `bounded_body` (408 past `timeout`).
+    """
     if declared is not None:
         try:
             length = int(declared)
@@ -392,10 +398,16 @@ async def _read_body(receive: Receive, declared: bytes | None) -> bytes:
             ) from None
         if length > OFREP_BODY_LIMIT:
             raise OfrepError(413, OfrepErrorCode.GENERAL, _too_large(f"{length} bytes"))
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        whole: bytes = message.get("body", b"")
+        if len(whole) > OFREP_BODY_LIMIT:
+            raise OfrepError(413, OfrepErrorCode.GENERAL, _too_large("more"))
+        return whole
+    bounded = bounded_body(receive, timeout)
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             raise OfrepError(
                 400,
@@ -408,7 +420,8 @@ async def _read_body(receive: Receive, declared: bytes | None) -> bytes:
             raise OfrepError(413, OfrepErrorCode.GENERAL, _too_large("more"))
         chunks.append(chunk)
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return b"".join(chunks)
+        message = await bounded()
 
 
 def _too_large(got: str) -> str:
