@@ -4,7 +4,10 @@ errors in OFREP's shape, tokens, clients seen."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import client_in, make_stable, publish, sample, start_rollout
 from tests.api.test_openapi import DocumentedAnswers
+from tests.api.test_read_limits import connect, read_until_closed
+from tests.fixtures.services import live_api
 from tests.fixtures.waiting import eventually
 
 FLAGS = "/ofrep/v1/evaluate/flags"
@@ -411,3 +416,35 @@ async def test_answers_are_counted_and_match_the_openapi_document(
     assert sample(metrics, "tempoconf_api_ofrep_evaluations_total", kind="bulk", code="304") == 1
     assert sample(metrics, "tempoconf_api_ofrep_evaluations_total", kind="flag", code="404") == 1
     assert sample(metrics, "tempoconf_api_ofrep_evaluations_total", kind="flag", code="200") == 1
+
+
+async def test_a_body_that_stops_coming_is_408_or_a_closed_connection_never_a_hang(
+    api_store: Store, settings: Settings
+) -> None:
+    """Part of the body, then nothing: 408 in OFREP's shape (bounded_body). The head and no body
+    at all: the server's protocol closes the connection (its body backstop): the first read of a
+    body costs no timer of the handler's own (api/ofrep.py, _read_body)."""
+    path = unique()
+    make_stable(api_store, path, STABLE)
+    bounded = replace(settings, api_header_timeout=1.0, api_body_timeout=1.0)
+    head = (
+        f"POST {FLAGS}/{path} HTTP/1.1\r\nHost: test\r\ncontent-type: application/json\r\n"
+        "content-length: 100\r\n\r\n"
+    )
+    async with live_api(api_store, bounded) as url:
+        with connect(url) as partial:
+            partial.sendall(head.encode() + b'{"context": ')
+            answer = await asyncio.to_thread(read_until_closed, partial)
+        with connect(url) as silent:
+            silent.sendall(head.encode())
+            nothing = await asyncio.to_thread(read_until_closed, silent)
+        async with httpx.AsyncClient(base_url=url) as http:  # and the server still serves
+            served = await http.post(f"{FLAGS}/{path}", json={"context": {"targetingKey": "h"}})
+
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 408 Request Timeout", answer
+    error = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert (error["key"], error["errorCode"]) == (path, "GENERAL")
+    assert error["errorDetails"].startswith("the request body was not received within 1s")
+    assert nothing == b""  # closed without an answer (the socket read would time out otherwise)
+    assert served.status_code == 200
