@@ -18,6 +18,7 @@ from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_appl
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
@@ -27,6 +28,7 @@ from tempoconf.api.routes import (
     freezes,
     health,
     metrics,
+    ofrep,
     openapi,
     reports,
     rollouts,
@@ -54,6 +56,8 @@ class DistributionApp(Starlette):
     client polls, and the poll path must not pay the middleware stack and routing per request."""
 
     config_polls: ConfigPolls
+    ofrep: OfrepEvaluations
+    """OFREP's evaluations: answered ahead of the framework too (clients poll the bulk call)."""
     body_timeout: float
     """Seconds a request body may take to arrive (settings.api_body_timeout)."""
 
@@ -64,6 +68,13 @@ class DistributionApp(Starlette):
             and scope["method"] in ("GET", "HEAD")
         ):
             await self.config_polls(scope, receive, send)
+            return
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and (scope["path"] == OFREP_BULK or scope["path"].startswith(OFREP_FLAG_PREFIX))
+        ):
+            await self.ofrep(scope, receive, send)
             return
         if scope["type"] == "http":
             receive = bounded_body(receive, self.body_timeout)
@@ -141,6 +152,7 @@ def create_app(
     app = DistributionApp(
         routes=[
             *configs.routes,
+            *ofrep.routes,
             *config_sets.routes,
             *reports.routes,
             *clients.routes,
@@ -162,6 +174,7 @@ def create_app(
     app.state.snapshot_cache = cache
     app.state.metrics = api_metrics
     app.config_polls = app.state.config_polls = config_polls
+    app.ofrep = app.state.ofrep = OfrepEvaluations(cache, settings, api_metrics, config_polls)
     app.body_timeout = settings.api_body_timeout
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener

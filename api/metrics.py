@@ -60,6 +60,8 @@ class ApiMetrics:
         self.polls: defaultdict[tuple[str, str, str, int], int] = defaultdict(int)
         """(namespace, path, stage, status code) → polls answered. Unknown or invalid configs
         count under namespace="" and path="" (their names come from the caller: unbounded)."""
+        self.ofrep: defaultdict[tuple[str, int], int] = defaultdict(int)
+        """(kind: "flag" or "bulk", status code) → OFREP evaluation requests answered."""
         self.long_polls_waiting = 0
         self.long_polls_abandoned = 0
         """Long-polls whose client disconnected before an answer."""
@@ -111,6 +113,15 @@ class _Collector(Collector):
         for (namespace, path, stage, code), count in list(metrics.polls.items()):
             polls.add_metric([namespace, path, stage, str(code)], count)
         yield polls
+        ofrep = CounterMetricFamily(
+            "tempoconf_api_ofrep_evaluations",
+            "OFREP evaluation requests answered, by kind (flag: one key, bulk: the namespace) "
+            "and HTTP status code",
+            labels=["kind", "code"],
+        )
+        for (kind, code), count in list(metrics.ofrep.items()):
+            ofrep.add_metric([kind, str(code)], count)
+        yield ofrep
         yield GaugeMetricFamily(
             "tempoconf_api_long_polls_waiting",
             "Long-polls waiting for a change right now",

@@ -33,6 +33,14 @@ from tempoconf.api.answers import (
 )
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
 from tempoconf.api.distribution import MAX_WAIT
+from tempoconf.api.ofrep import BULK_ROUTE, FLAG_ROUTE, OFREP_BODY_LIMIT
+from tempoconf.api.ofrep_answers import (
+    OfrepBulkAnswer,
+    OfrepBulkError,
+    OfrepFlagAnswer,
+    OfrepFlagError,
+    OfrepRequest,
+)
 from tempoconf.api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
 from tempoconf.api.routes.freezes import (
     DEFAULT_FREEZE_LIMIT,
@@ -47,6 +55,7 @@ from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
 from tempoconf.commands import COMMAND_NAMES, COMMANDS, OperatorCommand
 from tempoconf.contract_schema import ContractJsonSchema
+from tempoconf.ofrep import NAMESPACE_HEADER
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.request import ConfigPath, Namespace, RolloutRequest
 
@@ -60,6 +69,7 @@ REQUEST_BODIES: tuple[type[Any], ...] = (
     OperatorCommand,
     FreezeStartBody,
     FreezeEndBody,
+    OfrepRequest,
 )
 """The models that read request bodies: documented as they validate."""
 ANSWERS: tuple[type[Any], ...] = (
@@ -80,6 +90,10 @@ ANSWERS: tuple[type[Any], ...] = (
     ConfigsAnswer,
     FreezeAnswer,
     FreezesAnswer,
+    OfrepFlagAnswer,
+    OfrepFlagError,
+    OfrepBulkAnswer,
+    OfrepBulkError,
 )
 """The models of the JSON answers: documented as they serialize."""
 Mode = Literal["validation", "serialization"]
@@ -554,7 +568,88 @@ def _paths() -> dict[str, Any]:
             }
         }
     paths.update(_freeze_paths(admin_errors))
+    paths.update(_ofrep_paths())
     return paths
+
+
+def _ofrep_paths() -> dict[str, Any]:
+    """OFREP's evaluation endpoints (tempoconf.ofrep): a flag is a config, its key the path."""
+    namespace = {
+        "name": NAMESPACE_HEADER,
+        "in": "header",
+        "required": False,
+        "schema": {**TypeAdapter(Namespace).json_schema(), "default": DEFAULT_NAMESPACE},
+        "description": "The namespace of the flags (configs)",
+    }
+
+    def errors(model: type[Any]) -> dict[str, Any]:
+        return {
+            "400": _answer(
+                model, "PARSE_ERROR: the body is empty or not a JSON object; INVALID_CONTEXT: an "
+                "attribute of the context is not a string (named); GENERAL: a bad header",
+            ),
+            "401": {
+                **_answer(model, "Missing or wrong bearer token (only when a client token is "
+                          "configured)"),
+                "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+            },
+            "408": _answer(model, "The body did not arrive in time"),
+            "413": _answer(model, f"Body over {OFREP_BODY_LIMIT} bytes"),
+            "503": _answer(model, "The snapshots were never loaded from the store"),
+        }  # fmt: skip
+
+    return {
+        FLAG_ROUTE: {
+            "post": {
+                "operationId": "ofrepEvaluateFlag",
+                "summary": "OFREP: one flag (a config, by its path) evaluated for the context's "
+                "client, as `GET /v1/configs/{path}` resolves it",
+                "tags": ["ofrep"],
+                "security": _CLIENT,
+                "parameters": [
+                    {
+                        "name": "key",
+                        "in": "path",
+                        "required": True,
+                        "description": "The flag key: a config path, slashes written as is",
+                        "schema": {"type": "string"},
+                    },
+                    namespace,
+                ],
+                "requestBody": _request(OfrepRequest),
+                "responses": {
+                    "200": _answer(OfrepFlagAnswer, "The flag's value for this client"),
+                    **errors(OfrepFlagError),
+                    "404": _answer(
+                        OfrepFlagError,
+                        "FLAG_NOT_FOUND: no such config, or nothing to serve this client",
+                    ),
+                },
+            }
+        },
+        BULK_ROUTE: {
+            "post": {
+                "operationId": "ofrepEvaluateFlags",
+                "summary": "OFREP: every flag (config) of the namespace evaluated for the "
+                "context's client, with one ETag",
+                "tags": ["ofrep"],
+                "security": _CLIENT,
+                "parameters": [namespace, *_params("IfNoneMatch")],
+                "requestBody": _request(OfrepRequest),
+                "responses": {
+                    "200": {
+                        **_answer(OfrepBulkAnswer, "Every flag of the namespace, sorted by key"),
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                    },
+                    "304": {
+                        "description": "The evaluation held (If-None-Match) is current",
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                    },
+                    **errors(OfrepBulkError),
+                },
+            }
+        },
+    }
 
 
 def _freeze_paths(admin_errors: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,10 @@
 distinct clients, next to the floor of Python on this machine (a raw ASGI app answering a fixed
 304 on the same server settings). Goal: the API reaches at least 0.5 of the floor.
 
+In the same run, beside the 304 poll: OFREP's bulk evaluation (`POST /ofrep/v1/evaluate/flags`)
+for the same 1,000 clients, answered 304 (each with its ETag) and 200 (without one), so the two
+protocols are compared on the same process, store and machine load.
+
 Both servers are uvicorn (httptools, uvloop, one worker) in their own processes; wrk drives both
 with the same threads, connections and duration, each run after its own warm-up. The machine is
 shared (2 cores, wrk on them too), so the two are measured in back-to-back pairs and the ratio is
@@ -11,6 +15,7 @@ the median of the pairs' ratios: what else the machine does shifts both sides of
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import statistics
 import sys
@@ -40,6 +45,8 @@ DURATION_SECONDS = 8
 ROUNDS = 3
 """Pairs (floor, then API) measured."""
 
+OFREP_BULK = "/ofrep/v1/evaluate/flags"
+
 _RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 _SOCKET_ERRORS = re.compile(r"Socket errors: (.*)")
@@ -67,6 +74,65 @@ async def fetch_etags(api: ApiProcess) -> list[str]:
             raise SystemExit(f"a matching If-None-Match got {check.status_code}, not 304")
     log(f"clients per stage: {stages}")
     return etags
+
+
+def ofrep_body(i: int) -> str:
+    """Client i's evaluation context, as an OFREP provider sends it on every call."""
+    identity = client_identity(i)
+    context = {"targetingKey": identity.client_id}
+    if identity.channel:
+        context["channel"] = identity.channel
+    return json.dumps({"context": context}, separators=(",", ":"))
+
+
+async def fetch_ofrep_etags(api: ApiProcess) -> list[str]:
+    """Each client's bulk-evaluation ETag; checks that it earns a 304."""
+    etags: list[str] = []
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=10) as http:
+        for i in range(CLIENTS):
+            answer = await http.post(OFREP_BULK, content=ofrep_body(i))
+            answer.raise_for_status()
+            etags.append(answer.headers["etag"])
+        check = await http.post(
+            OFREP_BULK, content=ofrep_body(0), headers={"If-None-Match": etags[0]}
+        )
+        if check.status_code != 304:
+            raise SystemExit(f"OFREP: a matching If-None-Match got {check.status_code}, not 304")
+    return etags
+
+
+def _lua_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_ofrep_lua(directory: Path, etags: list[str] | None) -> Path:
+    """A wrk script of bulk evaluations cycling through the clients, each with its own context
+    (and, with `etags`, its own If-None-Match: 304s; without, 200s)."""
+    rows = []
+    for i in range(CLIENTS):
+        headers = '["Content-Type"] = "application/json"'
+        if etags is not None:
+            headers += f', ["If-None-Match"] = {_lua_string(etags[i])}'
+        rows.append(f"  {{{{{headers}}}, {_lua_string(ofrep_body(i))}}}")
+    script = directory / ("ofrep_304.lua" if etags is not None else "ofrep_200.lua")
+    script.write_text(
+        "local clients = {\n" + ",\n".join(rows) + "\n}\n"
+        "local requests = {}\n"
+        "local n = 0\n"
+        "local i = 0\n"
+        "function init(args)\n"
+        "  for k, c in ipairs(clients) do\n"
+        f'    requests[k] = wrk.format("POST", "{OFREP_BULK}", c[1], c[2])\n'
+        "  end\n"
+        "  n = #requests\n"
+        "  i = math.random(n) - 1\n"
+        "end\n"
+        "function request()\n"
+        "  i = i % n + 1\n"
+        "  return requests[i]\n"
+        "end\n"
+    )
+    return script
 
 
 def write_lua(directory: Path, etags: list[str]) -> Path:
@@ -125,20 +191,39 @@ async def main() -> None:
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
         seed_live_rollout(url)
         async with (
-            bounded(300, "the poll-cost benchmark"),
+            bounded(600, "the poll-cost benchmark"),
             ApiProcess("api", url) as api,
             ApiProcess("floor") as floor,
         ):
             etags = await fetch_etags(api)
             script = write_lua(Path(scratch), etags)
+            ofrep_304 = write_ofrep_lua(Path(scratch), await fetch_ofrep_etags(api))
+            ofrep_200 = write_ofrep_lua(Path(scratch), None)
+            runs = (
+                ("floor", floor, script),
+                ("api", api, script),
+                ("ofrep_304", api, ofrep_304),
+                ("ofrep_200", api, ofrep_200),
+            )
             rounds: list[dict[str, float]] = []
             for number in range(1, ROUNDS + 1):
                 measured: dict[str, float] = {}
-                for name, server in (("floor", floor), ("api", api)):
-                    await run_wrk(wrk, server.base_url, script, WARMUP_SECONDS)
-                    measured[name] = await run_wrk(wrk, server.base_url, script, DURATION_SECONDS)
+                for name, server, lua in runs:
+                    await run_wrk(wrk, server.base_url, lua, WARMUP_SECONDS)
+                    measured[name] = await run_wrk(wrk, server.base_url, lua, DURATION_SECONDS)
                     log(f"round {number}: {name} {measured[name]:.0f} requests/s")
                 rounds.append(measured)
+            ofrep_counts = {
+                code: int(
+                    await api.metric(
+                        "tempoconf_api_ofrep_evaluations_total",
+                        lambda labels, code=code: (
+                            'kind="bulk"' in labels and f'code="{code}"' in labels
+                        ),
+                    )
+                )
+                for code in ("200", "304")
+            }
             not_modified = await api.metric(
                 "tempoconf_api_polls_total", lambda labels: 'code="304"' in labels
             )
@@ -146,6 +231,7 @@ async def main() -> None:
                 "tempoconf_api_polls_total", lambda labels: 'code="200"' in labels
             )
     ratio = statistics.median(r["api"] / r["floor"] for r in rounds)
+    ofrep_ratio = statistics.median(r["ofrep_304"] / r["api"] for r in rounds)
     emit(
         {
             "bench": "poll_cost",
@@ -160,16 +246,23 @@ async def main() -> None:
             "api_rps": round(statistics.median(r["api"] for r in rounds)),
             "floor_rps": round(statistics.median(r["floor"] for r in rounds)),
             "ratio": round(ratio, 3),
+            "ofrep_bulk_304_rps": round(statistics.median(r["ofrep_304"] for r in rounds)),
+            "ofrep_bulk_200_rps": round(statistics.median(r["ofrep_200"] for r in rounds)),
+            "ofrep_304_to_poll_304": round(ofrep_ratio, 3),
             "rounds": [
                 {
                     "floor": round(r["floor"]),
                     "api": round(r["api"]),
                     "ratio": round(r["api"] / r["floor"], 3),
+                    "ofrep_304": round(r["ofrep_304"]),
+                    "ofrep_200": round(r["ofrep_200"]),
                 }
                 for r in rounds
             ],
             "api_polls_304": int(not_modified),
             "api_polls_200": int(modified),
+            "ofrep_bulk_304": ofrep_counts["304"],
+            "ofrep_bulk_200": ofrep_counts["200"],
             "goal": f"ratio >= {GOAL_RATIO}",
             "goal_met": ratio >= GOAL_RATIO,
         }

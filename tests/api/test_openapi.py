@@ -37,6 +37,13 @@ from tempoconf.api.answers import (
     VersionsAnswer,
 )
 from tempoconf.api.app import create_app
+from tempoconf.api.ofrep_answers import (
+    OfrepBulkAnswer,
+    OfrepBulkError,
+    OfrepFlagAnswer,
+    OfrepFlagError,
+    OfrepRequest,
+)
 from tempoconf.api.openapi import REF_TEMPLATE
 from tempoconf.api.routes.freezes import (
     FreezeAnswer,
@@ -159,6 +166,8 @@ async def test_the_poll_operation_documents_its_query_parameters(
 # -- each body is its model's schema ------------------------------------------------------------
 
 _COMMAND = (OperatorCommand, {"200": CommandAnswer})
+OFREP_ERRORS = ("400", "401", "404", "408", "413", "503")
+"""OFREP's routes answer their errors in OFREP's shape (404 only on the single call)."""
 BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/configs/{path}", "get"): (None, {"200": ConfigAnswer}),
     ("/v1/configs", "get"): (None, {"200": ConfigsAnswer}),
@@ -178,6 +187,14 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/freezes", "get"): (None, {"200": FreezesAnswer}),
     ("/v1/admin/freezes", "post"): (FreezeStartBody, {"201": FreezeAnswer}),
     ("/v1/admin/freezes/{namespace}:end", "post"): (FreezeEndBody, {"200": FreezeAnswer}),
+    ("/ofrep/v1/evaluate/flags/{key}", "post"): (
+        OfrepRequest,
+        {"200": OfrepFlagAnswer, **dict.fromkeys(OFREP_ERRORS, OfrepFlagError)},
+    ),
+    ("/ofrep/v1/evaluate/flags", "post"): (
+        OfrepRequest,
+        {"200": OfrepBulkAnswer, **dict.fromkeys(OFREP_ERRORS, OfrepBulkError)},
+    ),
     ("/healthz", "get"): (None, {"200": HealthAnswer}),
     ("/readyz", "get"): (None, {"200": ReadinessAnswer, "503": ReadinessAnswer}),
 }

@@ -178,6 +178,10 @@ def _strategy(operation: Any, mode: GenerationMode) -> st.SearchStrategy[schemat
             strategies.append(
                 operation.as_strategy(generation_mode=mode, path_parameters={"path": KNOWN_PATH})
             )
+        if operation.path_parameters.get("key") is not None:  # an OFREP flag key: a path
+            strategies.append(
+                operation.as_strategy(generation_mode=mode, path_parameters={"key": KNOWN_PATH})
+            )
         if operation.path == "/v1/reports":
             strategies.append(operation.as_strategy(generation_mode=mode).map(_with_known_data))
     return st.one_of(strategies)
