@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
 
 from tempoconf.progress import CommandResult
+from tempoconf.resolution import StageKind
 
 __all__ = [
     "Accepted",
@@ -82,6 +83,9 @@ class ConfigAnswer(_Answer):
     version: str
     stage: str
     """`stable` when no stage applies."""
+    stage_kind: StageKind | None
+    """Why the stage applies: `split`, it has a percentile (the client's bucket decided);
+    `targeting`, it matched by channel or labels only; null on stable."""
     value: Any
     """The config value (any JSON)."""
     expires_at: Timestamp | None

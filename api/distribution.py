@@ -25,6 +25,7 @@ from tempoconf.resolution import (
     ConfigSnapshot,
     PublishedStage,
     VersionRecord,
+    stage_kind,
     stage_matches,
 )
 from tempoconf.storable import text_problem
@@ -141,25 +142,29 @@ class PreparedConfig:
 
 
 def prepare_config(snapshot: ConfigSnapshot) -> PreparedConfig:
-    stable = _prepare(snapshot, snapshot.stable, STABLE, None) if snapshot.stable else None
+    stable = _prepare(snapshot, snapshot.stable, None) if snapshot.stable else None
     stages: tuple[tuple[PublishedStage, PreparedAnswer], ...] = ()
     if snapshot.staged is not None:
         staged = snapshot.staged
         stages = tuple(
-            (stage, _prepare(snapshot, staged, stage.name, stage.expires_at))
+            (stage, _prepare(snapshot, staged, stage))
             for stage in sorted(snapshot.stages, key=lambda s: s.index)
         )
     return PreparedConfig(snapshot, stable, stages)
 
 
 def _prepare(
-    snapshot: ConfigSnapshot, record: VersionRecord, stage: str, expires_at: datetime | None
+    snapshot: ConfigSnapshot, record: VersionRecord, published: PublishedStage | None
 ) -> PreparedAnswer:
+    """The answer that serves `record` on `published` (None: stable)."""
+    stage = STABLE if published is None else published.name
+    expires_at = None if published is None else published.expires_at
     document = ConfigAnswer(
         namespace=snapshot.namespace,
         path=snapshot.path,
         version=record.version,
         stage=stage,
+        stage_kind=stage_kind(published),
         value=record.value,
         expires_at=expires_at.astimezone(UTC).isoformat() if expires_at else None,
         metadata=ConfigMetadata.model_validate(record.metadata()),

@@ -17,7 +17,15 @@ from enum import StrEnum
 from typing import Any
 
 from tempoconf.paths import path_problem
-from tempoconf.resolution import STABLE, ClientIdentity, PublishedStage, StageTarget, VersionRecord
+from tempoconf.resolution import (
+    STABLE,
+    ClientIdentity,
+    PublishedStage,
+    StageKind,
+    StageTarget,
+    VersionRecord,
+    stage_kind,
+)
 from tempoconf.storable import text_problem
 
 __all__ = [
@@ -101,14 +109,18 @@ class OfrepEvaluation:
     metadata: dict[str, str]
 
 
+_REASONS: dict[StageKind | None, Reason] = {
+    None: Reason.STATIC,
+    "split": Reason.SPLIT,
+    "targeting": Reason.TARGETING_MATCH,
+}
+
+
 def reason_for(stage: StageTarget | None) -> Reason:
     """Why a client got what it got: STATIC on stable (`stage` None), SPLIT for a stage with a
-    percentile (the client's bucket decided), TARGETING_MATCH for channel/label stages."""
-    if stage is None:
-        return Reason.STATIC
-    if stage.percentile is not None:
-        return Reason.SPLIT
-    return Reason.TARGETING_MATCH
+    percentile (the client's bucket decided), TARGETING_MATCH for channel/label stages: the
+    kind `tempoconf.resolution.stage_kind` gives, as the poll answer's `stage_kind` says it."""
+    return _REASONS[stage_kind(stage)]
 
 
 def evaluation(key: str, record: VersionRecord, stage: PublishedStage | None) -> OfrepEvaluation:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tempoconf.bucketing import in_percentile
 
@@ -18,9 +18,11 @@ __all__ = [
     "ConfigSnapshot",
     "PublishedStage",
     "Resolution",
+    "StageKind",
     "StageTarget",
     "VersionRecord",
     "resolve",
+    "stage_kind",
     "stage_matches",
     "STABLE",
 ]
@@ -96,6 +98,19 @@ class StageTarget(Protocol):
 
     @property
     def labels(self) -> Mapping[str, str]: ...
+
+
+StageKind = Literal["split", "targeting"]
+"""What decided that a stage's clients are in it: `split`, the client's bucket (a percentile);
+`targeting`, who the client is (channel, labels) only."""
+
+
+def stage_kind(stage: StageTarget | None) -> StageKind | None:
+    """The kind of `stage` (None: stable, no stage applies). A percentile makes it a split even
+    beside a channel or labels: among the clients they match, the bucket still decides."""
+    if stage is None:
+        return None
+    return "split" if stage.percentile is not None else "targeting"
 
 
 def stage_matches(stage: StageTarget, path: str, client: ClientIdentity) -> bool:

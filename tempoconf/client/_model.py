@@ -11,18 +11,25 @@ from typing import Any, Literal
 
 __all__ = [
     "STABLE",
+    "STAGE_KINDS",
     "ConfigClientError",
     "ConfigRequestError",
     "ConfigResponseError",
     "ConfigUnavailableError",
     "ConfigValue",
     "Source",
+    "StageKind",
 ]
 
 STABLE = "stable"
 """The `stage` of a value that no stage of a rollout applies to."""
 
 Source = Literal["api", "cache"]
+
+StageKind = Literal["split", "targeting"]
+"""What put the client in its stage: `split`, a percentile (its bucket); `targeting`, its channel
+or labels only."""
+STAGE_KINDS: tuple[StageKind, ...] = ("split", "targeting")
 
 
 class ConfigClientError(Exception):
@@ -69,6 +76,9 @@ class ConfigValue:
     """The lease of the stage that applies (None on stable)."""
     metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """`author`, `commit`, `message`, `created_at` of the version."""
+    stage_kind: StageKind | None = None
+    """`split` or `targeting` as the API says it; None on stable, and when the answer has no
+    `stage_kind` (an API older than the field, or a cache file written from one)."""
     source: Source = "api"
     confirmed_at: float = 0.0
     """Unix time at which the API last served or confirmed this value."""
@@ -91,6 +101,7 @@ class ConfigValue:
             "path": self.path,
             "version": self.version,
             "stage": self.stage,
+            "stage_kind": self.stage_kind,
             "value": self.value,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "metadata": dict(self.metadata),
@@ -113,6 +124,11 @@ class ConfigValue:
                 raise ConfigResponseError(f"field {name!r} is missing or not a non-empty string")
         if "value" not in body:
             raise ConfigResponseError("field 'value' is missing")
+        stage_kind = body.get("stage_kind")
+        if stage_kind is not None and not isinstance(stage_kind, str):
+            raise ConfigResponseError(f"field 'stage_kind' is not a string or null: {stage_kind!r}")
+        if stage_kind not in STAGE_KINDS:
+            stage_kind = None  # a kind newer than this client: read as an answer without one
         metadata = body.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise ConfigResponseError("field 'metadata' is not an object")
@@ -124,6 +140,7 @@ class ConfigValue:
             value=body["value"],
             expires_at=_parse_time(body.get("expires_at")),
             metadata=MappingProxyType(dict(metadata)),
+            stage_kind=stage_kind,
             source=source,
             confirmed_at=confirmed_at,
             etag=etag,

@@ -1,9 +1,11 @@
-"""What kind of stage served a value, from what a `/v1/configs` answer carries: the stage's name.
+"""What kind of stage served a value, guessed from its name: only the fallback for an answer
+without `stage_kind` (an API older than the field, or a value cached from one and confirmed by a
+304 since, as the ETag does not change). Every other answer says the kind: `ConfigValue.stage_kind`.
 
-The answer names the stage, not what it targets. A stage's default name says it (docs/contract.md:
-`channel:canary`, `10%`, `labels:region=eu`, joined by spaces); a stage given a name of its own
-is read from the client's identity: a client with neither channel nor labels can only have been
-matched by a percentile.
+A stage's default name says it (docs/contract.md: `channel:canary`, `10%`, `labels:region=eu`,
+joined by spaces); a stage given a name of its own is read from the client's identity: a client
+with neither channel nor labels can only have been matched by a percentile (which is wrong for a
+custom-named percentile stage that also names a channel or labels).
 """
 
 from __future__ import annotations

@@ -51,7 +51,13 @@ from tempoconf.client._flagkeys import (
     lookup,
     parse_flag_key,
 )
-from tempoconf.client._model import ConfigClientError, ConfigRequestError, ConfigValue, Source
+from tempoconf.client._model import (
+    STABLE,
+    ConfigClientError,
+    ConfigRequestError,
+    ConfigValue,
+    Source,
+)
 from tempoconf.client._stagekind import stage_kind
 from tempoconf.client._sync import ConfigClient
 
@@ -263,6 +269,12 @@ class _ProviderBase(AbstractProvider):
     def _reason(self, value: ConfigValue) -> Reason:
         if value.source == "cache":
             return Reason.CACHED
+        if value.stage == STABLE:
+            return Reason.STATIC
+        if value.stage_kind is not None:
+            return _REASONS[value.stage_kind]
+        # An answer without `stage_kind` (an older API, or a value cached from one and since
+        # confirmed by a 304): the kind is guessed from the stage's name.
         return _REASONS[stage_kind(value.stage, channel=self._channel, labels=self._labels)]
 
     # -- events --------------------------------------------------------------------------------

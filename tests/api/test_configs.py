@@ -37,6 +37,7 @@ async def test_stable_is_served_with_metadata_and_etag(
         "path": PATH,
         "version": stable.version,
         "stage": "stable",
+        "stage_kind": None,
         "value": STABLE_VALUE,
         "expires_at": None,
         "metadata": {
@@ -92,6 +93,35 @@ async def test_stages_are_cumulative(
     assert (rest["version"], rest["stage"]) == (stable.version, "stable")
     assert rest["expires_at"] is None
     assert other_channel["version"] == stable.version
+
+
+async def test_the_answer_says_the_stage_kind_whatever_the_stage_is_named(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    start_rollout(api_store, PATH, NEW_VALUE)
+    publish(api_store, PATH, index=0, name="early-birds", channel="canary")
+    # A percentile beside a channel, under a name that says neither: still a split.
+    publish(api_store, PATH, index=1, name="wave-1", channel="beta", percentile=100)
+    await cache.refresh()
+    identities = {
+        "early-birds": {"client": "host-1", "channel": "canary"},
+        "wave-1": {"client": "host-2", "channel": "beta"},
+        "stable": {"client": "host-3"},
+    }
+
+    polls = {stage: (await get(client, **who)).json() for stage, who in identities.items()}
+    sets = {
+        stage: (await client.get("/v1/configs", params={"path": PATH, **who})).json()["configs"][0]
+        for stage, who in identities.items()
+    }
+
+    kinds = {"early-birds": "targeting", "wave-1": "split", "stable": None}
+    for answers in (polls, sets):
+        assert {stage: answer["stage"] for stage, answer in answers.items()} == {
+            stage: stage for stage in kinds
+        }
+        assert {stage: answer["stage_kind"] for stage, answer in answers.items()} == kinds
 
 
 async def test_anonymous_clients_match_channel_stages_but_never_percentiles(

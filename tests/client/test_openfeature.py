@@ -108,6 +108,37 @@ def test_the_canary_gets_the_canary_value_and_the_others_stable(live_api: LiveAp
     assert events.kinds()[:2] == [READY, READY]
 
 
+def test_the_reason_is_the_kind_the_api_says_whatever_the_stage_is_named(
+    live_api: LiveApi,
+) -> None:
+    stable_served(live_api, STABLE)
+    staged = start_rollout(live_api.store, PATH, STAGED)
+    publish(live_api.store, PATH, index=0, name="early-birds", channel="canary")
+    # A percentile beside a channel under a name of its own: the name says nothing, and the
+    # host has a channel, yet its bucket decided.
+    publish(live_api.store, PATH, index=1, name="wave-1", channel="beta", percentile=100)
+    live_api.wait_served(PATH, staged.version, channel="canary")
+    live_api.wait_served(PATH, staged.version, channel="beta", client="h2")
+
+    canary = TempoconfProvider(live_api.url, [PATH], client_id="h1", channel="canary", **FAST)
+    beta = TempoconfProvider(live_api.url, [PATH], client_id="h2", channel="beta", **FAST)
+    with openfeature_events():
+        api.set_provider_and_wait(canary, "canary")
+        api.set_provider_and_wait(beta, "beta")
+        on_canary = api.get_client("canary").get_boolean_details(FLOW, False)
+        on_beta = api.get_client("beta").get_boolean_details(FLOW, False)
+    assert (on_canary.value, on_canary.reason, on_canary.flag_metadata["stage"]) == (
+        True,
+        Reason.TARGETING_MATCH,
+        "early-birds",
+    )
+    assert (on_beta.value, on_beta.reason, on_beta.flag_metadata["stage"]) == (
+        True,
+        Reason.SPLIT,
+        "wave-1",
+    )
+
+
 def test_a_promotion_emits_configuration_changed_with_the_changed_keys(live_api: LiveApi) -> None:
     stable_served(live_api, STABLE)
     provider = TempoconfProvider(live_api.url, [PATH], client_id="h2", **FAST)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tempoconf.client import ConfigUnavailableError, ConfigValue
+from tempoconf.client import ConfigResponseError, ConfigUnavailableError, ConfigValue
 from tempoconf.client._backoff import Backoff
 from tempoconf.client._core import ClientOptions, WatchState
 from tempoconf.client._hold import decide
@@ -242,3 +242,43 @@ def test_after_a_failure_the_next_request_is_answered_at_once() -> None:
     clock.advance(0.5)
     again = state.config_request(long_poll=True)
     assert (again.wait, again.probe) == (30, False)
+
+
+def answer_body(**fields: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "namespace": "default",
+        "path": "p",
+        "version": "v2",
+        "stage": "wave-1",
+        "value": {"x": 1},
+        "expires_at": None,
+        "metadata": {},
+    }
+    body.update(fields)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind"),
+    [
+        ({"stage_kind": "split"}, "split"),
+        ({"stage_kind": "targeting"}, "targeting"),
+        ({"stage": "stable", "stage_kind": None}, None),
+        ({}, None),  # an API older than the field, or a cache file written from one
+        ({"stage_kind": "cohort"}, None),  # a kind newer than this client: as if absent
+    ],
+)
+def test_the_stage_kind_is_read_and_kept_in_the_cache_body(
+    fields: dict[str, object], kind: str | None
+) -> None:
+    read = ConfigValue.from_body(answer_body(**fields), source="api", confirmed_at=0, etag=None)
+
+    assert read.stage_kind == kind
+    assert read.body()["stage_kind"] == kind
+    again = ConfigValue.from_body(read.body(), source="cache", confirmed_at=0, etag=None)
+    assert again.stage_kind == kind
+
+
+def test_a_stage_kind_that_is_not_text_is_refused() -> None:
+    with pytest.raises(ConfigResponseError, match=r"field 'stage_kind' is not a string or null"):
+        ConfigValue.from_body(answer_body(stage_kind=1), source="api", confirmed_at=0, etag=None)
