@@ -6,6 +6,7 @@ event handlers) and changes the config through the store as the rollout activiti
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,48 @@ def test_the_reason_is_the_kind_the_api_says_whatever_the_stage_is_named(
         True,
         Reason.SPLIT,
         "wave-1",
+    )
+
+
+def test_a_cached_value_without_the_stage_kind_gets_its_reason_from_the_stage_name(
+    live_api: LiveApi, cache_dir: Path
+) -> None:
+    stable_served(live_api, STABLE)
+    staged = start_rollout(live_api.store, PATH, STAGED)
+    name = "channel:canary 100%"  # a default name: the percentile in it says split
+    publish(live_api.store, PATH, index=0, name=name, channel="canary", percentile=100)
+    live_api.wait_served(PATH, staged.version, channel="canary", client="h1")
+    earlier = ConfigClient(
+        live_api.url, PATH, client_id="h1", channel="canary", cache_dir=cache_dir
+    )
+    try:
+        assert earlier.get().stage_kind == "split"
+    finally:
+        earlier.close()
+    # The file as a client older than `stage_kind` left it: same ETag, so a 304 confirms it.
+    [file] = sorted(cache_dir.iterdir())
+    document = json.loads(file.read_text())
+    del document["config"]["stage_kind"]
+    file.write_text(json.dumps(document))
+
+    confirmed = ConfigClient(
+        live_api.url, PATH, client_id="h1", channel="canary", cache_dir=cache_dir
+    )
+    try:
+        served = confirmed.get()
+        assert (served.source, served.version, served.stage_kind) == ("api", staged.version, None)
+    finally:
+        confirmed.close()
+    provider = TempoconfProvider(
+        live_api.url, [PATH], client_id="h1", channel="canary", cache_dir=cache_dir, **FAST
+    )
+    with openfeature_events():
+        api.set_provider_and_wait(provider)
+        details = api.get_client().get_boolean_details(FLOW, False)
+    assert (details.value, details.reason, details.flag_metadata["stage"]) == (
+        True,
+        Reason.SPLIT,
+        name,
     )
 
 
