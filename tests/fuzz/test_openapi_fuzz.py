@@ -76,6 +76,11 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
+NOT_NEGATED_CHECKS = [check for check in CHECKS if check is not negative_data_rejection]
+NOT_NEGATED = "Positive test case"
+"""What schemathesis (4.32) says of a negative-mode draw in which nothing was negated (an optional
+body left out, every parameter valid), which it would still judge as negative data: seed
+1800815637 sent a valid `POST /v1/admin/freezes/{namespace}:end` and called its 200 a failure."""
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -223,7 +228,11 @@ def _fuzz_operation(
             case.body = _loopback_urls(case.body)
         response = case.call(base_url=stack.url, session=session, headers=headers, timeout=30)
         counts[str(response.status_code)] = counts.get(str(response.status_code), 0) + 1
-        case.validate_response(response, checks=CHECKS, headers=headers)
+        phase = case.meta.phase.data if case.meta is not None else None
+        negated = getattr(phase, "description", None) != NOT_NEGATED
+        case.validate_response(
+            response, checks=CHECKS if negated else NOT_NEGATED_CHECKS, headers=headers
+        )
 
     check()
 
