@@ -36,6 +36,7 @@ from schemathesis.specs.openapi.checks import (
 )
 from temporalio.testing import WorkflowEnvironment
 
+from tempoconf.api.distribution import MAX_WAIT
 from tempoconf.canonical import version_id
 from tests.fixtures.waiting import eventually_sync
 from tests.fuzz.abuse_stack import BACKENDS, Stack, database_for, live_stack, temporal_target
@@ -226,7 +227,12 @@ def _fuzz_operation(
     def check(case: schemathesis.Case[Any]) -> None:
         if case.body is not None and not isinstance(case.body, bytes | str):
             case.body = _loopback_urls(case.body)
-        response = case.call(base_url=stack.url, session=session, headers=headers, timeout=30)
+        # A documented long-poll (`wait` up to MAX_WAIT with a matching If-None-Match) holds the
+        # request that long: a shorter read timeout would call a correct answer a failure
+        # (seed 3814576553: a 304 after a 60 s hold).
+        response = case.call(
+            base_url=stack.url, session=session, headers=headers, timeout=MAX_WAIT + 15
+        )
         counts[str(response.status_code)] = counts.get(str(response.status_code), 0) + 1
         phase = case.meta.phase.data if case.meta is not None else None
         negated = getattr(phase, "description", None) != NOT_NEGATED
