@@ -101,6 +101,28 @@ async def fetch_ofrep_etags(api: ApiProcess) -> list[str]:
     return etags
 
 
+def _cycling_requests(format_call: str) -> str:
+    """The rest of a wrk script after its `clients` table: each request made once by
+    `format_call` (Lua, over a client row `c`), then sent in turn; threads start at different
+    clients."""
+    return (
+        "local requests = {}\n"
+        "local n = 0\n"
+        "local i = 0\n"
+        "function init(args)\n"
+        "  for k, c in ipairs(clients) do\n"
+        f"    requests[k] = {format_call}\n"
+        "  end\n"
+        "  n = #requests\n"
+        "  i = math.random(n) - 1\n"
+        "end\n"
+        "function request()\n"
+        "  i = i % n + 1\n"
+        "  return requests[i]\n"
+        "end\n"
+    )
+
+
 def _lua_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -116,21 +138,10 @@ def write_ofrep_lua(directory: Path, etags: list[str] | None) -> Path:
         rows.append(f"  {{{{{headers}}}, {_lua_string(ofrep_body(i))}}}")
     script = directory / ("ofrep_304.lua" if etags is not None else "ofrep_200.lua")
     script.write_text(
-        "local clients = {\n" + ",\n".join(rows) + "\n}\n"
-        "local requests = {}\n"
-        "local n = 0\n"
-        "local i = 0\n"
-        "function init(args)\n"
-        "  for k, c in ipairs(clients) do\n"
-        f'    requests[k] = wrk.format("POST", "{OFREP_BULK}", c[1], c[2])\n'
-        "  end\n"
-        "  n = #requests\n"
-        "  i = math.random(n) - 1\n"
-        "end\n"
-        "function request()\n"
-        "  i = i % n + 1\n"
-        "  return requests[i]\n"
-        "end\n"
+        "local clients = {\n"
+        + ",\n".join(rows)
+        + "\n}\n"
+        + _cycling_requests(f'wrk.format("POST", "{OFREP_BULK}", c[1], c[2])')
     )
     return script
 
@@ -144,20 +155,7 @@ def write_lua(directory: Path, etags: list[str]) -> Path:
     script = directory / "polls.lua"
     script.write_text(
         f"local clients = {{\n{rows}\n}}\n"
-        "local requests = {}\n"
-        "local n = 0\n"
-        "local i = 0\n"
-        "function init(args)\n"
-        "  for k, c in ipairs(clients) do\n"
-        '    requests[k] = wrk.format("GET", c[1], {["If-None-Match"] = c[2]})\n'
-        "  end\n"
-        "  n = #requests\n"
-        "  i = math.random(n) - 1\n"  # threads start at different clients
-        "end\n"
-        "function request()\n"
-        "  i = i % n + 1\n"
-        "  return requests[i]\n"
-        "end\n"
+        + _cycling_requests('wrk.format("GET", c[1], {["If-None-Match"] = c[2]})')
     )
     return script
 
