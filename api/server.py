@@ -78,6 +78,9 @@ async def serve_api(
         log_config=None,  # the process (CLI, tests) configures logging, not uvicorn
         access_log=access_log,  # off by default: every client polls, the log would be all polls
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        # uvicorn's 5 s equals httpx's idle expiry: the two raced, and a client now and then sent
+        # a request on a connection the server was closing (httpx.ReadError, no answer).
+        timeout_keep_alive=max(1, round(settings.api_keep_alive_timeout)),
         # Slow clients cannot hold a connection, a task or buffers: the head and the body must
         # arrive within these bounds (api/read_limits.py; the body's 408 is the app's).
         http=bounded_protocol(

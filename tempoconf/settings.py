@@ -52,6 +52,11 @@ class Settings:
     """`TEMPOCONF_API_HEADER_TIMEOUT`: seconds a client may take to send a request's head."""
     api_body_timeout: float = 10.0
     """`TEMPOCONF_API_BODY_TIMEOUT`: seconds a client may take to send a request's body."""
+    api_keep_alive_timeout: float = 75.0
+    """`TEMPOCONF_API_KEEP_ALIVE_TIMEOUT`: seconds an idle keep-alive connection stays open. Longer
+    than clients' own idle limits (httpx 5 s, load balancers' 60 s), so that a client, never the
+    server, closes an idle connection: a request sent on a connection the server is closing at
+    that instant fails on the client with no answer."""
     sweep_interval: float = 5.0
     """`TEMPOCONF_SWEEP_INTERVAL`: seconds between the worker's sweeps for rollouts whose workflow
     ended without its own end (terminated, timed out): their final audit entry and lock release
@@ -84,6 +89,7 @@ class Settings:
             ),
             api_header_timeout=_seconds(env, "TEMPOCONF_API_HEADER_TIMEOUT", 10.0),
             api_body_timeout=_seconds(env, "TEMPOCONF_API_BODY_TIMEOUT", 10.0),
+            api_keep_alive_timeout=_seconds(env, "TEMPOCONF_API_KEEP_ALIVE_TIMEOUT", 75.0),
             sweep_interval=_seconds(env, "TEMPOCONF_SWEEP_INTERVAL", 5.0),
         )
         given = {key: value for key, value in overrides.items() if value is not None}

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 import time
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import httpx
@@ -91,6 +92,45 @@ async def test_a_kept_alive_connection_does_not_hold_up_shutdown(
         took = time.monotonic() - began
     assert took < GRACEFUL_SHUTDOWN_SECONDS  # idle connections are closed, not waited for
     assert refuses_connections(base_url)
+
+
+async def test_an_idle_connection_outlives_the_clients_idle_expiry_and_ends_at_the_setting(
+    api_store: Store, settings: Settings
+) -> None:
+    # httpx drops an idle connection after 5 s; a server that also closes at 5 s races it, and a
+    # request sent on the connection as the server closes it gets no answer (httpx.ReadError).
+    make_stable(api_store, PATH, {"v": 1})
+    request = b"GET /healthz HTTP/1.1\r\nHost: api\r\n\r\n"
+
+    def answered(sock: socket.socket) -> bool:
+        """Send a request and read its whole answer (head and body); False when none came."""
+        sock.sendall(request)
+        received = b""
+        try:
+            while b"\r\n\r\n" not in received:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return False
+                received += chunk
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                body += sock.recv(4096)
+        except OSError:
+            return False
+        return head.startswith(b"HTTP/1.1 200")
+
+    task, base_url = await start(replace(settings, api_keep_alive_timeout=8.0), api_store)
+    try:
+        parts = urlsplit(base_url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=5) as sock:
+            assert await asyncio.to_thread(answered, sock)
+            await asyncio.sleep(6)  # past httpx's expiry and uvicorn's default
+            assert await asyncio.to_thread(answered, sock)
+            await asyncio.sleep(9)  # past the setting: the server closed it
+            assert await asyncio.to_thread(sock.recv, 4096) == b""
+    finally:
+        await stop(task)
 
 
 async def test_a_port_in_use_is_an_error_not_an_exit(api_store: Store, settings: Settings) -> None:
