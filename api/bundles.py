@@ -39,6 +39,7 @@ QUERIES_KEPT = 65_536
 
 logger = logging.getLogger(__name__)
 
+_PARAMS = frozenset({"namespace", "wait"})
 _JSON = (b"content-type", b"application/json")
 _CACHE = (b"cache-control", CACHE_CONTROL.encode())
 
@@ -111,18 +112,21 @@ class BundlePolls:
         query = self._queries.get((path, query_string))
         if query is None:
             # The configs route's parsing: the same namespace and `wait` rules, the same 400s.
-            query = parse_config_query(
-                path[len(BUNDLES_PREFIX) :], QueryParams(query_string), query_string
+            # Only those two: an identity sent along is none of the bundle's business.
+            params = QueryParams(
+                [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
             )
+            query = parse_config_query(path[len(BUNDLES_PREFIX) :], params, query_string)
             if len(self._queries) >= QUERIES_KEPT:
                 self._queries.clear()
             self._queries[(path, query_string)] = query
-        # The event before the snapshot (no await in between): a change after this read sets it.
-        changed = self._cache.changed_for(query.namespace, query.path)
         bundle = self._prepared_bundle(query)
         header = if_none.decode("latin-1") if if_none is not None else None
         modified = if_none != bundle.etag_bytes and not if_none_match(header, bundle.etag)
         if not modified and query.wait > 0:
+            # No await since the snapshot was read, so no refresh came in between: this event
+            # is set by the first change after that read.
+            changed = self._cache.changed_for(query.namespace, query.path)
             polled = await self._long_poll(query, bundle, header, changed, receive)
             if polled is None:
                 return  # the client went away while it waited: nobody to answer
