@@ -143,6 +143,10 @@ class _AsyncBundleWatcher(AsyncConfigClient):
     _build_state = staticmethod(build_bundle_state)
 
 
+_ValueKey = tuple[str, str, datetime | None]
+"""(version, stage, lease): what a resolution gives, and so the ConfigValue it is served as."""
+
+
 class LocalResolver:
     """Each identity's ConfigValue from the bundle in use, with the hold rule.
 
@@ -150,6 +154,9 @@ class LocalResolver:
     than the one before, the one before is kept while its stages' leases run, and an identity in
     one of its stages keeps that staged value until the lease ends (a move to stable applies at
     once). One remembered snapshot, not one per identity: "any number of identities".
+
+    The ConfigValues are built once per bundle (and source, and confirmation time) and shared:
+    an evaluation is a resolution and a dict lookup.
     """
 
     def __init__(self) -> None:
@@ -157,42 +164,53 @@ class LocalResolver:
         self._version: str | None = None
         self._snapshot: ConfigSnapshot | None = None
         self._held: ConfigSnapshot | None = None
+        self._values: dict[_ValueKey, ConfigValue] = {}
+        self._values_for: tuple[str, Source, float] | None = None
 
     @property
     def snapshot(self) -> ConfigSnapshot | None:
         """The bundle in use, parsed (None before the first)."""
         return self._snapshot
 
-    def take(self, bundle: ConfigValue) -> tuple[ConfigSnapshot, ConfigSnapshot | None]:
-        """Put `bundle` in use (once per version); returns it and the snapshot held back."""
+    def take(
+        self, bundle: ConfigValue
+    ) -> tuple[ConfigSnapshot, ConfigSnapshot | None, dict[_ValueKey, ConfigValue]]:
+        """Put `bundle` in use (parsed once per version); returns it, the snapshot held back and
+        the values built so far for it."""
         with self._lock:
-            if bundle.version == self._version and self._snapshot is not None:
-                return self._snapshot, self._held
-            try:
-                snapshot = snapshot_from_bundle(bundle.value)
-            except BundleError as exc:  # a cache file edited by hand: the API's were checked
-                raise ConfigResponseError(str(exc)) from exc
-            previous = self._snapshot
-            if snapshot.staged is None:
-                self._held = None  # halt, revert, promotion: stable applies at once
-            elif (
-                previous is not None
-                and previous.staged is not None
-                and previous.staged.version != snapshot.staged.version
-            ):
-                self._held = previous
-            self._snapshot, self._version = snapshot, bundle.version
-            return snapshot, self._held
+            if bundle.version != self._version or self._snapshot is None:
+                self._replace(bundle)
+            served_as = (bundle.version, bundle.source, bundle.confirmed_at)
+            if served_as != self._values_for:
+                self._values, self._values_for = {}, served_as
+            assert self._snapshot is not None
+            return self._snapshot, self._held, self._values
+
+    def _replace(self, bundle: ConfigValue) -> None:
+        try:
+            snapshot = snapshot_from_bundle(bundle.value)
+        except BundleError as exc:  # a cache file edited by hand: the API's were checked
+            raise ConfigResponseError(str(exc)) from exc
+        previous = self._snapshot
+        if snapshot.staged is None:
+            self._held = None  # halt, revert, promotion: stable applies at once
+        elif (
+            previous is not None
+            and previous.staged is not None
+            and previous.staged.version != snapshot.staged.version
+        ):
+            self._held = previous
+        self._snapshot, self._version = snapshot, bundle.version
 
     def value_for(
         self, bundle: ConfigValue, identity: ClientIdentity, now: datetime, *, url: str
     ) -> ConfigValue:
         """What `identity` gets at `now` from `bundle`; ConfigRequestError(404) when nothing
         serves it (no stable and no stage applies), as the API would answer."""
-        snapshot, held = self.take(bundle)
-        value = _resolved(snapshot, identity, now, bundle)
+        snapshot, held, values = self.take(bundle)
+        value = _resolved(snapshot, identity, now, bundle, values)
         if held is not None:
-            before = _resolved(held, identity, now, bundle)
+            before = _resolved(held, identity, now, bundle, values)
             if before is not None and value is not None and not decide(before, value, now).apply:
                 return before
         if value is None:
@@ -206,7 +224,11 @@ class LocalResolver:
 
 
 def _resolved(
-    snapshot: ConfigSnapshot, identity: ClientIdentity, now: datetime, bundle: ConfigValue
+    snapshot: ConfigSnapshot,
+    identity: ClientIdentity,
+    now: datetime,
+    bundle: ConfigValue,
+    values: dict[_ValueKey, ConfigValue],
 ) -> ConfigValue | None:
     if not identity.client_id:
         # As the API: every anonymous client would share one bucket, so a percentile would take
@@ -217,6 +239,10 @@ def _resolved(
     if resolution is None:
         return None
     record = resolution.record
+    key = (record.version, resolution.stage, resolution.expires_at)
+    value = values.get(key)
+    if value is not None:
+        return value
     published = next(
         (
             stage
@@ -225,7 +251,7 @@ def _resolved(
         ),
         None,
     )
-    return ConfigValue(
+    value = values[key] = ConfigValue(
         namespace=snapshot.namespace,
         path=snapshot.path,
         version=record.version,
@@ -237,6 +263,7 @@ def _resolved(
         source=bundle.source,
         confirmed_at=bundle.confirmed_at,
     )
+    return value
 
 
 def _identity(
@@ -307,7 +334,10 @@ class LocalConfig:
         (`source == "cache"`) while the API is unreachable. Raises ConfigRequestError (4xx, and
         404 when nothing serves this identity), ConfigUnavailableError (no bundle known)."""
         identity = _identity(client_id, channel, labels)
-        bundle = self._watcher.get()
+        # While watching, the bundle in use is current: read it without get()'s request lock.
+        bundle = self._watcher.current if self._watcher.watching else None
+        if bundle is None:
+            bundle = self._watcher.get()
         return self._resolver.value_for(bundle, identity, datetime.now(UTC), url=self._url)
 
     @property
@@ -398,7 +428,9 @@ class AsyncLocalConfig:
     ) -> ConfigValue:
         """As LocalConfig.get."""
         identity = _identity(client_id, channel, labels)
-        bundle = await self._watcher.get()
+        bundle = self._watcher.current if self._watcher.watching else None
+        if bundle is None:
+            bundle = await self._watcher.get()
         return self._resolver.value_for(bundle, identity, datetime.now(UTC), url=self._url)
 
     @property
