@@ -225,3 +225,39 @@ async def test_the_answers_are_as_documented(api_store: Store, api: httpx.AsyncC
     answers.check("/v1/bundles/{path}", "get", await api.get(BUNDLE, params={"wait": "x"}))
     assert {status for _, _, status in answers.checked} == {200, 400, 404}
     assert json.loads(served.content) == served.json()
+
+
+async def test_a_held_long_poll_is_answered_at_shutdown_and_a_gone_client_is_dropped(
+    api_store: Store,
+) -> None:
+    from tempoconf.api.server import serve_api
+
+    make_stable(api_store, PATH, {"v": 1})
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve_api(Settings(), api_store, port=0, on_started=started.set_result)
+    )
+    url = await asyncio.wait_for(asyncio.shield(started), timeout=15)
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        etag = (await bundle_with(http, lambda body: True, what="the bundle")).headers["etag"]
+        # a client that goes away while it waits: its waiter is dropped, not held to its deadline
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            f"GET {BUNDLE}?wait=60 HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        await long_polls_waiting(http, 1)
+        writer.close()
+        await long_polls_waiting(http, 0)
+
+        held = asyncio.create_task(
+            http.get(BUNDLE, params={"wait": "60"}, headers={"If-None-Match": etag})
+        )
+        await long_polls_waiting(http, 1)
+        task.cancel()  # a graceful shutdown: the held long-poll is answered, not cut off
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        released = await held
+
+    assert (released.status_code, released.headers["etag"]) == (304, etag)
