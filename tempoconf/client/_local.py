@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -353,6 +353,12 @@ class LocalConfig:
         """The error of the last failed request; None once one succeeds."""
         return self._watcher.last_error
 
+    def on_source_change(self, callback: Callable[[Source], None]) -> Callable[[], None]:
+        """Call `callback("cache")` when the API stops answering (every identity is then resolved
+        from the last good bundle) and `callback("api")` when it answers again, as
+        ConfigClient.on_source_change. Returns a function that removes it."""
+        return self._watcher.on_source_change(callback)
+
     @property
     def watching(self) -> bool:
         return self._watcher.watching
@@ -444,6 +450,12 @@ class AsyncLocalConfig:
     @property
     def last_error(self) -> ConfigClientError | None:
         return self._watcher.last_error
+
+    def on_source_change(self, callback: Callable[[Source], None]) -> Callable[[], None]:
+        """Call `callback("cache")` when the API stops answering (every identity is then resolved
+        from the last good bundle) and `callback("api")` when it answers again, as
+        ConfigClient.on_source_change. Returns a function that removes it."""
+        return self._watcher.on_source_change(callback)
 
     @property
     def watching(self) -> bool:

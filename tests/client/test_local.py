@@ -125,6 +125,8 @@ def test_the_watch_follows_a_publish_and_a_halt_and_the_cache_serves_while_down(
 ) -> None:
     stable = stable_served(live_api, {"v": 1})
     config = LocalConfig(live_api.url, PATH, cache_dir=cache_dir, **FAST)
+    sources: list[str] = []
+    config.on_source_change(sources.append)
     with config:
         assert config.get("c1", "canary").version == stable.version
         staged = start_rollout(live_api.store, PATH, {"v": 2})
@@ -143,6 +145,7 @@ def test_the_watch_follows_a_publish_and_a_halt_and_the_cache_serves_while_down(
         assert config.get("c1", "canary").version == staged.version
         assert config.get("h1").version == stable.version
         assert config.last_error is not None
+        assert sources == ["api", "cache"]
 
     # a restart while the API is down: from the disk cache
     restarted = LocalConfig(live_api.url, PATH, cache_dir=cache_dir, timeout=1)
