@@ -79,6 +79,13 @@ class BundlePolls:
         self._metrics = metrics
         self._prepared: dict[tuple[str, str], PreparedBundle] = {}
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._closing = False
+
+    def close(self) -> None:
+        """Shutting down: waiting long-polls answer now, and new ones at once (as ConfigPolls):
+        a watcher that re-polls on the same keep-alive connection must not hold the shutdown up."""
+        self._closing = True
+        self._cache.release_waiters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = perf_counter()
@@ -120,13 +127,12 @@ class BundlePolls:
             if len(self._queries) >= QUERIES_KEPT:
                 self._queries.clear()
             self._queries[(path, query_string)] = query
+        # The event before the snapshot (no await in between): a change after this read sets it.
+        changed = self._cache.changed_for(query.namespace, query.path)
         bundle = self._prepared_bundle(query)
         header = if_none.decode("latin-1") if if_none is not None else None
         modified = if_none != bundle.etag_bytes and not if_none_match(header, bundle.etag)
-        if not modified and query.wait > 0:
-            # No await since the snapshot was read, so no refresh came in between: this event
-            # is set by the first change after that read.
-            changed = self._cache.changed_for(query.namespace, query.path)
+        if not modified and query.wait > 0 and not self._closing:
             polled = await self._long_poll(query, bundle, header, changed, receive)
             if polled is None:
                 return  # the client went away while it waited: nobody to answer
