@@ -29,12 +29,18 @@ given one, so clients never collide. To expose it::
 or pass `registry=prometheus_client.REGISTRY` to every client to share the process's default
 registry (one series per config path).
 
+Local evaluation: `LocalConfig(api_url, path)` (and `AsyncLocalConfig`) watches the config's
+resolution bundle once and resolves any number of identities in-process, `config.get(client_id,
+channel=None, labels=None)`, with the API's own resolution (README, Local evaluation).
+
 OpenFeature: `tempoconf.client.openfeature.TempoconfProvider` (and `AsyncTempoconfProvider`)
 resolves flags `path` and `path#/json/pointer` over these clients; it needs the extra
 `tempoconf[openfeature]`, which this package never imports (README, The OpenFeature provider).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from tempoconf.client._async import AsyncConfigClient
 from tempoconf.client._cache import write_file_atomically
@@ -49,15 +55,30 @@ from tempoconf.client._model import (
 )
 from tempoconf.client._sync import ConfigClient
 
+if TYPE_CHECKING:
+    from tempoconf.client._local import AsyncLocalConfig, LocalConfig
+
 __all__ = [
     "METRIC_NAME",
     "STABLE",
     "AsyncConfigClient",
+    "AsyncLocalConfig",
     "ConfigClient",
     "ConfigClientError",
     "ConfigRequestError",
     "ConfigResponseError",
     "ConfigUnavailableError",
     "ConfigValue",
+    "LocalConfig",
     "write_file_atomically",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Local evaluation loads the domain's resolution (tempoconf.resolution, tempoconf.bundles):
+    # imported on first use, so a host that only polls its own value loads none of it.
+    if name in ("LocalConfig", "AsyncLocalConfig"):
+        from tempoconf.client import _local
+
+        return getattr(_local, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -93,6 +93,9 @@ class AsyncConfigClient(StateReads):
     that long-polls and calls every subscriber on change. Same arguments as `ConfigClient`.
     """
 
+    _build_state = staticmethod(build_state)
+    """What builds the state (local evaluation's watcher builds a bundle's)."""
+
     def __init__(
         self,
         api_url: str,
@@ -113,7 +116,7 @@ class AsyncConfigClient(StateReads):
         registry: CollectorRegistry | None = None,
         report_applied: bool = True,
     ) -> None:
-        self._state = build_state(
+        self._state = self._build_state(
             api_url,
             path,
             namespace=namespace,

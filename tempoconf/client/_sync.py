@@ -72,6 +72,9 @@ class ConfigClient(StateReads):
     applied, or the first subscriber's exception as the apply error (`report_applied()`).
     """
 
+    _build_state = staticmethod(build_state)
+    """What builds the state (local evaluation's watcher builds a bundle's)."""
+
     def __init__(
         self,
         api_url: str,
@@ -92,7 +95,7 @@ class ConfigClient(StateReads):
         registry: CollectorRegistry | None = None,
         report_applied: bool = True,
     ) -> None:
-        self._state = build_state(
+        self._state = self._build_state(
             api_url,
             path,
             namespace=namespace,

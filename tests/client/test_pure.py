@@ -113,6 +113,18 @@ def test_the_client_imports_httpx_and_prometheus_only() -> None:
     assert bad == []
 
 
+def test_local_evaluation_adds_the_resolution_and_nothing_heavy() -> None:
+    code = "import sys; from tempoconf.client import LocalConfig; print('\\n'.join(sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    loaded = result.stdout.split()
+    assert "tempoconf.resolution" in loaded and "tempoconf.bundles" in loaded
+    heavy = [f for f in FORBIDDEN if f not in ("tempoconf.resolution",)]
+    bad = [m for m in loaded if any(m == f or m.startswith(f"{f}.") for f in heavy)]
+    assert bad == []
+
+
 class Clock:
     def __init__(self) -> None:
         self.mono = 1000.0
