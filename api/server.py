@@ -149,4 +149,3 @@ def bind_listener(
         sock.close()
         raise
     return sock
-

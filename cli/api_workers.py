@@ -79,9 +79,7 @@ async def supervise_workers(
         await asyncio.shield(_stop_all(pool))
 
 
-async def _start(
-    worker: _Worker, args: argparse.Namespace, settings: Settings, port: int
-) -> None:
+async def _start(worker: _Worker, args: argparse.Namespace, settings: Settings, port: int) -> None:
     read_fd, write_fd = os.pipe()
     command = [
         sys.executable, "-m", "tempoconf.cli.main", "api",

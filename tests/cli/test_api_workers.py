@@ -150,7 +150,9 @@ def test_two_workers_serve_one_port_follow_the_store_restart_and_stop(tmp_path: 
             poller.start()
             eventually_sync(
                 lambda: any(
-                    sample(httpx.get(f"{base_url}/metrics").text, "tempoconf_api_long_polls_waiting")
+                    sample(
+                        httpx.get(f"{base_url}/metrics").text, "tempoconf_api_long_polls_waiting"
+                    )
                     for _ in range(10)
                 ),
                 what="the long-poll to wait on a worker",
