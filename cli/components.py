@@ -140,7 +140,7 @@ def api_command(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return run_until_signal(run, fast_loop=True)
+    return run_until_signal(run, fast_loop=True, quiet=worker_index is not None)
 
 
 def _supervise_api(args: argparse.Namespace, settings: Settings) -> int:

@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -80,27 +82,38 @@ def _scrapes(base_url: str, times: int) -> dict[int, str | None]:
     return seen
 
 
+@contextmanager
+def supervisor_running(tmp_path: Path, url: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`tempoconf api --workers 2` over the store at `url`, serving; yields the supervisor and
+    its base URL, and kills it at the end if the test has not stopped it."""
+    port = free_port()
+    output = tmp_path / "api.out"
+    with open(output, "wb") as sink:
+        supervisor = subprocess.Popen(
+            [str(TEMPOCONF), "api", "--workers", "2", "--port", str(port), "--database-url", url],
+            env=cli_env(), cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        eventually_sync(
+            lambda: "2 workers (pids" in output.read_text() or supervisor.poll() is not None,
+            what="the supervisor to say its workers serve",
+            timeout=90,
+        )
+        assert supervisor.poll() is None, output.read_text()
+        yield supervisor, f"http://127.0.0.1:{port}"
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+
+
 def test_two_workers_serve_one_port_follow_the_store_restart_and_stop(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'tempoconf.db'}"
     store = Store(url, migrate=True)
     try:
         first = make_stable(store, PATH, {"v": 1})
-        port = free_port()
-        base_url = f"http://127.0.0.1:{port}"
         output = tmp_path / "api.out"
-        with open(output, "wb") as sink:
-            supervisor = subprocess.Popen(
-                [str(TEMPOCONF), "api", "--workers", "2", "--port", str(port),
-                 "--database-url", url],
-                env=cli_env(), cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            eventually_sync(
-                lambda: "2 workers (pids" in output.read_text() or supervisor.poll() is not None,
-                what="the supervisor to say its workers serve",
-                timeout=90,
-            )
-            assert supervisor.poll() is None, output.read_text()
+        with supervisor_running(tmp_path, url) as (supervisor, base_url):
             workers = _children(supervisor.pid)
             assert len(workers) == 2
 
@@ -162,9 +175,27 @@ def test_two_workers_serve_one_port_follow_the_store_restart_and_stop(tmp_path: 
             poller.join(timeout=60)
             assert answers == [304]
             assert not any(_alive(pid) for pid in restarted)
-        finally:
-            if supervisor.poll() is None:
-                supervisor.kill()
-                supervisor.wait()
+    finally:
+        store.close()
+
+
+def test_workers_follow_postgresql_changes(tmp_path: Path, postgresql_url: str) -> None:
+    """On PostgreSQL each worker follows the store on its own (its own LISTEN, its own revision
+    check): a change reaches both."""
+    store = Store(postgresql_url, migrate=True)
+    try:
+        first = make_stable(store, PATH, {"v": 1})
+        with supervisor_running(tmp_path, postgresql_url) as (supervisor, base_url):
+            workers = _children(supervisor.pid)
+            assert len(workers) == 2
+            assert _scrapes(base_url, 30) == {pid: first.version for pid in workers}
+            second = make_stable(store, PATH, {"v": 2})
+            eventually_sync(
+                lambda: _scrapes(base_url, 20) == {pid: second.version for pid in workers},
+                what="the new stable version on both workers",
+            )
+            supervisor.send_signal(signal.SIGTERM)
+            assert supervisor.wait(timeout=60) == 0
+            assert not any(_alive(pid) for pid in workers)
     finally:
         store.close()
