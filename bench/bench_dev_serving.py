@@ -17,6 +17,7 @@ import asyncio
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -67,6 +68,31 @@ async def wait_for_config(base_url: str) -> None:
     raise SystemExit(f"{base_url} never served {CONFIG_PATH}")
 
 
+SEQUENTIAL_REQUESTS = 200
+
+
+async def keep_alive_latency_ms(base_url: str) -> float:
+    """Median milliseconds per 200 on ONE keep-alive connection, requests one after the other:
+    the figure the 40 ms stall (Nagle plus delayed ACK) showed in."""
+    host, port = base_url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    request = f"GET {poll_target(1)} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    took = []
+    try:
+        for _ in range(SEQUENTIAL_REQUESTS):
+            start = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            took.append(time.perf_counter() - start)
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise SystemExit(f"{base_url}: {head.splitlines()[0]!r}, not 200")
+    finally:
+        writer.close()
+    return round(statistics.median(took) * 1000, 2)
+
+
 async def main() -> None:
     wrk = require_wrk()
     raise_fd_limit()
@@ -88,6 +114,11 @@ async def main() -> None:
             )  # fmt: skip
             async with api:
                 await wait_for_config(api.base_url)
+                latency_ms = {
+                    "api": await keep_alive_latency_ms(api.base_url),
+                    "dev": await keep_alive_latency_ms(dev.base_url),
+                }
+                log(f"one keep-alive connection, median ms per 200: {latency_ms}")
                 script = write_lua_200(Path(scratch))
                 rounds: list[dict[str, float]] = []
                 for number in range(1, ROUNDS + 1):
@@ -115,6 +146,7 @@ async def main() -> None:
             "dev_rps": round(statistics.median(r["dev"] for r in rounds)),
             "api_rps": round(statistics.median(r["api"] for r in rounds)),
             "ratio": round(ratio, 3),
+            "keep_alive_sequential_median_ms": latency_ms,
             "rounds": [
                 {
                     "api": round(r["api"]),

@@ -49,6 +49,8 @@ class _Worker:
     process: asyncio.subprocess.Process | None = None
     started_at: float = 0.0
     served: asyncio.Event = field(default_factory=asyncio.Event)
+    watch: asyncio.Task[None] | None = None
+    """Reads the worker's "serving" line (a task the loop holds only weakly: kept here)."""
     young_deaths: int = 0
 
 
@@ -101,10 +103,15 @@ async def _start(worker: _Worker, args: argparse.Namespace, settings: Settings, 
             start_new_session=True,
             preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
         )
+    except BaseException:
+        os.close(read_fd)
+        raise
     finally:
         os.close(write_fd)
     worker.started_at = time.monotonic()
-    asyncio.create_task(_watch_ready(read_fd, worker.served), name=f"api-worker-{worker.index}")
+    worker.watch = asyncio.create_task(
+        _watch_ready(read_fd, worker.served), name=f"api-worker-{worker.index}-ready"
+    )
 
 
 async def _watch_ready(read_fd: int, served: asyncio.Event) -> None:

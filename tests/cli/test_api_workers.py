@@ -32,6 +32,20 @@ def test_workers_below_one_are_refused(tmp_path: Path) -> None:
         )
 
 
+def test_a_worker_that_cannot_start_stops_all_with_its_exit_code(tmp_path: Path) -> None:
+    """A worker failing at start (here: no store where the settings point) fails the same way
+    at every restart: the supervisor stops and exits with its code, as one process would."""
+    missing = tmp_path / "nothing" / "tempoconf.db"
+    result = run_cli(
+        "api", "--workers", "2", "--port", str(free_port()), "--database-url", f"sqlite:///{missing}",
+        env=cli_env(), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"no store at {missing}" in result.stderr
+    assert "exited with code 1 while starting; stopping the others" in result.stderr
+    assert not missing.exists()
+
+
 def _children(pid: int) -> set[int]:
     """The live processes whose parent is `pid` (from /proc)."""
     found = set()
