@@ -6,6 +6,7 @@ increment is far cheaper than a prometheus-client child (label lookup and a lock
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
@@ -177,6 +178,15 @@ class _Collector(Collector):
             revision.add_metric([], float(self._cache.revision or 0))
         yield served
         yield revision
+        # Which process answered this scrape: with `tempoconf api --workers N`, each of the N
+        # keeps its own metrics and one of them answers each scrape (README, Metrics).
+        process = GaugeMetricFamily(
+            "tempoconf_api_process_info",
+            "1, labelled with the process id of the API process that answered this scrape",
+            labels=["pid"],
+        )
+        process.add_metric([str(os.getpid())], 1)
+        yield process
         age = self._cache.age
         if age is not None:  # absent before the first load: there is no snapshot to be old
             yield GaugeMetricFamily(

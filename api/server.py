@@ -15,10 +15,13 @@ from tempoconf.api.read_limits import bounded_protocol
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = ["serve_api", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
+__all__ = ["serve_api", "bind_listener", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
 
 GRACEFUL_SHUTDOWN_SECONDS = 5  # uvicorn takes whole seconds
 """On cancellation, in-flight requests get this long to finish before they are cancelled."""
+
+_BACKLOG = 2048
+"""Connections the kernel queues before they are accepted (a fleet reconnects at once)."""
 
 logger = logging.getLogger(__name__)
 
@@ -55,17 +58,20 @@ async def serve_api(
     host: str | None = None,
     port: int | None = None,
     access_log: bool = False,
+    reuse_port: bool = False,
     on_started: Callable[[str], object] | None = None,
 ) -> None:
     """Serve the API on `host:port` (default `settings.host`, 127.0.0.1, and `settings.api_port`)
     until cancelled; cancelling shuts uvicorn down cleanly, then re-raises CancelledError.
 
     `port=0` picks a free port; `on_started(base_url)` is called once requests are accepted.
+    `reuse_port` (`tempoconf api --workers N`) shares the port with the other processes that
+    bind it so (SO_REUSEPORT): the kernel spreads new connections across them.
     Raises ApiServerError when the address cannot be bound or the app fails to start.
     """
     bind_host = host or settings.host
     bind_port = settings.api_port if port is None else port
-    sock = _bind(bind_host, bind_port)
+    sock = bind_listener(bind_host, bind_port, reuse_port=reuse_port)
     bound_port = sock.getsockname()[1]
     display_host = f"[{bind_host}]" if ":" in bind_host else bind_host
     base_url = f"http://{display_host}:{bound_port}"
@@ -110,9 +116,36 @@ async def serve_api(
         sock.close()
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_listener(
+    host: str, port: int, *, reuse_port: bool = False, listen: bool = True
+) -> socket.socket:
+    """A TCP socket bound to `host:port`, listening unless `listen=False` (which only holds the
+    port, e.g. for a supervisor: a bound socket that does not listen gets no connections).
+
+    Made with proto IPPROTO_TCP, not socket.create_server's 0: asyncio's stdlib loop sets
+    TCP_NODELAY only on accepted sockets whose proto says TCP, and without it uvicorn's separate
+    head and body writes meet Nagle plus the client's delayed ACK (~40 ms per keep-alive
+    answer). TCP_NODELAY is set on the listener as well: Linux copies it to accepted sockets,
+    whatever the loop.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((host, port), family=family, backlog=2048)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            if not hasattr(socket, "SO_REUSEPORT"):
+                raise ApiServerError("sharing a port between processes needs SO_REUSEPORT (Linux)")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as create_server does
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        if listen:
+            sock.listen(_BACKLOG)
     except OSError as exc:
+        sock.close()
         raise ApiServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    except BaseException:
+        sock.close()
+        raise
+    return sock

@@ -39,6 +39,7 @@ __all__ = [
     "NEW_VALUE",
     "ApiProcess",
     "BenchRollout",
+    "CliProcess",
     "LoadGen",
     "bounded",
     "client_id",
@@ -46,6 +47,7 @@ __all__ = [
     "context",
     "database",
     "emit",
+    "free_port",
     "latency_figures",
     "log",
     "raise_fd_limit",
@@ -174,6 +176,15 @@ def require_fds(needed: int) -> None:
             f"open-files limit is {limit}, this benchmark needs about {needed}: "
             f"raise it (ulimit -Hn, /etc/security/limits.conf) and run again"
         )
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def require_wrk() -> str:
@@ -409,6 +420,50 @@ class ApiProcess:
                 if where(labels):
                     total += float(value)
         return total
+
+
+class CliProcess:
+    """`tempoconf ARGS...` as an operator runs it (`python -m tempoconf.cli.main`), serving at
+    `base_url`: ready once `base_url/readyz` answers 200; stopped with SIGINT (Ctrl-C), then
+    SIGKILL after a while. Its output goes to stderr (stdout is the one JSON line). Settings the
+    caller's shell may carry (TEMPOCONF_*, TEMPORAL_*) are dropped: the flags decide."""
+
+    def __init__(self, base_url: str, *args: str) -> None:
+        self.base_url = base_url
+        self.args = args
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> CliProcess:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("TEMPOCONF_", "TEMPORAL_", "OTEL_"))
+        }
+        self._process = await asyncio.create_subprocess_exec(
+            PYTHON, "-m", "tempoconf.cli.main", *self.args,
+            stdin=asyncio.subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr, env=env,
+        )  # fmt: skip
+        deadline = time.monotonic() + 180
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=5) as http:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get("/readyz")).status_code == 200:
+                        return self
+                if time.monotonic() > deadline or self._process.returncode is not None:
+                    await self.__aexit__()
+                    raise SystemExit(f"`tempoconf {' '.join(self.args)}` never got ready")
+                await asyncio.sleep(0.2)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
 
 
 # -- the load generator ---------------------------------------------------------------------

@@ -279,9 +279,11 @@ def workflow_ui_url(settings: Settings, workflow_id: str, run_id: str | None = N
 
 
 def run_until_signal(
-    main: Callable[[], Coroutine[Any, Any, int]], *, fast_loop: bool = False
+    main: Callable[[], Coroutine[Any, Any, int]], *, fast_loop: bool = False, quiet: bool = False
 ) -> int:
     """Run `main()`; SIGINT/SIGTERM cancel it (its cleanup runs) and the exit code is 0.
+
+    `quiet` leaves out the "stopping..."/"stopped." lines (an API worker: its supervisor speaks).
 
     `fast_loop` runs it on uvloop (installed with uvicorn[standard]) when available: the API's poll
     path is measured on it (bench/), so production should run on it too.
@@ -299,7 +301,8 @@ def run_until_signal(
                 print("still stopping (waiting for the components to end)...", file=sys.stderr)
                 return
             stopping = True
-            print(f"\n{signal.Signals(signum).name}: stopping...", file=sys.stderr)
+            if not quiet:
+                print(f"\n{signal.Signals(signum).name}: stopping...", file=sys.stderr)
             task.cancel()
 
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -308,7 +311,8 @@ def run_until_signal(
             return await main()
         except asyncio.CancelledError:
             if stopping:
-                print("stopped.", file=sys.stderr)
+                if not quiet:
+                    print("stopped.", file=sys.stderr)
                 return 0
             raise
         finally:

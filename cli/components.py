@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Awaitable, Callable
 
 from tempoconf.cli._common import (
@@ -13,6 +14,7 @@ from tempoconf.cli._common import (
     settings_from_args,
 )
 from tempoconf.cli.devstack import DevStack, DevStackError
+from tempoconf.settings import Settings
 
 __all__ = ["api_command", "dev_command", "run_dev_stack", "worker_command"]
 
@@ -42,7 +44,9 @@ def run_dev_stack(
             print(f"tempoconf {command}: {error}", flush=True)
             return 1
 
-    return run_until_signal(run)
+    # uvloop, as `tempoconf api`: the stack's API serves as a deployment's does. The worker is
+    # fine on it (workflows run on temporalio's own sandboxed loop, activities on this one).
+    return run_until_signal(run, fast_loop=True)
 
 
 def dev_command(args: argparse.Namespace) -> int:
@@ -107,15 +111,54 @@ def api_command(args: argparse.Namespace) -> int:
     # retries are a plain line a minute, not a coloured one per failed call.
     use_process_runtime()
 
+    if args.workers > 1:
+        return _supervise_api(args, settings)
+    worker_index: int | None = args.worker_index
+
+    def serving(base_url: str) -> None:
+        if args.ready_fd is not None:  # tell the supervisor: this worker serves
+            with os.fdopen(args.ready_fd, "w") as ready:
+                ready.write(f"{base_url}\n")
+
     async def run() -> int:
         from tempoconf.api.server import serve_api
 
         with open_store(settings) as store:
-            print(
-                f"API: listening on http://{settings.host}:{settings.api_port}; Ctrl-C stops it",
-                flush=True,
+            if worker_index is None:
+                print(
+                    f"API: listening on http://{settings.host}:{settings.api_port}; "
+                    "Ctrl-C stops it",
+                    flush=True,
+                )
+            await serve_api(
+                settings,
+                store,
+                host=settings.host,
+                port=settings.api_port,
+                reuse_port=worker_index is not None,
+                on_started=serving,
             )
-            await serve_api(settings, store, host=settings.host, port=settings.api_port)
         return 0
 
-    return run_until_signal(run, fast_loop=True)
+    return run_until_signal(run, fast_loop=True, quiet=worker_index is not None)
+
+
+def _supervise_api(args: argparse.Namespace, settings: Settings) -> int:
+    """`tempoconf api --workers N` (N > 1): hold the port, run N workers (cli/api_workers.py)."""
+    from tempoconf.api.server import ApiServerError, bind_listener
+    from tempoconf.cli.api_workers import supervise_workers
+
+    try:
+        # Bound, not listening: it resolves --port 0 once, refuses a port in use at once, and
+        # keeps the port ours while a worker restarts; it is given no connection.
+        held = bind_listener(settings.host, settings.api_port, reuse_port=True, listen=False)
+    except ApiServerError as error:
+        die(f"tempoconf api: {error}")
+    with held:
+        port = int(held.getsockname()[1])
+
+        async def run() -> int:
+            return await supervise_workers(args, settings, args.workers, port=port)
+
+        # The stdlib loop: the supervisor only waits for its children.
+        return run_until_signal(run)

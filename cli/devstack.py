@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import shlex
-import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +23,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 
+from tempoconf.cli._children import die_with_parent
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
@@ -72,19 +70,6 @@ def _port_in_use(host: str, port: int) -> str | None:
         except OSError as error:
             return error.strerror or str(error)
     return None
-
-
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: if tempoconf itself is killed (even SIGKILL),
-    # the kernel sends the dev server SIGTERM, so it never outlives us holding its ports.
-    if _LIBC is not None:
-        _LIBC.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-
-
-_LIBC: Any = None
-if sys.platform.startswith("linux"):
-    with contextlib.suppress(OSError):
-        _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child must not dlopen
 
 
 class DevStack:
@@ -318,7 +303,7 @@ class DevStack:
             stderr=subprocess.STDOUT,
             # Own session: a terminal's Ctrl-C reaches only us, and we stop the server last, in order.
             start_new_session=True,
-            preexec_fn=_die_with_parent if _LIBC is not None else None,  # noqa: PLW1509
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
         )
 
     async def _connect(self) -> Client:

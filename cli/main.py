@@ -32,6 +32,16 @@ def _label(text: str) -> str:
     return text
 
 
+def _workers(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of processes, not {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more (1: this process serves), not {count}")
+    return count
+
+
 def _connection_flags(
     host_help: str = "host of the local dev stack (default 127.0.0.1)",
 ) -> argparse.ArgumentParser:
@@ -164,6 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the distribution API (real deployment)",
     )
     api.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
+    api.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help="API processes serving the port (default 1: this process serves). N > 1: a "
+        "supervisor and N processes sharing the port (SO_REUSEPORT, Linux), one per core",
+    )
+    # Set by the supervisor of `--workers N` on each of its workers; not for people.
+    api.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    api.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     api.set_defaults(handler="components.api_command")
 
     db_parser = commands.add_parser("db", help="the store's schema: migrations")

@@ -229,3 +229,49 @@ async def test_a_500_is_logged_once_one_line_and_its_traceback_at_error(
         f"unexpected error on GET /v1/admin/history/{PATH}"
     ]
     assert errors[0].levelno == logging.ERROR and errors[0].exc_info is not None
+
+
+async def test_keep_alive_answers_go_out_without_nagle_on_the_stdlib_loop(
+    api_store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tempoconf dev` served on the stdlib loop with TCP_NODELAY unset (a socket of proto 0):
+    uvicorn's separate head and body writes then waited for the client's delayed ACK, ~40 ms a
+    keep-alive answer. Every accepted connection must have TCP_NODELAY, whatever the loop."""
+    import uvicorn
+
+    import tempoconf.api.server as server_module
+
+    assert type(asyncio.get_running_loop()).__module__.startswith("asyncio")  # not uvloop
+    servers: list[uvicorn.Server] = []
+
+    class Recorded(server_module._EmbeddedServer):
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            servers.append(self)
+
+    monkeypatch.setattr(server_module, "_EmbeddedServer", Recorded)
+    make_stable(api_store, PATH, {"v": 1})
+    task, base_url = await start(settings, api_store)
+    try:
+        parts = urlsplit(base_url)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        request = f"GET /v1/configs/{PATH}?client=host-1 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        codes = []
+        for _ in range(5):  # one keep-alive connection, answers one after the other
+            writer.write(request)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            codes.append(int(head.split(b" ")[1]))
+        (server,) = servers
+        sockets = [
+            connection.transport.get_extra_info("socket")  # type: ignore[attr-defined]
+            for connection in server.server_state.connections
+        ]
+        writer.close()
+        await writer.wait_closed()
+        assert codes == [200] * 5
+        assert len(sockets) == 1
+        assert sockets[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        await stop(task)

@@ -1,0 +1,105 @@
+"""Every core: 304 poll throughput of `tempoconf api --workers 2` next to `tempoconf api` (one
+process), on the same store, in the same run. Goal: at least 1.5x (wrk shares the 2 cores).
+
+Both are the real command (a supervisor and two SO_REUSEPORT workers; one process), started as
+an operator starts them. wrk drives both with bench_poll_cost's script (1,000 clients, each with
+its own If-None-Match), the same threads, connections and duration, after a warm-up each, in
+back-to-back pairs; the ratio is the median of the pairs' ratios.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import (
+    CliProcess,
+    bounded,
+    database,
+    emit,
+    free_port,
+    log,
+    raise_fd_limit,
+    require_wrk,
+    seed_live_rollout,
+)
+from bench_poll_cost import (
+    CLIENTS,
+    CONNECTIONS,
+    DURATION_SECONDS,
+    THREADS,
+    WARMUP_SECONDS,
+    fetch_etags,
+    run_wrk,
+    write_lua,
+)
+
+GOAL_RATIO = 1.5
+WORKERS = 2
+ROUNDS = 3
+"""Pairs (one process, then --workers 2) measured."""
+
+
+def api(database_url: str, workers: int) -> CliProcess:
+    port = free_port()
+    return CliProcess(
+        f"http://127.0.0.1:{port}",
+        "api", "--host", "127.0.0.1", "--port", str(port), "--database-url", database_url,
+        "--workers", str(workers),
+    )  # fmt: skip
+
+
+async def main() -> None:
+    wrk = require_wrk()
+    raise_fd_limit()
+    with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
+        seed_live_rollout(url)
+        async with (
+            bounded(600, "the workers benchmark"),
+            api(url, 1) as single,
+            api(url, WORKERS) as several,
+        ):
+            script = write_lua(Path(scratch), await fetch_etags(single))  # type: ignore[arg-type]
+            rounds: list[dict[str, float]] = []
+            for number in range(1, ROUNDS + 1):
+                measured: dict[str, float] = {}
+                for name, server in (("one", single), ("workers", several)):
+                    await run_wrk(wrk, server.base_url, script, WARMUP_SECONDS)
+                    measured[name] = await run_wrk(wrk, server.base_url, script, DURATION_SECONDS)
+                    log(f"round {number}: {name} {measured[name]:.0f} requests/s")
+                rounds.append(measured)
+    ratio = statistics.median(r["workers"] / r["one"] for r in rounds)
+    emit(
+        {
+            "bench": "workers",
+            "workers": WORKERS,
+            "clients": CLIENTS,
+            "wrk": {
+                "threads": THREADS,
+                "connections": CONNECTIONS,
+                "duration_s": DURATION_SECONDS,
+                "warmup_s": WARMUP_SECONDS,
+                "rounds": ROUNDS,
+            },
+            "one_process_rps": round(statistics.median(r["one"] for r in rounds)),
+            "workers_rps": round(statistics.median(r["workers"] for r in rounds)),
+            "ratio": round(ratio, 3),
+            "rounds": [
+                {
+                    "one": round(r["one"]),
+                    "workers": round(r["workers"]),
+                    "ratio": round(r["workers"] / r["one"], 3),
+                }
+                for r in rounds
+            ],
+            "goal": f"ratio >= {GOAL_RATIO}",
+            "goal_met": ratio >= GOAL_RATIO,
+        }
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
