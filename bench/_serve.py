@@ -2,6 +2,7 @@
 either the tempoconf API over a store, or the floor app: raw ASGI answering a fixed 304.
 
     python bench/_serve.py api DATABASE_URL
+    python bench/_serve.py edge UPSTREAM_URL
     python bench/_serve.py floor
 
 It binds 127.0.0.1 on a free port, prints that port as its first stdout line, then serves until
@@ -52,7 +53,12 @@ def build_app(kind: str, database_url: str | None) -> Any:
         # Settings() and not from_env: a token or URL in the caller's environment must not
         # change what is measured.
         return create_app(Store(database_url, migrate=True), Settings(database_url=database_url))
-    raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py floor")
+    if kind == "edge" and database_url:
+        from tempoconf.api.edge_app import create_edge_app
+        from tempoconf.settings import Settings
+
+        return create_edge_app(database_url, Settings())  # here the argument is the upstream
+    raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py edge URL | _serve.py floor")
 
 
 class _Server(uvicorn.Server):
