@@ -114,7 +114,9 @@ class BundleSnapshots:
             ages.append(now - self._probe_confirmed_at)
         for watch in self._watches.values():
             if watch.failing_since is not None:
-                since = watch.confirmed_at if watch.confirmed_at is not None else watch.failing_since
+                since = (
+                    watch.confirmed_at if watch.confirmed_at is not None else watch.failing_since
+                )
                 ages.append(now - since)
         return max(ages)
 

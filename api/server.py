@@ -78,7 +78,8 @@ async def serve_app(
     on_started: Callable[[str], object] | None = None,
 ) -> None:
     """Serve `app` (the API's, or an edge relay's) on `host:port` (default `settings.host`,
-    127.0.0.1, and `settings.api_port`) until cancelled; cancelling shuts uvicorn down cleanly, then re-raises CancelledError.
+    127.0.0.1, and `settings.api_port`) until cancelled; cancelling shuts uvicorn down cleanly,
+    then re-raises CancelledError.
 
     `port=0` picks a free port; `on_started(base_url)` is called once requests are accepted.
     Raises ApiServerError when the address cannot be bound or the app fails to start.

@@ -15,8 +15,17 @@ import asyncio
 import sys
 from typing import Any
 
-from _common import ApiProcess, LoadGen, bounded, database, emit, latency_figures, log
-from _common import require_fds, seed_config
+from _common import (
+    ApiProcess,
+    LoadGen,
+    bounded,
+    database,
+    emit,
+    latency_figures,
+    log,
+    require_fds,
+    seed_config,
+)
 from bench_propagation import LONG_POLL_WAIT, TRIALS, trial
 
 from tempoconf.store.store import Store
@@ -65,7 +74,9 @@ async def main() -> None:
                 async with bounded(PHASE_TIMEOUT, f"propagation at the origin, {clients} clients"):
                     direct = await phase(store, stable, origin, "origin", clients, 0)
                 async with ApiProcess("edge", origin.base_url) as edge:
-                    async with bounded(PHASE_TIMEOUT, f"propagation via an edge, {clients} clients"):
+                    async with bounded(
+                        PHASE_TIMEOUT, f"propagation via an edge, {clients} clients"
+                    ):
                         relayed = await phase(store, stable, edge, "edge", clients, TRIALS)
         finally:
             store.close()

@@ -34,7 +34,11 @@ async def post_report(request: Request) -> Response:
         snapshot = snapshot_cache(request).get(report.namespace, report.path)
     except SnapshotsNotLoadedError:
         snapshot = None
-    served = {record.version for record in (snapshot.stable, snapshot.staged) if record} if snapshot else set()
+    served = (
+        {record.version for record in (snapshot.stable, snapshot.staged) if record}
+        if snapshot
+        else set()
+    )
     if report.version not in served:
         try:
             answer = await relay.forward(body)

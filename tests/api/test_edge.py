@@ -153,7 +153,9 @@ async def test_a_chained_edge_serves_stages_bundles_and_reports_and_outlives_its
                 assert through.json() == direct.json()
                 assert through.headers["etag"] == direct.headers["etag"]
             both = await http.get("/v1/configs", params={"path": path, "client": inside})
-            assert both.status_code == 200 and both.json()["configs"][0]["version"] == staged.version
+            assert (
+                both.status_code == 200 and both.json()["configs"][0]["version"] == staged.version
+            )
 
             # the bundle: the origin's bytes and ETag, two hops away
             bundle = await http.get(f"/v1/bundles/{path}")
