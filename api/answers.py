@@ -17,6 +17,9 @@ from tempoconf.resolution import StageKind
 __all__ = [
     "Accepted",
     "AuditEntryAnswer",
+    "BundleAnswer",
+    "BundleStageAnswer",
+    "BundleVersionAnswer",
     "ClientsAnswer",
     "CommandAnswer",
     "ConfigAnswer",
@@ -98,6 +101,48 @@ class ConfigsAnswer(_Answer):
 
     configs: list[ConfigAnswer]
     """In the order of the `path` parameters."""
+
+
+class BundleVersionAnswer(_Answer):
+    """A version in a bundle: its value and metadata."""
+
+    version: str
+    value: Any
+    """The config value (any JSON)."""
+    author: str
+    commit: str
+    message: str
+    created_at: Timestamp | None
+
+
+class BundleStageAnswer(_Answer):
+    """A published stage of the live rollout: who it reaches and until when."""
+
+    index: int
+    """Evaluation order: a client gets the first unexpired stage it matches."""
+    name: str
+    channel: str | None
+    percentile: float | None
+    """The client's bucket (docs/contract.md, Bucketing) must be below this; null: no split."""
+    labels: dict[str, str]
+    """Every one must match the client's label of that key."""
+    expires_at: Timestamp
+    """The stage's lease: past it (by the reader's clock) the stage no longer applies."""
+    bucket_key: str | None
+    """What the percentile buckets by instead of the path (a changeset's key); null: the path."""
+
+
+class BundleAnswer(_Answer):
+    """Everything a client needs to resolve the config itself (`GET /v1/bundles/{path}`), the
+    same for every client (tempoconf.bundles)."""
+
+    namespace: str
+    path: str
+    stable: BundleVersionAnswer | None
+    staged: BundleVersionAnswer | None
+    """The version the live rollout stages; null when none is live."""
+    stages: list[BundleStageAnswer]
+    """The stages published so far, in evaluation order (by index)."""
 
 
 class Accepted(_Answer):

@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
 from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_applied_reports
+from tempoconf.api.bundles import BUNDLES_PREFIX, BundlePolls
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.metrics import ApiMetrics
@@ -22,6 +23,7 @@ from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
+    bundles,
     clients,
     config_sets,
     configs,
@@ -56,6 +58,8 @@ class DistributionApp(Starlette):
     client polls, and the poll path must not pay the middleware stack and routing per request."""
 
     config_polls: ConfigPolls
+    bundle_polls: BundlePolls
+    """`GET|HEAD /v1/bundles/...`: answered ahead of the framework too (clients long-poll it)."""
     ofrep: OfrepEvaluations
     """OFREP's evaluations: answered ahead of the framework too (clients poll the bulk call)."""
     body_timeout: float
@@ -68,6 +72,13 @@ class DistributionApp(Starlette):
             and scope["method"] in ("GET", "HEAD")
         ):
             await self.config_polls(scope, receive, send)
+            return
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith(BUNDLES_PREFIX)
+            and scope["method"] in ("GET", "HEAD")
+        ):
+            await self.bundle_polls(scope, receive, send)
             return
         if (
             scope["type"] == "http"
@@ -152,6 +163,7 @@ def create_app(
     app = DistributionApp(
         routes=[
             *configs.routes,
+            *bundles.routes,
             *ofrep.routes,
             *config_sets.routes,
             *reports.routes,
@@ -174,6 +186,7 @@ def create_app(
     app.state.snapshot_cache = cache
     app.state.metrics = api_metrics
     app.config_polls = app.state.config_polls = config_polls
+    app.bundle_polls = app.state.bundle_polls = BundlePolls(cache, settings, api_metrics)
     app.ofrep = app.state.ofrep = OfrepEvaluations(cache, settings, api_metrics, config_polls)
     app.body_timeout = settings.api_body_timeout
     app.state.temporal = TemporalConnector(settings, temporal_client)

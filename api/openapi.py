@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 from tempoconf import __version__
 from tempoconf.api.answers import (
     Accepted,
+    BundleAnswer,
     ClientsAnswer,
     CommandAnswer,
     ConfigAnswer,
@@ -88,6 +89,7 @@ ANSWERS: tuple[type[Any], ...] = (
     RolloutStateAnswer,
     CommandAnswer,
     ConfigsAnswer,
+    BundleAnswer,
     FreezeAnswer,
     FreezesAnswer,
     OfrepFlagAnswer,
@@ -195,6 +197,12 @@ def _parameters() -> dict[str, Any]:
             "Long-poll: with If-None-Match, hold the request up to this many seconds "
             "until what this client resolves to changes, else answer 304",
         ),
+        "BundleWait": query(
+            "wait",
+            {"type": "number", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
+            "Long-poll: with If-None-Match, hold the request up to this many seconds "
+            "until the bundle changes, else answer 304",
+        ),
         "Stable": query(
             "stable",
             {"enum": ["true", "false", "1", "0", "yes", "no"]},
@@ -276,6 +284,40 @@ def _paths() -> dict[str, Any]:
                     "400": _error("Invalid path or query parameter"),
                     "401": _unauthorized(),
                     "404": _error("Unknown config, or nothing to serve this client yet"),
+                    "503": _error("The snapshots were never loaded from the store"),
+                },
+            }
+        },
+        "/v1/bundles/{path}": {
+            "get": {
+                "operationId": "getBundle",
+                "summary": "Everything a client needs to resolve the config itself, the same for "
+                "every client (local evaluation, edge relays)",
+                "description": "The stable and staged versions and the live rollout's stages with "
+                "their cohort rules and leases; a client resolves any identity from it as "
+                "`GET /v1/configs/{path}` would (docs/contract.md, Resolution). A strong ETag "
+                "(a digest of the body) and `Cache-Control: public, max-age=0, must-revalidate`: "
+                "any cache may hold it and revalidate. With `wait` and If-None-Match, the request "
+                "is held until the bundle changes (never at a lease's end: the body does not "
+                "change then).",
+                "tags": ["distribution"],
+                "security": _CLIENT,
+                "parameters": _params("ConfigPath", "Namespace", "BundleWait", "IfNoneMatch"),
+                "responses": {
+                    "200": {
+                        **_answer(BundleAnswer, "The config's bundle"),
+                        "headers": {
+                            "ETag": {"schema": {"type": "string"}},
+                            "Cache-Control": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "304": {
+                        "description": "The copy held (If-None-Match) is current",
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                    },
+                    "400": _error("Invalid path or query parameter"),
+                    "401": _unauthorized(),
+                    "404": _error("Unknown config in this namespace"),
                     "503": _error("The snapshots were never loaded from the store"),
                 },
             }

@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from tempoconf.api.answers import (
     Accepted,
+    BundleAnswer,
     ClientsAnswer,
     CommandAnswer,
     ConfigAnswer,
@@ -171,6 +172,7 @@ OFREP_ERRORS = ("400", "401", "404", "408", "413", "503")
 BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/configs/{path}", "get"): (None, {"200": ConfigAnswer}),
     ("/v1/configs", "get"): (None, {"200": ConfigsAnswer}),
+    ("/v1/bundles/{path}", "get"): (None, {"200": BundleAnswer}),
     ("/v1/reports", "post"): (ReportBody, {"202": Accepted}),
     ("/v1/admin/schemas/{path}", "get"): (None, {"200": SchemaAnswer}),
     ("/v1/admin/schemas/{path}", "put"): (SchemaBody, {"200": SchemaAnswer}),
