@@ -23,7 +23,8 @@ from tempoconf.api.distribution import ConfigQuery, parse_config_query
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.snapshot_source import SnapshotSource
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.bundles import BUNDLES_PREFIX, bundle_body, bundle_etag, bundle_from_snapshot
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
@@ -72,12 +73,19 @@ def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:
 class BundlePolls:
     """The ASGI callable that answers `GET|HEAD /v1/bundles/{path}`."""
 
-    def __init__(self, cache: SnapshotCache, settings: Settings, metrics: ApiMetrics) -> None:
+    def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         self._cache = cache
         self._settings = settings
         self._metrics = metrics
         self._prepared: dict[tuple[str, str], PreparedBundle] = {}
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._closing = False
+
+    def close(self) -> None:
+        """Shutting down: waiting long-polls answer now, and new ones at once (as ConfigPolls):
+        a watcher that re-polls on the same keep-alive connection must not hold the shutdown up."""
+        self._closing = True
+        self._cache.release_waiters()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = perf_counter()
@@ -122,7 +130,7 @@ class BundlePolls:
         bundle = self._prepared_bundle(query)
         header = if_none.decode("latin-1") if if_none is not None else None
         modified = if_none != bundle.etag_bytes and not if_none_match(header, bundle.etag)
-        if not modified and query.wait > 0:
+        if not modified and query.wait > 0 and not self._closing:
             polled = await self._long_poll(query, bundle, header, changed, receive)
             if polled is None:
                 return  # the client went away while it waited: nobody to answer

@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.app import DistributionApp
 from tempoconf.api.auth import bearer_problem
+from tempoconf.api.bundles import BundlePolls
 from tempoconf.api.edge_reports import DEFAULT_FLUSH_INTERVAL, ReportRelay
 from tempoconf.api.edge_snapshots import (
     DEFAULT_FIRST_ANSWER_TIMEOUT,
@@ -38,14 +39,14 @@ from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors, error_bod
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OfrepEvaluations
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
-from tempoconf.api.routes import config_sets, configs, edge_reports, health, metrics
+from tempoconf.api.routes import bundles, config_sets, configs, edge_reports, health, metrics
 from tempoconf.api.routes.config_sets import MAX_PATHS
+from tempoconf.bundles import BUNDLES_PREFIX
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.settings import Settings
 
 __all__ = ["EdgeApp", "create_edge_app"]
 
-BUNDLES_PREFIX = "/v1/bundles/"
 CONFIG_SET = "/v1/configs"
 _SEEN_DRAIN_INTERVAL = 10.0
 """The clients seen polling an edge are not recorded (no store): dropped this often."""
@@ -193,6 +194,7 @@ def create_edge_app(
     app = EdgeApp(
         routes=[
             *configs.routes,
+            *bundles.routes,
             *config_sets.routes,
             *edge_reports.routes,
             *health.routes,
@@ -210,6 +212,7 @@ def create_edge_app(
     app.state.metrics = api_metrics
     app.state.report_relay = relay
     app.config_polls = app.state.config_polls = config_polls
+    app.bundle_polls = app.state.bundle_polls = BundlePolls(source, settings, api_metrics)
     # Never reached (EdgeApp answers OFREP 421), but DistributionApp expects one.
     app.ofrep = app.state.ofrep = OfrepEvaluations(source, settings, api_metrics, config_polls)
     app.body_timeout = settings.api_body_timeout

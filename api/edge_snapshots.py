@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
-from tempoconf.bundles import snapshot_from_bundle
+from tempoconf.bundles import BundleError, parse_bundle_body
 from tempoconf.client._backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
 
@@ -224,7 +224,12 @@ class BundleSnapshots:
                     timeout=httpx.Timeout(10.0, read=self._upstream_wait + _HTTP_MARGIN),
                 )
                 if response.status_code == 200:
-                    snapshot = snapshot_from_bundle(response.json())
+                    snapshot = parse_bundle_body(response.content)
+                    if (snapshot.namespace, snapshot.path) != key:
+                        raise BundleError(
+                            f"the upstream answered the bundle of {snapshot.path!r} in namespace "
+                            f"{snapshot.namespace!r} for {watch.path!r} in {watch.namespace!r}"
+                        )
                     etag = response.headers.get("etag")
                     self._set(key, snapshot)
                 elif response.status_code == 404:
@@ -235,9 +240,9 @@ class BundleSnapshots:
                         f"the upstream answered {response.status_code} for config "
                         f"{watch.path!r}: {response.text[:200]}"
                     )
-            except (httpx.HTTPError, UpstreamUnavailableError, ValueError) as exc:
-                # ValueError: a malformed bundle (tempoconf.bundles says which field); keep what
-                # is held, as for an unreachable upstream.
+            except (httpx.HTTPError, UpstreamUnavailableError, BundleError) as exc:
+                # BundleError: a malformed bundle (it names the field); keep what is held, as
+                # for an unreachable upstream.
                 if watch.failing_since is None:
                     logger.warning("edge: cannot watch %s upstream: %s", watch.path, exc)
                     watch.failing_since = time.monotonic()

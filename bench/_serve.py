@@ -66,10 +66,12 @@ class _Server(uvicorn.Server):
     does), so a stop neither waits for them nor cancels them mid-wait."""
 
     def handle_exit(self, sig: int, frame: Any) -> None:
-        polls = getattr(getattr(self.config.app, "state", None), "config_polls", None)
-        if polls is not None and self.started:
-            # In a signal handler: hand the call to the loop rather than touch its events here.
-            asyncio.get_event_loop().call_soon_threadsafe(polls.close)
+        state = getattr(self.config.app, "state", None)
+        for name in ("config_polls", "bundle_polls"):
+            polls = getattr(state, name, None)
+            if polls is not None and self.started:
+                # In a signal handler: hand the call to the loop rather than touch its events.
+                asyncio.get_event_loop().call_soon_threadsafe(polls.close)
         super().handle_exit(sig, frame)
 
 
