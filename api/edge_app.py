@@ -111,7 +111,7 @@ def _configs_asked(path: str, query_string: bytes) -> list[tuple[str, str]]:
 
 
 async def _send_json(send: Send, status: int, message: str, *, head: bool) -> None:
-    body = json.dumps(error_body(message), ensure_ascii=False).encode()
+    body = json.dumps(error_body(message), ensure_ascii=False, separators=(",", ":")).encode()
     await send(
         {
             "type": "http.response.start",

@@ -18,7 +18,8 @@ SECTION = "Edge relays: a tier between the API and a large fleet"
 PATH = "myproject/server_config"
 STABLE = {"is_debug": False, "max_connections": 1000}
 STAGED = {"is_debug": False, "max_connections": 2000}
-EDGE_ADDRESS = "127.0.0.1:8081"
+EDGE_PORT = 8081
+EDGE_ADDRESS = f"127.0.0.1:{EDGE_PORT}"
 
 
 def section_text() -> str:
@@ -39,11 +40,12 @@ async def test_the_readmes_edge_section_runs_as_written(sqlite_store: Store) -> 
     assert len(wanted) == 2, wanted
 
     async with live_api(sqlite_store) as url:
-        script = (
-            "set -euo pipefail\n"
-            + "\n".join(commands)
-            .replace(DEFAULT_API_URL, url)
-            .replace(EDGE_ADDRESS, f"127.0.0.1:{free_port()}")
+        port = free_port()
+        # The trap: a failing command must not leave the edge holding the output open.
+        script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + "\n".join(
+            commands
+        ).replace(DEFAULT_API_URL, url).replace(EDGE_ADDRESS, f"127.0.0.1:{port}").replace(
+            f"--port {EDGE_PORT}", f"--port {port}"
         )
         shell = await asyncio.to_thread(
             subprocess.run, ["bash", "-c", script], capture_output=True, text=True, timeout=90,
