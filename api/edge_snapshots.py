@@ -41,6 +41,9 @@ UPSTREAM_WAIT = 30
 """Seconds of each upstream long-poll (the API accepts up to 60)."""
 ABSENT_RECHECK = 5.0
 """Seconds between two asks for a config the upstream does not know (404): it may be created."""
+MAX_WATCHES = 10_000
+"""Configs watched at once at most: a client naming ever new paths cannot make the edge open
+unbounded connections upstream (the next one is answered 503)."""
 PROBE_INTERVAL = 5.0
 """Seconds between two checks of the upstream's /healthz (readiness with no config watched)."""
 _HTTP_MARGIN = 15.0
@@ -58,6 +61,7 @@ class _Watch:
     namespace: str
     path: str
     last_used: float
+    created_at: float = field(default_factory=time.monotonic)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the first answer of the upstream (200, 304 or 404)."""
     task: asyncio.Task[None] | None = None
@@ -186,6 +190,11 @@ class BundleSnapshots:
         watch = self._watches.get(key)
         now = time.monotonic()
         if watch is None:
+            if len(self._watches) >= MAX_WATCHES:
+                raise UpstreamUnavailableError(
+                    f"this edge already watches {MAX_WATCHES} configs: config {path!r} in "
+                    f"namespace {namespace!r} cannot be watched until some go idle"
+                )
             watch = self._watches[key] = _Watch(namespace, path, last_used=now)
             watch.task = asyncio.create_task(
                 self._watch(watch), name=f"tempoconf-edge-watch {namespace}/{path}"
@@ -194,6 +203,13 @@ class BundleSnapshots:
             watch.last_used = now
         if watch.answered.is_set():
             return
+        if watch.error is not None and watch.task is not None and not self._fresh(watch, now):
+            # The upstream failed this watch before it ever answered: say so now, rather than
+            # hold every request for the bound while the watch backs off.
+            raise UpstreamUnavailableError(
+                f"the upstream has not answered for config {path!r} in namespace "
+                f"{namespace!r} yet: {watch.error}"
+            )
         try:
             async with asyncio.timeout(self._first_answer_timeout):
                 await watch.answered.wait()
@@ -203,6 +219,10 @@ class BundleSnapshots:
                 f"the upstream has not answered for config {path!r} in namespace "
                 f"{namespace!r} yet{reason}"
             ) from None
+
+    def _fresh(self, watch: _Watch, now: float) -> bool:
+        """The watch started less than the first-answer bound ago (its creator still waits)."""
+        return now - watch.created_at < self._first_answer_timeout
 
     async def _watch(self, watch: _Watch) -> None:
         """Long-poll the config's bundle upstream until cancelled."""
