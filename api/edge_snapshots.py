@@ -96,15 +96,13 @@ class BundleSnapshots:
         self._probe_confirmed_at: float | None = None
         self._probe_error: BaseException | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._running = False
+        self._loaded = False
 
     # -- SnapshotSource --------------------------------------------------------------------------
     @property
     def loaded(self) -> bool:
-        """True once the upstream has answered at least once."""
-        return self._probe_confirmed_at is not None or any(
-            watch.confirmed_at is not None for watch in self._watches.values()
-        )
+        """True once the upstream has answered at least once (read on every poll: a flag)."""
+        return self._loaded
 
     @property
     def age(self) -> float | None:
@@ -165,7 +163,6 @@ class BundleSnapshots:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[BundleSnapshots]:
         """Probe the upstream and drop idle watches while inside; every watch stops on exit."""
-        self._running = True
         self._tasks = [
             asyncio.create_task(self._probe(), name="tempoconf-edge-probe"),
             asyncio.create_task(self._drop_idle(), name="tempoconf-edge-idle"),
@@ -173,7 +170,6 @@ class BundleSnapshots:
         try:
             yield self
         finally:
-            self._running = False
             tasks = self._tasks + [w.task for w in self._watches.values() if w.task is not None]
             for task in tasks:
                 task.cancel()
@@ -274,6 +270,7 @@ class BundleSnapshots:
             watch.failing_since = None
             watch.error = None
             watch.confirmed_at = time.monotonic()
+            self._loaded = True
             backoff.reset()
             watch.answered.set()
             if response.status_code == 404:
@@ -319,6 +316,7 @@ class BundleSnapshots:
             backoff.reset()
             self._probe_error = None
             self._probe_confirmed_at = time.monotonic()
+            self._loaded = True
             await asyncio.sleep(PROBE_INTERVAL)
 
     def _require_loaded(self) -> None:
