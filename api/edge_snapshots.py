@@ -226,6 +226,7 @@ class BundleSnapshots:
         url = f"/v1/bundles/{quote(watch.path)}"
         etag: str | None = None
         backoff = Backoff()
+        retried = False
         while True:
             params: dict[str, str | float] = {"namespace": watch.namespace}
             headers = {}
@@ -256,15 +257,22 @@ class BundleSnapshots:
                         f"the upstream answered {response.status_code} for config "
                         f"{watch.path!r}: {response.text[:200]}"
                     )
+            except httpx.RemoteProtocolError as exc:
+                # The keep-alive race: the upstream closed the idle connection as this request
+                # went out on it. Once, at once, on a new connection; then as any failure.
+                if not retried:
+                    retried = True
+                    continue
+                self._failed(watch, exc)
+                await asyncio.sleep(backoff.next())
+                continue
             except (httpx.HTTPError, UpstreamUnavailableError, BundleError) as exc:
                 # BundleError: a malformed bundle (it names the field); keep what is held, as
                 # for an unreachable upstream.
-                if watch.failing_since is None:
-                    logger.warning("edge: cannot watch %s upstream: %s", watch.path, exc)
-                    watch.failing_since = time.monotonic()
-                watch.error = exc
+                self._failed(watch, exc)
                 await asyncio.sleep(backoff.next())
                 continue
+            retried = False
             if watch.failing_since is not None:
                 logger.info("edge: watching %s upstream again", watch.path)
             watch.failing_since = None
@@ -275,6 +283,13 @@ class BundleSnapshots:
             watch.answered.set()
             if response.status_code == 404:
                 await asyncio.sleep(ABSENT_RECHECK)
+
+    @staticmethod
+    def _failed(watch: _Watch, error: BaseException) -> None:
+        if watch.failing_since is None:
+            logger.warning("edge: cannot watch %s upstream: %s", watch.path, error)
+            watch.failing_since = time.monotonic()
+        watch.error = error
 
     def _set(self, key: tuple[str, str], snapshot: ConfigSnapshot | None) -> None:
         old = self._snapshots.get(key)

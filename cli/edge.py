@@ -71,12 +71,14 @@ def edge_command(args: argparse.Namespace) -> int:
             idle_after=args.idle_after,
             report_interval=args.report_interval,
         )
-        print(
-            f"edge: listening on http://{settings.host}:{settings.api_port}, relaying {upstream}; "
-            "Ctrl-C stops it",
-            flush=True,
+
+        def started(url: str) -> None:
+            print(f"edge: listening on {url}, relaying {upstream}; Ctrl-C stops it", flush=True)
+
+        # --port 0 picks a free port: the line printed once serving names the one bound.
+        await serve_app(
+            app, settings, host=settings.host, port=settings.api_port, on_started=started
         )
-        await serve_app(app, settings, host=settings.host, port=settings.api_port)
         return 0
 
     return run_until_signal(run, fast_loop=True)

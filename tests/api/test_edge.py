@@ -29,6 +29,7 @@ CANARY = {"max_connections": 2000}
 HALTED = {"max_connections": 3000}
 ORIGIN_TOKEN = "origin-client-token"
 EDGE_TOKEN = "edge-client-token"
+LEASE_SECONDS = 8
 
 
 async def read(http: httpx.AsyncClient, path: str, **params: Any) -> dict[str, Any]:
@@ -213,12 +214,27 @@ async def test_a_chained_edge_serves_stages_bundles_and_reports_and_outlives_its
             woken = await held
             assert woken.status_code == 200 and woken.json()["version"] == staged.version
 
-            # the origin goes away: both edges keep serving what they hold, and say how old
+            # a canary stage on a short lease, then the origin goes away: both edges keep
+            # serving what they hold, and the stage ends with its lease, by the edge's clock
+            canary = {"client": outside, "channel": "canary"}
+            short = start_rollout(api_store, path, HALTED, run_id="run-2")
+            publish(
+                api_store, path, index=0, name="canary", channel="canary",
+                expires_in=timedelta(seconds=LEASE_SECONDS), run_id="run-2",
+            )  # fmt: skip
+            await reads(http, path, HALTED, **canary)
             await origin_context.__aexit__(None, None, None)
             origin_context = None
             for client in (inside, outside):
                 got = await http.get(f"/v1/configs/{path}", params={"client": client})
                 assert got.status_code == 200 and got.json()["version"] == staged.version
+            assert (await read(http, path, **canary))["version"] in (short.version, staged.version)
+            ended = await eventually(
+                lambda: _stage_is(http, path, "stable", canary),
+                what="the canary stage to end with its lease",
+                timeout=LEASE_SECONDS + 10,
+            )
+            assert ended["version"] == staged.version
             async with httpx.AsyncClient(base_url=edge1.url) as inner:
 
                 async def stale() -> dict[str, Any]:
