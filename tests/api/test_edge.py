@@ -6,6 +6,7 @@ keeps serving what it holds; admin routes are refused with a pointer to the orig
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import client_in, make_stable, publish, sample, start_rollout
 from tests.fixtures.edge import running_edge
-from tests.fixtures.services import live_api
+from tests.fixtures.services import free_port, live_api
 from tests.fixtures.temporal import RolloutHarness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import make_stable as rollout_stable
@@ -135,16 +136,31 @@ async def test_a_chained_edge_serves_stages_bundles_and_reports_and_outlives_its
     origin_context = live_api(api_store, Settings(client_token=ORIGIN_TOKEN))
     origin = await origin_context.__aenter__()
     try:
+        inner_port = free_port()
         async with (
-            running_edge(
-                origin, tmp_path, name="edge1", client_token=EDGE_TOKEN, upstream_token=ORIGIN_TOKEN
-            ) as edge1,
-            running_edge(edge1.url, tmp_path, name="edge2", upstream_token=EDGE_TOKEN) as edge2,
-            httpx.AsyncClient(base_url=edge2.url, timeout=30) as http,
+            contextlib.AsyncExitStack() as edges,
             httpx.AsyncClient(
                 base_url=origin, headers={"Authorization": f"Bearer {ORIGIN_TOKEN}"}
             ) as at_origin,
         ):
+            # Both start at once (an edge serves /healthz before its upstream answers).
+            edge1, edge2 = await asyncio.gather(
+                edges.enter_async_context(
+                    running_edge(
+                        origin, tmp_path, name="edge1", port=inner_port,
+                        client_token=EDGE_TOKEN, upstream_token=ORIGIN_TOKEN,
+                    )
+                ),
+                edges.enter_async_context(
+                    running_edge(
+                        f"http://127.0.0.1:{inner_port}", tmp_path, name="edge2",
+                        upstream_token=EDGE_TOKEN,
+                    )
+                ),
+            )  # fmt: skip
+            http = await edges.enter_async_context(
+                httpx.AsyncClient(base_url=edge2.url, timeout=30)
+            )
             # the cohort gets the stage, the others stable: exactly the origin's answers
             for client, version in ((inside, staged.version), (outside, stable.version)):
                 through = await http.get(f"/v1/configs/{path}", params={"client": client})
