@@ -38,7 +38,7 @@ from tempoconf.api.edge_snapshots import (
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors, error_body
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OfrepEvaluations
-from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
+from tempoconf.api.polls import CONFIGS_PREFIX, QUERIES_KEPT, ConfigPolls
 from tempoconf.api.routes import bundles, config_sets, configs, edge_reports, health, metrics
 from tempoconf.api.routes.config_sets import MAX_PATHS
 from tempoconf.bundles import BUNDLES_PREFIX
@@ -60,6 +60,8 @@ class EdgeApp(DistributionApp):
     source: BundleSnapshots
     upstream_url: str
     client_token: str | None
+    _asked: dict[tuple[str, bytes], list[tuple[str, str]]]
+    """(path, query string) → the configs the request names, parsed once."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -76,13 +78,22 @@ class EdgeApp(DistributionApp):
             )
             return
         if scope["method"] in ("GET", "HEAD") and self._authorized(scope):
-            keys = _configs_asked(path, scope["query_string"])
-            if keys:
-                try:
+            asked = (path, scope["query_string"])
+            keys = self._asked.get(asked)
+            if keys is None:
+                # Clients repeat the same request on every poll: parse it once.
+                keys = _configs_asked(*asked)
+                if len(self._asked) >= QUERIES_KEPT:
+                    self._asked.clear()
+                self._asked[asked] = keys
+            try:
+                if len(keys) == 1:  # a poll: no task, and no suspension once watched
+                    await self.source.ensure(*keys[0])
+                elif keys:
                     await asyncio.gather(*(self.source.ensure(*key) for key in keys))
-                except UpstreamUnavailableError as error:
-                    await _send_json(send, 503, str(error), head=scope["method"] == "HEAD")
-                    return
+            except UpstreamUnavailableError as error:
+                await _send_json(send, 503, str(error), head=scope["method"] == "HEAD")
+                return
         await super().__call__(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
@@ -205,6 +216,7 @@ def create_edge_app(
         lifespan=lifespan,
     )
     app.source = source
+    app._asked = {}
     app.upstream_url = upstream_url
     app.client_token = settings.client_token
     app.state.settings = settings
