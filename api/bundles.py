@@ -23,7 +23,8 @@ from tempoconf.api.distribution import ConfigQuery, parse_config_query
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.snapshot_source import SnapshotSource
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.bundles import BUNDLES_PREFIX, bundle_body, bundle_etag, bundle_from_snapshot
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
@@ -73,7 +74,7 @@ def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:
 class BundlePolls:
     """The ASGI callable that answers `GET|HEAD /v1/bundles/{path}`."""
 
-    def __init__(self, cache: SnapshotCache, settings: Settings, metrics: ApiMetrics) -> None:
+    def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         self._cache = cache
         self._settings = settings
         self._metrics = metrics

@@ -6,7 +6,7 @@ from starlette.requests import Request
 
 from tempoconf.api.errors import ApiError
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshots import SnapshotCache
+from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.temporal_client import TemporalConnector
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.settings import Settings
@@ -22,8 +22,8 @@ __all__ = [
 ]
 
 
-def snapshot_cache(request: Request) -> SnapshotCache:
-    cache: SnapshotCache = request.app.state.snapshot_cache
+def snapshot_cache(request: Request) -> SnapshotSource:
+    cache: SnapshotSource = request.app.state.snapshot_cache
     return cache
 
 

@@ -21,7 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tempoconf.api.snapshots import SnapshotCache
+from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.resolution import STABLE
 
 __all__ = ["ApiMetrics", "LATENCY_BUCKETS", "LONG_POLL_BUCKETS"]
@@ -56,7 +56,7 @@ class _Histogram:
 class ApiMetrics:
     """Every metric of one app, and `registry` to expose them."""
 
-    def __init__(self, cache: SnapshotCache) -> None:
+    def __init__(self, cache: SnapshotSource) -> None:
         self.registry = CollectorRegistry()
         self.polls: defaultdict[tuple[str, str, str, int], int] = defaultdict(int)
         """(namespace, path, stage, status code) → polls answered. Unknown or invalid configs
@@ -100,7 +100,7 @@ class ApiMetrics:
 
 
 class _Collector(Collector):
-    def __init__(self, metrics: ApiMetrics, cache: SnapshotCache) -> None:
+    def __init__(self, metrics: ApiMetrics, cache: SnapshotSource) -> None:
         self._metrics = metrics
         self._cache = cache
 

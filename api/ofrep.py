@@ -42,7 +42,8 @@ from tempoconf.api.ofrep_answers import (
 )
 from tempoconf.api.polls import ConfigPolls
 from tempoconf.api.read_limits import bounded_body
-from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.snapshot_source import SnapshotSource
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.ofrep import (
     NAMESPACE_HEADER,
     EvaluationContext,
@@ -169,7 +170,7 @@ class OfrepEvaluations:
 
     def __init__(
         self,
-        cache: SnapshotCache,
+        cache: SnapshotSource,
         settings: Settings,
         metrics: ApiMetrics,
         polls: ConfigPolls,

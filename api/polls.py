@@ -29,7 +29,8 @@ from tempoconf.api.distribution import (
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.snapshot_source import SnapshotSource
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
@@ -53,7 +54,7 @@ PendingSeen = dict[ConfigQuery, PreparedAnswer]
 class ConfigPolls:
     """The ASGI callable that answers `GET|HEAD /v1/configs/{path}`."""
 
-    def __init__(self, cache: SnapshotCache, settings: Settings, metrics: ApiMetrics) -> None:
+    def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         self._cache = cache
         self._settings = settings
         self._metrics = metrics

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
-from tempoconf.api.app import create_app
+from tempoconf.api.app import DistributionApp, create_app
 from tempoconf.api.read_limits import bounded_protocol
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = ["serve_api", "bind_listener", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
+__all__ = ["serve_api", "serve_app", "bind_listener", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
 
 GRACEFUL_SHUTDOWN_SECONDS = 5  # uvicorn takes whole seconds
 """On cancellation, in-flight requests get this long to finish before they are cancelled."""
@@ -61,8 +61,31 @@ async def serve_api(
     reuse_port: bool = False,
     on_started: Callable[[str], object] | None = None,
 ) -> None:
-    """Serve the API on `host:port` (default `settings.host`, 127.0.0.1, and `settings.api_port`)
-    until cancelled; cancelling shuts uvicorn down cleanly, then re-raises CancelledError.
+    """`serve_app` of the API over `store` (`create_app`)."""
+    await serve_app(
+        create_app(store, settings),
+        settings,
+        host=host,
+        port=port,
+        access_log=access_log,
+        reuse_port=reuse_port,
+        on_started=on_started,
+    )
+
+
+async def serve_app(
+    app: DistributionApp,
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    access_log: bool = False,
+    reuse_port: bool = False,
+    on_started: Callable[[str], object] | None = None,
+) -> None:
+    """Serve `app` (the API's, or an edge relay's) on `host:port` (default `settings.host`,
+    127.0.0.1, and `settings.api_port`) until cancelled; cancelling shuts uvicorn down cleanly,
+    then re-raises CancelledError.
 
     `port=0` picks a free port; `on_started(base_url)` is called once requests are accepted.
     `reuse_port` (`tempoconf api --workers N`) shares the port with the other processes that
@@ -76,7 +99,6 @@ async def serve_api(
     display_host = f"[{bind_host}]" if ":" in bind_host else bind_host
     base_url = f"http://{display_host}:{bound_port}"
 
-    app = create_app(store, settings)
     config = uvicorn.Config(
         app,
         loop="auto",  # only used by uvicorn.run; here the caller's loop serves
@@ -110,6 +132,7 @@ async def serve_api(
     finally:
         if not serving.done():
             app.state.config_polls.close()  # waiting long-polls answer now, not in up to 60 s
+            app.state.bundle_polls.close()
             server.should_exit = True
             # A second cancellation while we wait here cancels `serving` too: a forced stop.
             await serving

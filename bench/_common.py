@@ -343,8 +343,9 @@ def seed_live_rollout(url: str) -> None:
 
 # -- the API process ------------------------------------------------------------------------
 class ApiProcess:
-    """`bench/_serve.py` in a subprocess: the API over `database_url` (kind "api") or the fixed
-    304 floor (kind "floor"), on uvicorn with httptools and uvloop, one worker, a free port."""
+    """`bench/_serve.py` in a subprocess: the API over `database_url` (kind "api"), an edge relay
+    whose upstream is the URL given as `database_url` (kind "edge"), or the fixed 304 floor
+    (kind "floor"), on uvicorn with httptools and uvloop, one worker, a free port."""
 
     def __init__(self, kind: str, database_url: str | None = None) -> None:
         self.kind = kind
@@ -379,7 +380,7 @@ class ApiProcess:
         return self
 
     async def _wait_ready(self, timeout: float = 60.0) -> None:
-        probe = "/healthz" if self.kind == "api" else "/"
+        probe = "/healthz" if self.kind in ("api", "edge") else "/"
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(base_url=self.base_url, timeout=5) as http:
             while True:

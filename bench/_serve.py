@@ -2,6 +2,7 @@
 either the tempoconf API over a store, or the floor app: raw ASGI answering a fixed 304.
 
     python bench/_serve.py api DATABASE_URL
+    python bench/_serve.py edge UPSTREAM_URL
     python bench/_serve.py floor
 
 It binds 127.0.0.1 on a free port, prints that port as its first stdout line, then serves until
@@ -52,7 +53,12 @@ def build_app(kind: str, database_url: str | None) -> Any:
         # Settings() and not from_env: a token or URL in the caller's environment must not
         # change what is measured.
         return create_app(Store(database_url, migrate=True), Settings(database_url=database_url))
-    raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py floor")
+    if kind == "edge" and database_url:
+        from tempoconf.api.edge_app import create_edge_app
+        from tempoconf.settings import Settings
+
+        return create_edge_app(database_url, Settings())  # here the argument is the upstream
+    raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py edge URL | _serve.py floor")
 
 
 class _Server(uvicorn.Server):
@@ -60,10 +66,12 @@ class _Server(uvicorn.Server):
     does), so a stop neither waits for them nor cancels them mid-wait."""
 
     def handle_exit(self, sig: int, frame: Any) -> None:
-        polls = getattr(getattr(self.config.app, "state", None), "config_polls", None)
-        if polls is not None and self.started:
-            # In a signal handler: hand the call to the loop rather than touch its events here.
-            asyncio.get_event_loop().call_soon_threadsafe(polls.close)
+        state = getattr(self.config.app, "state", None)
+        for name in ("config_polls", "bundle_polls"):
+            polls = getattr(state, name, None)
+            if polls is not None and self.started:
+                # In a signal handler: hand the call to the loop rather than touch its events.
+                asyncio.get_event_loop().call_soon_threadsafe(polls.close)
         super().handle_exit(sig, frame)
 
 

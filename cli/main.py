@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     api.set_defaults(handler="components.api_command")
 
+    from tempoconf.cli import edge as edge_cli  # its flags only: the API is imported when it runs
+
+    edge_cli.add_parser(commands)
+
     db_parser = commands.add_parser("db", help="the store's schema: migrations")
     db_commands = db_parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     db_upgrade = db_commands.add_parser(
@@ -432,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
 _SERVICES = {
     "worker": "tempoconf-worker",
     "api": "tempoconf-api",
+    "edge": "tempoconf-edge",
     "dev": "tempoconf-dev",
     "demo": "tempoconf-dev",
 }

@@ -27,7 +27,8 @@ from tempoconf.api.distribution import (
 from tempoconf.api.errors import ApiError
 from tempoconf.api.etag import if_none_match
 from tempoconf.api.routing import route
-from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.snapshot_source import SnapshotSource
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.request import MAX_CHANGES
 from tempoconf.resolution import ConfigSnapshot
 
@@ -97,7 +98,7 @@ async def get_configs(request: Request) -> Response:
         if problem is not None:
             raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
     queries = _queries(request)
-    cache: SnapshotCache = request.app.state.snapshot_cache
+    cache: SnapshotSource = request.app.state.snapshot_cache
     if_none = request.headers.get("if-none-match")
     wait = queries[0].wait
     loop = asyncio.get_running_loop()

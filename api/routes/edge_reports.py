@@ -1,0 +1,65 @@
+"""`POST /v1/reports` on an edge relay: validated as the origin does, then queued for the upstream.
+
+A report on a version the edge serves for that config is queued (202, api/edge_reports.py); one on
+any other version is forwarded at once and answered with the upstream's verdict, since only the
+origin's store knows whether that version exists (the origin's 404 for an unknown one).
+"""
+
+from __future__ import annotations
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from tempoconf.api.answers import Accepted
+from tempoconf.api.auth import require_client
+from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
+from tempoconf.api.deps import metrics_of, snapshot_cache
+from tempoconf.api.edge_reports import ReportRelay
+from tempoconf.api.errors import ApiError
+from tempoconf.api.routes.reports import ReportBody
+from tempoconf.api.routing import route
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
+
+__all__ = ["routes"]
+
+
+async def post_report(request: Request) -> Response:
+    require_client(request)
+    raw = await read_json(request, limit=REPORT_BODY_LIMIT)
+    report = validate_body(ReportBody, raw, what="report")
+    body = report.model_dump(mode="json", exclude_none=True)
+    relay: ReportRelay = request.app.state.report_relay
+    try:
+        snapshot = snapshot_cache(request).get(report.namespace, report.path)
+    except SnapshotsNotLoadedError:
+        snapshot = None
+    served = (
+        {record.version for record in (snapshot.stable, snapshot.staged) if record}
+        if snapshot
+        else set()
+    )
+    if report.version not in served:
+        try:
+            answer = await relay.forward(body)
+        except httpx.HTTPError as exc:
+            raise ApiError(
+                503,
+                f"cannot judge a report on version {report.version!r}, which this edge does not "
+                f"serve: the upstream is unreachable ({type(exc).__name__})",
+            ) from exc
+        return Response(
+            answer.content,
+            status_code=answer.status_code,
+            media_type=answer.headers.get("content-type", "application/json"),
+        )
+    if not relay.add(body):
+        raise ApiError(503, "the edge's report queue is full: the upstream is unreachable")
+    if report.ok or report.failed:
+        metrics_of(request).record_report(
+            report.namespace, report.path, report.version, report.ok, report.failed
+        )
+    return JSONResponse(Accepted().body(), status_code=202)
+
+
+routes = [route("/v1/reports", post_report, methods=["POST"])]
