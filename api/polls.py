@@ -3,7 +3,8 @@
 Every client polls, so this path pays no framework cost per request: the query is parsed once,
 the answer comes from `PreparedConfig` (body and ETag built once per snapshot), and a 304 is a
 dict lookup plus a header write. Long-polls (`wait`) sleep on the config's change event and on
-its next lease expiry: one coroutine per request, never a store query.
+its next lease expiry, grouped by the answer they hold (api/waiters.py): a change wakes only the
+waiters whose answer it changed, never a store query.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
@@ -29,7 +31,10 @@ from tempoconf.api.distribution import (
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
 from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.read_limits import disconnect_watch
 from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
+from tempoconf.api.waiters import RECHECK, ConfigWaiters, Waiter
+from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
@@ -41,8 +46,6 @@ QUERIES_KEPT = 65_536
 SEEN_PENDING_MAX = 100_000
 """Named clients' distinct queries remembered between two flushes to the store (one per client
 unless it varies its query); more are dropped until the next flush, and counted."""
-_LEASE_SLACK = 0.002
-"""Wake this long after a lease ends, so the answer computed then no longer includes it."""
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +63,9 @@ class ConfigPolls:
         self._prepared: dict[tuple[str, str], PreparedConfig] = {}
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
         self._seen: PendingSeen = {}
+        self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
         self._closing = False
+        cache.on_change(self._snapshots_changed)
 
     def take_seen(self) -> PendingSeen:
         """The clients seen polling since the last call (api/seen.py writes them to the store)."""
@@ -94,6 +99,8 @@ class ConfigPolls:
         ones answer at once, so they do not hold up a graceful shutdown."""
         self._closing = True
         self._cache.release_waiters()
+        for waiters in self._waiters.values():
+            waiters.wake_all()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = perf_counter()
@@ -140,11 +147,8 @@ class ConfigPolls:
         header = if_none.decode("latin-1") if if_none is not None else None
         modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
         if not modified and query.wait > 0 and not self._closing:
-            # No await since the snapshot was read, so no refresh came in between: this event
-            # is set by the first change after that read.
-            changed = self._cache.changed_for(query.namespace, query.path)
             polled, modified = await self._long_poll(
-                query, prepared, answer, header, changed, receive
+                query, query_string, prepared, answer, header, receive
             )
             if polled is None:
                 return  # the client went away while it waited: nobody to answer
@@ -172,48 +176,93 @@ class ConfigPolls:
     async def _long_poll(
         self,
         query: ConfigQuery,
+        key: bytes,
         prepared: PreparedConfig,
         answer: PreparedAnswer,
         if_none: str | None,
-        changed: asyncio.Event,
         receive: Receive,
     ) -> tuple[PreparedAnswer | None, bool]:
         """Wait until what this client resolves to changes (True) or `wait` runs out (False);
-        (None, False) when the client disconnected first, so its waiter does not linger."""
+        (None, False) when the client disconnected first, so its waiter does not linger.
+
+        The waiter joins its config's group for `answer` (api/waiters.py) before the first
+        await: a refresh after the snapshot was read finds it there."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         deadline = began + query.wait
         metrics = self._metrics
         metrics.long_polls_waiting += 1
-        gone = loop.create_task(_disconnected(receive))
+        waiter = Waiter(query, key, if_none, answer, loop.create_future())
+        watch = disconnect_watch(receive)
+        gone: asyncio.Task[None] | None = None
+        if watch is not None:
+            watch(waiter.disconnected)
+        else:  # not served by our protocol (tests over ASGI): a task awaits the disconnect
+            gone = loop.create_task(_disconnected(receive))
+            gone.add_done_callback(lambda _: waiter.disconnected())
         try:
             while True:
-                now = datetime.now(UTC)
-                wake = deadline
-                expiry = prepared.next_expiry(now)
-                if expiry is not None:
-                    wake = min(wake, loop.time() + (expiry - now).total_seconds() + _LEASE_SLACK)
-                waiter = loop.create_task(changed.wait())
-                await asyncio.wait(
-                    (waiter, gone),
-                    timeout=max(0.0, wake - loop.time()),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                waiter.cancel()
-                if gone.done():
+                waiters = self._waiters_of(query, prepared)
+                waiters.add(waiter)
+                result: object = RECHECK
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        result = await waiter.future
+                except TimeoutError:
+                    pass
+                finally:
+                    waiters.discard(waiter)
+                if waiter.gone:
                     metrics.long_polls_abandoned += 1
                     return None, False
-                changed = self._cache.changed_for(query.namespace, query.path)
+                if isinstance(result, PreparedAnswer):
+                    return result, True  # prepared by the wake-up: nothing to resolve here
+                # The deadline, shutdown, or a change that left nothing to serve: resolve again.
                 prepared = self._prepared_config(query)
-                answer = _answer(prepared.answer(query, datetime.now(UTC)), query)
+                answer = _answer(prepared.answer_for(key, query, datetime.now(UTC)), query)
                 if not if_none_match(if_none, answer.etag):
                     return answer, True
                 if loop.time() >= deadline or self._closing:
                     return answer, False
+                waiter.held = answer
+                waiter.future = loop.create_future()
         finally:
-            gone.cancel()
+            if watch is not None:
+                watch(None)
+            if gone is not None:
+                gone.cancel()
             metrics.long_polls_waiting -= 1
             metrics.long_poll_waits.observe(loop.time() - began)
+
+    def _waiters_of(self, query: ConfigQuery, prepared: PreparedConfig) -> ConfigWaiters:
+        key = (query.namespace, query.path)
+        waiters = self._waiters.get(key)
+        if waiters is None:
+            waiters = self._waiters[key] = ConfigWaiters(prepared, self._woken)
+        elif waiters.prepared is not prepared:
+            waiters.update(prepared)  # not seen yet (defensive: the change listener does this)
+        return waiters
+
+    def _woken(self, count: int) -> None:
+        self._metrics.long_poll_wakeups += count
+
+    def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
+        """(SnapshotCache listener, right after a refresh.) Answer the waiters whose answer the
+        change moved; the others sleep on."""
+        for key in keys:
+            waiters = self._waiters.get(key)
+            if waiters is None:
+                continue
+            if not len(waiters):
+                del self._waiters[key]
+                continue
+            snapshot = self._cache.get(*key)
+            if snapshot is None:
+                self._prepared.pop(key, None)
+                del self._waiters[key]
+                waiters.wake_all()  # deleted: each poll answers its 404
+                continue
+            waiters.update(self._prepared_for(key, snapshot))
 
     def _prepared_config(self, query: ConfigQuery) -> PreparedConfig:
         key = (query.namespace, query.path)
@@ -224,6 +273,9 @@ class ConfigPolls:
         if snapshot is None:
             self._prepared.pop(key, None)
             raise ApiError(404, f"unknown {_where(query)}")
+        return self._prepared_for(key, snapshot)
+
+    def _prepared_for(self, key: tuple[str, str], snapshot: ConfigSnapshot) -> PreparedConfig:
         prepared = self._prepared.get(key)
         if prepared is None or prepared.snapshot is not snapshot:
             # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so

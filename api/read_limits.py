@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import Message, Receive
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_HEAD_BYTES",
     "bounded_body",
     "bounded_protocol",
+    "disconnect_watch",
 ]
 
 DEFAULT_HEADER_TIMEOUT = 10.0
@@ -75,9 +77,18 @@ class _BoundedHttpToolsProtocol(HttpToolsProtocol):
         # A connection that never sends a request is closed too (silently: nothing to answer).
         self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
 
+    _on_lost: Callable[[], None] | None = None
+
+    def watch_disconnect(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` once when the connection is lost (None: stop watching)."""
+        self._on_lost = callback
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
         super().connection_lost(exc)
+        callback, self._on_lost = self._on_lost, None
+        if callback is not None:
+            callback()
 
     def data_received(self, data: bytes) -> None:
         # Timers are armed only after the parser had the data: a request that arrives whole (a
@@ -160,6 +171,19 @@ def bounded_protocol(
             "max_head_bytes": max_head_bytes,
         },
     )
+
+
+def disconnect_watch(receive: Receive) -> Callable[[Callable[[], None] | None], None] | None:
+    """`watch_disconnect` of the connection `receive` reads from, when it is served by
+    `bounded_protocol` (None otherwise). A long-poll registers a callback there instead of
+    keeping a task awaiting `receive()` for the disconnect: no task per waiting request."""
+    cycle = getattr(receive, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    get_protocol = getattr(transport, "get_protocol", None)
+    protocol = get_protocol() if get_protocol is not None else None
+    if isinstance(protocol, _BoundedHttpToolsProtocol):
+        return protocol.watch_disconnect
+    return None
 
 
 def bounded_body(receive: Receive, timeout: float) -> Receive:
