@@ -30,10 +30,10 @@ from tempoconf.api.distribution import (
 )
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
+from tempoconf.api.lean_protocol import disconnect_watch
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.read_limits import disconnect_watch
 from tempoconf.api.snapshots import SnapshotCache, SnapshotsNotLoadedError
-from tempoconf.api.waiters import RECHECK, ConfigWaiters, Waiter
+from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Deadlines, Waiter
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
@@ -64,6 +64,7 @@ class ConfigPolls:
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
+        self._deadlines = Deadlines()
         self._closing = False
         cache.on_change(self._snapshots_changed)
 
@@ -103,10 +104,68 @@ class ConfigPolls:
             waiters.wake_all()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # One coroutine for the answer (and one more for a long-poll's wait): each frame is
+        # memory a waiting long-poll holds, and time a 304 pays.
         started = perf_counter()
         head = scope["method"] == "HEAD"
         try:
-            await self._serve(scope, receive, send, head, started)
+            if_none: bytes | None = None
+            authorization: bytes | None = None
+            for name, value in scope["headers"]:
+                if name == b"if-none-match":
+                    if_none = value if if_none is None else if_none + b", " + value
+                elif name == b"authorization":
+                    authorization = value
+            token = self._settings.client_token
+            if token is not None:
+                problem = bearer_problem(authorization, token, what="client token")
+                if problem is not None:
+                    raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+            path: str = scope["path"]
+            query_string: bytes = scope["query_string"]
+            query = self._queries.get((path, query_string))
+            if query is None:
+                # Clients repeat the same query on every poll: parse it once.
+                query = parse_config_query(
+                    path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
+                )
+                if len(self._queries) >= QUERIES_KEPT:
+                    self._queries.clear()
+                self._queries[(path, query_string)] = query
+            prepared = self._prepared_config(query)
+            answer = _answer(prepared.answer_for(query_string, query, datetime.now(UTC)), query)
+            header = if_none.decode("latin-1") if if_none is not None else None
+            modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
+            if not modified and query.wait > 0 and not self._closing:
+                polled, modified = await self._long_poll(
+                    query, query_string, prepared, answer, header, receive
+                )
+                if polled is None:
+                    return  # the client went away while it waited: nobody to answer
+                answer = polled
+            else:
+                self._metrics.observe_request(
+                    scope["method"], CONFIG_ROUTE, perf_counter() - started
+                )
+            self._metrics.polls[
+                (query.namespace, query.path, answer.stage, 200 if modified else 304)
+            ] += 1
+            if not query.anonymous:
+                self.note_seen(query, answer)
+            if modified:
+                await send(
+                    {"type": "http.response.start", "status": 200, "headers": answer.headers}
+                )
+                await send({"type": "http.response.body", "body": b"" if head else answer.body})
+            else:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 304,
+                        "headers": answer.not_modified_headers,
+                    }
+                )
+                await send({"type": "http.response.body", "body": b""})
         except ApiError as error:
             self._metrics.polls[("", "", "", error.status)] += 1
             await _send_error(send, error, head)
@@ -115,63 +174,6 @@ class ConfigPolls:
             logger.exception("unexpected error answering %s", scope.get("path"))
             self._metrics.polls[("", "", "", 500)] += 1
             await _send_error(send, ApiError(500, "internal error"), head)
-
-    async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, head: bool, started: float
-    ) -> None:
-        if_none: bytes | None = None
-        authorization: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"if-none-match":
-                if_none = value if if_none is None else if_none + b", " + value
-            elif name == b"authorization":
-                authorization = value
-        token = self._settings.client_token
-        if token is not None:
-            problem = bearer_problem(authorization, token, what="client token")
-            if problem is not None:
-                raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-        path: str = scope["path"]
-        query_string: bytes = scope["query_string"]
-        query = self._queries.get((path, query_string))
-        if query is None:
-            # Clients repeat the same query on every poll: parse it once.
-            query = parse_config_query(
-                path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
-            )
-            if len(self._queries) >= QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[(path, query_string)] = query
-        prepared = self._prepared_config(query)
-        answer = _answer(prepared.answer_for(query_string, query, datetime.now(UTC)), query)
-        header = if_none.decode("latin-1") if if_none is not None else None
-        modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
-        if not modified and query.wait > 0 and not self._closing:
-            polled, modified = await self._long_poll(
-                query, query_string, prepared, answer, header, receive
-            )
-            if polled is None:
-                return  # the client went away while it waited: nobody to answer
-            answer = polled
-        else:
-            self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
-        self._metrics.polls[
-            (query.namespace, query.path, answer.stage, 200 if modified else 304)
-        ] += 1
-        if not query.anonymous:
-            self.note_seen(query, answer)
-        if modified:
-            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-            await send({"type": "http.response.body", "body": b"" if head else answer.body})
-        else:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 304,
-                    "headers": answer.not_modified_headers,
-                }
-            )
-            await send({"type": "http.response.body", "body": b""})
 
     async def _long_poll(
         self,
@@ -193,6 +195,7 @@ class ConfigPolls:
         metrics = self._metrics
         metrics.long_polls_waiting += 1
         waiter = Waiter(query, key, if_none, answer, loop.create_future())
+        tick = self._deadlines.add(waiter, deadline)
         watch = disconnect_watch(receive)
         gone: asyncio.Task[None] | None = None
         if watch is not None:
@@ -204,12 +207,8 @@ class ConfigPolls:
             while True:
                 waiters = self._waiters_of(query, prepared)
                 waiters.add(waiter)
-                result: object = RECHECK
                 try:
-                    async with asyncio.timeout_at(deadline):
-                        result = await waiter.future
-                except TimeoutError:
-                    pass
+                    result = await waiter.future
                 finally:
                     waiters.discard(waiter)
                 if waiter.gone:
@@ -222,11 +221,12 @@ class ConfigPolls:
                 answer = _answer(prepared.answer_for(key, query, datetime.now(UTC)), query)
                 if not if_none_match(if_none, answer.etag):
                     return answer, True
-                if loop.time() >= deadline or self._closing:
+                if result is DEADLINE or loop.time() >= deadline or self._closing:
                     return answer, False
                 waiter.held = answer
                 waiter.future = loop.create_future()
         finally:
+            self._deadlines.discard(waiter, tick)
             if watch is not None:
                 watch(None)
             if gone is not None:

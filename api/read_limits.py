@@ -4,11 +4,12 @@ uvicorn bounds neither: a connection that sends half a request line, headers a b
 a body shorter than its Content-Length is held as long as the client likes, and each such request
 holds an application task and its buffers. So:
 
-- `bounded_protocol`: uvicorn's httptools protocol with a deadline on the request head (from the
-  connection's accept or the request's first byte to the end of its headers: 408, or a plain
-  close for a connection that never started a request) and a cap on its size (431); and a
-  backstop on the body (the connection is closed `BODY_BACKSTOP_SLACK` after the body deadline,
-  for a request whose handler never reads its body).
+- `bounded_protocol`: uvicorn's httptools protocol (api/lean_protocol.py's lighter one) with a
+  deadline on the request head (from the connection's accept or the request's first byte to the
+  end of its headers: 408, or a plain close for a connection that never started a request) and a
+  cap on its size (431); and a backstop on the body (the connection is closed
+  `BODY_BACKSTOP_SLACK` after the body deadline, for a request whose handler never reads its
+  body).
 - `bounded_body`: the application's `receive`, with a deadline on the body from the handler's
   first read of it: 408 as JSON, like every error of the API, and the connection closed.
 
@@ -20,13 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 from starlette.types import Message, Receive
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from tempoconf.api.errors import ApiError, error_body
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
 
 __all__ = [
     "BODY_BACKSTOP_SLACK",
@@ -35,7 +35,6 @@ __all__ = [
     "MAX_HEAD_BYTES",
     "bounded_body",
     "bounded_protocol",
-    "disconnect_watch",
 ]
 
 DEFAULT_HEADER_TIMEOUT = 10.0
@@ -57,7 +56,8 @@ def _raw_error(status: int, reason: str, message: str) -> bytes:
     ).encode() + body
 
 
-class _BoundedHttpToolsProtocol(HttpToolsProtocol):
+class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
+    __slots__ = ("_head_timer", "_body_timer", "_head_bytes", "_in_head", "_headers_done")
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_head_bytes: int = MAX_HEAD_BYTES
@@ -77,18 +77,9 @@ class _BoundedHttpToolsProtocol(HttpToolsProtocol):
         # A connection that never sends a request is closed too (silently: nothing to answer).
         self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
 
-    _on_lost: Callable[[], None] | None = None
-
-    def watch_disconnect(self, callback: Callable[[], None] | None) -> None:
-        """Call `callback` once when the connection is lost (None: stop watching)."""
-        self._on_lost = callback
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
         super().connection_lost(exc)
-        callback, self._on_lost = self._on_lost, None
-        if callback is not None:
-            callback()
 
     def data_received(self, data: bytes) -> None:
         # Timers are armed only after the parser had the data: a request that arrives whole (a
@@ -171,19 +162,6 @@ def bounded_protocol(
             "max_head_bytes": max_head_bytes,
         },
     )
-
-
-def disconnect_watch(receive: Receive) -> Callable[[Callable[[], None] | None], None] | None:
-    """`watch_disconnect` of the connection `receive` reads from, when it is served by
-    `bounded_protocol` (None otherwise). A long-poll registers a callback there instead of
-    keeping a task awaiting `receive()` for the disconnect: no task per waiting request."""
-    cycle = getattr(receive, "__self__", None)
-    transport = getattr(cycle, "transport", None)
-    get_protocol = getattr(transport, "get_protocol", None)
-    protocol = get_protocol() if get_protocol is not None else None
-    if isinstance(protocol, _BoundedHttpToolsProtocol):
-        return protocol.watch_disconnect
-    return None
 
 
 def bounded_body(receive: Receive, timeout: float) -> Receive:

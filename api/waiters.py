@@ -12,6 +12,7 @@ prepared answer to write. A lease's end re-resolves only the groups of the stage
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -19,10 +20,12 @@ from tempoconf.api.distribution import ConfigQuery, PreparedAnswer, PreparedConf
 from tempoconf.api.etag import if_none_match
 from tempoconf.resolution import STABLE
 
-__all__ = ["RECHECK", "ConfigWaiters", "Waiter"]
+__all__ = ["DEADLINE", "RECHECK", "ConfigWaiters", "Deadlines", "Waiter"]
 
 LEASE_SLACK = 0.002
 """Re-resolve this long after a lease ends, so the answer computed then no longer includes it."""
+DEADLINE_TICK = 0.05
+"""Long-polls' deadlines are rounded up to this (seconds): one timer per tick, not per waiter."""
 
 
 class _Recheck:
@@ -33,6 +36,15 @@ class _Recheck:
 
 
 RECHECK = _Recheck()
+
+
+class _Deadline:
+    """A waiter's wake-up at its deadline: answer what it resolves to now (304 if unchanged)."""
+
+    __slots__ = ()
+
+
+DEADLINE = _Deadline()
 
 _Rule = tuple[int, str, str | None, float | None, tuple[tuple[str, str], ...], str | None]
 
@@ -200,6 +212,36 @@ class ConfigWaiters:
         ended = {answer.etag for stage, answer in self.prepared.stages if stage.expires_at <= now}
         self._resolve_again([etag for etag in self._groups if etag in ended], now)
         self._rearm()
+
+
+class Deadlines:
+    """Every waiting long-poll's deadline, rounded up to DEADLINE_TICK: one timer per tick in
+    use, where a timeout per waiter would cost a timer handle and a Timeout object each."""
+
+    __slots__ = ("_ticks",)
+
+    def __init__(self) -> None:
+        self._ticks: dict[int, dict[Waiter, None]] = {}
+
+    def add(self, waiter: Waiter, deadline: float) -> int:
+        """Wake `waiter` with DEADLINE at `deadline` (loop time) or up to a tick later; returns
+        the tick, for `discard`."""
+        tick = math.ceil(deadline / DEADLINE_TICK)
+        waiters = self._ticks.get(tick)
+        if waiters is None:
+            waiters = self._ticks[tick] = {}
+            asyncio.get_running_loop().call_at(tick * DEADLINE_TICK, self._expire, tick)
+        waiters[waiter] = None
+        return tick
+
+    def discard(self, waiter: Waiter, tick: int) -> None:
+        waiters = self._ticks.get(tick)
+        if waiters is not None:
+            waiters.pop(waiter, None)
+
+    def _expire(self, tick: int) -> None:
+        for waiter in self._ticks.pop(tick, ()):
+            waiter.wake(DEADLINE)
 
 
 def _rules(prepared: PreparedConfig, now: datetime) -> list[tuple[str, _Rule]]:
