@@ -78,7 +78,7 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.pipeline = _Pipeline()
+        self.pipeline = _Pipeline()  # type: ignore[assignment]
         self._on_lost: Callable[[], None] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

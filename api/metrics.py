@@ -106,9 +106,10 @@ class ApiMetrics:
             for record in (snapshot.stable, snapshot.staged):
                 if record is not None:
                     live.add((namespace, path, record.version))
-        for series in (self.reports, self.client_operations):
-            for key in [key for key in series if key[:3] not in live]:
-                del series[key]
+        for key in [key for key in self.reports if key not in live]:
+            del self.reports[key]
+        for key4 in [key4 for key4 in self.client_operations if key4[:3] not in live]:
+            del self.client_operations[key4]
 
 
 class _Collector(Collector):
