@@ -4,7 +4,8 @@ An API process holds one connection per client, most of them long-polls that sle
 minute: what a connection costs while it waits is what 10,000 clients cost (bench_memory.py).
 uvicorn's protocol keeps ~30 attributes in an instance dict too large to share its keys (1.6 KB),
 three deques (its pipeline and the waiters of two asyncio.Events, ~0.7 KB each) per connection.
-Here the attributes are slots, and the pipeline and the events hold plain lists (empty: 56 bytes).
+Here the attributes are slots, and the pipeline and the events hold plain lists (empty: 56 bytes;
+the request's event is replaced only for a long-poll, so a plain poll pays nothing for it).
 
 `watch_disconnect` replaces a task awaiting `receive()` per long-poll: the protocol calls the
 callback when the connection is lost (api/polls.py).
@@ -87,12 +88,6 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         writable.set()
         self.flow._is_writable_event = writable
 
-    def on_headers_complete(self) -> None:
-        before = self.cycle
-        super().on_headers_complete()
-        if self.cycle is not before:  # not an upgrade: a new cycle, whose task has not run yet
-            self.cycle.message_event = _LeanEvent()
-
     def watch_disconnect(self, callback: Callable[[], None] | None) -> None:
         """Call `callback` once when the connection is lost (None: stop watching)."""
         self._on_lost = callback
@@ -111,6 +106,13 @@ def disconnect_watch(receive: Receive) -> Callable[[Callable[[], None] | None], 
     transport = getattr(cycle, "transport", None)
     get_protocol = getattr(transport, "get_protocol", None)
     protocol = get_protocol() if get_protocol is not None else None
-    if isinstance(protocol, LeanHttpToolsProtocol):
-        return protocol.watch_disconnect
-    return None
+    if not isinstance(protocol, LeanHttpToolsProtocol):
+        return None
+    # The request's event (nobody waits on it: a GET's body was read, and the disconnect is the
+    # callback's) is held for the whole wait: a lighter one, made only for long-polls.
+    event = cycle.message_event  # type: ignore[union-attr]
+    if not event._waiters:
+        lean = _LeanEvent()
+        lean._value = event.is_set()
+        cycle.message_event = lean  # type: ignore[union-attr]
+    return protocol.watch_disconnect

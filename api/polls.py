@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
 
@@ -48,6 +47,9 @@ SEEN_PENDING_MAX = 100_000
 unless it varies its query); more are dropped until the next flush, and counted."""
 
 logger = logging.getLogger(__name__)
+
+_EMPTY_BODY = {"type": "http.response.body", "body": b""}
+"""Sent as is by every 304 (uvicorn reads ASGI messages, never changes them)."""
 
 PendingSeen = dict[ConfigQuery, PreparedAnswer]
 """Named clients seen polling: the parsed query (config and identity) → the answer it got."""
@@ -133,7 +135,7 @@ class ConfigPolls:
                     self._queries.clear()
                 self._queries[(path, query_string)] = query
             prepared = self._prepared_config(query)
-            answer = _answer(prepared.answer_for(query_string, query, datetime.now(UTC)), query)
+            answer = _answer(prepared.answer_for(query_string, query), query)
             header = if_none.decode("latin-1") if if_none is not None else None
             modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
             if not modified and query.wait > 0 and not self._closing:
@@ -153,19 +155,13 @@ class ConfigPolls:
             if not query.anonymous:
                 self.note_seen(query, answer)
             if modified:
+                await send(answer.start)
                 await send(
-                    {"type": "http.response.start", "status": 200, "headers": answer.headers}
+                    _EMPTY_BODY if head else {"type": "http.response.body", "body": answer.body}
                 )
-                await send({"type": "http.response.body", "body": b"" if head else answer.body})
             else:
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 304,
-                        "headers": answer.not_modified_headers,
-                    }
-                )
-                await send({"type": "http.response.body", "body": b""})
+                await send(answer.not_modified_start)
+                await send(_EMPTY_BODY)
         except ApiError as error:
             self._metrics.polls[("", "", "", error.status)] += 1
             await _send_error(send, error, head)
@@ -218,7 +214,7 @@ class ConfigPolls:
                     return result, True  # prepared by the wake-up: nothing to resolve here
                 # The deadline, shutdown, or a change that left nothing to serve: resolve again.
                 prepared = self._prepared_config(query)
-                answer = _answer(prepared.answer_for(key, query, datetime.now(UTC)), query)
+                answer = _answer(prepared.answer_for(key, query), query)
                 if not if_none_match(if_none, answer.etag):
                     return answer, True
                 if result is DEADLINE or loop.time() >= deadline or self._closing:
