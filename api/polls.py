@@ -139,9 +139,15 @@ class ConfigPolls:
             header = if_none.decode("latin-1") if if_none is not None else None
             modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
             if not modified and query.wait > 0 and not self._closing:
-                polled, modified = await self._long_poll(
-                    query, query_string, prepared, answer, header, receive
-                )
+                # Awaited here, not in a helper coroutine: a frame less per waiting long-poll.
+                waiter = self._wait_begin(query, query_string, prepared, answer, header, receive)
+                try:
+                    outcome = None
+                    while outcome is None:
+                        outcome = self._wait_step(waiter, await waiter.future)
+                finally:
+                    self._wait_end(waiter)
+                polled, modified = outcome
                 if polled is None:
                     return  # the client went away while it waited: nobody to answer
                 answer = polled
@@ -171,7 +177,7 @@ class ConfigPolls:
             self._metrics.polls[("", "", "", 500)] += 1
             await _send_error(send, ApiError(500, "internal error"), head)
 
-    async def _long_poll(
+    def _wait_begin(
         self,
         query: ConfigQuery,
         key: bytes,
@@ -179,56 +185,70 @@ class ConfigPolls:
         answer: PreparedAnswer,
         if_none: str | None,
         receive: Receive,
-    ) -> tuple[PreparedAnswer | None, bool]:
-        """Wait until what this client resolves to changes (True) or `wait` runs out (False);
-        (None, False) when the client disconnected first, so its waiter does not linger.
-
-        The waiter joins its config's group for `answer` (api/waiters.py) before the first
-        await: a refresh after the snapshot was read finds it there."""
+    ) -> Waiter:
+        """A long-poll starts waiting for what this client resolves to to change. It joins its
+        config's group for `answer` (api/waiters.py) before its first await: a refresh after
+        the snapshot was read finds it there."""
         loop = asyncio.get_running_loop()
         began = loop.time()
-        deadline = began + query.wait
-        metrics = self._metrics
-        metrics.long_polls_waiting += 1
-        waiter = Waiter(query, key, if_none, answer, loop.create_future())
-        tick = self._deadlines.add(waiter, deadline)
+        waiter = Waiter(query, key, if_none, answer, loop.create_future(), began + query.wait)
+        waiter.tick = self._deadlines.add(waiter, waiter.deadline)
         watch = disconnect_watch(receive)
-        gone: asyncio.Task[None] | None = None
         if watch is not None:
             watch(waiter.disconnected)
+            waiter.unwatch = watch
         else:  # not served by our protocol (tests over ASGI): a task awaits the disconnect
             gone = loop.create_task(_disconnected(receive))
             gone.add_done_callback(lambda _: waiter.disconnected())
-        try:
-            while True:
-                waiters = self._waiters_of(query, prepared)
-                waiters.add(waiter)
-                try:
-                    result = await waiter.future
-                finally:
-                    waiters.discard(waiter)
-                if waiter.gone:
-                    metrics.long_polls_abandoned += 1
-                    return None, False
-                if isinstance(result, PreparedAnswer):
-                    return result, True  # prepared by the wake-up: nothing to resolve here
-                # The deadline, shutdown, or a change that left nothing to serve: resolve again.
-                prepared = self._prepared_config(query)
-                answer = _answer(prepared.answer_for(key, query), query)
-                if not if_none_match(if_none, answer.etag):
-                    return answer, True
-                if result is DEADLINE or loop.time() >= deadline or self._closing:
-                    return answer, False
-                waiter.held = answer
-                waiter.future = loop.create_future()
-        finally:
-            self._deadlines.discard(waiter, tick)
-            if watch is not None:
-                watch(None)
-            if gone is not None:
-                gone.cancel()
-            metrics.long_polls_waiting -= 1
-            metrics.long_poll_waits.observe(loop.time() - began)
+            waiter.unwatch = gone
+        self._metrics.long_polls_waiting += 1
+        self._waiters_of(query, prepared).add(waiter)
+        return waiter
+
+    def _wait_step(
+        self, waiter: Waiter, result: object
+    ) -> tuple[PreparedAnswer | None, bool] | None:
+        """`waiter` woke with `result`: its answer and whether it changed (True) or `wait` ran
+        out (False); (None, False) when the client disconnected; None: wait on."""
+        self._discard(waiter)
+        if waiter.gone:
+            self._metrics.long_polls_abandoned += 1
+            return None, False
+        if isinstance(result, PreparedAnswer):
+            return result, True  # prepared by the wake-up: nothing to resolve here
+        # The deadline, shutdown, or a change that left nothing to serve: resolve again.
+        query = waiter.query
+        prepared = self._prepared_config(query)
+        answer = _answer(prepared.answer_for(waiter.key, query), query)
+        if not if_none_match(waiter.if_none, answer.etag):
+            return answer, True
+        loop = asyncio.get_running_loop()
+        if result is DEADLINE or loop.time() >= waiter.deadline or self._closing:
+            return answer, False
+        waiter.held = answer
+        waiter.future = loop.create_future()
+        self._waiters_of(query, prepared).add(waiter)
+        return None
+
+    def _wait_end(self, waiter: Waiter) -> None:
+        """The long-poll is answered, failed or cancelled: nothing of it stays behind."""
+        self._discard(waiter)
+        self._deadlines.discard(waiter, waiter.tick)
+        unwatch = waiter.unwatch
+        if isinstance(unwatch, asyncio.Task):
+            unwatch.cancel()
+        elif unwatch is not None:
+            unwatch(None)
+        metrics = self._metrics
+        metrics.long_polls_waiting -= 1
+        waited = asyncio.get_running_loop().time() - (waiter.deadline - waiter.query.wait)
+        metrics.long_poll_waits.observe(waited)
+
+    def _discard(self, waiter: Waiter) -> None:
+        query = waiter.query
+        waiters = self._waiters.get((query.namespace, query.path))
+        if waiters is not None:
+            waiters.discard(waiter)
 
     def _waiters_of(self, query: ConfigQuery, prepared: PreparedConfig) -> ConfigWaiters:
         key = (query.namespace, query.path)

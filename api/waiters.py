@@ -53,7 +53,7 @@ class Waiter:
     """One waiting long-poll: what it asked, the If-None-Match it sent, and the future that its
     answer (or RECHECK) is set on."""
 
-    __slots__ = ("query", "key", "if_none", "held", "future", "gone")
+    __slots__ = ("query", "key", "if_none", "held", "future", "gone", "deadline", "tick", "unwatch")
 
     def __init__(
         self,
@@ -62,6 +62,7 @@ class Waiter:
         if_none: str | None,
         held: PreparedAnswer,
         future: asyncio.Future[object],
+        deadline: float,
     ) -> None:
         self.query = query
         self.key = key
@@ -72,6 +73,12 @@ class Waiter:
         self.future = future
         self.gone = False
         """The client disconnected (set by the disconnect watch before it wakes the future)."""
+        self.deadline = deadline
+        """Loop time at which it answers 304 if nothing changed."""
+        self.tick = 0
+        """Its deadline's tick in Deadlines."""
+        self.unwatch: Callable[[None], None] | asyncio.Task[None] | None = None
+        """What stops the disconnect watch: the protocol's setter, or the task awaiting it."""
 
     def wake(self, result: object) -> None:
         if not self.future.done():
