@@ -93,13 +93,15 @@ class Waiter:
 class ConfigWaiters:
     """The waiters of one config, grouped by the ETag of the answer they hold."""
 
-    __slots__ = ("prepared", "_groups", "_timer", "_on_wake", "_count")
+    __slots__ = ("prepared", "_groups", "_timer", "_leaseless", "_on_wake", "_count")
 
     def __init__(self, prepared: PreparedConfig, on_wake: Callable[[int], None]) -> None:
         self.prepared = prepared
         """The prepared config every held answer comes from."""
         self._groups: dict[str, dict[Waiter, None]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._leaseless = False
+        """`prepared` has no lease running: no timer to arm (checked once, not per waiter)."""
         self._on_wake = on_wake
         """Called with the number of waiters each update wakes (a metric)."""
         self._count = 0
@@ -115,7 +117,7 @@ class ConfigWaiters:
             group = self._groups[etag] = {}
         group[waiter] = None
         self._count += 1
-        if self._timer is None:
+        if self._timer is None and not self._leaseless:
             self._arm()
 
     def discard(self, waiter: Waiter) -> None:
@@ -201,6 +203,7 @@ class ConfigWaiters:
         loop = asyncio.get_running_loop()
         now = datetime.now(UTC)
         expiry = self.prepared.next_expiry(now)
+        self._leaseless = expiry is None
         if expiry is not None:
             delay = (expiry - now).total_seconds() + LEASE_SLACK
             self._timer = loop.call_later(delay, self._lease_ended)
@@ -209,6 +212,7 @@ class ConfigWaiters:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._leaseless = False
         if self._count:
             self._arm()
 
