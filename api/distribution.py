@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from time import time
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import QueryParams
@@ -43,7 +45,6 @@ MAX_WAIT = 60.0
 """Longest long-poll, in seconds."""
 ANSWERS_KEPT = 65_536
 """Per config: distinct queries whose answer is remembered (then the memory starts over)."""
-_FOREVER = datetime.max.replace(tzinfo=UTC)
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no", ""})
@@ -79,6 +80,10 @@ class PreparedAnswer:
     body: bytes
     headers: list[tuple[bytes, bytes]]
     not_modified_headers: list[tuple[bytes, bytes]]
+    start: dict[str, Any]
+    """The ASGI `http.response.start` of the 200, built once (uvicorn does not change it)."""
+    not_modified_start: dict[str, Any]
+    """The same for the 304."""
 
 
 class PreparedConfig:
@@ -101,20 +106,25 @@ class PreparedConfig:
         self.stages = stages
         """In evaluation order (by index); empty when no rollout is live."""
         self._answers: dict[bytes, PreparedAnswer | None] = {}
-        self._valid_until: datetime | None = None
+        self._valid_until = -math.inf
+        """time.time() of the next lease's end: a float compare per poll, not a datetime.now."""
 
-    def answer_for(self, key: bytes, query: ConfigQuery, now: datetime) -> PreparedAnswer | None:
-        """`answer(query, now)`, remembered under `key` (the raw query string of `query`)."""
-        valid_until = self._valid_until
-        if valid_until is None or now >= valid_until:
+    def answer_for(
+        self, key: bytes, query: ConfigQuery, now: datetime | None = None
+    ) -> PreparedAnswer | None:
+        """`answer(query, now)` (default: the current time), remembered under `key` (the raw
+        query string of `query`)."""
+        if time() >= self._valid_until:
+            now = now or datetime.now(UTC)
             self._answers.clear()
-            self._valid_until = self.next_expiry(now) or _FOREVER
+            expiry = self.next_expiry(now)
+            self._valid_until = math.inf if expiry is None else expiry.timestamp()
         else:
             try:
                 return self._answers[key]
             except KeyError:
                 pass
-        answer = self.answer(query, now)
+        answer = self.answer(query, now or datetime.now(UTC))
         if len(self._answers) >= ANSWERS_KEPT:
             self._answers.clear()
         self._answers[key] = answer
@@ -174,14 +184,22 @@ def _prepare(
     ).encode()
     etag = config_etag(snapshot.namespace, snapshot.path, record.version, stage)
     etag_header = (b"etag", etag.encode())
+    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, _NO_CACHE]
+    not_modified_headers = [etag_header, _NO_CACHE]
     return PreparedAnswer(
         stage=stage,
         version=record.version,
         etag=etag,
         etag_bytes=etag_header[1],
         body=body,
-        headers=[_JSON, (b"content-length", str(len(body)).encode()), etag_header, _NO_CACHE],
-        not_modified_headers=[etag_header, _NO_CACHE],
+        headers=headers,
+        not_modified_headers=not_modified_headers,
+        start={"type": "http.response.start", "status": 200, "headers": headers},
+        not_modified_start={
+            "type": "http.response.start",
+            "status": 304,
+            "headers": not_modified_headers,
+        },
     )
 
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from urllib.parse import quote
@@ -92,6 +92,7 @@ class BundleSnapshots:
         self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = MappingProxyType({})
         self._watches: dict[tuple[str, str], _Watch] = {}
         self._config_events: dict[tuple[str, str], asyncio.Event] = {}
+        self._listeners: list[Callable[[Sequence[tuple[str, str]]], None]] = []
         self._revision = 0
         self._probe_confirmed_at: float | None = None
         self._probe_error: BaseException | None = None
@@ -154,6 +155,10 @@ class BundleSnapshots:
         if event is None:
             event = self._config_events[key] = asyncio.Event()
         return event
+
+    def on_change(self, listener: Callable[[Sequence[tuple[str, str]]], None]) -> None:
+        """Call `listener([key])` right after each change of a config's snapshot."""
+        self._listeners.append(listener)
 
     def release_waiters(self) -> None:
         events, self._config_events = self._config_events, {}
@@ -305,6 +310,11 @@ class BundleSnapshots:
         event = self._config_events.pop(key, None)
         if event is not None:
             event.set()
+        for listener in self._listeners:
+            try:
+                listener((key,))
+            except Exception:  # a bug there must not stop the watches
+                logger.exception("a snapshot change listener failed")
 
     async def _drop_idle(self) -> None:
         while True:

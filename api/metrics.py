@@ -2,6 +2,10 @@
 
 The poll path counts into plain dicts that a collector turns into metrics at scrape time: a dict
 increment is far cheaper than a prometheus-client child (label lookup and a lock) per poll.
+
+Series labelled by version (reports, client operations) are bounded: when the snapshots change,
+those of versions that are no longer stable or staged of their config are dropped, so a long-lived
+process holds the series of the versions live now (and those reported since the last change).
 """
 
 from __future__ import annotations
@@ -9,10 +13,10 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -64,25 +68,22 @@ class ApiMetrics:
         self.ofrep: defaultdict[tuple[str, int], int] = defaultdict(int)
         """(kind: "flag" or "bulk", status code) → OFREP evaluation requests answered."""
         self.long_polls_waiting = 0
+        self.long_poll_wakeups = 0
+        """Long-polls woken before their deadline: by a change of their answer, or to resolve
+        again (shutdown, their config deleted). A change that moves nobody wakes nobody."""
         self.long_polls_abandoned = 0
         """Long-polls whose client disconnected before an answer."""
         self.seen_clients_dropped = 0
         """Client identities from polls not recorded as seen (pending limit, or not storable)."""
         self.long_poll_waits = _Histogram(LONG_POLL_BUCKETS)
         self.latency: dict[tuple[str, str], _Histogram] = {}
-        self.reports = Counter(
-            "tempoconf_reports_total",
-            "Health reports received from clients",
-            ["namespace", "path", "version"],
-            registry=self.registry,
-        )
-        self.client_operations = Counter(
-            "tempoconf_client_operations_total",
-            "Operations clients reported, by result",
-            ["namespace", "path", "version", "result"],
-            registry=self.registry,
-        )
+        self.reports: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        """(namespace, path, version) → health reports received."""
+        self.client_operations: defaultdict[tuple[str, str, str, str], int] = defaultdict(int)
+        """(namespace, path, version, result) → operations clients reported."""
+        self._cache = cache
         self.registry.register(_Collector(self, cache))
+        cache.on_change(self._snapshots_changed)
 
     def observe_request(self, method: str, route: str, seconds: float) -> None:
         """Latency of one request, by route template (never the raw path)."""
@@ -92,11 +93,24 @@ class ApiMetrics:
         histogram.observe(seconds)
 
     def record_report(self, namespace: str, path: str, version: str, ok: int, failed: int) -> None:
-        self.reports.labels(namespace, path, version).inc()
+        self.reports[(namespace, path, version)] += 1
         if ok:
-            self.client_operations.labels(namespace, path, version, "ok").inc(ok)
+            self.client_operations[(namespace, path, version, "ok")] += ok
         if failed:
-            self.client_operations.labels(namespace, path, version, "failed").inc(failed)
+            self.client_operations[(namespace, path, version, "failed")] += failed
+
+    def _snapshots_changed(self, _keys: Sequence[tuple[str, str]]) -> None:
+        """Drop the series of versions no config serves any more (neither stable nor staged):
+        else every version ever reported keeps its series for the life of the process."""
+        live: set[tuple[str, str, str]] = set()
+        for (namespace, path), snapshot in self._cache.snapshots().items():
+            for record in (snapshot.stable, snapshot.staged):
+                if record is not None:
+                    live.add((namespace, path, record.version))
+        for key in [key for key in self.reports if key not in live]:
+            del self.reports[key]
+        for key4 in [key4 for key4 in self.client_operations if key4[:3] not in live]:
+            del self.client_operations[key4]
 
 
 class _Collector(Collector):
@@ -153,6 +167,28 @@ class _Collector(Collector):
         for (method, route), histogram in list(metrics.latency.items()):
             latency.add_metric([method, route], histogram.buckets(), histogram.total)
         yield latency
+        reports = CounterMetricFamily(
+            "tempoconf_reports",
+            "Health reports received from clients (versions still stable or staged)",
+            labels=["namespace", "path", "version"],
+        )
+        for labels, count in list(metrics.reports.items()):
+            reports.add_metric(list(labels), count)
+        yield reports
+        operations = CounterMetricFamily(
+            "tempoconf_client_operations",
+            "Operations clients reported, by result (versions still stable or staged)",
+            labels=["namespace", "path", "version", "result"],
+        )
+        for labels4, count in list(metrics.client_operations.items()):
+            operations.add_metric(list(labels4), count)
+        yield operations
+        yield CounterMetricFamily(
+            "tempoconf_api_long_poll_wakeups",
+            "Long-polls woken before their deadline, by a change of what they resolve to (or to "
+            "resolve again: shutdown, config deleted); a change that moves nobody wakes nobody",
+            value=metrics.long_poll_wakeups,
+        )
         yield from self._served()
 
     def _served(self) -> Iterator[Metric]:

@@ -3,7 +3,8 @@
 Every client polls, so this path pays no framework cost per request: the query is parsed once,
 the answer comes from `PreparedConfig` (body and ETag built once per snapshot), and a 304 is a
 dict lookup plus a header write. Long-polls (`wait`) sleep on the config's change event and on
-its next lease expiry: one coroutine per request, never a store query.
+its next lease expiry, grouped by the answer they hold (api/waiters.py): a change wakes only the
+waiters whose answer it changed, never a store query.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
@@ -28,9 +29,12 @@ from tempoconf.api.distribution import (
 )
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
+from tempoconf.api.lean_protocol import disconnect_watch
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
+from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Deadlines, Waiter
+from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
@@ -42,10 +46,11 @@ QUERIES_KEPT = 65_536
 SEEN_PENDING_MAX = 100_000
 """Named clients' distinct queries remembered between two flushes to the store (one per client
 unless it varies its query); more are dropped until the next flush, and counted."""
-_LEASE_SLACK = 0.002
-"""Wake this long after a lease ends, so the answer computed then no longer includes it."""
 
 logger = logging.getLogger(__name__)
+
+_EMPTY_BODY = {"type": "http.response.body", "body": b""}
+"""Sent as is by every 304 (uvicorn reads ASGI messages, never changes them)."""
 
 PendingSeen = dict[ConfigQuery, PreparedAnswer]
 """Named clients seen polling: the parsed query (config and identity) → the answer it got."""
@@ -61,7 +66,10 @@ class ConfigPolls:
         self._prepared: dict[tuple[str, str], PreparedConfig] = {}
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
         self._seen: PendingSeen = {}
+        self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
+        self._deadlines = Deadlines()
         self._closing = False
+        cache.on_change(self._snapshots_changed)
 
     def take_seen(self) -> PendingSeen:
         """The clients seen polling since the last call (api/seen.py writes them to the store)."""
@@ -95,12 +103,72 @@ class ConfigPolls:
         ones answer at once, so they do not hold up a graceful shutdown."""
         self._closing = True
         self._cache.release_waiters()
+        for waiters in self._waiters.values():
+            waiters.wake_all()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # One coroutine for the answer (and one more for a long-poll's wait): each frame is
+        # memory a waiting long-poll holds, and time a 304 pays.
         started = perf_counter()
         head = scope["method"] == "HEAD"
         try:
-            await self._serve(scope, receive, send, head, started)
+            if_none: bytes | None = None
+            authorization: bytes | None = None
+            for name, value in scope["headers"]:
+                if name == b"if-none-match":
+                    if_none = value if if_none is None else if_none + b", " + value
+                elif name == b"authorization":
+                    authorization = value
+            token = self._settings.client_token
+            if token is not None:
+                problem = bearer_problem(authorization, token, what="client token")
+                if problem is not None:
+                    raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+            path: str = scope["path"]
+            query_string: bytes = scope["query_string"]
+            query = self._queries.get((path, query_string))
+            if query is None:
+                # Clients repeat the same query on every poll: parse it once.
+                query = parse_config_query(
+                    path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
+                )
+                if len(self._queries) >= QUERIES_KEPT:
+                    self._queries.clear()
+                self._queries[(path, query_string)] = query
+            prepared = self._prepared_config(query)
+            answer = _answer(prepared.answer_for(query_string, query), query)
+            header = if_none.decode("latin-1") if if_none is not None else None
+            modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
+            if not modified and query.wait > 0 and not self._closing:
+                # Awaited here, not in a helper coroutine: a frame less per waiting long-poll.
+                waiter = self._wait_begin(query, query_string, prepared, answer, header, receive)
+                try:
+                    outcome = None
+                    while outcome is None:
+                        outcome = self._wait_step(waiter, await waiter.future)
+                finally:
+                    self._wait_end(waiter)
+                polled, modified = outcome
+                if polled is None:
+                    return  # the client went away while it waited: nobody to answer
+                answer = polled
+            else:
+                self._metrics.observe_request(
+                    scope["method"], CONFIG_ROUTE, perf_counter() - started
+                )
+            self._metrics.polls[
+                (query.namespace, query.path, answer.stage, 200 if modified else 304)
+            ] += 1
+            if not query.anonymous:
+                self.note_seen(query, answer)
+            if modified:
+                await send(answer.start)
+                await send(
+                    _EMPTY_BODY if head else {"type": "http.response.body", "body": answer.body}
+                )
+            else:
+                await send(answer.not_modified_start)
+                await send(_EMPTY_BODY)
         except ApiError as error:
             self._metrics.polls[("", "", "", error.status)] += 1
             await _send_error(send, error, head)
@@ -110,111 +178,108 @@ class ConfigPolls:
             self._metrics.polls[("", "", "", 500)] += 1
             await _send_error(send, ApiError(500, "internal error"), head)
 
-    async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, head: bool, started: float
-    ) -> None:
-        if_none: bytes | None = None
-        authorization: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"if-none-match":
-                if_none = value if if_none is None else if_none + b", " + value
-            elif name == b"authorization":
-                authorization = value
-        token = self._settings.client_token
-        if token is not None:
-            problem = bearer_problem(authorization, token, what="client token")
-            if problem is not None:
-                raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-        path: str = scope["path"]
-        query_string: bytes = scope["query_string"]
-        query = self._queries.get((path, query_string))
-        if query is None:
-            # Clients repeat the same query on every poll: parse it once.
-            query = parse_config_query(
-                path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
-            )
-            if len(self._queries) >= QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[(path, query_string)] = query
-        prepared = self._prepared_config(query)
-        answer = _answer(prepared.answer_for(query_string, query, datetime.now(UTC)), query)
-        header = if_none.decode("latin-1") if if_none is not None else None
-        modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
-        if not modified and query.wait > 0 and not self._closing:
-            # No await since the snapshot was read, so no refresh came in between: this event
-            # is set by the first change after that read.
-            changed = self._cache.changed_for(query.namespace, query.path)
-            polled, modified = await self._long_poll(
-                query, prepared, answer, header, changed, receive
-            )
-            if polled is None:
-                return  # the client went away while it waited: nobody to answer
-            answer = polled
-        else:
-            self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
-        self._metrics.polls[
-            (query.namespace, query.path, answer.stage, 200 if modified else 304)
-        ] += 1
-        if not query.anonymous:
-            self.note_seen(query, answer)
-        if modified:
-            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-            await send({"type": "http.response.body", "body": b"" if head else answer.body})
-        else:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 304,
-                    "headers": answer.not_modified_headers,
-                }
-            )
-            await send({"type": "http.response.body", "body": b""})
-
-    async def _long_poll(
+    def _wait_begin(
         self,
         query: ConfigQuery,
+        key: bytes,
         prepared: PreparedConfig,
         answer: PreparedAnswer,
         if_none: str | None,
-        changed: asyncio.Event,
         receive: Receive,
-    ) -> tuple[PreparedAnswer | None, bool]:
-        """Wait until what this client resolves to changes (True) or `wait` runs out (False);
-        (None, False) when the client disconnected first, so its waiter does not linger."""
+    ) -> Waiter:
+        """A long-poll starts waiting for what this client resolves to to change. It joins its
+        config's group for `answer` (api/waiters.py) before its first await: a refresh after
+        the snapshot was read finds it there."""
         loop = asyncio.get_running_loop()
         began = loop.time()
-        deadline = began + query.wait
+        waiter = Waiter(query, key, if_none, answer, loop.create_future(), began + query.wait)
+        waiter.tick = self._deadlines.add(waiter, waiter.deadline)
+        watch = disconnect_watch(receive)
+        if watch is not None:
+            watch(waiter.disconnected)
+            waiter.unwatch = watch
+        else:  # not served by our protocol (tests over ASGI): a task awaits the disconnect
+            gone = loop.create_task(_disconnected(receive))
+            gone.add_done_callback(lambda _: waiter.disconnected())
+            waiter.unwatch = gone
+        self._metrics.long_polls_waiting += 1
+        self._waiters_of(query, prepared).add(waiter)
+        return waiter
+
+    def _wait_step(
+        self, waiter: Waiter, result: object
+    ) -> tuple[PreparedAnswer | None, bool] | None:
+        """`waiter` woke with `result`: its answer and whether it changed (True) or `wait` ran
+        out (False); (None, False) when the client disconnected; None: wait on."""
+        self._discard(waiter)
+        if waiter.gone:
+            self._metrics.long_polls_abandoned += 1
+            return None, False
+        if isinstance(result, PreparedAnswer):
+            return result, True  # prepared by the wake-up: nothing to resolve here
+        # The deadline, shutdown, or a change that left nothing to serve: resolve again.
+        query = waiter.query
+        prepared = self._prepared_config(query)
+        answer = _answer(prepared.answer_for(waiter.key, query), query)
+        if not if_none_match(waiter.if_none, answer.etag):
+            return answer, True
+        loop = asyncio.get_running_loop()
+        if result is DEADLINE or loop.time() >= waiter.deadline or self._closing:
+            return answer, False
+        waiter.held = answer
+        waiter.future = loop.create_future()
+        self._waiters_of(query, prepared).add(waiter)
+        return None
+
+    def _wait_end(self, waiter: Waiter) -> None:
+        """The long-poll is answered, failed or cancelled: nothing of it stays behind."""
+        self._discard(waiter)
+        self._deadlines.discard(waiter, waiter.tick)
+        unwatch = waiter.unwatch
+        if isinstance(unwatch, asyncio.Task):
+            unwatch.cancel()
+        elif unwatch is not None:
+            unwatch(None)
         metrics = self._metrics
-        metrics.long_polls_waiting += 1
-        gone = loop.create_task(_disconnected(receive))
-        try:
-            while True:
-                now = datetime.now(UTC)
-                wake = deadline
-                expiry = prepared.next_expiry(now)
-                if expiry is not None:
-                    wake = min(wake, loop.time() + (expiry - now).total_seconds() + _LEASE_SLACK)
-                waiter = loop.create_task(changed.wait())
-                await asyncio.wait(
-                    (waiter, gone),
-                    timeout=max(0.0, wake - loop.time()),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                waiter.cancel()
-                if gone.done():
-                    metrics.long_polls_abandoned += 1
-                    return None, False
-                changed = self._cache.changed_for(query.namespace, query.path)
-                prepared = self._prepared_config(query)
-                answer = _answer(prepared.answer(query, datetime.now(UTC)), query)
-                if not if_none_match(if_none, answer.etag):
-                    return answer, True
-                if loop.time() >= deadline or self._closing:
-                    return answer, False
-        finally:
-            gone.cancel()
-            metrics.long_polls_waiting -= 1
-            metrics.long_poll_waits.observe(loop.time() - began)
+        metrics.long_polls_waiting -= 1
+        waited = asyncio.get_running_loop().time() - (waiter.deadline - waiter.query.wait)
+        metrics.long_poll_waits.observe(waited)
+
+    def _discard(self, waiter: Waiter) -> None:
+        query = waiter.query
+        waiters = self._waiters.get((query.namespace, query.path))
+        if waiters is not None:
+            waiters.discard(waiter)
+
+    def _waiters_of(self, query: ConfigQuery, prepared: PreparedConfig) -> ConfigWaiters:
+        key = (query.namespace, query.path)
+        waiters = self._waiters.get(key)
+        if waiters is None:
+            waiters = self._waiters[key] = ConfigWaiters(prepared, self._woken)
+        elif waiters.prepared is not prepared:
+            waiters.update(prepared)  # not seen yet (defensive: the change listener does this)
+        return waiters
+
+    def _woken(self, count: int) -> None:
+        self._metrics.long_poll_wakeups += count
+
+    def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
+        """(SnapshotCache listener, right after a refresh.) Answer the waiters whose answer the
+        change moved; the others sleep on."""
+        for key in keys:
+            waiters = self._waiters.get(key)
+            if waiters is None:
+                continue
+            if not len(waiters):
+                del self._waiters[key]
+                continue
+            snapshot = self._cache.get(*key)
+            if snapshot is None:
+                self._prepared.pop(key, None)
+                del self._waiters[key]
+                waiters.wake_all()  # deleted: each poll answers its 404
+                continue
+            waiters.update(self._prepared_for(key, snapshot))
 
     def _prepared_config(self, query: ConfigQuery) -> PreparedConfig:
         key = (query.namespace, query.path)
@@ -225,6 +290,9 @@ class ConfigPolls:
         if snapshot is None:
             self._prepared.pop(key, None)
             raise ApiError(404, f"unknown {_where(query)}")
+        return self._prepared_for(key, snapshot)
+
+    def _prepared_for(self, key: tuple[str, str], snapshot: ConfigSnapshot) -> PreparedConfig:
         prepared = self._prepared.get(key)
         if prepared is None or prepared.snapshot is not snapshot:
             # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so

@@ -4,11 +4,12 @@ uvicorn bounds neither: a connection that sends half a request line, headers a b
 a body shorter than its Content-Length is held as long as the client likes, and each such request
 holds an application task and its buffers. So:
 
-- `bounded_protocol`: uvicorn's httptools protocol with a deadline on the request head (from the
-  connection's accept or the request's first byte to the end of its headers: 408, or a plain
-  close for a connection that never started a request) and a cap on its size (431); and a
-  backstop on the body (the connection is closed `BODY_BACKSTOP_SLACK` after the body deadline,
-  for a request whose handler never reads its body).
+- `bounded_protocol`: uvicorn's httptools protocol (api/lean_protocol.py's lighter one) with a
+  deadline on the request head (from the connection's accept or the request's first byte to the
+  end of its headers: 408, or a plain close for a connection that never started a request) and a
+  cap on its size (431); and a backstop on the body (the connection is closed
+  `BODY_BACKSTOP_SLACK` after the body deadline, for a request whose handler never reads its
+  body).
 - `bounded_body`: the application's `receive`, with a deadline on the body from the handler's
   first read of it: 408 as JSON, like every error of the API, and the connection closed.
 
@@ -23,9 +24,9 @@ import json
 from typing import Any
 
 from starlette.types import Message, Receive
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from tempoconf.api.errors import ApiError, error_body
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
 
 __all__ = [
     "BODY_BACKSTOP_SLACK",
@@ -55,7 +56,8 @@ def _raw_error(status: int, reason: str, message: str) -> bytes:
     ).encode() + body
 
 
-class _BoundedHttpToolsProtocol(HttpToolsProtocol):
+class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
+    __slots__ = ("_head_timer", "_body_timer", "_head_bytes", "_in_head", "_headers_done")
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_head_bytes: int = MAX_HEAD_BYTES

@@ -8,7 +8,7 @@ Polls, multi-path reads, OFREP, metrics and health answer the same way over eith
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -49,6 +49,11 @@ class SnapshotSource(Protocol):
 
     def changed_for(self, namespace: str, path: str) -> asyncio.Event:
         """Set by the next change of this config's snapshot: take it before reading."""
+        ...
+
+    def on_change(self, listener: Callable[[Sequence[tuple[str, str]]], None]) -> None:
+        """Call `listener(changed_keys)` right after snapshots change (synchronously: a reader
+        that saw the old snapshot and then registered a waiter is found by it)."""
         ...
 
     def release_waiters(self) -> None:

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from tempoconf.resolution import ConfigSnapshot
@@ -44,6 +44,7 @@ class SnapshotCache:
         self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = _EMPTY
         self._revision: int | None = None
         self._config_events: dict[tuple[str, str], asyncio.Event] = {}
+        self._listeners: list[Callable[[Sequence[tuple[str, str]]], None]] = []
         self._wake = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -99,6 +100,12 @@ class SnapshotCache:
             event = self._config_events[key] = asyncio.Event()
         return event
 
+    def on_change(self, listener: Callable[[Sequence[tuple[str, str]]], None]) -> None:
+        """Call `listener(changed_keys)` after each refresh that changes some snapshots, right
+        after they are swapped in (synchronously: a reader that saw the old snapshot and then
+        registered somewhere is found by it)."""
+        self._listeners.append(listener)
+
     def release_waiters(self) -> None:
         """Set every event handed out (shutdown: waiters answer now instead of at their deadline)."""
         events, self._config_events = self._config_events, {}
@@ -126,6 +133,12 @@ class SnapshotCache:
                 event = self._config_events.pop(key, None)
                 if event is not None:
                     event.set()
+            if changed_keys:
+                for listener in self._listeners:
+                    try:
+                        listener(changed_keys)
+                    except Exception:  # a bug there must not stop the snapshots' refreshes
+                        logger.exception("a snapshot change listener failed")
             return revision
 
     def _load(

@@ -1,5 +1,6 @@
 """Child process of the benchmarks: one uvicorn server (httptools, uvloop, one worker) serving
-either the tempoconf API over a store, or the floor app: raw ASGI answering a fixed 304.
+either the tempoconf API over a store (on the protocol `tempoconf api` uses), or the floor app:
+raw ASGI answering a fixed 304 (on uvicorn's own httptools protocol).
 
     python bench/_serve.py api DATABASE_URL
     python bench/_serve.py edge UPSTREAM_URL
@@ -42,9 +43,11 @@ async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-def build_app(kind: str, database_url: str | None) -> Any:
+def build_app(kind: str, database_url: str | None) -> tuple[Any, Any]:
+    """The app and uvicorn's `http` protocol for it: the API gets the protocol `tempoconf api`
+    serves with (api/read_limits.py's, on api/lean_protocol.py's), the floor uvicorn's own."""
     if kind == "floor":
-        return floor_app
+        return floor_app, "httptools"
     if kind == "api" and database_url:
         from tempoconf.api.app import create_app
         from tempoconf.settings import Settings
@@ -52,13 +55,24 @@ def build_app(kind: str, database_url: str | None) -> Any:
 
         # Settings() and not from_env: a token or URL in the caller's environment must not
         # change what is measured.
-        return create_app(Store(database_url, migrate=True), Settings(database_url=database_url))
+        settings = Settings(database_url=database_url)
+        return create_app(Store(database_url, migrate=True), settings), _api_protocol(settings)
     if kind == "edge" and database_url:
         from tempoconf.api.edge_app import create_edge_app
         from tempoconf.settings import Settings
 
-        return create_edge_app(database_url, Settings())  # here the argument is the upstream
+        settings = Settings()
+        # here the argument is the upstream
+        return create_edge_app(database_url, settings), _api_protocol(settings)
     raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py edge URL | _serve.py floor")
+
+
+def _api_protocol(settings: Any) -> Any:
+    from tempoconf.api.read_limits import bounded_protocol
+
+    return bounded_protocol(
+        header_timeout=settings.api_header_timeout, body_timeout=settings.api_body_timeout
+    )
 
 
 class _Server(uvicorn.Server):
@@ -77,12 +91,12 @@ class _Server(uvicorn.Server):
 
 def main() -> None:
     kind = sys.argv[1] if len(sys.argv) > 1 else ""
-    app = build_app(kind, sys.argv[2] if len(sys.argv) > 2 else None)
+    app, http = build_app(kind, sys.argv[2] if len(sys.argv) > 2 else None)
     sock = socket.create_server(("127.0.0.1", 0), backlog=LISTEN_BACKLOG)
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(
         app,
-        http="httptools",
+        http=http,
         loop="uvloop",
         workers=1,
         lifespan="on",

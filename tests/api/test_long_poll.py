@@ -11,7 +11,14 @@ import httpx
 
 from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.store import Store
-from tests.api.helpers import client_in, long_polls_waiting, make_stable, publish, start_rollout
+from tests.api.helpers import (
+    client_in,
+    long_polls_waiting,
+    make_stable,
+    publish,
+    sample,
+    start_rollout,
+)
 
 PATH = "myproject/server_config"
 URL = f"/v1/configs/{PATH}"
@@ -198,3 +205,75 @@ async def test_many_waiting_clients_each_get_their_own_answer(
     assert all(results[host].status_code == 200 for host in inside)
     assert all(results[host].json()["version"] == staged.version for host in inside)
     assert all(results[host].status_code == 304 for host in outside)
+
+
+async def wakeups(http: httpx.AsyncClient) -> float | None:
+    return sample((await http.get("/metrics")).text, "tempoconf_api_long_poll_wakeups_total")
+
+
+async def test_a_change_wakes_only_the_waiters_whose_answer_it_changes(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    make_stable(api_store, PATH, STABLE_VALUE)
+    staged = start_rollout(api_store, PATH, NEW_VALUE)
+    cohort = client_in(PATH, 50, inside=True)
+    other = client_in(PATH, 50, inside=False)
+    await cache.refresh()
+    etags = {host: await etag_of(client, client=host) for host in (cohort, other)}
+    polls = {
+        host: asyncio.create_task(long_poll(client, etags[host], wait=3.0, client=host))
+        for host in (cohort, other)
+    }
+    await long_polls_waiting(client, 2)
+
+    # The snapshot changes, but neither client's answer: both still wait, and nobody woke.
+    publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
+    await cache.refresh()
+    assert await wakeups(client) == 0
+    await long_polls_waiting(client, 2)
+
+    # A stage of one client's cohort: it gets the stage, the other one keeps waiting.
+    publish(api_store, PATH, index=1, name="50%", percentile=50)
+    await cache.refresh()
+    response, _ = await polls[cohort]
+    assert (response.status_code, response.json()["stage"]) == (200, "50%")
+    assert response.json()["version"] == staged.version
+    assert await wakeups(client) == 1
+    await long_polls_waiting(client, 1)
+    assert not polls[other].done()
+    left, _ = await polls[other]
+    assert left.status_code == 304
+
+
+async def test_a_revert_answers_every_changed_group_with_the_same_body(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    stable = make_stable(api_store, PATH, STABLE_VALUE)
+    start_rollout(api_store, PATH, NEW_VALUE)
+    publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
+    publish(api_store, PATH, index=1, name="50%", percentile=50)
+    canaries = [{"client": f"canary-{n}", "channel": "canary"} for n in range(3)]
+    cohort = [{"client": client_in(PATH, 50, inside=True, prefix=f"in{n}-")} for n in range(3)]
+    await cache.refresh()
+    polls = []
+    for params in canaries + cohort:
+        etag = await etag_of(client, **params)
+        polls.append(asyncio.create_task(long_poll(client, etag, **params)))
+    await long_polls_waiting(client, 6)
+
+    api_store.revert(
+        "default",
+        PATH,
+        run_id="run-1",
+        workflow_id=f"rollout:default/{PATH}",
+        actor="tests",
+        reason="halted",
+        outcome="halted",
+        event_key="revert-1",
+    )
+    responses = [(await poll)[0] for poll in polls]
+
+    assert {response.status_code for response in responses} == {200}
+    assert len({response.content for response in responses}) == 1  # one body for all
+    assert responses[0].json()["version"] == stable.version
+    assert await wakeups(client) == 6

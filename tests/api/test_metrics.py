@@ -61,3 +61,39 @@ async def test_each_app_has_its_own_registry(
 
     assert app.state.metrics.registry is not other.state.metrics.registry
     assert app.state.metrics.registry is not REGISTRY
+
+
+async def test_report_series_of_versions_no_longer_served_are_dropped(
+    api_store: Store, cache: SnapshotCache, client: httpx.AsyncClient
+) -> None:
+    first = make_stable(api_store, PATH, {"v": 1})
+    await cache.refresh()
+    report = {"path": PATH, "client": "h", "version": first.version, "ok": 5, "failed": 1}
+    assert (await client.post("/v1/reports", json=report)).status_code == 202
+    second = start_rollout(api_store, PATH, {"v": 2})
+    await cache.refresh()
+    report = {**report, "version": second.version}
+    assert (await client.post("/v1/reports", json=report)).status_code == 202
+    before = (await client.get("/metrics")).text
+
+    # A new rollout's version becomes stable; the old one is neither stable nor staged now.
+    api_store.promote(
+        "default",
+        PATH,
+        run_id="run-1",
+        workflow_id=f"rollout:default/{PATH}",
+        version=second.version,
+        actor="tests",
+        reason="done",
+        event_key="promote-1",
+    )
+    await cache.refresh()
+    after = (await client.get("/metrics")).text
+
+    old = {"namespace": "default", "path": PATH, "version": first.version}
+    new = {**old, "version": second.version}
+    assert sample(before, "tempoconf_reports_total", **old) == 1
+    assert sample(after, "tempoconf_reports_total", **old) is None
+    assert sample(after, "tempoconf_client_operations_total", **old, result="ok") is None
+    assert sample(after, "tempoconf_reports_total", **new) == 1
+    assert sample(after, "tempoconf_client_operations_total", **new, result="failed") == 1
