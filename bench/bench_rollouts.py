@@ -35,6 +35,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tempoconf.cli.worker import build_worker, worker_options
+from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 
@@ -181,9 +182,7 @@ def activity_profile(profiles: list[dict[str, Any]]) -> dict[str, Any]:
         name: {
             "per_run": round(len(waits[name]) / len(profiles), 2),
             "schedule_to_start_mean_s": round(statistics.fmean(waits[name]), 4),
-            "start_to_close_mean_s": round(statistics.fmean(runs[name]), 4)
-            if runs[name]
-            else None,
+            "start_to_close_mean_s": round(statistics.fmean(runs[name]), 4) if runs[name] else None,
             "start_to_close_p99_s": percentile(runs[name], 0.99),
         }
         for name in sorted(waits)
@@ -294,6 +293,8 @@ async def main() -> None:
                     dev_server_existing_path=str(temporal_cli_path()),
                     search_attributes=list(SEARCH_ATTRIBUTES),
                     dev_server_extra_args=["--log-level", "error"],
+                    # The converter `tempoconf worker` connects with (tempoconf.payloads).
+                    data_converter=DATA_CONVERTER,
                 )
                 async with env:
                     figures = await bench(env.client, store, args.rollouts)
