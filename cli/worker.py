@@ -35,7 +35,7 @@ from tempoconf.activities.applied import AppliedGateActivities
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.gates import GateActivities
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
-from tempoconf.activities.heartbeats import StoreHeartbeats
+from tempoconf.activities.heartbeats import HEARTBEAT_THROTTLE, StoreHeartbeats
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
@@ -212,6 +212,7 @@ def worker_options() -> dict[str, Any]:
         # Unexpected activity errors reach Temporal short and readable (activities.failures);
         # store activities heartbeat, so a lost worker costs seconds (activities.heartbeats).
         "interceptors": [ShortFailures(), StoreHeartbeats()],
+        "max_heartbeat_throttle_interval": HEARTBEAT_THROTTLE,
         "max_cached_workflows": WORKFLOW_CACHE_SIZE,
     }
 

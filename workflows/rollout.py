@@ -89,8 +89,7 @@ __all__ = ["ConfigRollout"]
 STORE_WRITE_TIMEOUT = timedelta(seconds=30)
 # Store activities heartbeat every second while they run (activities.heartbeats): a worker lost in
 # the middle of one is noticed within this and the activity retried on another worker, in seconds
-# instead of at STORE_WRITE_TIMEOUT; a slow write on a live worker keeps heartbeating. (The SDK
-# sends a heartbeat at most every 80% of this: 4 s, which leaves a second for it to arrive.)
+# instead of at STORE_WRITE_TIMEOUT; a slow write on a live worker keeps heartbeating.
 # Timeouts are not part of a replay's check: runs started before this replay as they were.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 # Retries of store work back off to this and no further: a rollout resumes within ~5 s of the

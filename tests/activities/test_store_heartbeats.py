@@ -98,8 +98,10 @@ async def test_other_activities_are_left_alone(
     assert beats == []
 
 
-def test_the_worker_runs_the_interceptor() -> None:
-    assert any(isinstance(each, StoreHeartbeats) for each in worker_options()["interceptors"])
+def test_the_worker_runs_the_interceptor_and_sends_beats_on_within_a_second() -> None:
+    options = worker_options()
+    assert any(isinstance(each, StoreHeartbeats) for each in options["interceptors"])
+    assert options["max_heartbeat_throttle_interval"] <= timedelta(seconds=1)
 
 
 async def test_the_rollout_gives_every_store_activity_a_heartbeat_timeout(
