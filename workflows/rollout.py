@@ -91,7 +91,7 @@ STORE_WRITE_TIMEOUT = timedelta(seconds=30)
 # the middle of one is noticed within this and the activity retried on another worker, in seconds
 # instead of at STORE_WRITE_TIMEOUT; a slow write on a live worker keeps heartbeating.
 # Timeouts are not part of a replay's check: runs started before this replay as they were.
-STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Retries of store work back off to this and no further: a rollout resumes within ~5 s of the
 # store's return (at 30 s it took up to 27 s), at one attempt per 5 s per rollout while it is down.
 STORE_RETRY_CAP = timedelta(seconds=5)

@@ -120,4 +120,4 @@ async def test_the_rollout_gives_every_store_activity_a_heartbeat_timeout(
         name: seconds for name, seconds in timeouts.items() if name in STORE_ACTIVITIES
     }
     assert PUBLISH_STAGE_ACTIVITY in store_activities, timeouts
-    assert all(seconds == {5.0} for seconds in store_activities.values()), timeouts
+    assert all(seconds == {10.0} for seconds in store_activities.values()), timeouts
