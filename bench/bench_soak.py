@@ -57,7 +57,7 @@ SAMPLE_EVERY = 10.0
 """Seconds between two RSS samples."""
 DRAIN_TIMEOUT = 180.0
 """After the load window, how long rollouts in flight get to end (holds are seconds long; a
-killed worker's activity is retried after its timeout, up to 30 s)."""
+killed worker's activity is retried after its heartbeat timeout, 10 s)."""
 ROLLOUT_TIMEOUT = 600.0
 CHECK_WEDGED_EVERY = 15.0
 WEDGED_ATTEMPTS = 4

@@ -25,6 +25,7 @@ from temporalio.common import SearchAttributeIndexedValueType
 
 from tempoconf.cli._children import die_with_parent
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
+from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 from tempoconf.tracing import temporal_plugins
@@ -322,6 +323,7 @@ class DevStack:
                 return await Client.connect(
                     self.temporal_address,
                     namespace=self.settings.temporal_namespace,
+                    data_converter=DATA_CONVERTER,
                     plugins=temporal_plugins(),
                 )
             except RuntimeError as error:

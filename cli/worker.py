@@ -35,6 +35,7 @@ from tempoconf.activities.applied import AppliedGateActivities
 from tempoconf.activities.failures import OriginalErrorLogFilter, ShortFailures
 from tempoconf.activities.gates import GateActivities
 from tempoconf.activities.health import HealthCheckActivities, WatchClock
+from tempoconf.activities.heartbeats import HEARTBEAT_THROTTLE, StoreHeartbeats
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
@@ -56,6 +57,7 @@ __all__ = [
     "make_version_current",
     "run_worker",
     "worker_activities",
+    "worker_options",
 ]
 
 log = logging.getLogger(__name__)
@@ -203,6 +205,18 @@ again, and without it every task replayed its run's history: ten times the worke
 rollout in the soak (bench/README.md). A run beyond this many is evicted and replays once."""
 
 
+def worker_options() -> dict[str, Any]:
+    """The `Worker` settings of every tempoconf worker beyond its workflows and activities
+    (bench/bench_rollouts.py gives its no-op floor the very same)."""
+    return {
+        # Unexpected activity errors reach Temporal short and readable (activities.failures);
+        # store activities heartbeat, so a lost worker costs seconds (activities.heartbeats).
+        "interceptors": [ShortFailures(), StoreHeartbeats()],
+        "max_heartbeat_throttle_interval": HEARTBEAT_THROTTLE,
+        "max_cached_workflows": WORKFLOW_CACHE_SIZE,
+    }
+
+
 def build_worker(
     client: Client,
     store: Store,
@@ -228,9 +242,7 @@ def build_worker(
             freeze_recheck_seconds=freeze_recheck_seconds,
         ),
         deployment_config=deployment,
-        # Unexpected activity errors reach Temporal short and readable (activities.failures).
-        interceptors=[ShortFailures()],
-        max_cached_workflows=WORKFLOW_CACHE_SIZE,
+        **worker_options(),
     )
 
 

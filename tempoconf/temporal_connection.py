@@ -131,10 +131,12 @@ class TemporalConnection:
         tracing is on (tempoconf.tracing) the client, and every worker made from it, traces."""
         from temporalio.client import Client
 
+        from tempoconf.payloads import DATA_CONVERTER
         from tempoconf.tracing import temporal_plugins
 
         return await Client.connect(
             self.target_host,
+            data_converter=DATA_CONVERTER,
             namespace=self.namespace,
             api_key=self.api_key,
             tls=self.tls,

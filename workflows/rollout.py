@@ -87,6 +87,11 @@ __all__ = ["ConfigRollout"]
 
 # Store writes are short; a store outage is retried with backoff rather than failing the rollout.
 STORE_WRITE_TIMEOUT = timedelta(seconds=30)
+# Store activities heartbeat every second while they run (activities.heartbeats): a worker lost in
+# the middle of one is noticed within this and the activity retried on another worker, in seconds
+# instead of at STORE_WRITE_TIMEOUT; a slow write on a live worker keeps heartbeating.
+# Timeouts are not part of a replay's check: runs started before this replay as they were.
+STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Retries of store work back off to this and no further: a rollout resumes within ~5 s of the
 # store's return (at 30 s it took up to 27 s), at one attempt per 5 s per rollout while it is down.
 STORE_RETRY_CAP = timedelta(seconds=5)
@@ -335,6 +340,7 @@ class ConfigRollout:
                 ),
                 result_type=RolloutPlan,
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=PREPARE_RETRY,
                 summary="validate the request and the value, store the version, take the config's lock",
             )
@@ -479,6 +485,7 @@ class ConfigRollout:
                 ),
                 result_type=CheckFreezeResult,
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=STORE_RETRY,
                 summary=f"is namespace {namespaces} frozen? (before {step})",
             )
@@ -552,6 +559,7 @@ class ConfigRollout:
             ),
             result_type=PublishStageResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"publish stage {stage.index + 1}/{len(plan.stages)} {stage.name} ({stage.cohort()})",
         )
@@ -743,6 +751,7 @@ class ConfigRollout:
             ),
             result_type=AppliedGate,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,  # a read: a store outage holds the gate, never passes it
             summary=f"which share of {stage.name}'s cohort applied {plan.version}",
         )
@@ -956,6 +965,7 @@ class ConfigRollout:
             ),
             result_type=RenewLeasesResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"renew the leases of {len(leases)} live stage(s)",
         )
@@ -977,6 +987,7 @@ class ConfigRollout:
                     reason=reason,
                 ),
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=STORE_RETRY,
                 summary=f"promote {plan.version} to stable",
             )
@@ -1020,6 +1031,7 @@ class ConfigRollout:
                 ),
                 result_type=RevertResult,
                 start_to_close_timeout=STORE_WRITE_TIMEOUT,
+                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=REVERT_RETRY,
                 summary=f"release what the failed prepare took ({reason})",
             )
@@ -1054,6 +1066,7 @@ class ConfigRollout:
             ),
             result_type=RevertResult,
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=REVERT_RETRY,
             summary=f"revert: clear the live stages, every client back on stable if any ({reason})",
         )
@@ -1148,6 +1161,7 @@ class ConfigRollout:
                 sequences=sequences,
             ),
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"audit {len(sequences)} transition(s)",
         )

@@ -3,6 +3,7 @@ statements more than one part uses (audit rows, upserts, making a version stable
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -91,6 +92,14 @@ class StoreBase:
         self._transaction = threading.local()
         """The transaction of `atomically()`, per thread."""
         self._engine = make_engine(url)
+        # SQLite has one writer at a time. Threads of this process (the worker's activities, in
+        # asyncio's thread pool) queue for it here, handed the lock the moment it is free; left to
+        # SQLite, each polls its busy handler with sleeps that grow to 100 ms, and under 200
+        # concurrent rollouts a write took up to a second instead of a few milliseconds. Other
+        # processes (the API, the CLI) still meet at SQLite's lock, with its busy timeout.
+        self._sqlite_writer: threading.RLock | None = (
+            threading.RLock() if self._engine.dialect.name == "sqlite" else None
+        )
         try:
             if migrate:
                 upgrade(self._engine)
@@ -154,7 +163,7 @@ class StoreBase:
         if outer is not None:
             yield outer
             return
-        with self._engine.connect() as conn:
+        with self._sqlite_writer or contextlib.nullcontext(), self._engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 yield conn

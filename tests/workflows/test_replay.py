@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.workflows.rollout import ConfigRollout
 from tests.workflows.histories.generate import HISTORIES, SCENARIOS, scenario_of, workflow_id_of
 
@@ -37,6 +38,7 @@ async def test_saved_history_replays_on_the_current_workflow_code(file: Path) ->
     )
     # What the worker (tempoconf.cli.worker.build_worker) runs: ConfigRollout in the default
     # sandbox, with its client's default data converter and no interceptors.
-    replayer = Replayer(workflows=[ConfigRollout])
+    # The converter the worker runs with (tempoconf.payloads), as a running rollout replays.
+    replayer = Replayer(workflows=[ConfigRollout], data_converter=DATA_CONVERTER)
     # Raises (NondeterminismError, ...) when today's code does not do what the history recorded.
     await replayer.replay_workflow(history)
