@@ -591,7 +591,7 @@ def test_without_otel_variables_nothing_of_opentelemetry_runs(
         "outcome": "promoted",
         "client_plugins": 0,
         "client_interceptors": 0,
-        "worker_interceptors": ["ShortFailures"],
+        "worker_interceptors": ["ShortFailures", "StoreHeartbeats"],
         "opentelemetry": [],
     }
     assert read_spans(done.stdout + done.stderr) == []
