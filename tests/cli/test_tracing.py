@@ -576,8 +576,8 @@ asyncio.run(main())
 def test_without_otel_variables_nothing_of_opentelemetry_runs(
     dev: RunningDev, tmp_path: Path
 ) -> None:
-    """A worker process with no OTEL_* variable runs a real rollout: no plugin, no tracing interceptor,
-    OpenTelemetry not even imported, and no span written."""
+    """A worker process with no OTEL_* variable runs a real rollout: no plugin, no tracing
+    interceptor, OpenTelemetry not even imported, and no span written."""
     script = tmp_path / "untraced_worker.py"
     script.write_text(_UNTRACED_WORKER)
     done = bash(
