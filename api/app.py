@@ -38,6 +38,7 @@ from tempoconf.api.routes import (
     versions,
 )
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION, SEEN_FLUSH_INTERVAL, record_seen_clients
+from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import DEFAULT_POLL_INTERVAL, SnapshotCache
 from tempoconf.api.temporal_client import TemporalConnector
 from tempoconf.api.tracing import admin_tracing
@@ -65,29 +66,37 @@ class DistributionApp(Starlette):
     body_timeout: float
     """Seconds a request body may take to arrive (settings.api_body_timeout)."""
 
+    def answer_from(
+        self,
+        source: SnapshotSource,
+        settings: Settings,
+        metrics: ApiMetrics,
+        config_polls: ConfigPolls,
+    ) -> None:
+        """Wire the client-facing answers over `source`: the store's snapshots (the API) or an
+        upstream's bundles (an edge relay)."""
+        self.state.settings = settings
+        self.state.snapshot_cache = source
+        self.state.metrics = metrics
+        self.config_polls = self.state.config_polls = config_polls
+        self.bundle_polls = self.state.bundle_polls = BundlePolls(source, settings, metrics)
+        self.ofrep = self.state.ofrep = OfrepEvaluations(source, settings, metrics, config_polls)
+        self.body_timeout = settings.api_body_timeout
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"].startswith(CONFIGS_PREFIX)
-            and scope["method"] in ("GET", "HEAD")
-        ):
-            await self.config_polls(scope, receive, send)
-            return
-        if (
-            scope["type"] == "http"
-            and scope["path"].startswith(BUNDLES_PREFIX)
-            and scope["method"] in ("GET", "HEAD")
-        ):
-            await self.bundle_polls(scope, receive, send)
-            return
-        if (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and (scope["path"] == OFREP_BULK or scope["path"].startswith(OFREP_FLAG_PREFIX))
-        ):
-            await self.ofrep(scope, receive, send)
-            return
         if scope["type"] == "http":
+            path: str = scope["path"]
+            method: str = scope["method"]
+            if method == "GET" or method == "HEAD":
+                if path.startswith(CONFIGS_PREFIX):
+                    await self.config_polls(scope, receive, send)
+                    return
+                if path.startswith(BUNDLES_PREFIX):
+                    await self.bundle_polls(scope, receive, send)
+                    return
+            elif method == "POST" and (path == OFREP_BULK or path.startswith(OFREP_FLAG_PREFIX)):
+                await self.ofrep(scope, receive, send)
+                return
             receive = bounded_body(receive, self.body_timeout)
         await super().__call__(scope, receive, send)
 
@@ -182,13 +191,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.store = store
-    app.state.settings = settings
-    app.state.snapshot_cache = cache
-    app.state.metrics = api_metrics
-    app.config_polls = app.state.config_polls = config_polls
-    app.bundle_polls = app.state.bundle_polls = BundlePolls(cache, settings, api_metrics)
-    app.ofrep = app.state.ofrep = OfrepEvaluations(cache, settings, api_metrics, config_polls)
-    app.body_timeout = settings.api_body_timeout
+    app.answer_from(cache, settings, api_metrics, config_polls)
     app.state.temporal = TemporalConnector(settings, temporal_client)
     app.state.change_listener = listener
     app.state.known_versions = set()

@@ -4,6 +4,7 @@ reports; each only when it is set. Compared in constant time."""
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 
 from starlette.requests import Request
 
@@ -27,6 +28,24 @@ def bearer_problem(authorization: bytes | None, token: str | None, *, what: str)
     if not hmac.compare_digest(credentials.strip(), token.encode()):
         return f"wrong bearer token: this endpoint needs the {what}"
     return None
+
+
+def client_if_none_match(headers: Iterable[tuple[bytes, bytes]], token: str | None) -> bytes | None:
+    """A client GET's `If-None-Match` (repeated headers joined), once its client token is
+    checked: the raw ASGI routes' (polls, bundles) whole reading of the head. 401 when the
+    token is missing or wrong."""
+    if_none: bytes | None = None
+    authorization: bytes | None = None
+    for name, value in headers:
+        if name == b"if-none-match":
+            if_none = value if if_none is None else if_none + b", " + value
+        elif name == b"authorization":
+            authorization = value
+    if token is not None:
+        problem = bearer_problem(authorization, token, what="client token")
+        if problem is not None:
+            raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+    return if_none
 
 
 def _require(request: Request, token: str | None, what: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
-from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
+from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import ConfigQuery, parse_config_query
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
@@ -103,18 +103,7 @@ class BundlePolls:
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, head: bool, started: float
     ) -> None:
-        if_none: bytes | None = None
-        authorization: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"if-none-match":
-                if_none = value if if_none is None else if_none + b", " + value
-            elif name == b"authorization":
-                authorization = value
-        token = self._settings.client_token
-        if token is not None:
-            problem = bearer_problem(authorization, token, what="client token")
-            if problem is not None:
-                raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+        if_none = client_if_none_match(scope["headers"], self._settings.client_token)
         path: str = scope["path"]
         query_string: bytes = scope["query_string"]
         query = self._queries.get((path, query_string))

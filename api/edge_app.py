@@ -27,7 +27,6 @@ from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.app import DistributionApp
 from tempoconf.api.auth import bearer_problem
-from tempoconf.api.bundles import BundlePolls
 from tempoconf.api.edge_reports import DEFAULT_FLUSH_INTERVAL, ReportRelay
 from tempoconf.api.edge_snapshots import (
     DEFAULT_FIRST_ANSWER_TIMEOUT,
@@ -37,7 +36,6 @@ from tempoconf.api.edge_snapshots import (
 )
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors, error_body
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.ofrep import OfrepEvaluations
 from tempoconf.api.polls import CONFIGS_PREFIX, QUERIES_KEPT, ConfigPolls
 from tempoconf.api.routes import bundles, config_sets, configs, edge_reports, health, metrics
 from tempoconf.api.routes.config_sets import MAX_PATHS
@@ -219,15 +217,9 @@ def create_edge_app(
     app._asked = {}
     app.upstream_url = upstream_url
     app.client_token = settings.client_token
-    app.state.settings = settings
-    app.state.snapshot_cache = source
-    app.state.metrics = api_metrics
     app.state.report_relay = relay
-    app.config_polls = app.state.config_polls = config_polls
-    app.bundle_polls = app.state.bundle_polls = BundlePolls(source, settings, api_metrics)
-    # Never reached (EdgeApp answers OFREP 421), but DistributionApp expects one.
-    app.ofrep = app.state.ofrep = OfrepEvaluations(source, settings, api_metrics, config_polls)
-    app.body_timeout = settings.api_body_timeout
+    # OFREP included: never reached (EdgeApp answers it 421), but DistributionApp expects one.
+    app.answer_from(source, settings, api_metrics, config_polls)
     return app
 
 

@@ -99,17 +99,23 @@ class ApiMetrics:
         if failed:
             self.client_operations[(namespace, path, version, "failed")] += failed
 
-    def _snapshots_changed(self, _keys: Sequence[tuple[str, str]]) -> None:
-        """Drop the series of versions no config serves any more (neither stable nor staged):
-        else every version ever reported keeps its series for the life of the process."""
-        live: set[tuple[str, str, str]] = set()
-        for (namespace, path), snapshot in self._cache.snapshots().items():
-            for record in (snapshot.stable, snapshot.staged):
-                if record is not None:
-                    live.add((namespace, path, record.version))
-        for key in [key for key in self.reports if key not in live]:
-            del self.reports[key]
-        for key4 in [key4 for key4 in self.client_operations if key4[:3] not in live]:
+    def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Drop the series of versions the changed configs no longer serve (neither stable nor
+        staged): else every version ever reported keeps its series for the life of the process.
+        Only a changed config can have stopped serving a version, so only those are looked at."""
+        changed = set(keys)
+        if not changed:
+            return
+        snapshots = self._cache.snapshots()
+        live: dict[tuple[str, str], frozenset[str]] = {}
+        for key in changed:
+            snapshot = snapshots.get(key)
+            live[key] = snapshot.served_versions() if snapshot is not None else frozenset()
+        for key3 in [k for k in self.reports if k[:2] in live and k[2] not in live[k[:2]]]:
+            del self.reports[key3]
+        for key4 in [
+            k for k in self.client_operations if k[:2] in live and k[2] not in live[k[:2]]
+        ]:
             del self.client_operations[key4]
 
 

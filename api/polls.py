@@ -19,7 +19,7 @@ from typing import Any
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
-from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
+from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import (
     ConfigQuery,
     PreparedAnswer,
@@ -112,18 +112,7 @@ class ConfigPolls:
         started = perf_counter()
         head = scope["method"] == "HEAD"
         try:
-            if_none: bytes | None = None
-            authorization: bytes | None = None
-            for name, value in scope["headers"]:
-                if name == b"if-none-match":
-                    if_none = value if if_none is None else if_none + b", " + value
-                elif name == b"authorization":
-                    authorization = value
-            token = self._settings.client_token
-            if token is not None:
-                problem = bearer_problem(authorization, token, what="client token")
-                if problem is not None:
-                    raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+            if_none = client_if_none_match(scope["headers"], self._settings.client_token)
             path: str = scope["path"]
             query_string: bytes = scope["query_string"]
             query = self._queries.get((path, query_string))

@@ -77,6 +77,10 @@ class ConfigSnapshot:
     staged: VersionRecord | None = None
     stages: tuple[PublishedStage, ...] = ()
 
+    def served_versions(self) -> frozenset[str]:
+        """The versions some client can be served now: stable's and the staged one's."""
+        return frozenset(record.version for record in (self.stable, self.staged) if record)
+
 
 @dataclass(frozen=True)
 class Resolution:

@@ -14,12 +14,11 @@ from starlette.responses import JSONResponse, Response
 from tempoconf.api.answers import Accepted
 from tempoconf.api.auth import require_client
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
-from tempoconf.api.deps import metrics_of, snapshot_cache
+from tempoconf.api.deps import metrics_of
 from tempoconf.api.edge_reports import ReportRelay
 from tempoconf.api.errors import ApiError
-from tempoconf.api.routes.reports import ReportBody
+from tempoconf.api.routes.reports import ReportBody, served_versions
 from tempoconf.api.routing import route
-from tempoconf.api.snapshots import SnapshotsNotLoadedError
 
 __all__ = ["routes"]
 
@@ -30,16 +29,7 @@ async def post_report(request: Request) -> Response:
     report = validate_body(ReportBody, raw, what="report")
     body = report.model_dump(mode="json", exclude_none=True)
     relay: ReportRelay = request.app.state.report_relay
-    try:
-        snapshot = snapshot_cache(request).get(report.namespace, report.path)
-    except SnapshotsNotLoadedError:
-        snapshot = None
-    served = (
-        {record.version for record in (snapshot.stable, snapshot.staged) if record}
-        if snapshot
-        else set()
-    )
-    if report.version not in served:
+    if report.version not in served_versions(request, report.namespace, report.path):
         try:
             answer = await relay.forward(body)
         except httpx.HTTPError as exc:

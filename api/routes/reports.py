@@ -175,16 +175,7 @@ async def _require_version(request: Request, report: ReportBody) -> None:
     known: set[tuple[str, str, str]] = request.app.state.known_versions
     if key in known:
         return
-    try:
-        snapshot = snapshot_cache(request).get(report.namespace, report.path)
-    except SnapshotsNotLoadedError:
-        snapshot = None
-    served = (
-        {record.version for record in (snapshot.stable, snapshot.staged) if record}
-        if snapshot
-        else set()
-    )
-    if report.version not in served:
+    if report.version not in served_versions(request, report.namespace, report.path):
         stored = await asyncio.to_thread(
             store_of(request).get_version, report.namespace, report.path, report.version
         )
@@ -200,3 +191,12 @@ async def _require_version(request: Request, report: ReportBody) -> None:
 
 
 routes = [route("/v1/reports", post_report, methods=["POST"])]
+
+
+def served_versions(request: Request, namespace: str, path: str) -> frozenset[str]:
+    """The versions the snapshots in memory serve for this config (none before they load)."""
+    try:
+        snapshot = snapshot_cache(request).get(namespace, path)
+    except SnapshotsNotLoadedError:
+        return frozenset()
+    return snapshot.served_versions() if snapshot is not None else frozenset()
