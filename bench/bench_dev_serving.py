@@ -34,13 +34,13 @@ from _common import (
 )
 from bench_poll_cost import (
     CLIENTS,
-    CONNECTIONS,
     DURATION_SECONDS,
-    THREADS,
     WARMUP_SECONDS,
     _cycling_requests,
+    paired_rounds,
     poll_target,
     run_wrk,
+    wrk_settings,
 )
 
 GOAL_RATIO = 0.9
@@ -136,25 +136,12 @@ async def main() -> None:
             "bench": "dev_serving",
             "clients": CLIENTS,
             "answers": "200 (full value, keep-alive)",
-            "wrk": {
-                "threads": THREADS,
-                "connections": CONNECTIONS,
-                "duration_s": DURATION_SECONDS,
-                "warmup_s": WARMUP_SECONDS,
-                "rounds": ROUNDS,
-            },
+            "wrk": wrk_settings(ROUNDS),
             "dev_rps": round(statistics.median(r["dev"] for r in rounds)),
             "api_rps": round(statistics.median(r["api"] for r in rounds)),
             "ratio": round(ratio, 3),
             "keep_alive_sequential_median_ms": latency_ms,
-            "rounds": [
-                {
-                    "api": round(r["api"]),
-                    "dev": round(r["dev"]),
-                    "ratio": round(r["dev"] / r["api"], 3),
-                }
-                for r in rounds
-            ],
+            "rounds": paired_rounds(rounds, "dev", "api"),
             "goal": f"ratio >= {GOAL_RATIO}",
             "goal_met": ratio >= GOAL_RATIO,
         }

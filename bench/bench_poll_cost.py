@@ -160,6 +160,25 @@ def write_lua(directory: Path, etags: list[str]) -> Path:
     return script
 
 
+def wrk_settings(rounds: int = ROUNDS) -> dict[str, int]:
+    """How wrk drove a run, as every wrk bench prints it."""
+    return {
+        "threads": THREADS,
+        "connections": CONNECTIONS,
+        "duration_s": DURATION_SECONDS,
+        "warmup_s": WARMUP_SECONDS,
+        "rounds": rounds,
+    }
+
+
+def paired_rounds(rounds: list[dict[str, float]], top: str, bottom: str) -> list[dict[str, float]]:
+    """Each round's two rates (requests/s) and their ratio `top / bottom`, as printed."""
+    return [
+        {bottom: round(r[bottom]), top: round(r[top]), "ratio": round(r[top] / r[bottom], 3)}
+        for r in rounds
+    ]
+
+
 async def run_wrk(wrk: str, url: str, script: Path, seconds: int) -> float:
     """Requests/s that wrk measured; refuses a run with errors or non-304 answers."""
     process = await asyncio.create_subprocess_exec(
@@ -234,13 +253,7 @@ async def main() -> None:
         {
             "bench": "poll_cost",
             "clients": CLIENTS,
-            "wrk": {
-                "threads": THREADS,
-                "connections": CONNECTIONS,
-                "duration_s": DURATION_SECONDS,
-                "warmup_s": WARMUP_SECONDS,
-                "rounds": ROUNDS,
-            },
+            "wrk": wrk_settings(),
             "api_rps": round(statistics.median(r["api"] for r in rounds)),
             "floor_rps": round(statistics.median(r["floor"] for r in rounds)),
             "ratio": round(ratio, 3),

@@ -28,13 +28,13 @@ from _common import (
 )
 from bench_poll_cost import (
     CLIENTS,
-    CONNECTIONS,
     DURATION_SECONDS,
-    THREADS,
     WARMUP_SECONDS,
     fetch_etags,
+    paired_rounds,
     run_wrk,
     write_lua,
+    wrk_settings,
 )
 
 GOAL_RATIO = 1.5
@@ -77,24 +77,11 @@ async def main() -> None:
             "bench": "workers",
             "workers": WORKERS,
             "clients": CLIENTS,
-            "wrk": {
-                "threads": THREADS,
-                "connections": CONNECTIONS,
-                "duration_s": DURATION_SECONDS,
-                "warmup_s": WARMUP_SECONDS,
-                "rounds": ROUNDS,
-            },
+            "wrk": wrk_settings(ROUNDS),
             "one_process_rps": round(statistics.median(r["one"] for r in rounds)),
             "workers_rps": round(statistics.median(r["workers"] for r in rounds)),
             "ratio": round(ratio, 3),
-            "rounds": [
-                {
-                    "one": round(r["one"]),
-                    "workers": round(r["workers"]),
-                    "ratio": round(r["workers"] / r["one"], 3),
-                }
-                for r in rounds
-            ],
+            "rounds": paired_rounds(rounds, "workers", "one"),
             "goal": f"ratio >= {GOAL_RATIO}",
             "goal_met": ratio >= GOAL_RATIO,
         }
