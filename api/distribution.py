@@ -35,6 +35,7 @@ from tempoconf.storable import text_problem
 __all__ = [
     "MAX_WAIT",
     "ConfigQuery",
+    "header_lines",
     "PreparedAnswer",
     "PreparedConfig",
     "parse_config_query",
@@ -83,6 +84,11 @@ class PreparedAnswer:
     start: dict[str, Any]
     """The ASGI `http.response.start` of the 200, built once (uvicorn does not change it)."""
     not_modified_start: dict[str, Any]
+    """The same for the 304."""
+    wire: bytes
+    """The 200 after its status line and the server's default headers: its header lines, the
+    blank line, the body; what a poll answered on the connection writes (api/lean_protocol.py)."""
+    not_modified_wire: bytes
     """The same for the 304."""
 
 
@@ -200,7 +206,14 @@ def _prepare(
             "status": 304,
             "headers": not_modified_headers,
         },
+        wire=header_lines(headers) + body,
+        not_modified_wire=header_lines(not_modified_headers),
     )
+
+
+def header_lines(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """Header lines and the blank line that ends them, as uvicorn writes them."""
+    return b"".join(name + b": " + value + b"\r\n" for name, value in headers) + b"\r\n"
 
 
 def parse_config_query(path: str, params: QueryParams, raw_query: bytes = b"") -> ConfigQuery:

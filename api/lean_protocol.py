@@ -9,18 +9,75 @@ the request's event is replaced only for a long-poll, so a plain poll pays nothi
 
 `watch_disconnect` replaces a task awaiting `receive()` per long-poll: the protocol calls the
 callback when the connection is lost (api/polls.py).
+
+Direct answers: a protocol class given `direct` (`bounded_protocol(direct=...)`) hands it every
+plain `GET` whose target starts with `direct.prefix` before any ASGI work is done, and the handler
+may answer it on the connection itself (`answer`), at once or later (a long-poll: `begin_wait`,
+then `answer`). A config poll then costs no scope, no cycle, no task and no coroutine: what a 304
+costs in Python, and what a waiting long-poll holds, are the handler's own few objects. Anything
+the handler declines, and every request that is not a plain keep-alive GET without a body, goes
+the ASGI way unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
+import httptools
 from starlette.types import Receive
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-__all__ = ["LeanHttpToolsProtocol", "disconnect_watch"]
+__all__ = ["DirectAnswers", "LeanHttpToolsProtocol", "disconnect_watch"]
+
+
+class DirectAnswers(Protocol):
+    """What answers some GETs on the connection itself (api/polls.py's ConfigPolls)."""
+
+    prefix: bytes
+    """Only request targets that start with this are offered."""
+
+    def answer_directly(
+        self,
+        connection: LeanHttpToolsProtocol,
+        path: bytes,
+        query_string: bytes,
+        headers: list[tuple[bytes, bytes]],
+    ) -> bool:
+        """Answer this GET (`connection.answer`, now or after `connection.begin_wait`), or
+        decline it (False: it goes to the ASGI app, which must answer it alike, errors too)."""
+        ...
+
+
+class _NoEvent:
+    """The request event of a directly answered request: nobody waits on it."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+class _DirectCycle:
+    """Stands in for uvicorn's RequestResponseCycle while a request is answered directly: the
+    protocol's own callbacks (the end of the request, a pipelined request, a shutdown, a
+    disconnect) read and set these few fields on it."""
+
+    __slots__ = ("response_complete", "keep_alive", "disconnected", "more_body")
+    message_event = _NoEvent()
+
+    def __init__(self, response_complete: bool) -> None:
+        self.response_complete = response_complete
+        self.keep_alive = True
+        """False once the server shuts down: the answer then closes the connection."""
+        self.disconnected = False
+        self.more_body = False
+
+
+_ANSWERED = _DirectCycle(response_complete=True)
+"""The cycle of a request answered at once (shared: nothing sets a field of a complete one)."""
+_CLOSE = b"connection: close\r\n"
 
 
 class _LeanEvent(asyncio.Event):
@@ -76,6 +133,8 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         "url",
         "_on_lost",
     )
+    direct: DirectAnswers | None = None
+    """Answers GETs under its prefix on the connection (a subclass sets it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -97,6 +156,75 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         callback, self._on_lost = self._on_lost, None
         if callback is not None:
             callback()
+
+    def on_headers_complete(self) -> None:
+        direct = self.direct
+        if direct is not None and self.url.startswith(direct.prefix) and self._plain_get():
+            url = httptools.parse_url(self.url)
+            if direct.answer_directly(self, url.path, url.query or b"", self.headers):
+                # Nothing of the request is kept while it waits or after it was answered.
+                self.url = b""
+                self.scope = self.headers = None  # type: ignore[assignment]
+                return
+            if self.transport.is_closing():
+                return
+        super().on_headers_complete()
+
+    def _plain_get(self) -> bool:
+        """A GET that may be answered directly: HTTP/1.1, keep-alive, no body, no upgrade, not
+        behind a request still being answered, and no access log to write."""
+        parser = self.parser
+        cycle = self.cycle
+        if (
+            parser.get_method() != b"GET"
+            or parser.get_http_version() != "1.1"
+            or not parser.should_keep_alive()
+            or parser.should_upgrade()
+            or self.access_log
+            or self.expect_100_continue
+            or not (cycle is None or cycle.response_complete)
+            or self.pipeline
+            or self.limit_concurrency is not None
+        ):
+            return False
+        for name, _ in self.headers:
+            if name == b"content-length" or name == b"transfer-encoding":
+                return False
+        return True
+
+    def begin_wait(self) -> None:
+        """The request being answered directly will be answered later: until then the
+        connection is busy (a pipelined request queues, a shutdown waits for the answer)."""
+        self.cycle = _DirectCycle(response_complete=False)  # type: ignore[assignment]
+
+    def answer(self, status: int, head_and_body: bytes) -> None:
+        """Write a whole response to the request answered directly: the status line and the
+        server's default headers (`date`, `server`), then `head_and_body` (the other header
+        lines, the blank line, the body), as uvicorn would write them; then serve the next
+        request on the connection, or close it after a shutdown."""
+        cycle = self.cycle
+        # A pipelined request replaced `cycle` already: ours is then no longer the current one.
+        own = cycle if isinstance(cycle, _DirectCycle) else None
+        keep_alive = own is None or own.keep_alive
+        if own is not None and own.disconnected:
+            return
+        if self.transport.is_closing():
+            return
+        content = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            content.extend((name, b": ", value, b"\r\n"))
+        if not keep_alive:
+            content.append(_CLOSE)
+        content.append(head_and_body)
+        self.transport.write(b"".join(content))
+        if own is not None:
+            own.response_complete = True
+            self.cycle = _ANSWERED  # type: ignore[assignment]
+        elif cycle is None or cycle.response_complete:
+            self.cycle = _ANSWERED  # type: ignore[assignment]
+        if not keep_alive:
+            self.transport.close()
+        self.on_response_complete()
 
 
 def disconnect_watch(receive: Receive) -> Callable[[Callable[[], None] | None], None] | None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
-from typing import Any
 
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
@@ -24,12 +23,13 @@ from tempoconf.api.distribution import (
     ConfigQuery,
     PreparedAnswer,
     PreparedConfig,
+    header_lines,
     parse_config_query,
     prepare_config,
 )
 from tempoconf.api.errors import ApiError, error_body
 from tempoconf.api.etag import if_none_match
-from tempoconf.api.lean_protocol import disconnect_watch
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
@@ -57,7 +57,10 @@ PendingSeen = dict[ConfigQuery, PreparedAnswer]
 
 
 class ConfigPolls:
-    """The ASGI callable that answers `GET|HEAD /v1/configs/{path}`."""
+    """The ASGI callable that answers `GET|HEAD /v1/configs/{path}`, and the protocol's
+    `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
+
+    prefix = CONFIGS_PREFIX.encode()
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         self._cache = cache
@@ -108,29 +111,36 @@ class ConfigPolls:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # One coroutine for the answer (and one more for a long-poll's wait): each frame is
-        # memory a waiting long-poll holds, and time a 304 pays.
+        # memory a waiting long-poll holds, and time a 304 pays. (A plain GET that our protocol
+        # serves is answered by `answer_directly` instead; this answers HEAD, the GETs that
+        # declines, and every request on another server.)
         started = perf_counter()
         head = scope["method"] == "HEAD"
         try:
             if_none = client_if_none_match(scope["headers"], self._settings.client_token)
-            path: str = scope["path"]
             query_string: bytes = scope["query_string"]
-            query = self._queries.get((path, query_string))
-            if query is None:
-                # Clients repeat the same query on every poll: parse it once.
-                query = parse_config_query(
-                    path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
-                )
-                if len(self._queries) >= QUERIES_KEPT:
-                    self._queries.clear()
-                self._queries[(path, query_string)] = query
+            query = self._query(scope["path"], query_string)
             prepared = self._prepared_config(query)
             answer = _answer(prepared.answer_for(query_string, query), query)
             header = if_none.decode("latin-1") if if_none is not None else None
             modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
             if not modified and query.wait > 0 and not self._closing:
+                loop = asyncio.get_running_loop()
+                waiter = Waiter(
+                    query,
+                    query_string,
+                    header,
+                    answer,
+                    loop.create_future(),
+                    loop.time() + query.wait,
+                )
+                watch = disconnect_watch(receive)
+                if watch is None:  # not served by our protocol (tests over ASGI)
+                    gone = loop.create_task(_disconnected(receive))
+                    gone.add_done_callback(lambda _: waiter.disconnected())
+                    waiter.unwatch = gone
+                self._wait_begin(waiter, prepared, watch)
                 # Awaited here, not in a helper coroutine: a frame less per waiting long-poll.
-                waiter = self._wait_begin(query, query_string, prepared, answer, header, receive)
                 try:
                     outcome = None
                     while outcome is None:
@@ -145,11 +155,7 @@ class ConfigPolls:
                 self._metrics.observe_request(
                     scope["method"], CONFIG_ROUTE, perf_counter() - started
                 )
-            self._metrics.polls[
-                (query.namespace, query.path, answer.stage, 200 if modified else 304)
-            ] += 1
-            if not query.anonymous:
-                self.note_seen(query, answer)
+            self._answered(query, answer, modified)
             if modified:
                 await send(answer.start)
                 await send(
@@ -167,33 +173,115 @@ class ConfigPolls:
             self._metrics.polls[("", "", "", 500)] += 1
             await _send_error(send, ApiError(500, "internal error"), head)
 
+    def answer_directly(
+        self,
+        connection: LeanHttpToolsProtocol,
+        path: bytes,
+        query_string: bytes,
+        headers: list[tuple[bytes, bytes]],
+    ) -> bool:
+        """A GET of a config, answered on its connection (api/lean_protocol.py): at once, or
+        when its long-poll ends. Declined (False) when the answer is not a 200 or a 304 (an
+        error; also a target to percent-decode): `__call__` answers those, and finds the same."""
+        started = perf_counter()
+        try:
+            if b"%" in path:
+                return False
+            if_none = client_if_none_match(headers, self._settings.client_token)
+            query = self._query(path.decode("ascii"), query_string)
+            prepared = self._prepared_config(query)
+            answer = _answer(prepared.answer_for(query_string, query), query)
+        except (ApiError, UnicodeDecodeError):
+            return False
+        header = if_none.decode("latin-1") if if_none is not None else None
+        modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
+        if not modified and query.wait > 0 and not self._closing:
+            loop = asyncio.get_running_loop()
+            waiter = _ConnectionWaiter(
+                query, query_string, header, answer, loop.create_future(), loop.time() + query.wait
+            )
+            waiter.polls = self
+            waiter.connection = connection
+            self._wait_begin(waiter, prepared, connection.watch_disconnect)
+            waiter.future.add_done_callback(waiter.woke)
+            connection.begin_wait()
+            return True
+        self._metrics.observe_request("GET", CONFIG_ROUTE, perf_counter() - started)
+        self._answered(query, answer, modified)
+        if modified:
+            connection.answer(200, answer.wire)
+        else:
+            connection.answer(304, answer.not_modified_wire)
+        return True
+
+    def _connection_woke(self, waiter: _ConnectionWaiter, result: object) -> None:
+        """A long-poll answered on its connection woke (its future's callback: after the
+        wake-up, never inside it): answer it, or let it wait on."""
+        connection = waiter.connection
+        try:
+            outcome = self._wait_step(waiter, result)
+            if outcome is None:
+                waiter.future.add_done_callback(waiter.woke)
+                return
+        except Exception as exc:
+            self._wait_end(waiter)
+            if isinstance(exc, ApiError):
+                error = exc
+            else:  # a bug: as in `__call__`, the client still gets an answer
+                logger.exception(
+                    "unexpected error answering a long-poll of %s", _where(waiter.query)
+                )
+                error = ApiError(500, "internal error")
+            self._metrics.polls[("", "", "", error.status)] += 1
+            status, headers, body = _error_response(error)
+            connection.answer(status, header_lines(headers) + body)
+            return
+        self._wait_end(waiter)
+        polled, modified = outcome
+        if polled is None:
+            return  # the client went away while it waited: nobody to answer
+        self._answered(waiter.query, polled, modified)
+        if modified:
+            connection.answer(200, polled.wire)
+        else:
+            connection.answer(304, polled.not_modified_wire)
+
+    def _query(self, path: str, query_string: bytes) -> ConfigQuery:
+        """The parsed query of a poll of `path` (the whole `/v1/configs/...`)."""
+        query = self._queries.get((path, query_string))
+        if query is None:
+            # Clients repeat the same query on every poll: parse it once.
+            query = parse_config_query(
+                path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
+            )
+            if len(self._queries) >= QUERIES_KEPT:
+                self._queries.clear()
+            self._queries[(path, query_string)] = query
+        return query
+
+    def _answered(self, query: ConfigQuery, answer: PreparedAnswer, modified: bool) -> None:
+        self._metrics.polls[
+            (query.namespace, query.path, answer.stage, 200 if modified else 304)
+        ] += 1
+        if not query.anonymous:
+            self.note_seen(query, answer)
+
     def _wait_begin(
         self,
-        query: ConfigQuery,
-        key: bytes,
+        waiter: Waiter,
         prepared: PreparedConfig,
-        answer: PreparedAnswer,
-        if_none: str | None,
-        receive: Receive,
-    ) -> Waiter:
-        """A long-poll starts waiting for what this client resolves to to change. It joins its
-        config's group for `answer` (api/waiters.py) before its first await: a refresh after
-        the snapshot was read finds it there."""
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        waiter = Waiter(query, key, if_none, answer, loop.create_future(), began + query.wait)
+        watch: Callable[[Callable[[], None] | None], None] | None,
+    ) -> None:
+        """`waiter`, made as its long-poll starts, waits for what its client resolves to to
+        change, for up to `query.wait` seconds. It joins its config's group for the answer it
+        holds (api/waiters.py) before the first await: a refresh after the snapshot was read
+        finds it there. `watch` (the protocol's, when there is one) tells it of a disconnect."""
         waiter.tick = self._deadlines.add(waiter, waiter.deadline)
-        watch = disconnect_watch(receive)
         if watch is not None:
             watch(waiter.disconnected)
             waiter.unwatch = watch
-        else:  # not served by our protocol (tests over ASGI): a task awaits the disconnect
-            gone = loop.create_task(_disconnected(receive))
-            gone.add_done_callback(lambda _: waiter.disconnected())
-            waiter.unwatch = gone
         self._metrics.long_polls_waiting += 1
-        self._waiters_of(query, prepared).add(waiter)
-        return waiter
+        self._waiters_of(waiter.query, prepared).add(waiter)
 
     def _wait_step(
         self, waiter: Waiter, result: object
@@ -313,7 +401,8 @@ def _where(query: ConfigQuery) -> str:
     return f"config {query.path!r} in namespace {query.namespace!r}"
 
 
-async def _send_error(send: Send, error: ApiError, head: bool) -> None:
+def _error_response(error: ApiError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The status, headers and JSON body that answer `error`."""
     body = json.dumps(error_body(error.message, error.problems), ensure_ascii=False).encode()
     headers: list[tuple[bytes, bytes]] = [
         (b"content-type", b"application/json"),
@@ -321,10 +410,22 @@ async def _send_error(send: Send, error: ApiError, head: bool) -> None:
         (b"cache-control", b"no-cache"),
     ]
     headers.extend((name.lower().encode(), value.encode()) for name, value in error.headers.items())
-    message: dict[str, Any] = {
-        "type": "http.response.start",
-        "status": error.status,
-        "headers": headers,
-    }
-    await send(message)
+    return error.status, headers, body
+
+
+class _ConnectionWaiter(Waiter):
+    """A long-poll answered on its connection: its future's callback answers it."""
+
+    __slots__ = ("polls", "connection")
+
+    polls: ConfigPolls
+    connection: LeanHttpToolsProtocol
+
+    def woke(self, future: asyncio.Future[object]) -> None:
+        self.polls._connection_woke(self, future.result())
+
+
+async def _send_error(send: Send, error: ApiError, head: bool) -> None:
+    status, headers, body = _error_response(error)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else body})

@@ -26,7 +26,7 @@ from typing import Any
 from starlette.types import Message, Receive
 
 from tempoconf.api.errors import ApiError, error_body
-from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
+from tempoconf.api.lean_protocol import DirectAnswers, LeanHttpToolsProtocol
 
 __all__ = [
     "BODY_BACKSTOP_SLACK",
@@ -150,16 +150,23 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
 
 
 def bounded_protocol(
-    *, header_timeout: float, body_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES
+    *,
+    header_timeout: float,
+    body_timeout: float,
+    max_head_bytes: int = MAX_HEAD_BYTES,
+    direct: DirectAnswers | None = None,
 ) -> type[asyncio.Protocol]:
-    """uvicorn's `http` protocol class with these bounds (see the module's docstring)."""
+    """uvicorn's `http` protocol class with these bounds (see the module's docstring), answering
+    the GETs `direct` takes on the connection itself (api/lean_protocol.py)."""
     return type(
         "BoundedHttpToolsProtocol",
         (_BoundedHttpToolsProtocol,),
         {
+            "__slots__": (),
             "header_timeout": header_timeout,
             "body_timeout": body_timeout,
             "max_head_bytes": max_head_bytes,
+            "direct": direct,
         },
     )
 

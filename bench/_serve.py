@@ -56,22 +56,27 @@ def build_app(kind: str, database_url: str | None) -> tuple[Any, Any]:
         # Settings() and not from_env: a token or URL in the caller's environment must not
         # change what is measured.
         settings = Settings(database_url=database_url)
-        return create_app(Store(database_url, migrate=True), settings), _api_protocol(settings)
+        app = create_app(Store(database_url, migrate=True), settings)
+        return app, _api_protocol(settings, app)
     if kind == "edge" and database_url:
         from tempoconf.api.edge_app import create_edge_app
         from tempoconf.settings import Settings
 
         settings = Settings()
         # here the argument is the upstream
-        return create_edge_app(database_url, settings), _api_protocol(settings)
+        app = create_edge_app(database_url, settings)
+        return app, _api_protocol(settings, app)
     raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py edge URL | _serve.py floor")
 
 
-def _api_protocol(settings: Any) -> Any:
+def _api_protocol(settings: Any, app: Any) -> Any:
+    """The protocol `serve_app` gives `app` (config polls answered on the connection)."""
     from tempoconf.api.read_limits import bounded_protocol
 
     return bounded_protocol(
-        header_timeout=settings.api_header_timeout, body_timeout=settings.api_body_timeout
+        header_timeout=settings.api_header_timeout,
+        body_timeout=settings.api_body_timeout,
+        direct=app.config_polls,
     )
 
 
