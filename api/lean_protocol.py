@@ -64,15 +64,17 @@ class _DirectCycle:
     protocol's own callbacks (the end of the request, a pipelined request, a shutdown, a
     disconnect) read and set these few fields on it."""
 
-    __slots__ = ("response_complete", "keep_alive", "disconnected", "more_body")
+    __slots__ = ("response_complete", "keep_alive", "disconnected", "more_body", "target")
     message_event = _NoEvent()
 
-    def __init__(self, response_complete: bool) -> None:
+    def __init__(self, response_complete: bool, target: bytes = b"") -> None:
         self.response_complete = response_complete
         self.keep_alive = True
         """False once the server shuts down: the answer then closes the connection."""
         self.disconnected = False
         self.more_body = False
+        self.target = target
+        """The request target, kept only for the access log."""
 
 
 _ANSWERED = _DirectCycle(response_complete=True)
@@ -132,6 +134,7 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         "cycle",
         "url",
         "_on_lost",
+        "_waiting",
     )
     direct: DirectAnswers | None = None
     """Answers GETs under its prefix on the connection (a subclass sets it)."""
@@ -140,6 +143,8 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.pipeline = _Pipeline()  # type: ignore[assignment]
         self._on_lost: Callable[[], None] | None = None
+        self._waiting: _DirectCycle | None = None
+        """The cycle of the request answered directly that waits (`begin_wait`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -163,7 +168,6 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
             url = httptools.parse_url(self.url)
             if direct.answer_directly(self, url.path, url.query or b"", self.headers):
                 # Nothing of the request is kept while it waits or after it was answered.
-                self.url = b""
                 self.scope = self.headers = None  # type: ignore[assignment]
                 return
             if self.transport.is_closing():
@@ -171,8 +175,8 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def _plain_get(self) -> bool:
-        """A GET that may be answered directly: HTTP/1.1, keep-alive, no body, no upgrade, not
-        behind a request still being answered, and no access log to write."""
+        """A GET that may be answered directly: HTTP/1.1, keep-alive, no body, no upgrade, and
+        not behind a request still being answered."""
         parser = self.parser
         cycle = self.cycle
         if (
@@ -180,7 +184,6 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
             or parser.get_http_version() != "1.1"
             or not parser.should_keep_alive()
             or parser.should_upgrade()
-            or self.access_log
             or self.expect_100_continue
             or not (cycle is None or cycle.response_complete)
             or self.pipeline
@@ -195,21 +198,27 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
     def begin_wait(self) -> None:
         """The request being answered directly will be answered later: until then the
         connection is busy (a pipelined request queues, a shutdown waits for the answer)."""
-        self.cycle = _DirectCycle(response_complete=False)  # type: ignore[assignment]
+        target = self.url if self.access_log else b""
+        self._waiting = _DirectCycle(response_complete=False, target=target)
+        self.cycle = self._waiting  # type: ignore[assignment]
 
     def answer(self, status: int, head_and_body: bytes) -> None:
         """Write a whole response to the request answered directly: the status line and the
         server's default headers (`date`, `server`), then `head_and_body` (the other header
         lines, the blank line, the body), as uvicorn would write them; then serve the next
         request on the connection, or close it after a shutdown."""
-        cycle = self.cycle
-        # A pipelined request replaced `cycle` already: ours is then no longer the current one.
-        own = cycle if isinstance(cycle, _DirectCycle) else None
+        own, self._waiting = self._waiting, None
         keep_alive = own is None or own.keep_alive
-        if own is not None and own.disconnected:
+        if self.transport.is_closing() or (own is not None and own.disconnected):
             return
-        if self.transport.is_closing():
-            return
+        if self.access_log:  # as uvicorn logs it: when the logger has a handler, before the answer
+            target = own.target if own is not None else self.url
+            self.access_logger.info(
+                '%s - "GET %s HTTP/1.1" %d',
+                f"{self.client[0]}:{self.client[1]}" if self.client else "",
+                target.decode("ascii"),
+                status,
+            )
         content = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             content.extend((name, b": ", value, b"\r\n"))
@@ -219,8 +228,9 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         self.transport.write(b"".join(content))
         if own is not None:
             own.response_complete = True
-            self.cycle = _ANSWERED  # type: ignore[assignment]
-        elif cycle is None or cycle.response_complete:
+        # A request pipelined behind a waiting one is the current cycle now: it stays so.
+        current: object = self.cycle
+        if current is own or current is None or self.cycle.response_complete:
             self.cycle = _ANSWERED  # type: ignore[assignment]
         if not keep_alive:
             self.transport.close()
