@@ -18,6 +18,7 @@ from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_appl
 from tempoconf.api.bundles import BUNDLES_PREFIX, BundlePolls
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
@@ -82,6 +83,26 @@ class DistributionApp(Starlette):
         self.bundle_polls = self.state.bundle_polls = BundlePolls(source, settings, metrics)
         self.ofrep = self.state.ofrep = OfrepEvaluations(source, settings, metrics, config_polls)
         self.body_timeout = settings.api_body_timeout
+
+    prefix = b"/v1/"
+    """Where the GETs that `answer_directly` may take are (api/lean_protocol.py)."""
+
+    def answer_directly(
+        self,
+        connection: LeanHttpToolsProtocol,
+        path: bytes,
+        query_string: bytes,
+        headers: list[tuple[bytes, bytes]],
+    ) -> bool:
+        """The protocol's `DirectAnswers`: a plain GET of a config or a bundle is answered on
+        its connection (by ConfigPolls or BundlePolls), anything else goes the ASGI way."""
+        polls = self.config_polls
+        if path.startswith(polls.prefix):
+            return polls.answer_directly(connection, path, query_string, headers)
+        bundles = self.bundle_polls
+        if path.startswith(bundles.prefix):
+            return bundles.answer_directly(connection, path, query_string, headers)
+        return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

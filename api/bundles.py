@@ -1,30 +1,32 @@
-"""`GET|HEAD /v1/bundles/{path}` as a raw ASGI callable, ahead of the framework, like config polls.
+"""`GET|HEAD /v1/bundles/{path}` as a raw ASGI callable, ahead of the framework, like config polls,
+and answered on the connection for plain GETs (api/lean_protocol.py), as config polls are.
 
 A bundle is the same for every client (tempoconf.bundles): one body and one ETag per config
 snapshot, prepared once when the snapshot changes, so a request is a dict lookup and a header
-write. Long-polls (`wait`) sleep on the config's change event only: a lease that ends changes no
+write. Long-polls (`wait`) sleep until the config's snapshot changes: a lease that ends changes no
 byte of the bundle (clients evaluate leases by their own clock), so there is no lease timer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
 
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.auth import client_if_none_match
-from tempoconf.api.distribution import ConfigQuery, parse_config_query
-from tempoconf.api.errors import ApiError, error_body
+from tempoconf.api.distribution import ConfigQuery, header_lines, parse_config_query
+from tempoconf.api.errors import ApiError, error_parts, send_error
 from tempoconf.api.etag import if_none_match
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
+from tempoconf.api.waiters import DEADLINE, RECHECK, Deadlines
 from tempoconf.bundles import BUNDLES_PREFIX, bundle_body, bundle_etag, bundle_from_snapshot
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
@@ -55,24 +57,34 @@ class PreparedBundle:
     body: bytes
     headers: list[tuple[bytes, bytes]]
     not_modified_headers: list[tuple[bytes, bytes]]
+    wire: bytes
+    """The 200's header lines and body, as written on the connection (after the status line)."""
+    not_modified_wire: bytes
 
 
 def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:
     body = bundle_body(bundle_from_snapshot(snapshot))
     etag = bundle_etag(body)
     etag_header = (b"etag", etag.encode())
+    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, _CACHE]
+    not_modified_headers = [etag_header, _CACHE]
     return PreparedBundle(
         snapshot=snapshot,
         etag=etag,
         etag_bytes=etag_header[1],
         body=body,
-        headers=[_JSON, (b"content-length", str(len(body)).encode()), etag_header, _CACHE],
-        not_modified_headers=[etag_header, _CACHE],
+        headers=headers,
+        not_modified_headers=not_modified_headers,
+        wire=header_lines(headers) + body,
+        not_modified_wire=header_lines(not_modified_headers),
     )
 
 
 class BundlePolls:
-    """The ASGI callable that answers `GET|HEAD /v1/bundles/{path}`."""
+    """The ASGI callable that answers `GET|HEAD /v1/bundles/{path}`, and the protocol's
+    `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
+
+    prefix = BUNDLES_PREFIX.encode()
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         self._cache = cache
@@ -80,13 +92,21 @@ class BundlePolls:
         self._metrics = metrics
         self._prepared: dict[tuple[str, str], PreparedBundle] = {}
         self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._waiting: dict[tuple[str, str], dict[_BundleWaiter, None]] = {}
+        """Long-polls answered on their connection, per config (the ASGI path's wait on the
+        config's change event instead)."""
+        self._deadlines = Deadlines()
         self._closing = False
+        cache.on_change(self._snapshots_changed)
 
     def close(self) -> None:
         """Shutting down: waiting long-polls answer now, and new ones at once (as ConfigPolls):
         a watcher that re-polls on the same keep-alive connection must not hold the shutdown up."""
         self._closing = True
         self._cache.release_waiters()
+        for waiters in list(self._waiting.values()):
+            for waiter in list(waiters):
+                waiter.wake(RECHECK)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = perf_counter()
@@ -94,29 +114,17 @@ class BundlePolls:
         try:
             await self._serve(scope, receive, send, head, started)
         except ApiError as error:
-            await _send_error(send, error, head)
+            await send_error(send, error, head)
             self._metrics.observe_request(scope["method"], BUNDLE_ROUTE, perf_counter() - started)
         except Exception:  # a bug: never let it take the connection down without an answer
             logger.exception("unexpected error answering %s", scope.get("path"))
-            await _send_error(send, ApiError(500, "internal error"), head)
+            await send_error(send, ApiError(500, "internal error"), head)
 
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, head: bool, started: float
     ) -> None:
         if_none = client_if_none_match(scope["headers"], self._settings.client_token)
-        path: str = scope["path"]
-        query_string: bytes = scope["query_string"]
-        query = self._queries.get((path, query_string))
-        if query is None:
-            # The configs route's parsing: the same namespace and `wait` rules, the same 400s.
-            # Only those two: an identity sent along is none of the bundle's business.
-            params = QueryParams(
-                [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
-            )
-            query = parse_config_query(path[len(BUNDLES_PREFIX) :], params, query_string)
-            if len(self._queries) >= QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[(path, query_string)] = query
+        query = self._query(scope["path"], scope["query_string"])
         # The event before the snapshot (no await in between): a change after this read sets it.
         changed = self._cache.changed_for(query.namespace, query.path)
         bundle = self._prepared_bundle(query)
@@ -175,6 +183,109 @@ class BundlePolls:
             metrics.long_polls_waiting -= 1
             metrics.long_poll_waits.observe(loop.time() - began)
 
+    def answer_directly(
+        self,
+        connection: LeanHttpToolsProtocol,
+        path: bytes,
+        query_string: bytes,
+        headers: list[tuple[bytes, bytes]],
+    ) -> bool:
+        """A GET of a bundle, answered on its connection: at once, or when its long-poll ends.
+        Declined (False) when the answer is an error (also a target to percent-decode):
+        `__call__` answers those, and finds the same."""
+        started = perf_counter()
+        try:
+            if b"%" in path:
+                return False
+            if_none = client_if_none_match(headers, self._settings.client_token)
+            query = self._query(path.decode("ascii"), query_string)
+            bundle = self._prepared_bundle(query)
+        except (ApiError, UnicodeDecodeError):
+            return False
+        header = if_none.decode("latin-1") if if_none is not None else None
+        modified = if_none != bundle.etag_bytes and not if_none_match(header, bundle.etag)
+        if not modified and query.wait > 0 and not self._closing:
+            self._wait(_BundleWaiter(self, connection, query, header))
+            connection.begin_wait()
+            return True
+        self._metrics.observe_request("GET", BUNDLE_ROUTE, perf_counter() - started)
+        if modified:
+            connection.answer(200, bundle.wire)
+        else:
+            connection.answer(304, bundle.not_modified_wire)
+        return True
+
+    def _wait(self, waiter: _BundleWaiter) -> None:
+        loop = asyncio.get_running_loop()
+        waiter.began = loop.time()
+        waiter.tick = self._deadlines.add(waiter, waiter.began + waiter.query.wait)
+        waiter.connection.watch_disconnect(waiter.disconnected)
+        self._waiting.setdefault(waiter.config, {})[waiter] = None
+        self._metrics.long_polls_waiting += 1
+
+    def _woke(self, waiter: _BundleWaiter, result: object) -> None:
+        """A long-poll answered on its connection woke: at its deadline (DEADLINE), on a change
+        of its config or at shutdown (RECHECK), or because its client went away (`gone`)."""
+        waiters = self._waiting.get(waiter.config)
+        if waiters is None or waiter not in waiters:
+            return  # woken twice in one loop pass (a change, then the deadline): answered once
+        answer: tuple[int, bytes] | None = None
+        if not waiter.gone:
+            try:
+                bundle = self._prepared_bundle(waiter.query)
+            except Exception as exc:  # deleted meanwhile (404), the snapshots lost (503), a bug
+                if isinstance(exc, ApiError):
+                    error = exc
+                else:
+                    logger.exception("unexpected error answering a bundle long-poll")
+                    error = ApiError(500, "internal error")
+                status, headers, body = error_parts(error)
+                answer = (status, header_lines(headers) + body)
+            else:
+                if not if_none_match(waiter.if_none, bundle.etag):
+                    answer = (200, bundle.wire)
+                elif result is DEADLINE or self._closing:
+                    answer = (304, bundle.not_modified_wire)
+                else:
+                    return  # a change that left this bundle as it was: wait on
+        del waiters[waiter]
+        if not waiters:
+            del self._waiting[waiter.config]
+        self._deadlines.discard(waiter, waiter.tick)
+        connection = waiter.connection
+        connection.watch_disconnect(None)
+        metrics = self._metrics
+        metrics.long_polls_waiting -= 1
+        metrics.long_poll_waits.observe(asyncio.get_running_loop().time() - waiter.began)
+        if answer is None:
+            metrics.long_polls_abandoned += 1
+        else:
+            connection.answer(*answer)
+
+    def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
+        """(Snapshot source listener, right after a refresh.) Every change of a config's
+        snapshot is one of its bundle: wake its waiting long-polls."""
+        for key in keys:
+            waiters = self._waiting.get(key)
+            if waiters:
+                for waiter in list(waiters):
+                    waiter.wake(RECHECK)
+
+    def _query(self, path: str, query_string: bytes) -> ConfigQuery:
+        """The parsed query of a poll of `path` (the whole `/v1/bundles/...`)."""
+        query = self._queries.get((path, query_string))
+        if query is None:
+            # The configs route's parsing: the same namespace and `wait` rules, the same 400s.
+            # Only those two: an identity sent along is none of the bundle's business.
+            params = QueryParams(
+                [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
+            )
+            query = parse_config_query(path[len(BUNDLES_PREFIX) :], params, query_string)
+            if len(self._queries) >= QUERIES_KEPT:
+                self._queries.clear()
+            self._queries[(path, query_string)] = query
+        return query
+
     def _prepared_bundle(self, query: ConfigQuery) -> PreparedBundle:
         key = (query.namespace, query.path)
         where = f"config {query.path!r} in namespace {query.namespace!r}"
@@ -199,18 +310,32 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
-async def _send_error(send: Send, error: ApiError, head: bool) -> None:
-    body = json.dumps(error_body(error.message, error.problems), ensure_ascii=False).encode()
-    headers: list[tuple[bytes, bytes]] = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-cache"),
-    ]
-    headers.extend((name.lower().encode(), value.encode()) for name, value in error.headers.items())
-    message: dict[str, Any] = {
-        "type": "http.response.start",
-        "status": error.status,
-        "headers": headers,
-    }
-    await send(message)
-    await send({"type": "http.response.body", "body": b"" if head else body})
+class _BundleWaiter:
+    """A bundle long-poll answered on its connection: no future, task or coroutine; `wake`
+    answers it (or lets it wait on)."""
+
+    __slots__ = ("polls", "connection", "query", "config", "if_none", "began", "tick", "gone")
+
+    def __init__(
+        self,
+        polls: BundlePolls,
+        connection: LeanHttpToolsProtocol,
+        query: ConfigQuery,
+        if_none: str | None,
+    ) -> None:
+        self.polls = polls
+        self.connection = connection
+        self.query = query
+        self.config = (query.namespace, query.path)
+        self.if_none = if_none
+        self.began = 0.0
+        """Loop time its long-poll began: its deadline is `query.wait` later."""
+        self.tick = 0
+        self.gone = False
+
+    def wake(self, result: object) -> None:
+        self.polls._woke(self, result)
+
+    def disconnected(self) -> None:
+        self.gone = True
+        self.wake(RECHECK)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -15,7 +16,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tempoconf.api.answers import ErrorAnswer, ProblemAnswer
 from tempoconf.problems import Problem
 
-__all__ = ["ApiError", "UnexpectedErrors", "error_body", "error_response", "EXCEPTION_HANDLERS"]
+__all__ = [
+    "ApiError",
+    "UnexpectedErrors",
+    "error_body",
+    "error_parts",
+    "error_response",
+    "send_error",
+    "EXCEPTION_HANDLERS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +57,26 @@ def error_body(message: str, problems: Sequence[Problem] = ()) -> dict[str, Any]
     )
     # `problems` only when there are some, as the API always answered
     return answer.model_dump(mode="json", exclude_defaults=True)
+
+
+def error_parts(error: ApiError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The status, headers and JSON body that answer `error` on the raw answering paths (polls,
+    bundles), the same as `error_response` writes."""
+    body = json.dumps(error_body(error.message, error.problems), ensure_ascii=False).encode()
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-cache"),
+    ]
+    headers.extend((name.lower().encode(), value.encode()) for name, value in error.headers.items())
+    return error.status, headers, body
+
+
+async def send_error(send: Send, error: ApiError, head: bool) -> None:
+    """Answer `error` through ASGI `send` (no body for a HEAD)."""
+    status, headers, body = error_parts(error)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 def error_response(

@@ -33,7 +33,8 @@ __all__ = ["DirectAnswers", "LeanHttpToolsProtocol", "disconnect_watch"]
 
 
 class DirectAnswers(Protocol):
-    """What answers some GETs on the connection itself (api/polls.py's ConfigPolls)."""
+    """What answers some GETs on the connection itself (api/app.py's DistributionApp, with
+    api/polls.py's ConfigPolls and api/bundles.py's BundlePolls)."""
 
     prefix: bytes
     """Only request targets that start with this are offered."""

@@ -10,7 +10,6 @@ waiters whose answer it changed, never a store query.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Sequence
 from time import perf_counter
@@ -27,7 +26,7 @@ from tempoconf.api.distribution import (
     parse_config_query,
     prepare_config,
 )
-from tempoconf.api.errors import ApiError, error_body
+from tempoconf.api.errors import ApiError, error_parts, send_error
 from tempoconf.api.etag import if_none_match
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch
 from tempoconf.api.metrics import ApiMetrics
@@ -166,12 +165,12 @@ class ConfigPolls:
                 await send(_EMPTY_BODY)
         except ApiError as error:
             self._metrics.polls[("", "", "", error.status)] += 1
-            await _send_error(send, error, head)
+            await send_error(send, error, head)
             self._metrics.observe_request(scope["method"], CONFIG_ROUTE, perf_counter() - started)
         except Exception:  # a bug: never let it take the connection down without an answer
             logger.exception("unexpected error answering %s", scope.get("path"))
             self._metrics.polls[("", "", "", 500)] += 1
-            await _send_error(send, ApiError(500, "internal error"), head)
+            await send_error(send, ApiError(500, "internal error"), head)
 
     def answer_directly(
         self,
@@ -233,7 +232,7 @@ class ConfigPolls:
                 )
                 error = ApiError(500, "internal error")
             self._metrics.polls[("", "", "", error.status)] += 1
-            status, headers, body = _error_response(error)
+            status, headers, body = error_parts(error)
             connection.answer(status, header_lines(headers) + body)
             return
         self._wait_end(waiter)
@@ -401,18 +400,6 @@ def _where(query: ConfigQuery) -> str:
     return f"config {query.path!r} in namespace {query.namespace!r}"
 
 
-def _error_response(error: ApiError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """The status, headers and JSON body that answer `error`."""
-    body = json.dumps(error_body(error.message, error.problems), ensure_ascii=False).encode()
-    headers: list[tuple[bytes, bytes]] = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-cache"),
-    ]
-    headers.extend((name.lower().encode(), value.encode()) for name, value in error.headers.items())
-    return error.status, headers, body
-
-
 class _ConnectionWaiter(Waiter):
     """A long-poll answered on its connection: its future's callback answers it."""
 
@@ -423,9 +410,3 @@ class _ConnectionWaiter(Waiter):
 
     def woke(self, future: asyncio.Future[object]) -> None:
         self.polls._connection_woke(self, future.result())
-
-
-async def _send_error(send: Send, error: ApiError, head: bool) -> None:
-    status, headers, body = _error_response(error)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body})

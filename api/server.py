@@ -111,11 +111,12 @@ async def serve_app(
         timeout_keep_alive=max(1, round(settings.api_keep_alive_timeout)),
         # Slow clients cannot hold a connection, a task or buffers: the head and the body must
         # arrive within these bounds (api/read_limits.py; the body's 408 is the app's).
-        # Config polls are answered on the connection, without ASGI (api/lean_protocol.py).
+        # Config and bundle polls are answered on the connection, without ASGI
+        # (api/lean_protocol.py).
         http=bounded_protocol(
             header_timeout=settings.api_header_timeout,
             body_timeout=settings.api_body_timeout,
-            direct=app.config_polls,
+            direct=app,
         ),
     )
     server = _EmbeddedServer(config)

@@ -15,12 +15,13 @@ import asyncio
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Protocol
 
 from tempoconf.api.distribution import ConfigQuery, PreparedAnswer, PreparedConfig
 from tempoconf.api.etag import if_none_match
 from tempoconf.resolution import STABLE
 
-__all__ = ["DEADLINE", "RECHECK", "ConfigWaiters", "Deadlines", "Waiter"]
+__all__ = ["DEADLINE", "RECHECK", "ConfigWaiters", "Deadlines", "Wakes", "Waiter"]
 
 LEASE_SLACK = 0.002
 """Re-resolve this long after a lease ends, so the answer computed then no longer includes it."""
@@ -225,6 +226,12 @@ class ConfigWaiters:
         self._rearm()
 
 
+class Wakes(Protocol):
+    """A waiting long-poll as `Deadlines` sees it (a `Waiter`, or a bundle's waiter)."""
+
+    def wake(self, result: object) -> None: ...
+
+
 class Deadlines:
     """Every waiting long-poll's deadline, rounded up to DEADLINE_TICK: one timer per tick in
     use, where a timeout per waiter would cost a timer handle and a Timeout object each."""
@@ -232,9 +239,9 @@ class Deadlines:
     __slots__ = ("_ticks",)
 
     def __init__(self) -> None:
-        self._ticks: dict[int, dict[Waiter, None]] = {}
+        self._ticks: dict[int, dict[Wakes, None]] = {}
 
-    def add(self, waiter: Waiter, deadline: float) -> int:
+    def add(self, waiter: Wakes, deadline: float) -> int:
         """Wake `waiter` with DEADLINE at `deadline` (loop time) or up to a tick later; returns
         the tick, for `discard`."""
         tick = math.ceil(deadline / DEADLINE_TICK)
@@ -245,7 +252,7 @@ class Deadlines:
         waiters[waiter] = None
         return tick
 
-    def discard(self, waiter: Waiter, tick: int) -> None:
+    def discard(self, waiter: Wakes, tick: int) -> None:
         waiters = self._ticks.get(tick)
         if waiters is not None:
             waiters.pop(waiter, None)

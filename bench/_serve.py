@@ -70,13 +70,13 @@ def build_app(kind: str, database_url: str | None) -> tuple[Any, Any]:
 
 
 def _api_protocol(settings: Any, app: Any) -> Any:
-    """The protocol `serve_app` gives `app` (config polls answered on the connection)."""
+    """The protocol `serve_app` gives `app` (config and bundle polls answered on the connection)."""
     from tempoconf.api.read_limits import bounded_protocol
 
     return bounded_protocol(
         header_timeout=settings.api_header_timeout,
         body_timeout=settings.api_body_timeout,
-        direct=app.config_polls,
+        direct=app,
     )
 
 

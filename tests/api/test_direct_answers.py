@@ -1,6 +1,7 @@
-"""Config polls answered on the connection (api/lean_protocol.py, ConfigPolls.answer_directly),
-over real HTTP: the same bytes as the ASGI path, in order behind a pipelined request, and every
-request the direct path declines still answered the ASGI way."""
+"""Config and bundle polls answered on the connection (api/lean_protocol.py,
+ConfigPolls.answer_directly, BundlePolls.answer_directly), over real HTTP: the same bytes as the
+ASGI path, in order behind a pipelined request, and every request the direct path declines still
+answered the ASGI way."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tempoconf.api.bundles import BundlePolls
 from tempoconf.api.polls import ConfigPolls
 from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
@@ -28,13 +30,16 @@ DECLINED_PATH = "myproject/d%69rect"
 
 
 class Server:
-    def __init__(self, base_url: str, decisions: list[bool]) -> None:
+    def __init__(self, base_url: str, decisions: list[bool], bundle_decisions: list[bool]) -> None:
         self.base_url = base_url
         parts = urlsplit(base_url)
         assert parts.hostname is not None and parts.port is not None
         self.host, self.port = parts.hostname, parts.port
         self.decisions = decisions
-        """What answer_directly returned for each GET it was offered (True: answered it)."""
+        """What ConfigPolls.answer_directly returned for each GET it was offered (True:
+        answered it)."""
+        self.bundle_decisions = bundle_decisions
+        """The same for BundlePolls.answer_directly."""
 
     async def serves(self, path: str = PATH) -> None:
         """Wait until the API serves `path` (its snapshot cache saw the write), then forget
@@ -49,6 +54,7 @@ class Server:
 
         await eventually(served, what=f"the API to serve {path}")
         self.decisions.clear()
+        self.bundle_decisions.clear()
 
     async def exchange(self, raw: bytes, answers: int, timeout: float = 10) -> list[bytes]:
         """Send `raw` on one new connection and read `answers` whole responses."""
@@ -82,21 +88,28 @@ async def server(
     api_store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Server]:
     decisions: list[bool] = []
-    answer_directly: Callable[..., bool] = ConfigPolls.answer_directly
+    bundle_decisions: list[bool] = []
 
-    def recording(self: ConfigPolls, *args: Any) -> bool:
-        decided = answer_directly(self, *args)
-        decisions.append(decided)
-        return decided
+    def record(kind: Any, into: list[bool]) -> None:
+        answer_directly: Callable[..., bool] = kind.answer_directly
 
-    monkeypatch.setattr(ConfigPolls, "answer_directly", recording)
+        def recording(self: Any, *args: Any) -> bool:
+            decided = answer_directly(self, *args)
+            into.append(decided)
+            return decided
+
+        monkeypatch.setattr(kind, "answer_directly", recording)
+
+    record(ConfigPolls, decisions)
+    record(BundlePolls, bundle_decisions)
     started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     settings = replace(settings, client_token="client-secret")
     task = asyncio.create_task(
         serve_api(settings, api_store, port=0, on_started=started.set_result)
     )
     try:
-        yield Server(await asyncio.wait_for(asyncio.shield(started), timeout=10), decisions)
+        base_url = await asyncio.wait_for(asyncio.shield(started), timeout=10)
+        yield Server(base_url, decisions, bundle_decisions)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -218,3 +231,62 @@ async def test_what_the_direct_path_declines_is_answered_the_asgi_way(
     assert b"www-authenticate: Bearer" in no_token
     assert head.startswith(b"HTTP/1.1 200 OK") and b"etag: " in head
     assert server.decisions == [False, False]  # HEAD is not offered at all
+
+
+async def test_a_bundle_poll_answered_on_the_connection_is_what_the_asgi_path_answers(
+    server: Server, api_store: Store
+) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    await server.serves()
+    direct, declined = await server.exchange(
+        get(f"/v1/bundles/{PATH}", AUTH) + get(f"/v1/bundles/{DECLINED_PATH}", AUTH), answers=2
+    )
+    assert direct.startswith(b"HTTP/1.1 200 OK\r\n") and b'"v":1' in direct
+    assert without_date(direct) == without_date(declined)
+    etag = re.search(rb"etag: ([^\r]*)", direct).group(1).decode()  # type: ignore[union-attr]
+    cached, declined_cached = await server.exchange(
+        get(f"/v1/bundles/{PATH}", AUTH, f"If-None-Match: {etag}")
+        + get(f"/v1/bundles/{DECLINED_PATH}", AUTH, f"If-None-Match: {etag}"),
+        answers=2,
+    )
+    (unknown,) = await server.exchange(get("/v1/bundles/myproject/nothing-here", AUTH), answers=1)
+
+    assert cached.startswith(b"HTTP/1.1 304 Not Modified\r\n")
+    assert without_date(cached) == without_date(declined_cached)
+    assert unknown.startswith(b"HTTP/1.1 404 Not Found")
+    assert server.bundle_decisions == [True, False, True, False, False]
+    assert server.decisions == []
+
+
+async def test_bundle_long_polls_on_the_connection_wake_on_a_change_or_at_their_deadline(
+    server: Server, api_store: Store
+) -> None:
+    make_stable(api_store, PATH, {"v": 1})
+    await server.serves()
+    (first,) = await server.exchange(get(f"/v1/bundles/{PATH}", AUTH), answers=1)
+    etag = re.search(rb"etag: ([^\r]*)", first).group(1).decode()  # type: ignore[union-attr]
+
+    async def long_poll(path: str, wait: int) -> bytes:
+        target = f"/v1/bundles/{path}?wait={wait}"
+        (answer,) = await server.exchange(get(target, AUTH, f"If-None-Match: {etag}"), answers=1)
+        return answer
+
+    # Nothing changes: the long-poll answers 304 at its deadline, and holds nothing after.
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    unchanged = await long_poll(PATH, 1)
+    assert unchanged.startswith(b"HTTP/1.1 304 Not Modified") and etag.encode() in unchanged
+    assert loop.time() - began >= 0.9
+
+    direct = asyncio.create_task(long_poll(PATH, 30))
+    declined = asyncio.create_task(long_poll(DECLINED_PATH, 30))
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+        await long_polls_waiting(http, 2)
+        start_rollout(api_store, PATH, {"v": 2})
+        publish(api_store, PATH, index=0, name="all", percentile=100)
+        direct_answer, declined_answer = await asyncio.gather(direct, declined)
+        await long_polls_waiting(http, 0)
+
+    assert direct_answer.startswith(b"HTTP/1.1 200 OK") and b'"v":2' in direct_answer
+    assert without_date(direct_answer) == without_date(declined_answer)
+    assert server.bundle_decisions == [True, True, True, False]
