@@ -1,4 +1,4 @@
-"""Child process of the benchmarks: a lean long-polling fleet (raw asyncio streams on uvloop).
+"""Child process of the benchmarks: a lean long-polling fleet (asyncio protocols on uvloop).
 
     python bench/_loadgen.py '{"port": 8080, "path": "bench/config", "first": 0, "count": 1000,
                                "wait": 30, "canary_every": 100, "spread": true}'
@@ -62,82 +62,153 @@ class Fleet:
         self._ready_sent = False
         self._connect = asyncio.Semaphore(CONNECT_CONCURRENCY)
         self._out = sys.stdout
+        self._lines: list[str] = []
+        self._connecting: set[asyncio.Task[None]] = set()
 
     def _emit(self, line: str) -> None:
-        self._out.write(line)
+        # One write and flush per loop pass, not per line: a wave of thousands of answers must
+        # not cost a syscall each here (the time of each was taken when it arrived).
+        if not self._lines:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._lines.append(line)
+
+    def flush(self) -> None:
+        lines, self._lines = self._lines, []
+        self._out.write("".join(lines))
         self._out.flush()
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            for i in range(self.first, self.first + self.count):
-                group.create_task(self._client(i))
+        for i in range(self.first, self.first + self.count):
+            self.connect(_Client(self, i))
+        await asyncio.Future()  # until cancelled
 
-    async def _client(self, i: int) -> None:
-        query = f"/v1/configs/{self.path}?client=host-{i:05d}"
-        if self.canary_every and i % self.canary_every == 0:
-            query += "&channel=canary"
-        first = f"GET {query} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode()
-        poll = f"GET {query}&wait={self.wait:g} HTTP/1.1\r\nHost: {self.host}\r\n".encode()
-        if self.spread:
-            # A fleet whose clients started at different times has its long-poll deadlines
-            # spread over the wait; started together, they would all expire in one wave.
-            phase = random.uniform(1.0, self.wait)
-            next_poll = f"GET {query}&wait={phase:.2f} HTTP/1.1\r\nHost: {self.host}\r\n".encode()
-        else:
-            next_poll = poll
-        etag: bytes | None = None
-        version: str | None = None
-        counters = self.counters
+    def connect(self, client: _Client, delay: float = 0.0) -> None:
+        task = asyncio.get_running_loop().create_task(self._open(client, delay))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _open(self, client: _Client, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 async with self._connect:
-                    reader, writer = await asyncio.open_connection(self.host, self.port)
-                try:
-                    while True:
-                        if etag is None:
-                            writer.write(first)
-                        else:
-                            writer.write(next_poll + b"If-None-Match: " + etag + b"\r\n\r\n")
-                            next_poll = poll
-                        status, headers, body = await _read_response(reader)
-                        received = time.time_ns()
-                        counters.requests += 1
-                        counters.status[status] = counters.status.get(status, 0) + 1
-                        if status == 200:
-                            etag = headers.get(b"etag")
-                            new = json.loads(body)["version"]
-                            if new != version:
-                                if version is None:
-                                    self.holding += 1
-                                version = new
-                                self._emit(f"v {i} {new} {received}\n")
-                                if self.holding == self.count and not self._ready_sent:
-                                    self._ready_sent = True
-                                    self._emit(f"ready {self.count}\n")
-                        elif status != 304:
-                            await asyncio.sleep(RETRY_DELAY)
-                        if headers.get(b"connection") == b"close":
-                            break
-                finally:
-                    writer.close()
-            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-                counters.connection_errors += 1
-                counters.last_error = f"{type(exc).__name__}: {exc}"
+                    await loop.create_connection(lambda: client, self.host, self.port)
+                return
+            except OSError as exc:
+                self.error(exc)
                 await asyncio.sleep(RETRY_DELAY)
 
+    def error(self, exc: BaseException) -> None:
+        counters = self.counters
+        counters.connection_errors += 1
+        counters.last_error = f"{type(exc).__name__}: {exc}"
 
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = int(lines[0][9:12])
-    headers: dict[bytes, bytes] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if sep:
-            headers[name.strip().lower()] = value.strip()
-    length = int(headers.get(b"content-length", b"0"))
-    body = await reader.readexactly(length) if length else b""
-    return status, headers, body
+    def answered(self, client: _Client, status: int, version: str | None, received: int) -> None:
+        counters = self.counters
+        counters.requests += 1
+        counters.status[status] = counters.status.get(status, 0) + 1
+        if version is not None and version != client.version:
+            if client.version is None:
+                self.holding += 1
+            client.version = version
+            self._emit(f"v {client.index} {version} {received}\n")
+            if self.holding == self.count and not self._ready_sent:
+                self._ready_sent = True
+                self._emit(f"ready {self.count}\n")
+
+
+class _Client(asyncio.Protocol):
+    """One client: one keep-alive connection at a time, one request on it at a time. A protocol,
+    not a coroutine over streams: an answer costs a callback and a parse, so the generator's
+    own cost, which shares the cores with the API measured, stays small."""
+
+    def __init__(self, fleet: Fleet, index: int) -> None:
+        self.fleet = fleet
+        self.index = index
+        query = f"/v1/configs/{fleet.path}?client=host-{index:05d}"
+        if fleet.canary_every and index % fleet.canary_every == 0:
+            query += "&channel=canary"
+        host = fleet.host
+        self.first = f"GET {query} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+        self.poll = f"GET {query}&wait={fleet.wait:g} HTTP/1.1\r\nHost: {host}\r\n".encode()
+        if fleet.spread:
+            # A fleet whose clients started at different times has its long-poll deadlines
+            # spread over the wait; started together, they would all expire in one wave.
+            phase = random.uniform(1.0, fleet.wait)
+            self.next_poll = f"GET {query}&wait={phase:.2f} HTTP/1.1\r\nHost: {host}\r\n".encode()
+        else:
+            self.next_poll = self.poll
+        self.etag: bytes | None = None
+        self.version: str | None = None
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.closing = False
+        """The last answer said `connection: close`: its end is expected."""
+        self.retry: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
+        self.buffer = b""
+        self.closing = False
+        self.send()
+
+    def send(self) -> None:
+        self.retry = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self.etag is None:
+            transport.write(self.first)
+        else:
+            transport.write(self.next_poll + b"If-None-Match: " + self.etag + b"\r\n\r\n")
+            self.next_poll = self.poll
+
+    def data_received(self, data: bytes) -> None:
+        received = time.time_ns()
+        buffer = self.buffer + data
+        end = buffer.find(b"\r\n\r\n")
+        if end < 0:
+            self.buffer = buffer
+            return
+        lines = buffer[:end].split(b"\r\n")
+        headers: dict[bytes, bytes] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        length = int(headers.get(b"content-length", b"0"))
+        if len(buffer) < end + 4 + length:
+            self.buffer = buffer
+            return
+        body = buffer[end + 4 : end + 4 + length]
+        self.buffer = buffer[end + 4 + length :]
+        status = int(lines[0][9:12])
+        version = None
+        if status == 200:
+            self.etag = headers.get(b"etag")
+            version = json.loads(body)["version"]
+        self.fleet.answered(self, status, version, received)
+        if headers.get(b"connection") == b"close":
+            self.closing = True
+            assert self.transport is not None
+            self.transport.close()
+        elif status == 200 or status == 304:
+            self.send()
+        else:
+            self.retry = asyncio.get_running_loop().call_later(RETRY_DELAY, self.send)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.retry is not None:
+            self.retry.cancel()
+            self.retry = None
+        if self.closing:
+            self.fleet.connect(self)
+            return
+        self.fleet.error(exc or ConnectionResetError("the server closed the connection"))
+        self.fleet.connect(self, RETRY_DELAY)
 
 
 async def main(spec: dict[str, Any]) -> None:
@@ -158,9 +229,11 @@ async def main(spec: dict[str, Any]) -> None:
         "connection_errors": counters.connection_errors,
         "last_error": counters.last_error,
     }
+    fleet.flush()
     fleet._emit(f"done {json.dumps(summary)}\n")
+    fleet.flush()
     runner.cancel()
-    with contextlib.suppress(asyncio.CancelledError, BaseExceptionGroup):
+    with contextlib.suppress(asyncio.CancelledError):
         await runner
 
 
