@@ -98,17 +98,25 @@ async def flush_seen_clients(
     pending = polls.take_seen()  # swapped first: polls go on recording into a fresh dict
     if not pending:
         return 0
+    # All of it off the event loop: after a rollout's wave thousands of clients changed, and
+    # sorting them out here would hold up, for tens of milliseconds at once, the answers the
+    # loop writes (in a thread it shares the interpreter in 5 ms turns).
+    stored, dropped = await asyncio.to_thread(_flush, pending, store, written)
+    metrics.seen_clients_dropped += dropped
+    return stored
+
+
+def _flush(pending: PendingSeen, store: Store, written: WrittenClients | None) -> tuple[int, int]:
+    """`flush_seen_clients`' work, in a thread: how many were stored, and how many dropped."""
     now = store.now()
     batches, unstorable = seen_batches(pending, now)
-    metrics.seen_clients_dropped += unstorable
     if written is not None:
         batches = _changed_or_due(batches, written, now)
-    stored, refused = await asyncio.to_thread(write_seen_batches, store, batches)
-    metrics.seen_clients_dropped += len(refused)
+    stored, refused = write_seen_batches(store, batches)
     if written is not None:
         for namespace, path, client in refused:
             written.pop((namespace, path, client), None)
-    return stored
+    return stored, unstorable + len(refused)
 
 
 def _changed_or_due(
