@@ -345,11 +345,15 @@ def seed_live_rollout(url: str) -> None:
 class ApiProcess:
     """`bench/_serve.py` in a subprocess: the API over `database_url` (kind "api"), an edge relay
     whose upstream is the URL given as `database_url` (kind "edge"), or the fixed 304 floor
-    (kind "floor"), on uvicorn with httptools and uvloop, one worker, a free port."""
+    (kind "floor"), on uvicorn with httptools and uvloop, one worker, a free port (a floor given
+    `shared_port`: that port, shared with the other floors given it, by SO_REUSEPORT)."""
 
-    def __init__(self, kind: str, database_url: str | None = None) -> None:
+    def __init__(
+        self, kind: str, database_url: str | None = None, *, shared_port: int | None = None
+    ) -> None:
         self.kind = kind
         self.database_url = database_url
+        self.shared_port = shared_port
         self.port = 0
         self._process: asyncio.subprocess.Process | None = None
 
@@ -366,6 +370,8 @@ class ApiProcess:
         args = [str(BENCH_DIR / "_serve.py"), self.kind]
         if self.database_url:
             args.append(self.database_url)
+        elif self.shared_port is not None:
+            args.append(str(self.shared_port))
         self._process = await asyncio.create_subprocess_exec(
             PYTHON, *args, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
         )

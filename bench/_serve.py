@@ -4,10 +4,11 @@ raw ASGI answering a fixed 304 (on uvicorn's own httptools protocol).
 
     python bench/_serve.py api DATABASE_URL
     python bench/_serve.py edge UPSTREAM_URL
-    python bench/_serve.py floor
+    python bench/_serve.py floor [PORT]
 
-It binds 127.0.0.1 on a free port, prints that port as its first stdout line, then serves until
-SIGTERM or SIGINT. Started by `_common.ApiProcess`; not meant to be run by hand.
+It binds 127.0.0.1 on a free port (the floor given PORT: that port, with SO_REUSEPORT, so several
+floor processes share it as `tempoconf api --workers N` does), prints that port as its first
+stdout line, then serves until SIGTERM or SIGINT. Started by `_common.ApiProcess`; not meant to be run by hand.
 """
 
 from __future__ import annotations
@@ -96,8 +97,16 @@ class _Server(uvicorn.Server):
 
 def main() -> None:
     kind = sys.argv[1] if len(sys.argv) > 1 else ""
-    app, http = build_app(kind, sys.argv[2] if len(sys.argv) > 2 else None)
-    sock = socket.create_server(("127.0.0.1", 0), backlog=LISTEN_BACKLOG)
+    argument = sys.argv[2] if len(sys.argv) > 2 else None
+    if kind == "floor" and argument is not None:
+        app, http = build_app(kind, None)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", int(argument)))
+        sock.listen(LISTEN_BACKLOG)
+    else:
+        app, http = build_app(kind, argument)
+        sock = socket.create_server(("127.0.0.1", 0), backlog=LISTEN_BACKLOG)
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(
         app,

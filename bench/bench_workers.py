@@ -5,17 +5,24 @@ Both are the real command (a supervisor and two SO_REUSEPORT workers; one proces
 an operator starts them. wrk drives both with bench_poll_cost's script (1,000 clients, each with
 its own If-None-Match), the same threads, connections and duration, after a warm-up each, in
 back-to-back pairs; the ratio is the median of the pairs' ratios.
+
+In the same rounds the floor (bench/_serve.py's fixed 304) runs as one process and as two sharing
+a port: `floor_ratio` is what two processes can gain on this machine for a request that cheap,
+with wrk on the same cores. Once the API answers as cheaply as the floor, its ratio cannot pass
+the floor's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from _common import (
+    ApiProcess,
     CliProcess,
     bounded,
     database,
@@ -57,21 +64,33 @@ async def main() -> None:
     raise_fd_limit()
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
         seed_live_rollout(url)
+        shared = free_port()
         async with (
-            bounded(600, "the workers benchmark"),
+            bounded(900, "the workers benchmark"),
             api(url, 1) as single,
             api(url, WORKERS) as several,
+            ApiProcess("floor") as floor_single,
+            contextlib.AsyncExitStack() as floors,
         ):
+            for _ in range(WORKERS):
+                await floors.enter_async_context(ApiProcess("floor", shared_port=shared))
+            several_floors = f"http://127.0.0.1:{shared}"
             script = write_lua(Path(scratch), await fetch_etags(single))  # type: ignore[arg-type]
             rounds: list[dict[str, float]] = []
             for number in range(1, ROUNDS + 1):
                 measured: dict[str, float] = {}
-                for name, server in (("one", single), ("workers", several)):
-                    await run_wrk(wrk, server.base_url, script, WARMUP_SECONDS)
-                    measured[name] = await run_wrk(wrk, server.base_url, script, DURATION_SECONDS)
+                for name, base_url in (
+                    ("floor_one", floor_single.base_url),
+                    ("floor_workers", several_floors),
+                    ("one", single.base_url),
+                    ("workers", several.base_url),
+                ):
+                    await run_wrk(wrk, base_url, script, WARMUP_SECONDS)
+                    measured[name] = await run_wrk(wrk, base_url, script, DURATION_SECONDS)
                     log(f"round {number}: {name} {measured[name]:.0f} requests/s")
                 rounds.append(measured)
     ratio = statistics.median(r["workers"] / r["one"] for r in rounds)
+    floor_ratio = statistics.median(r["floor_workers"] / r["floor_one"] for r in rounds)
     emit(
         {
             "bench": "workers",
@@ -81,7 +100,11 @@ async def main() -> None:
             "one_process_rps": round(statistics.median(r["one"] for r in rounds)),
             "workers_rps": round(statistics.median(r["workers"] for r in rounds)),
             "ratio": round(ratio, 3),
+            "floor_one_process_rps": round(statistics.median(r["floor_one"] for r in rounds)),
+            "floor_workers_rps": round(statistics.median(r["floor_workers"] for r in rounds)),
+            "floor_ratio": round(floor_ratio, 3),
             "rounds": paired_rounds(rounds, "workers", "one"),
+            "floor_rounds": paired_rounds(rounds, "floor_workers", "floor_one"),
             "goal": f"ratio >= {GOAL_RATIO}",
             "goal_met": ratio >= GOAL_RATIO,
         }
