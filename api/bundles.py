@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import ConfigQuery, header_lines, parse_config_query
 from tempoconf.api.errors import ApiError, error_parts, send_error
-from tempoconf.api.etag import if_none_match
+from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
@@ -128,8 +128,7 @@ class BundlePolls:
         # The event before the snapshot (no await in between): a change after this read sets it.
         changed = self._cache.changed_for(query.namespace, query.path)
         bundle = self._prepared_bundle(query)
-        header = if_none.decode("latin-1") if if_none is not None else None
-        modified = if_none != bundle.etag_bytes and not if_none_match(header, bundle.etag)
+        header, modified = revalidate(if_none, bundle.etag, bundle.etag_bytes)
         if not modified and query.wait > 0 and not self._closing:
             polled = await self._long_poll(query, bundle, header, changed, receive)
             if polled is None:
@@ -202,8 +201,7 @@ class BundlePolls:
             bundle = self._prepared_bundle(query)
         except (ApiError, UnicodeDecodeError):
             return False
-        header = if_none.decode("latin-1") if if_none is not None else None
-        modified = if_none != bundle.etag_bytes and not if_none_match(header, bundle.etag)
+        header, modified = revalidate(if_none, bundle.etag, bundle.etag_bytes)
         if not modified and query.wait > 0 and not self._closing:
             self._wait(_BundleWaiter(self, connection, query, header))
             connection.begin_wait()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["config_etag", "if_none_match"]
+__all__ = ["config_etag", "if_none_match", "revalidate"]
 
 _ENTITY_TAG = re.compile(r'\*|(?:W/)?"[^"]*"')
 
@@ -29,6 +29,14 @@ def if_none_match(header: str | None, etag: str) -> bool:
         return False
     wanted = _opaque(etag)
     return any(tag == "*" or _opaque(tag) == wanted for tag in _ENTITY_TAG.findall(header))
+
+
+def revalidate(if_none: bytes | None, etag: str, etag_bytes: bytes) -> tuple[str | None, bool]:
+    """A poll's If-None-Match (as sent, or None) against the answer's `etag`: the header as
+    text, for a long-poll to compare later answers with, and whether the answer is modified for
+    it. The usual case, the exact ETag sent back, is one bytes comparison."""
+    header = if_none.decode("latin-1") if if_none is not None else None
+    return header, if_none != etag_bytes and not if_none_match(header, etag)
 
 
 def _opaque(tag: str) -> str:

@@ -27,7 +27,7 @@ from tempoconf.api.distribution import (
     prepare_config,
 )
 from tempoconf.api.errors import ApiError, error_parts, send_error
-from tempoconf.api.etag import if_none_match
+from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
@@ -121,8 +121,7 @@ class ConfigPolls:
             query = self._query(scope["path"], query_string)
             prepared = self._prepared_config(query)
             answer = _answer(prepared.answer_for(query_string, query), query)
-            header = if_none.decode("latin-1") if if_none is not None else None
-            modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
+            header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
             if not modified and query.wait > 0 and not self._closing:
                 loop = asyncio.get_running_loop()
                 waiter = Waiter(
@@ -192,8 +191,7 @@ class ConfigPolls:
             answer = _answer(prepared.answer_for(query_string, query), query)
         except (ApiError, UnicodeDecodeError):
             return False
-        header = if_none.decode("latin-1") if if_none is not None else None
-        modified = if_none != answer.etag_bytes and not if_none_match(header, answer.etag)
+        header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
         if not modified and query.wait > 0 and not self._closing:
             loop = asyncio.get_running_loop()
             waiter = _ConnectionWaiter(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,12 +66,23 @@ class Server:
         finally:
             writer.close()
 
+    async def long_poll(self, target: str, etag: str) -> bytes:
+        """One conditional GET of `target` (a long-poll when it asks to wait), and its answer."""
+        (answer,) = await self.exchange(get(target, AUTH, f"If-None-Match: {etag}"), answers=1)
+        return answer
+
 
 async def read_response(reader: asyncio.StreamReader) -> bytes:
     head = await reader.readuntil(b"\r\n\r\n")
     match = re.search(rb"content-length: (\d+)", head)
     body = await reader.readexactly(int(match.group(1))) if match else b""
     return head + body
+
+
+def etag_of(response: bytes) -> str:
+    match = re.search(rb"etag: ([^\r]*)", response)
+    assert match is not None, response
+    return match.group(1).decode()
 
 
 def without_date(response: bytes) -> bytes:
@@ -133,7 +144,7 @@ async def test_a_poll_answered_on_the_connection_is_what_the_asgi_path_answers(
     assert direct.startswith(b"HTTP/1.1 200 OK\r\n") and b'"v":1' in direct
     assert without_date(direct) == without_date(declined)
 
-    etag = re.search(rb"etag: ([^\r]*)", direct).group(1).decode()  # type: ignore[union-attr]
+    etag = etag_of(direct)
     cached, declined_cached = await server.exchange(
         get(f"/v1/configs/{PATH}?client=host-1", AUTH, f"If-None-Match: {etag}")
         + get(f"/v1/configs/{DECLINED_PATH}?client=host-1", AUTH, f"If-None-Match: {etag}"),
@@ -150,12 +161,10 @@ async def test_long_polls_on_the_connection_and_over_asgi_wake_with_the_same_ans
     make_stable(api_store, PATH, {"v": 1})
     await server.serves()
     (first,) = await server.exchange(get(f"/v1/configs/{PATH}?client=host-1", AUTH), answers=1)
-    etag = re.search(rb"etag: ([^\r]*)", first).group(1).decode()  # type: ignore[union-attr]
+    etag = etag_of(first)
 
-    async def long_poll(path: str) -> bytes:
-        target = f"/v1/configs/{path}?client=host-1&wait=30"
-        (answer,) = await server.exchange(get(target, AUTH, f"If-None-Match: {etag}"), answers=1)
-        return answer
+    def long_poll(path: str) -> Coroutine[Any, Any, bytes]:
+        return server.long_poll(f"/v1/configs/{path}?client=host-1&wait=30", etag)
 
     direct = asyncio.create_task(long_poll(PATH))
     declined = asyncio.create_task(long_poll(DECLINED_PATH))
@@ -176,7 +185,7 @@ async def test_a_request_pipelined_behind_a_waiting_long_poll_is_answered_after_
     make_stable(api_store, PATH, {"v": 1})
     await server.serves()
     (first,) = await server.exchange(get(f"/v1/configs/{PATH}?client=host-1", AUTH), answers=1)
-    etag = re.search(rb"etag: ([^\r]*)", first).group(1).decode()  # type: ignore[union-attr]
+    etag = etag_of(first)
     reader, writer = await asyncio.open_connection(server.host, server.port)
     try:
         # Both requests in one write: the second arrives while the first waits.
@@ -243,7 +252,7 @@ async def test_a_bundle_poll_answered_on_the_connection_is_what_the_asgi_path_an
     )
     assert direct.startswith(b"HTTP/1.1 200 OK\r\n") and b'"v":1' in direct
     assert without_date(direct) == without_date(declined)
-    etag = re.search(rb"etag: ([^\r]*)", direct).group(1).decode()  # type: ignore[union-attr]
+    etag = etag_of(direct)
     cached, declined_cached = await server.exchange(
         get(f"/v1/bundles/{PATH}", AUTH, f"If-None-Match: {etag}")
         + get(f"/v1/bundles/{DECLINED_PATH}", AUTH, f"If-None-Match: {etag}"),
@@ -264,12 +273,10 @@ async def test_bundle_long_polls_on_the_connection_wake_on_a_change_or_at_their_
     make_stable(api_store, PATH, {"v": 1})
     await server.serves()
     (first,) = await server.exchange(get(f"/v1/bundles/{PATH}", AUTH), answers=1)
-    etag = re.search(rb"etag: ([^\r]*)", first).group(1).decode()  # type: ignore[union-attr]
+    etag = etag_of(first)
 
-    async def long_poll(path: str, wait: int) -> bytes:
-        target = f"/v1/bundles/{path}?wait={wait}"
-        (answer,) = await server.exchange(get(target, AUTH, f"If-None-Match: {etag}"), answers=1)
-        return answer
+    def long_poll(path: str, wait: int) -> Coroutine[Any, Any, bytes]:
+        return server.long_poll(f"/v1/bundles/{path}?wait={wait}", etag)
 
     # Nothing changes: the long-poll answers 304 at its deadline, and holds nothing after.
     loop = asyncio.get_running_loop()
