@@ -51,24 +51,25 @@ STORE_ACTIVITIES = frozenset(
 )
 """The activities whose work is store calls (and Temporal lookups), with no progress of their own."""
 
-STORE_HEARTBEAT_EVERY_SECONDS = 1.0
-"""How often a running store activity heartbeats, the first as it starts. The worker sends them on
-at most once a second (`HEARTBEAT_THROTTLE`), not at the SDK's default of 80% of the timeout, so
-a beat reaches Temporal within a second or so of its call. The beats come from the worker's event
-loop, so a loop held up longer than the heartbeat timeout (200 concurrent rollouts on a loaded
-2-core machine held it for seconds) costs a needless retry: with a 5 s timeout such a run had 43
-to 93 of its 4,400 activities retried so, hence the 10 s the workflow gives them."""
+STORE_HEARTBEAT_EVERY_SECONDS = 2.5
+"""How often a running store activity heartbeats, the first once it has run that long: a store
+call that returns sooner (nearly all of them) sends none. Each beat is an RPC that Temporal
+persists like an activity's completion, so beating at once cost the server about as much as the
+activities themselves (200 concurrent rollouts: server CPU well above the no-op floor's,
+bench/README.md). A quarter of the 10 s heartbeat timeout the workflow gives these activities:
+three beats can come late before a live worker's attempt is retried. The beats come from the
+worker's event loop, which 200 concurrent rollouts on a loaded 2-core machine held up for seconds;
+with a 5 s timeout such a run had 43 to 93 of its 4,400 activities retried for a late beat."""
 
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
-"""The worker's `max_heartbeat_throttle_interval` (cli.worker.worker_options)."""
+"""The worker's `max_heartbeat_throttle_interval` (cli.worker.worker_options): a beat is sent on
+within a second, not at the SDK's default of 80% of the timeout."""
 
 
 async def _beat(every: float) -> None:
     while True:
-        # At once, then every `every`: the heartbeat timeout counts from the attempt's start,
-        # which may be a while before a busy worker got to run it.
-        activity.heartbeat()
         await asyncio.sleep(every)
+        activity.heartbeat()
 
 
 class _StoreHeartbeatsInbound(ActivityInboundInterceptor):

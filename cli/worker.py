@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker, WorkerDeploymentConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.activities.applied import AppliedGateActivities
@@ -209,6 +209,14 @@ def worker_options() -> dict[str, Any]:
     """The `Worker` settings of every tempoconf worker beyond its workflows and activities
     (bench/bench_rollouts.py gives its no-op floor the very same)."""
     return {
+        # ConfigRollout runs outside the SDK's workflow sandbox. The sandbox re-imports the
+        # workflow's module for every run and enters itself again for every payload's
+        # serialization context and every activation: with 200 concurrent rollouts it took more
+        # of the worker's CPU than the rollouts' own work and slowed their workflow tasks ninefold
+        # (bench/README.md). What it checks, that the workflow code makes no non-deterministic
+        # call, is checked in the tests instead: every saved history replays inside the sandbox,
+        # and rollouts run in it live (tests/workflows/test_sandbox.py).
+        "workflow_runner": UnsandboxedWorkflowRunner(),
         # Unexpected activity errors reach Temporal short and readable (activities.failures);
         # store activities heartbeat, so a lost worker costs seconds (activities.heartbeats).
         "interceptors": [ShortFailures(), StoreHeartbeats()],

@@ -77,6 +77,17 @@ async def test_a_slow_store_write_heartbeats_until_it_returns() -> None:
     assert max(beats) <= write.returned_at, (beats, write.returned_at)
 
 
+async def test_a_store_write_quicker_than_the_interval_sends_no_beat() -> None:
+    # Each beat is an RPC Temporal persists: the usual write, done in milliseconds, sends none.
+    result, beats = await _run(PUBLISH_STAGE_ACTIVITY, timedelta(seconds=5), _SlowWrite(0.005))
+    assert result == "written"
+    assert beats == [], beats
+    # And a slow one beats first once it has run for the interval.
+    started = asyncio.get_running_loop().time()
+    result, beats = await _run(PUBLISH_STAGE_ACTIVITY, timedelta(seconds=5), _SlowWrite(0.1))
+    assert beats and beats[0] - started >= heartbeats.STORE_HEARTBEAT_EVERY_SECONDS, beats
+
+
 async def test_a_failed_store_write_stops_heartbeating() -> None:
     write = _SlowWrite(0.2, RuntimeError("disk full"))
     result, beats = await _run(PUBLISH_STAGE_ACTIVITY, timedelta(seconds=5), write)

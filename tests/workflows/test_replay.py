@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from tempoconf.cli.worker import worker_options
 from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.workflows.rollout import ConfigRollout
 from tests.workflows.histories.generate import HISTORIES, SCENARIOS, scenario_of, workflow_id_of
@@ -31,14 +33,27 @@ def test_every_scenario_has_a_saved_history_and_every_history_a_scenario() -> No
     assert not unknown, f"histories of scenario(s) the generator no longer has: {unknown}"
 
 
+RUNNERS = {
+    # What the worker (tempoconf.cli.worker.build_worker) runs: outside the SDK's sandbox.
+    "worker": worker_options()["workflow_runner"],
+    # Inside it: the sandbox fails the workflow task on a non-deterministic call (the clock,
+    # randomness, I/O) or a restricted import, on every path the saved histories take.
+    "sandbox": SandboxedWorkflowRunner(),
+}
+
+
+@pytest.mark.parametrize("runner", RUNNERS.values(), ids=list(RUNNERS))
 @pytest.mark.parametrize("file", SAVED, ids=[file.stem for file in SAVED])
-async def test_saved_history_replays_on_the_current_workflow_code(file: Path) -> None:
+async def test_saved_history_replays_on_the_current_workflow_code(
+    file: Path, runner: WorkflowRunner
+) -> None:
     history = WorkflowHistory.from_json(
         workflow_id_of(scenario_of(file)), file.read_text(encoding="utf-8")
     )
-    # What the worker (tempoconf.cli.worker.build_worker) runs: ConfigRollout in the default
-    # sandbox, with its client's default data converter and no interceptors.
     # The converter the worker runs with (tempoconf.payloads), as a running rollout replays.
-    replayer = Replayer(workflows=[ConfigRollout], data_converter=DATA_CONVERTER)
-    # Raises (NondeterminismError, ...) when today's code does not do what the history recorded.
+    replayer = Replayer(
+        workflows=[ConfigRollout], data_converter=DATA_CONVERTER, workflow_runner=runner
+    )
+    # Raises (NondeterminismError, RestrictedWorkflowAccessError, ...) when today's code does not
+    # do what the history recorded, or does what the sandbox forbids.
     await replayer.replay_workflow(history)

@@ -1,0 +1,72 @@
+"""ConfigRollout is sandbox-clean: the worker runs it outside the SDK's workflow sandbox (its cost,
+cli/worker.py), so the sandbox's check that the workflow code makes no non-deterministic call
+(the clock, randomness, I/O, a restricted import) runs here. The saved histories replay inside it
+(test_replay.py); these run rollouts live inside it, with the queries, signals and updates
+operators send, which no history holds."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from tempoconf.cli.worker import worker_activities, worker_options
+from tempoconf.store.store import Store
+from tempoconf.workflows.rollout import ConfigRollout
+from tests.fixtures.temporal import RolloutHarness
+from tests.workflows import test_rollout
+
+SCENARIOS: list[Callable[[RolloutHarness], Awaitable[None]]] = [
+    test_rollout.test_three_stages_serve_each_kind_of_client_then_promote,
+    test_rollout.test_halt_puts_every_client_back_on_stable,
+    test_rollout.test_pause_blocks_advancing_until_resume,
+    test_rollout.test_manual_stage_waits_for_approve,
+    test_rollout.test_cancellation_reverts_then_ends_cancelled,
+    test_rollout.test_status_and_search_attributes_show_progress,
+    test_rollout.test_second_rollout_of_a_config_is_refused_naming_the_running_one,
+]
+
+
+@pytest_asyncio.fixture
+async def sandboxed_harness(
+    temporal_env: WorkflowEnvironment, realtime_client: Client, tmp_path: Path
+) -> AsyncIterator[RolloutHarness]:
+    """`rollout_harness`, but its worker runs ConfigRollout inside the sandbox."""
+    store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
+    task_queue = f"tempoconf-sandbox-{uuid.uuid4().hex[:8]}"
+    options = {**worker_options(), "workflow_runner": SandboxedWorkflowRunner()}
+    async with Worker(
+        temporal_env.client,
+        task_queue=task_queue,
+        workflows=[ConfigRollout],
+        activities=worker_activities(temporal_env.client, store),
+        **options,
+    ):
+        yield RolloutHarness(
+            env=temporal_env,
+            client=temporal_env.client,
+            realtime_client=realtime_client,
+            store=store,
+            task_queue=task_queue,
+        )
+    store.close()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[each.__name__[5:] for each in SCENARIOS])
+async def test_rollouts_run_inside_the_sandbox(
+    sandboxed_harness: RolloutHarness, scenario: Callable[[RolloutHarness], Awaitable[None]]
+) -> None:
+    await scenario(sandboxed_harness)
+
+
+def test_the_worker_runs_rollouts_outside_the_sandbox() -> None:
+    """What the checks above stand in for; should the worker go back into the sandbox, this file
+    and the reason in cli/worker.py go with it."""
+    assert isinstance(worker_options()["workflow_runner"], UnsandboxedWorkflowRunner)
