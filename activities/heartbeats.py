@@ -55,10 +55,11 @@ STORE_HEARTBEAT_EVERY_SECONDS = 2.5
 """How often a running store activity heartbeats, the first once it has run that long: a store
 call that returns sooner (nearly all of them) sends none. Each beat is an RPC that Temporal
 persists; beating at once sent one for every store activity (200 concurrent rollouts, 4,000 of
-their 4,400 activities: the dev server's CPU for the run fell from 91 to 84 s without them). A quarter of the 10 s heartbeat timeout the workflow gives these activities:
-three beats can come late before a live worker's attempt is retried. The beats come from the
-worker's event loop, which 200 concurrent rollouts on a loaded 2-core machine held up for seconds;
-with a 5 s timeout such a run had 43 to 93 of its 4,400 activities retried for a late beat."""
+their 4,400 activities: the dev server's CPU for the run fell from 91 to 84 s without them).
+A quarter of the 10 s heartbeat timeout the workflow gives these activities: three beats can
+come late before a live worker's attempt is retried. The beats come from the worker's event
+loop, which 200 concurrent rollouts on a loaded 2-core machine held up for seconds; with a 5 s
+timeout such a run had 43 to 93 of its 4,400 activities retried for a late beat."""
 
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 """The worker's `max_heartbeat_throttle_interval` (cli.worker.worker_options): a beat is sent on
