@@ -211,9 +211,9 @@ def worker_options() -> dict[str, Any]:
     return {
         # ConfigRollout runs outside the SDK's workflow sandbox. The sandbox re-imports the
         # workflow's module for every run and enters itself again for every payload's
-        # serialization context and every activation: with 200 concurrent rollouts it took more
-        # of the worker's CPU than the rollouts' own work and slowed their workflow tasks ninefold
-        # (bench/README.md). What it checks, that the workflow code makes no non-deterministic
+        # serialization context and every activation: with 200 concurrent rollouts that was about
+        # a quarter of the worker's Python time, and their workflow tasks took three times as
+        # long (bench/README.md). What it checks, that the workflow code makes no non-deterministic
         # call, is checked in the tests instead: every saved history replays inside the sandbox,
         # and rollouts run in it live (tests/workflows/test_sandbox.py).
         "workflow_runner": UnsandboxedWorkflowRunner(),
