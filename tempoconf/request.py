@@ -633,17 +633,20 @@ def _changeset_problems(raw: dict[str, Any]) -> list[Problem]:
     for index, change in enumerate(changes):
         if not isinstance(change, dict) or not isinstance(change.get("path"), str):
             continue
-        config = (change.get("namespace", default_namespace), change["path"])
-        if config in first_index:
-            problems.append(
-                Problem(
-                    json_pointer(["changes", index, "path"]),
-                    f"config {config[0]}/{config[1]} is already changed by change "
-                    f"{first_index[config]}: a changeset changes each config once",
+        namespace = change.get("namespace", default_namespace)
+        # A namespace that is no string is the model's problem to report, and no key to compare.
+        if isinstance(namespace, str):
+            config = (namespace, change["path"])
+            if config in first_index:
+                problems.append(
+                    Problem(
+                        json_pointer(["changes", index, "path"]),
+                        f"config {namespace}/{config[1]} is already changed by change "
+                        f"{first_index[config]}: a changeset changes each config once",
+                    )
                 )
-            )
-        else:
-            first_index[config] = index
+            else:
+                first_index[config] = index
         for pointer, text in _value_problem(change, index):
             problems.append(Problem(pointer, text))
     return problems

@@ -63,7 +63,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 def _max_age(raw: str | None) -> float | None:
-    if raw is None or raw == "":
+    if raw is None:
         return None
     try:
         seconds = float(raw)

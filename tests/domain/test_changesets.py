@@ -67,6 +67,10 @@ def test_a_changeset_is_named_by_its_first_change_and_has_every_config() -> None
         # null is no changeset and no config either (schemathesis: a 500 IndexError once)
         ({"changes": None}, "/changes", "not null"),
         ({"changes": None, "stages": []}, "/changes", "not null"),
+        # a namespace that is no string (schemathesis: a 500 TypeError once, from the check that
+        # each config is changed once)
+        ({"changes": [{**CHANGES[0], "namespace": []}, CHANGES[1]]}, "/changes/0/namespace", ""),
+        ({"namespace": {}, "changes": CHANGES}, "/namespace", ""),
     ],
 )  # fmt: skip
 def test_bad_changesets_are_refused_at_the_change(raw: Any, pointer: str, fragment: str) -> None:
