@@ -45,7 +45,7 @@ def run_dev_stack(
             return 1
 
     # uvloop, as `tempoconf api`: the stack's API serves as a deployment's does. The worker is
-    # fine on it (workflows run on temporalio's own sandboxed loop, activities on this one).
+    # fine on it (workflows run on temporalio's own deterministic loop, activities on this one).
     return run_until_signal(run, fast_loop=True)
 
 
