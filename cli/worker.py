@@ -28,7 +28,12 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
+from temporalio.worker import (
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.activities.applied import AppliedGateActivities
@@ -235,9 +240,14 @@ def build_worker(
     continue_as_new_after_events: int = 0,
     health_clock: WatchClock | None = None,
     freeze_recheck_seconds: float = FREEZE_RECHECK_SECONDS,
+    workflow_runner: WorkflowRunner | None = None,
 ) -> Worker:
-    """The worker: unversioned, or the `deployment` version given (the last two: see
-    `worker_activities`)."""
+    """The worker: unversioned, or the `deployment` version given (`continue_as_new_after_events`
+    to `freeze_recheck_seconds`: see `worker_activities`; `workflow_runner` replaces the worker's
+    own, as the tests that run rollouts inside the sandbox do)."""
+    options = worker_options()
+    if workflow_runner is not None:
+        options["workflow_runner"] = workflow_runner
     return Worker(
         client,
         task_queue=task_queue,
@@ -250,7 +260,7 @@ def build_worker(
             freeze_recheck_seconds=freeze_recheck_seconds,
         ),
         deployment_config=deployment,
-        **worker_options(),
+        **options,
     )
 
 

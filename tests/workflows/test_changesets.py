@@ -25,7 +25,7 @@ from tempoconf.changesets import changeset_key, changeset_workflow_id
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, running_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import NAMESPACE, status, unique_path, wait_for_state
 
@@ -43,17 +43,8 @@ async def harness(
     temporal_env: WorkflowEnvironment, realtime_client: Any, store: Store
 ) -> AsyncIterator[RolloutHarness]:
     """The rollout worker over the `store` fixture: every test runs on SQLite and PostgreSQL."""
-    from tempoconf.cli.worker import build_worker
-
-    task_queue = f"tempoconf-test-{uuid.uuid4().hex[:8]}"
-    async with build_worker(temporal_env.client, store, task_queue=task_queue):
-        yield RolloutHarness(
-            env=temporal_env,
-            client=temporal_env.client,
-            realtime_client=realtime_client,
-            store=store,
-            task_queue=task_queue,
-        )
+    async with running_harness(temporal_env, realtime_client, store) as running:
+        yield running
 
 
 async def stable_pair(harness: RolloutHarness) -> list[str]:

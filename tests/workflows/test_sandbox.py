@@ -6,7 +6,6 @@ operators send, which no history holds."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -14,13 +13,12 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from tempoconf.cli.worker import worker_activities, worker_options
+from tempoconf.cli.worker import worker_options
 from tempoconf.store.store import Store
-from tempoconf.workflows.rollout import ConfigRollout
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, running_harness
 from tests.workflows import test_rollout
 
 SCENARIOS: list[Callable[[RolloutHarness], Awaitable[None]]] = [
@@ -40,23 +38,13 @@ async def sandboxed_harness(
 ) -> AsyncIterator[RolloutHarness]:
     """`rollout_harness`, but its worker runs ConfigRollout inside the sandbox."""
     store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
-    task_queue = f"tempoconf-sandbox-{uuid.uuid4().hex[:8]}"
-    options = {**worker_options(), "workflow_runner": SandboxedWorkflowRunner()}
-    async with Worker(
-        temporal_env.client,
-        task_queue=task_queue,
-        workflows=[ConfigRollout],
-        activities=worker_activities(temporal_env.client, store),
-        **options,
-    ):
-        yield RolloutHarness(
-            env=temporal_env,
-            client=temporal_env.client,
-            realtime_client=realtime_client,
-            store=store,
-            task_queue=task_queue,
-        )
-    store.close()
+    try:
+        async with running_harness(
+            temporal_env, realtime_client, store, workflow_runner=SandboxedWorkflowRunner()
+        ) as harness:
+            yield harness
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[each.__name__[5:] for each in SCENARIOS])

@@ -3,7 +3,6 @@ are long), a real worker and a real SQLite store."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from tempoconf.canonical import version_id
 from tempoconf.resolution import STABLE
 from tempoconf.store.store import Store
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, running_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_current_details import current_details
 from tests.workflows.test_rollout import (
@@ -50,25 +49,14 @@ async def fast_freeze_harness(
 ) -> AsyncIterator[RolloutHarness]:
     """The rollout harness, with a worker whose frozen rollouts look again every half second (the
     default 30 s would make `freeze end` slow to see in a test on the real clock)."""
-    from tempoconf.cli.worker import build_worker
-
     store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
-    task_queue = f"tempoconf-test-{uuid.uuid4().hex[:8]}"
-    worker = build_worker(
-        temporal_env.client,
-        store,
-        task_queue=task_queue,
-        freeze_recheck_seconds=FAST_RECHECK_SECONDS,
-    )
-    async with worker:
-        yield RolloutHarness(
-            env=temporal_env,
-            client=temporal_env.client,
-            realtime_client=realtime_client,
-            store=store,
-            task_queue=task_queue,
-        )
-    store.close()
+    try:
+        async with running_harness(
+            temporal_env, realtime_client, store, freeze_recheck_seconds=FAST_RECHECK_SECONDS
+        ) as harness:
+            yield harness
+    finally:
+        store.close()
 
 
 async def test_a_closed_window_holds_a_stage_past_its_cooldown_until_it_opens(
