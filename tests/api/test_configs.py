@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -366,11 +367,14 @@ async def test_a_repeated_poll_sees_its_lease_end(
 ) -> None:
     stable = make_stable(api_store, PATH, STABLE_VALUE)
     staged = start_rollout(api_store, PATH, NEW_VALUE)
-    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=0.5))
+    # The behaviour under test is a lease lapsing on the wall clock; 2 s leaves a loaded
+    # machine time to answer the first poll inside it.
+    lease_ends = time.monotonic() + 2.0
+    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=2))
     await cache.refresh()
 
     during = await get(client, client="host-1")  # its answer is remembered...
-    await asyncio.sleep(0.6)  # the behaviour under test: the 0.5 s lease lapses on the wall clock
+    await asyncio.sleep(lease_ends - time.monotonic() + 0.1)
     after = await get(client, client="host-1")  # ...only until the lease ends
 
     assert during.json()["version"] == staged.version
