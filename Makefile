@@ -24,10 +24,12 @@ run: bytecode
 	$(BIN)/tempoconf demo
 
 # Three pytest workers on two cores: most of a test's time is spent waiting for servers, timers
-# and subprocesses, not computing. A file's tests stay on one worker (its module-scoped stacks);
-# the slowest tests are listed at the end.
+# and subprocesses, not computing. A file's tests stay on one worker (its module-scoped stacks),
+# and files go out in collection order (tests/conftest.py: the slow folders first), not xdist's
+# most-tests-first, which left the long end-to-end files running alone at the end. The slowest
+# tests are listed at the end.
 test: bytecode
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=15 -m "not soak and not faults and not fuzz and not compose" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 -m "not soak and not faults and not fuzz and not compose" tests
 
 # Rollouts of days and weeks on skipped time (history budgets, leases across continue-as-new).
 test-soak: bytecode
