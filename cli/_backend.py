@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-import httpx
-
 from tempoconf.applied import ClientApplied
 from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
@@ -38,6 +36,8 @@ from tempoconf.store.records import AuditEntry, LockRecord, VersionInfo
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 
 if TYPE_CHECKING:
+    # Both imported where used: a command loads the one its mode needs (a tenth of a second each).
+    import httpx
     from temporalio.client import Client
 
 __all__ = [
@@ -405,6 +405,8 @@ class ApiBackend:
     @classmethod
     @asynccontextmanager
     async def connect(cls, settings: Settings) -> AsyncIterator[ApiBackend]:
+        import httpx
+
         headers = {"Authorization": f"Bearer {settings.admin_token}"}
         async with httpx.AsyncClient(
             base_url=settings.resolved_api_url, headers=headers, timeout=HTTP_TIMEOUT_SECONDS
@@ -424,6 +426,8 @@ class ApiBackend:
     ) -> httpx.Response:
         """The response when its status is one of `expected`; every other answer ends the
         command with a message naming the setting to fix."""
+        import httpx
+
         query = dict(params or {})
         if namespace is not None:
             query["namespace"] = namespace

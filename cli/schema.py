@@ -13,7 +13,6 @@ from tempoconf.cli._common import die, print_problems, read_json_file, settings_
 from tempoconf.cli._format import table, utc_text
 from tempoconf.contract_schema import rollout_request_schema
 from tempoconf.paths import namespace_problem, path_problem
-from tempoconf.schema_validation import schema_problems, value_problems
 from tempoconf.store.records import AuditEntry, VersionInfo
 
 __all__ = [
@@ -34,6 +33,9 @@ def check_config_name(namespace: str, path: str) -> None:
 
 
 def set_command(args: argparse.Namespace) -> int:
+    # Here, not at the top: jsonschema is a tenth of a second that `versions` and `history` skip.
+    from tempoconf.schema_validation import schema_problems
+
     check_config_name(args.namespace, args.path)
     schema = read_json_file(args.file, what="schema file")
     problems = schema_problems(schema)
@@ -59,6 +61,8 @@ async def _set(args: argparse.Namespace, schema: object) -> int:
         )
         stable = await backend.get_stable(args.namespace, args.path)
     if stable is not None:
+        from tempoconf.schema_validation import value_problems
+
         stale = value_problems(schema, stable.value, pointer_prefix="")
         if stale:
             print(f"warning: the stable version {stable.version} does not validate against it:")

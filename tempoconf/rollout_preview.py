@@ -5,13 +5,15 @@ start` show it; the admin API answers it (`POST /v1/admin/plans`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tempoconf.change import rollout_change
 from tempoconf.request import RolloutRequest
 from tempoconf.resolution import VersionRecord
 from tempoconf.store.records import LockRecord
-from tempoconf.validation import ValidatedRollout
+
+if TYPE_CHECKING:  # the type only: validation loads jsonschema, which a preview never runs
+    from tempoconf.validation import ValidatedRollout
 
 __all__ = ["ChangePreview", "PreviewLookup", "RolloutPreview", "preview_rollout"]
 

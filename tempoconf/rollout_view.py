@@ -7,19 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
-
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowQueryFailedError,
-)
-from temporalio.exceptions import CancelledError, TerminatedError
-from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
-from temporalio.service import RPCError, RPCStatusCode
+from typing import TYPE_CHECKING, Any, Literal
 
 from tempoconf.temporal import rollout_workflow_id
+
+if TYPE_CHECKING:
+    # Imported where a snapshot is read, not here: the API-mode CLI formats snapshots it gets
+    # over HTTP and never loads the Temporal client (half of a command's start-up).
+    from temporalio.client import Client, WorkflowFailureError
 
 __all__ = [
     "CLOSED_QUERY_TIMEOUT",
@@ -38,7 +33,6 @@ __all__ = [
 RPC_TIMEOUT = timedelta(seconds=15)
 # A closed workflow's query needs a worker to replay it; without one, show the result only.
 CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
-_RUNNING = WorkflowExecutionStatus.RUNNING
 
 UnavailableKind = Literal["not_found", "no_answer", "rpc", "query_failed"]
 
@@ -147,8 +141,15 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     """Describe the newest run of `workflow_id`, query its status and, once closed, its result.
 
     Raises RPCError (NOT_FOUND when there is no such workflow) and WorkflowQueryFailedError."""
+    from temporalio.client import (
+        WorkflowExecutionStatus,
+        WorkflowFailureError,
+        WorkflowQueryFailedError,
+    )
+    from temporalio.service import RPCError
+
     description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
-    running = description.status == _RUNNING
+    running = description.status == WorkflowExecutionStatus.RUNNING
     execution = description.status.name.title() if description.status else "Unknown"
     handle = client.get_workflow_handle(workflow_id, run_id=description.run_id)
     snapshot = RolloutSnapshot(workflow_id, description.run_id, execution, running)
@@ -174,6 +175,9 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
 
 async def read_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     """`fetch_snapshot`, its failures as SnapshotUnavailable."""
+    from temporalio.client import WorkflowQueryFailedError
+    from temporalio.service import RPCError, RPCStatusCode
+
     try:
         return await fetch_snapshot(client, workflow_id)
     except RPCError as error:
@@ -187,6 +191,8 @@ async def read_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
 
 
 async def _starter_identity(handle: Any) -> str:
+    from temporalio.service import RPCError
+
     try:
         async for event in handle.fetch_history_events(page_size=1, rpc_timeout=RPC_TIMEOUT):
             return str(event.workflow_execution_started_event_attributes.identity)
@@ -196,6 +202,9 @@ async def _starter_identity(handle: Any) -> str:
 
 
 def _closed_without_result(error: WorkflowFailureError) -> tuple[str, str]:
+    from temporalio.exceptions import CancelledError, TerminatedError
+    from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
+
     cause: BaseException | None = error.cause
     if isinstance(cause, CancelledError):
         return "cancelled", "the workflow was cancelled"

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import sysconfig
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from temporalio.common import SearchAttributeKey
+from typing import TYPE_CHECKING, Any
 
 from tempoconf.changesets import changeset_workflow_id
 
 if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic models imported)
+    from temporalio.common import SearchAttributeKey
+
     from tempoconf.request import RolloutRequest
+
+    PATH_ATTRIBUTE: SearchAttributeKey[str]
+    VERSION_ATTRIBUTE: SearchAttributeKey[str]
+    STAGE_ATTRIBUTE: SearchAttributeKey[str]
+    STATE_ATTRIBUTE: SearchAttributeKey[str]
+    SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[str], ...]
 
 __all__ = [
     "WORKFLOW_TYPE",
@@ -30,11 +36,27 @@ __all__ = [
 WORKFLOW_TYPE = "ConfigRollout"
 DEFAULT_TASK_QUEUE = "tempoconf"
 
-PATH_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfPath")
-VERSION_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfVersion")
-STAGE_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfStage")
-STATE_ATTRIBUTE = SearchAttributeKey.for_keyword("TempoconfState")
-SEARCH_ATTRIBUTES = (PATH_ATTRIBUTE, VERSION_ATTRIBUTE, STAGE_ATTRIBUTE, STATE_ATTRIBUTE)
+_SEARCH_ATTRIBUTE_NAMES = {
+    "PATH_ATTRIBUTE": "TempoconfPath",
+    "VERSION_ATTRIBUTE": "TempoconfVersion",
+    "STAGE_ATTRIBUTE": "TempoconfStage",
+    "STATE_ATTRIBUTE": "TempoconfState",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The search attribute keys, made on first use (PEP 562): the keys need the Temporal SDK,
+    which a command that never talks to Temporal (the CLI in API mode) should not load."""
+    if name == "SEARCH_ATTRIBUTES":
+        value: Any = tuple(__getattr__(key) for key in _SEARCH_ATTRIBUTE_NAMES)
+    elif name in _SEARCH_ATTRIBUTE_NAMES:
+        from temporalio.common import SearchAttributeKey
+
+        value = SearchAttributeKey.for_keyword(_SEARCH_ATTRIBUTE_NAMES[name])
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # made once: later reads find it without this function
+    return value
 
 
 def rollout_workflow_id(namespace: str, path: str) -> str:
