@@ -36,7 +36,8 @@ from tempoconf.store.records import AuditEntry, LockRecord, VersionInfo
 from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
 
 if TYPE_CHECKING:
-    # Both imported where used: a command loads the one its mode needs (a tenth of a second each).
+    # Both imported where used: a command loads the one its mode needs (each a tenth of a second
+    # or more of start-up).
     import httpx
     from temporalio.client import Client
 
