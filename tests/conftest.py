@@ -10,9 +10,9 @@ pytest_plugins = ["tests.fixtures.database", "tests.fixtures.temporal"]
 
 TESTS = Path(__file__).parent
 # Folders whose files start whole stacks (subprocesses, servers, rollouts in real time), slowest
-# kinds first. `make test` hands whole files to its workers in collection order (Makefile): with these first
-# and the quick unit files last, the quick ones fill the workers' gaps at the end instead of one
-# long file running on alone.
+# kinds first. `make test` hands whole files to its workers in collection order (Makefile): with
+# these first and the quick unit files last, the quick ones fill the workers' gaps at the end
+# instead of one long file running on alone.
 HEAVY_FIRST = ("packaging", "cli", "workflows", "client")
 
 

@@ -230,7 +230,6 @@ def test_the_readme_section_runs_as_written_and_prints_the_rollouts_trace(dev: R
     assert [hold.attributes["tempoconf.stage"] for hold in holds] == ["channel:canary", "50%"]
     for hold in holds:
         publish = published[hold.attributes["tempoconf.stage"]]
-        assert publish.end <= hold.start, render_trace(roots)
         assert (hold.end - publish.start).total_seconds() >= 2.0, render_trace(roots)
     # Activities under their steps, with the store's statements below each.
     (prepare,) = named(roots, "prepare")

@@ -17,8 +17,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from tempoconf.cli.worker import worker_options
-from tempoconf.store.store import Store
-from tests.fixtures.temporal import RolloutHarness, running_harness
+from tests.fixtures.temporal import RolloutHarness, sqlite_harness
 from tests.workflows import test_rollout
 
 SCENARIOS: list[Callable[[RolloutHarness], Awaitable[None]]] = [
@@ -37,14 +36,10 @@ async def sandboxed_harness(
     temporal_env: WorkflowEnvironment, realtime_client: Client, tmp_path: Path
 ) -> AsyncIterator[RolloutHarness]:
     """`rollout_harness`, but its worker runs ConfigRollout inside the sandbox."""
-    store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
-    try:
-        async with running_harness(
-            temporal_env, realtime_client, store, workflow_runner=SandboxedWorkflowRunner()
-        ) as harness:
-            yield harness
-    finally:
-        store.close()
+    async with sqlite_harness(
+        temporal_env, realtime_client, tmp_path, workflow_runner=SandboxedWorkflowRunner()
+    ) as harness:
+        yield harness
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[each.__name__[5:] for each in SCENARIOS])

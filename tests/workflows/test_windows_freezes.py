@@ -14,8 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
 from tempoconf.resolution import STABLE
-from tempoconf.store.store import Store
-from tests.fixtures.temporal import RolloutHarness, running_harness
+from tests.fixtures.temporal import RolloutHarness, sqlite_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_current_details import current_details
 from tests.workflows.test_rollout import (
@@ -49,14 +48,10 @@ async def fast_freeze_harness(
 ) -> AsyncIterator[RolloutHarness]:
     """The rollout harness, with a worker whose frozen rollouts look again every half second (the
     default 30 s would make `freeze end` slow to see in a test on the real clock)."""
-    store = Store(f"sqlite:///{tmp_path / 'tempoconf.db'}", migrate=True)
-    try:
-        async with running_harness(
-            temporal_env, realtime_client, store, freeze_recheck_seconds=FAST_RECHECK_SECONDS
-        ) as harness:
-            yield harness
-    finally:
-        store.close()
+    async with sqlite_harness(
+        temporal_env, realtime_client, tmp_path, freeze_recheck_seconds=FAST_RECHECK_SECONDS
+    ) as harness:
+        yield harness
 
 
 async def test_a_closed_window_holds_a_stage_past_its_cooldown_until_it_opens(
