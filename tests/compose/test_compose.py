@@ -4,7 +4,8 @@ The README's production section runs literally, block by block, from a copy of w
 between its blocks: a rollout started with the Temporal CLI is served stage by stage through the
 proxy by both API replicas; the worker is killed in the middle of a hold and started again, and
 the rollout completes with each stage published once; the API replicas restart under polling
-agents, which keep their last good value and catch up; `docker compose down -v` leaves nothing.
+agents, which keep their last good value and catch up; a client polling all through the upgrade
+(whose `up` removes a replica) is answered every time; `docker compose down -v` leaves nothing.
 
 CI has no registry: COMPOSE_FILE adds .ci/compose/docker-compose.ci.yml, which swaps the official
 images for ones .ci/compose/build-images.sh builds here. Every port is published on 127.0.0.1.
@@ -12,6 +13,7 @@ images for ones .ci/compose/build-images.sh builds here. Every port is published
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -19,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -250,6 +253,34 @@ class Deployment:
         return eventually_sync(
             enough, what=f"{replicas} API replicas to serve {client} {expect}", timeout=WAIT
         )
+
+    @contextlib.contextmanager
+    def polled_throughout(self, client: str) -> Iterator[list[str]]:
+        """Polls `client` through the proxy, one after another, for as long as the block runs; yields
+        what went wrong (an answer other than 200, or none within the poll's 10 s)."""
+        failures: list[str] = []
+        answered = 0
+        done = threading.Event()
+
+        def poll_until_done() -> None:
+            nonlocal answered
+            while not done.is_set():
+                started = time.monotonic()
+                try:
+                    self.poll(client)
+                    answered += 1
+                except (AssertionError, httpx.HTTPError) as error:
+                    failures.append(f"{time.monotonic() - started:.1f} s: {error!r}")
+                done.wait(0.05)
+
+        poller = threading.Thread(target=poll_until_done, daemon=True)
+        poller.start()
+        try:
+            yield failures
+        finally:
+            done.set()
+            poller.join(timeout=30)
+        assert answered > 0, "no poll was answered while the block ran"
 
     def admin(self, route: str) -> Any:
         response = httpx.get(
@@ -516,8 +547,14 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     dump = next(d.checkout.glob("*.dump"))
     assert dump.read_bytes().startswith(b"PGDMP"), dump
 
-    # -- README: upgrade (build, migrate, up).
-    upgraded = d.readme_block(3)
+    # -- README: upgrade (build, migrate, up). Its `up` also goes back to two API replicas: clients
+    # polling all along are answered, none held by the proxy on the removed replica's address.
+    replicas = set(d.containers("api"))
+    with d.polled_throughout(outside) as failures:
+        upgraded = d.readme_block(3)
+    assert failures == [], failures
+    # Nothing new was built, so nothing was replaced: the replicas left are the ones that ran.
+    assert set(d.containers("api")) < replicas, (replicas, d.containers("api"))
     migrate = next(i for i, c in enumerate(d.blocks[3].commands) if "run --rm migrate" in c.text)
     said = d.blocks[3].commands[migrate].notes  # what the README says it prints, `...` elided
     printed = upgraded[migrate].stdout.strip()
