@@ -1,10 +1,12 @@
 """tempoconf's data converter decodes exactly as the SDK's default does (only faster): every
 activity input and result of the saved rollout histories, and the edge cases of its dataclass
-conversion."""
+conversion and of the pydantic path it takes for plain dataclasses."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import enum
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from temporalio.converter import DataConverter
 from tempoconf import activity_io
 from tempoconf.applied import AppliedGate
 from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
-from tempoconf.payloads import DATA_CONVERTER
+from tempoconf.payloads import DATA_CONVERTER, StrictDataclassDecoder
 from tempoconf.plan import RolloutPlan
 from tempoconf.progress import HealthReport
 from tests.workflows.histories.generate import HISTORIES
@@ -111,3 +113,108 @@ def test_what_the_default_refuses_is_refused(value: dict[str, Any]) -> None:
         DataConverter.default.payload_converter.from_payloads(payload, [_Outer])
     with pytest.raises(type(default_error.value)):
         _decode(value)
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+class _Shape(enum.Enum):
+    ROUND = "round"
+
+
+@dataclass
+class _Plain:
+    """Every shape the pydantic path takes."""
+
+    name: str
+    count: int
+    ratio: float
+    flag: bool
+    colour: _Colour
+    tags: list[str]
+    extra: dict[str, Any]
+    inner: _Inner | None = None
+    items: list[_Inner] = field(default_factory=list)
+
+
+_PLAIN = {"name": "a", "count": 1, "ratio": 0.5, "flag": True, "colour": "red", "tags": ["x"]}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"extra": {"k": [1, {"n": None}]}, "inner": {"count": 3}, "items": [{"count": 4}]},
+        {"unknown": 1, "inner": None},  # unknown keys are ignored
+        {"ratio": 2},  # an int where a float goes: the SDK makes it 2.0
+        {"count": 2.0},  # a float where an int goes: the SDK makes it 2
+        {"count": 2.7},  # ... and truncates
+        {"count": True},  # bool is an int to the SDK
+        {"flag": 1},  # refused
+        {"name": 5},  # refused
+        {"colour": "blue"},  # refused
+        {"tags": "x"},  # refused
+        {"items": [{"count": "4"}]},  # refused, nested
+        {"name": None},  # refused
+    ],
+)
+def test_the_pydantic_path_decodes_or_refuses_as_the_sdk_does(changes: dict[str, Any]) -> None:
+    value = {**_PLAIN, "extra": {}, **changes}
+    payload = DataConverter.default.payload_converter.to_payloads([value])
+    try:
+        expected = DataConverter.default.payload_converter.from_payloads(payload, [_Plain])[0]
+    except Exception as default_error:
+        with pytest.raises(type(default_error)):
+            DATA_CONVERTER.payload_converter.from_payloads(payload, [_Plain])
+        return
+    decoded = DATA_CONVERTER.payload_converter.from_payloads(payload, [_Plain])[0]
+    assert decoded == expected
+    assert [type(getattr(decoded, f.name)) for f in fields(_Plain)] == [
+        type(getattr(expected, f.name)) for f in fields(_Plain)
+    ]
+
+
+@dataclass
+class _Either:
+    row: _Inner | _Outer
+
+
+@dataclass
+class _Dated:
+    at: datetime
+
+
+@dataclass
+class _Keyed:
+    by_stage: dict[int, float]
+
+
+@dataclass
+class _Shaped:
+    shape: _Shape
+
+
+def test_the_pydantic_path_takes_the_rollouts_payloads_and_leaves_what_the_sdk_decodes_otherwise() -> (
+    None
+):
+    hot = [
+        activity_io.PrepareInput,
+        activity_io.PublishStageInput,
+        activity_io.RecordTransitionsInput,
+        activity_io.CheckFreezeInput,
+        activity_io.CheckHealthInput,
+        activity_io.PromoteInput,
+        activity_io.RevertInput,
+        RolloutPlan,
+        activity_io.PublishStageResult,
+        activity_io.CheckFreezeResult,
+        HealthReport,
+        AppliedGate,
+    ]
+    for kind in [*hot, _Plain]:
+        assert StrictDataclassDecoder.accepts(kind), kind
+    # The SDK sets init=False fields from the payload; it takes the first member of a union of
+    # dataclasses that fits; it parses dates and int keys its own way; it decodes no plain enum.
+    for kind in (_Outer, _Either, _Dated, _Keyed, _Shaped, activity_io.RenewLeasesInput, dict, str):
+        assert not StrictDataclassDecoder.accepts(kind), kind
