@@ -19,6 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.activities.abandoned import holder_ending
 from tempoconf.activities.changesets import (
+    RunConfig,
     begin_changeset,
     lock_changeset,
     promote_run,
@@ -377,19 +378,21 @@ class RolloutActivities:
             expires_at=expires_at,
             bucket_key=input.plan.bucket_key,
         )
-        try:
-            configs = await asyncio.to_thread(
-                run_configs, self._store, input.plan.namespace, input.plan.path, input.run_id
-            )
-            await asyncio.to_thread(
-                publish_run,
+
+        def publish() -> None:
+            publish_run(
                 self._store,
-                configs,
+                run_configs(self._store, input.plan.namespace, input.plan.path, input.run_id),
                 run_id=input.run_id,
                 stage=published,
                 actor=input.actor,
                 event_key=f"{input.run_id}:publish:{stage.index}",
             )
+
+        try:
+            # One hand-off to a thread, not one per store call: under hundreds of rollouts each
+            # hand-off costs the event loop more than the call.
+            await asyncio.to_thread(publish)
         except LockHeldError as error:
             raise _lock_lost(error) from None
         return PublishStageResult(expires_at=expires_at.isoformat(), published_at=now.isoformat())
@@ -413,7 +416,11 @@ class RolloutActivities:
     async def record_transition(self, input: RecordTransitionsInput) -> None:
         def write() -> None:
             # Every config of a changeset has the changeset's transitions in its own history.
-            configs = run_configs(self._store, input.namespace, input.path, input.run_id)
+            configs = (
+                [RunConfig(input.namespace, input.path, input.version)]
+                if input.single_config
+                else run_configs(self._store, input.namespace, input.path, input.run_id)
+            )
             changeset = len(configs) > 1
             for sequence, transition in zip(input.sequences, input.transitions, strict=True):
                 # A note (an operator command that left the state as it was) is no transition.
@@ -446,14 +453,11 @@ class RolloutActivities:
 
     @activity.defn(name=PROMOTE_ACTIVITY)
     async def promote_version(self, input: PromoteInput) -> None:
-        try:
-            configs = await asyncio.to_thread(
-                run_configs, self._store, input.plan.namespace, input.plan.path, input.run_id
-            )
-            await asyncio.to_thread(
-                promote_run,
+
+        def promote() -> None:
+            promote_run(
                 self._store,
-                configs,
+                run_configs(self._store, input.plan.namespace, input.plan.path, input.run_id),
                 run_id=input.run_id,
                 workflow_id=input.workflow_id,
                 version=input.plan.version,
@@ -461,6 +465,9 @@ class RolloutActivities:
                 reason=input.reason,
                 event_key=f"{input.run_id}:promote",
             )
+
+        try:
+            await asyncio.to_thread(promote)  # one hand-off (publish_stage says why)
         except LockHeldError as error:
             raise _lock_lost(error) from None
 

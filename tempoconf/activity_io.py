@@ -145,6 +145,9 @@ class RecordTransitionsInput:
     transitions: list[Transition] = field(default_factory=list)
     sequences: list[int] = field(default_factory=list)
     """Each transition's position in the workflow's history (its idempotency key)."""
+    single_config: bool = False
+    """The run's plan changes one config: the activity writes to it without asking the store which
+    configs the run holds (False: it asks, as for a changeset or before the plan is known)."""
 
 
 @dataclass

@@ -1159,6 +1159,7 @@ class ConfigRollout:
                 version=self._progress.version,
                 transitions=[history[seq] for seq in sequences],
                 sequences=sequences,
+                single_config=self._state.plan is not None and not self._state.plan.changes,
             ),
             start_to_close_timeout=STORE_WRITE_TIMEOUT,
             heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,

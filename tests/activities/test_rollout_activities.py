@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -61,9 +63,15 @@ async def test_each_activity_run_twice_writes_once(store: Store) -> None:
         version=plan.version,
         transitions=[transition],
         sequences=[1],
+        single_config=True,
     )
     await env.run(activities.record_transition, record)
     await env.run(activities.record_transition, record)
+    # Told the run changes one config, it writes what it writes after asking the store: the same
+    # entry, under the same key (so once).
+    await env.run(activities.record_transition, replace(record, single_config=False))
+    [holding] = [e for e in store.history("default", PATH) if e.action == "rollout.holding"]
+    assert (holding.version, holding.workflow_id, holding.reason) == (plan.version, "wf-1", "hold")
     note = Transition(
         at="2026-01-01T00:00:01+00:00",
         from_state="holding",
