@@ -34,12 +34,17 @@ def api_database_url(database_url: str) -> str:
 def take_the_store_away(store: Store, url: str) -> None:
     """The database goes away for real: SQLite's file and folder are removed, PostgreSQL's
     database is dropped (its connections closed): no connection can be opened any more."""
-    store.close()
     database = make_url(url)
     if database.get_backend_name() == "sqlite":
         assert database.database is not None
+        # Files first: a connection SQLite opens after the close and before the removal (the app
+        # polls every 0.02 s) would keep reading the removed file, and the store would never look
+        # gone (seen once in CI). Once the folder is gone no connection can open; then the close
+        # ends the ones already open.
         shutil.rmtree(Path(database.database).parent)
+        store.close()
         return
+    store.close()
     admin = create_engine(
         database.set(database="postgres"), isolation_level="AUTOCOMMIT", poolclass=NullPool
     )

@@ -146,7 +146,9 @@ async def test_wakes_when_the_lease_of_its_stage_expires(
 ) -> None:
     stable = make_stable(api_store, PATH, STABLE_VALUE)
     staged = start_rollout(api_store, PATH, NEW_VALUE)
-    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=1.5))
+    # A lease long enough that a loaded machine still answers the first poll inside it (1.5 s was
+    # not, once in CI); the long-poll below still answers well inside WAIT.
+    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=5))
     await cache.refresh()
     staged_response = await client.get(URL, params={"client": "host-1"})
     assert staged_response.json()["version"] == staged.version
