@@ -159,6 +159,36 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+# -- CPU time -------------------------------------------------------------------------------
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time so far of a process and of its live descendants (a supervisor's workers)."""
+    total = cpu_seconds(pid) or 0.0
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += tree_cpu_seconds(int(child))
+    return total
+
+
+def waited_children_cpu_seconds() -> float:
+    """CPU time of this process's children that have ended and been waited for (a wrk run,
+    once its process has exited and asyncio has reaped it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 # -- environment ----------------------------------------------------------------------------
 def raise_fd_limit() -> int:
     """Raise the soft open-files limit to the hard one (children inherit it); returns it."""
@@ -439,6 +469,11 @@ class CliProcess:
         self.base_url = base_url
         self.args = args
         self._process: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
 
     async def __aenter__(self) -> CliProcess:
         env = {

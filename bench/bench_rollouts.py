@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _common import NAMESPACE, bounded, database, emit, log, stdout_to_stderr
+from _common import NAMESPACE, bounded, cpu_seconds, database, emit, log, stdout_to_stderr
 from _noop_workflow import NOOP_WORKFLOW, NoOpInput, NoOpWorkflow, noop_activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -123,12 +123,6 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 3)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process used so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def dev_server_pid() -> int:
     """The Temporal dev server this process started (its child named `temporal`)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -148,7 +142,7 @@ async def run_phase(
     time from before the first start to the last close, each workflow's own start-to-close
     (server times), and the CPU seconds this process (the worker) and the dev server used."""
     log(f"{name}: starting {count} workflows")
-    cpu_before = (cpu_seconds(os.getpid()), cpu_seconds(server))
+    cpu_before = (cpu_seconds(os.getpid()) or 0.0, cpu_seconds(server) or 0.0)
     began = time.time()
     handles: list[WorkflowHandle[Any, Any]] = await asyncio.gather(
         *(start(i) for i in range(count))
@@ -156,7 +150,7 @@ async def run_phase(
     started = time.time()
     results = await asyncio.gather(*(handle.result() for handle in handles))
     log(f"{name}: all {count} done after {time.time() - began:.1f} s")
-    cpu_after = (cpu_seconds(os.getpid()), cpu_seconds(server))
+    cpu_after = (cpu_seconds(os.getpid()) or 0.0, cpu_seconds(server) or 0.0)
     descriptions = await asyncio.gather(*(handle.describe() for handle in handles))
     durations = [
         (d.close_time - d.start_time).total_seconds()

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import BENCH_DIR, PYTHON, database, emit, log, require_fds
+from _common import BENCH_DIR, PYTHON, cpu_seconds, database, emit, log, require_fds
 from _soak_fleet import identity
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
@@ -107,18 +107,6 @@ def clean_env() -> dict[str, str]:
     }
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process so far; None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def rss_mb(pid: int) -> float | None:

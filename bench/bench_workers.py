@@ -10,6 +10,10 @@ In the same rounds the floor (bench/_serve.py's fixed 304) runs as one process a
 a port: `floor_ratio` is what two processes can gain on this machine for a request that cheap,
 with wrk on the same cores. Once the API answers as cheaply as the floor, its ratio cannot pass
 the floor's.
+
+`cores` gives, per round and per run, the cores the server processes (a supervisor's workers
+included) and wrk used over the measured seconds, and the server's CPU microseconds per request:
+whether a second process costs more per request, and how much of the machine wrk left.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from _common import (
     raise_fd_limit,
     require_wrk,
     seed_live_rollout,
+    tree_cpu_seconds,
+    waited_children_cpu_seconds,
 )
 from bench_poll_cost import (
     CLIENTS,
@@ -72,23 +78,43 @@ async def main() -> None:
             ApiProcess("floor") as floor_single,
             contextlib.AsyncExitStack() as floors,
         ):
-            for _ in range(WORKERS):
+            floor_pair = [
                 await floors.enter_async_context(ApiProcess("floor", shared_port=shared))
+                for _ in range(WORKERS)
+            ]
             several_floors = f"http://127.0.0.1:{shared}"
             script = write_lua(Path(scratch), await fetch_etags(single))  # type: ignore[arg-type]
+            floor_pids = [floor_single.pid]
             rounds: list[dict[str, float]] = []
+            cores: list[dict[str, dict[str, float]]] = []
             for number in range(1, ROUNDS + 1):
                 measured: dict[str, float] = {}
-                for name, base_url in (
-                    ("floor_one", floor_single.base_url),
-                    ("floor_workers", several_floors),
-                    ("one", single.base_url),
-                    ("workers", several.base_url),
+                used: dict[str, dict[str, float]] = {}
+                for name, base_url, pids in (
+                    ("floor_one", floor_single.base_url, floor_pids),
+                    ("floor_workers", several_floors, [floor.pid for floor in floor_pair]),
+                    ("one", single.base_url, [single.pid]),
+                    ("workers", several.base_url, [several.pid]),
                 ):
                     await run_wrk(wrk, base_url, script, WARMUP_SECONDS)
+                    server_before = sum(tree_cpu_seconds(pid) for pid in pids)
+                    wrk_before = waited_children_cpu_seconds()
                     measured[name] = await run_wrk(wrk, base_url, script, DURATION_SECONDS)
-                    log(f"round {number}: {name} {measured[name]:.0f} requests/s")
+                    server = sum(tree_cpu_seconds(pid) for pid in pids) - server_before
+                    used[name] = {
+                        "server": round(server / DURATION_SECONDS, 2),
+                        "wrk": round(
+                            (waited_children_cpu_seconds() - wrk_before) / DURATION_SECONDS, 2
+                        ),
+                        "server_us_per_request": round(
+                            1e6 * server / (measured[name] * DURATION_SECONDS), 1
+                        ),
+                    }
+                    log(
+                        f"round {number}: {name} {measured[name]:.0f} requests/s, cores {used[name]}"
+                    )
                 rounds.append(measured)
+                cores.append(used)
     ratio = statistics.median(r["workers"] / r["one"] for r in rounds)
     floor_ratio = statistics.median(r["floor_workers"] / r["floor_one"] for r in rounds)
     emit(
@@ -105,6 +131,7 @@ async def main() -> None:
             "floor_ratio": round(floor_ratio, 3),
             "rounds": paired_rounds(rounds, "workers", "one"),
             "floor_rounds": paired_rounds(rounds, "floor_workers", "floor_one"),
+            "cores": cores,
             "goal": f"ratio >= {GOAL_RATIO}",
             "goal_met": ratio >= GOAL_RATIO,
         }
