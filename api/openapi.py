@@ -47,6 +47,7 @@ from tempoconf.api.routes.freezes import (
     DEFAULT_FREEZE_LIMIT,
     MAX_FREEZE_LIMIT,
     FreezeAnswer,
+    FreezeEndAnswer,
     FreezeEndBody,
     FreezesAnswer,
     FreezeStartBody,
@@ -91,6 +92,7 @@ ANSWERS: tuple[type[Any], ...] = (
     ConfigsAnswer,
     BundleAnswer,
     FreezeAnswer,
+    FreezeEndAnswer,
     FreezesAnswer,
     OfrepFlagAnswer,
     OfrepFlagError,
@@ -764,7 +766,11 @@ def _freeze_paths(admin_errors: dict[str, Any]) -> dict[str, Any]:
                 ],
                 "requestBody": _request(FreezeEndBody, required=False),
                 "responses": {
-                    "200": _answer(FreezeAnswer, "The freeze, ended"),
+                    "200": _answer(
+                        FreezeEndAnswer,
+                        "The freeze, ended, and how many waiting rollouts were told to look "
+                        "again now",
+                    ),
                     "400": _error("Invalid namespace or body"),
                     **admin_errors,
                     "404": _error("The namespace is not frozen"),

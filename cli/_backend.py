@@ -157,11 +157,26 @@ class OperatorBackend(Protocol):
         """Raises CommandRefused when the namespace is frozen already."""
         ...
 
-    async def end_freeze(self, namespace: str, *, reason: str) -> Freeze:
-        """Raises CommandRefused when the namespace is not frozen."""
+    async def end_freeze(self, namespace: str, *, reason: str) -> EndedFreeze:
+        """End it, then tell the rollouts waiting on a freeze to look again now
+        (tempoconf.freeze_wakeup). Raises CommandRefused when the namespace is not frozen."""
         ...
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]: ...
+
+
+@dataclass(frozen=True)
+class EndedFreeze:
+    """A freeze just ended, and how many waiting rollouts were told so (None: they could not be,
+    `not_told` says why; they see it at their next look, within 30 s)."""
+
+    freeze: Freeze
+    rollouts_told: int | None
+    not_told: str = ""
+
+
+TELL_TIMEOUT_SECONDS = 10.0
+"""How long telling the frozen rollouts may take before the freeze's end is reported without it."""
 
 
 def api_mode(settings: Settings) -> bool:
@@ -362,14 +377,41 @@ class DirectBackend:
             raise CommandRefused(str(error)) from None
         return freeze
 
-    async def end_freeze(self, namespace: str, *, reason: str) -> Freeze:
+    async def end_freeze(self, namespace: str, *, reason: str) -> EndedFreeze:
         from tempoconf.store.store import NotFrozenError
 
         try:
             ended: Freeze = self._store().end_freeze(namespace, by=actor(), reason=reason)
         except NotFrozenError as error:
             raise CommandRefused(str(error)) from None
-        return ended
+        return await self._tell_frozen_rollouts(ended)
+
+    async def _tell_frozen_rollouts(self, ended: Freeze) -> EndedFreeze:
+        """Best effort, bounded: the freeze has ended in the store whatever Temporal answers."""
+        from temporalio.service import RPCError
+
+        from tempoconf.freeze_wakeup import tell_frozen_rollouts
+        from tempoconf.temporal_connection import TemporalSettingsError, temporal_connection
+
+        try:
+            connection = temporal_connection(self._settings)
+        except TemporalSettingsError as error:
+            return EndedFreeze(ended, None, str(error))
+        try:
+            async with asyncio.timeout(TELL_TIMEOUT_SECONDS):
+                if self._client is None:
+                    self._client = await connection.connect(identity=f"tempoconf:{actor()}")
+                told = await tell_frozen_rollouts(self._client, ended.namespace)
+        except TimeoutError:
+            why = f"{connection.where} did not answer within {TELL_TIMEOUT_SECONDS:g}s"
+        except RuntimeError as error:  # the SDK's failure to connect
+            reason = connection.redact(str(error))
+            why = f"{connection.where} is unreachable: {connection.diagnose(reason) or reason}"
+        except RPCError as error:
+            why = f"{connection.where}: {connection.redact(error.message)}"
+        else:
+            return EndedFreeze(ended, told)
+        return EndedFreeze(ended, None, why)
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]:
         return list(self._store().list_freezes(namespace, limit=limit))
@@ -680,7 +722,7 @@ class ApiBackend:
             raise CommandRefused(_error_text(response))
         return _freeze(response.json())
 
-    async def end_freeze(self, namespace: str, *, reason: str) -> Freeze:
+    async def end_freeze(self, namespace: str, *, reason: str) -> EndedFreeze:
         response = await self._call(
             "POST",
             f"/v1/admin/freezes/{namespace}:end",
@@ -689,7 +731,9 @@ class ApiBackend:
         )
         if response.status_code == 404:
             raise CommandRefused(_error_text(response))
-        return _freeze(response.json())
+        answer = response.json()
+        freeze = {key: value for key, value in answer.items() if key not in _END_ONLY}
+        return EndedFreeze(_freeze(freeze), answer["rollouts_told"], answer["not_told"])
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]:
         params = {"limit": str(limit), **({"namespace": namespace} if namespace else {})}
@@ -712,6 +756,10 @@ def _error_text(response: httpx.Response) -> str:
         return str(response.json()["error"])
     except (ValueError, KeyError, TypeError):
         return response.text.strip() or response.reason_phrase
+
+
+_END_ONLY = ("rollouts_told", "not_told")
+"""What the freeze end's answer adds to the freeze."""
 
 
 def _freeze(item: dict[str, Any]) -> Freeze:

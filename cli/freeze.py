@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime
 
 from tempoconf.cli._common import die, settings_from_args
@@ -94,13 +95,22 @@ async def _end(args: argparse.Namespace) -> int:
 
     async with operator_backend(settings_from_args(args)) as backend:
         try:
-            freeze = await backend.end_freeze(args.namespace, reason=args.reason)
+            ended = await backend.end_freeze(args.namespace, reason=args.reason)
         except CommandRefused as error:
             die(str(error))
-    print(
-        f"ended the freeze of namespace {freeze.namespace} ({freeze.reason}, by {freeze.by}); "
-        "waiting rollouts go on within 30 s."
-    )
+    freeze = ended.freeze
+    print(f"ended the freeze of namespace {freeze.namespace} ({freeze.reason}, by {freeze.by}).")
+    if ended.rollouts_told is None:
+        print(
+            f"could not tell the waiting rollouts ({ended.not_told}): they go on within 30 s.",
+            file=sys.stderr,
+        )
+    else:
+        told = ended.rollouts_told
+        print(
+            f"told {told} waiting rollout{'' if told == 1 else 's'} to look again now; "
+            "any other goes on within 30 s."
+        )
     return 0
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic model
 __all__ = [
     "WORKFLOW_TYPE",
     "DEFAULT_TASK_QUEUE",
+    "FREEZE_ENDED_SIGNAL",
     "SEARCH_ATTRIBUTES",
     "PATH_ATTRIBUTE",
     "VERSION_ATTRIBUTE",
@@ -35,6 +36,10 @@ __all__ = [
 
 WORKFLOW_TYPE = "ConfigRollout"
 DEFAULT_TASK_QUEUE = "tempoconf"
+FREEZE_ENDED_SIGNAL = "freeze_ended"
+"""Sent to the rollouts waiting on a freeze when one ends (tempoconf.freeze_wakeup): they look
+again at once instead of at their next look (every 30 s). Its argument: the namespace whose
+freeze ended, for the history's reader."""
 
 _SEARCH_ATTRIBUTE_NAMES = {
     "PATH_ATTRIBUTE": "TempoconfPath",

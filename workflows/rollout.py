@@ -74,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.run_state import APPLY_GATE_STATES, Effect, RolloutRunState, StageStep
     from tempoconf.storable import storable_text, text_problem
     from tempoconf.temporal import (
+        FREEZE_ENDED_SIGNAL,
         PATH_ATTRIBUTE,
         SEARCH_ATTRIBUTES,
         STAGE_ATTRIBUTE,
@@ -265,6 +266,8 @@ class ConfigRollout:
         self._between_stages = False
         # The latest moment a timer of this run is known to have fired at: see _clock.
         self._timers_fired_by: datetime | None = None
+        # A freeze ended since the rollout last asked whether it is frozen: a frozen wait ends.
+        self._freeze_ended = False
 
     @property
     def _progress(self) -> RolloutProgress:
@@ -432,8 +435,8 @@ class ConfigRollout:
     async def _pass_gates(self, plan: RolloutPlan, stage: PlannedStage | None) -> None:
         """Before `stage` is published (None: before the promote), wait while outside every change
         window (a durable timer to the next opening, no polling) or while the namespace is frozen
-        (the freeze activity is asked again at the freeze's `until`, and every 30 s, a worker
-        setting, so an early `freeze end` is seen soon). Halt, revert and cancel
+        (the freeze activity is asked again at the freeze's `until`, every 30 s, a worker
+        setting, and at once when told a freeze ended: `freeze_ended_signal`). Halt, revert and cancel
         end the wait at once (`_wait_until`); leases are renewed meanwhile. A bypass skips the
         window (an operator's explicit decision), never a freeze: only `override_freeze` passes
         one. A rollout paused while it waited stays where it is until resume, then looks again."""
@@ -465,6 +468,8 @@ class ConfigRollout:
                 )
                 continue
             namespaces = ", ".join(dict.fromkeys(config[0] for config in plan.configs()))
+            # Cleared before asking: a freeze that ends while the activity runs wakes the wait.
+            self._freeze_ended = False
             freeze: CheckFreezeResult = await workflow.execute_activity(
                 CHECK_FREEZE_ACTIVITY,
                 CheckFreezeInput(
@@ -508,7 +513,7 @@ class ConfigRollout:
                 )
                 waited = True
                 await self._wait_until(
-                    lambda: False,
+                    lambda: self._freeze_ended,
                     deadline=recheck,
                     summary=f"namespace {namespaces} frozen: look again",
                 )
@@ -1364,6 +1369,13 @@ class ConfigRollout:
     @approve_update.validator
     def _validate_approve(self, command: OperatorCommand | None = None) -> None:
         self._refuse(CommandName.APPROVE, command)
+
+    @workflow.signal(name=FREEZE_ENDED_SIGNAL)
+    def freeze_ended_signal(self, namespace: str | None = None) -> None:
+        """A freeze ended (`namespace`'s; tempoconf.freeze_wakeup): a rollout waiting on one
+        looks again now, not at its next look. Not an operator command: it changes nothing
+        by itself, so it is neither refused nor audited; the look that follows is."""
+        self._freeze_ended = True
 
     @workflow.query(name="status")
     def status(self) -> RolloutProgress:

@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from temporalio.service import RPCError
 
 from tempoconf.api.answers import Timestamp
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from tempoconf.api.deps import store_of
+from tempoconf.api.deps import store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
+from tempoconf.freeze_wakeup import tell_frozen_rollouts
 from tempoconf.freezes import Freeze, parse_until
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
 from tempoconf.problems import Problem
@@ -26,14 +29,20 @@ from tempoconf.store.store import FreezeActiveError, NotFrozenError
 
 __all__ = [
     "DEFAULT_FREEZE_LIMIT",
+    "TELL_TIMEOUT_SECONDS",
     "FreezeAnswer",
+    "FreezeEndAnswer",
     "FreezeEndBody",
     "FreezeStartBody",
     "FreezesAnswer",
     "routes",
 ]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_FREEZE_LIMIT = 50
+TELL_TIMEOUT_SECONDS = 10.0
+"""How long telling the frozen rollouts may take before the end is answered without it."""
 MAX_FREEZE_LIMIT = 1000
 
 
@@ -78,6 +87,14 @@ class FreezeAnswer(BaseModel):
     @classmethod
     def of(cls, freeze: Freeze, now: datetime) -> FreezeAnswer:
         return cls.model_validate({**freeze.to_json(), "active": freeze.active(now)})
+
+
+class FreezeEndAnswer(FreezeAnswer):
+    rollouts_told: int | None
+    """How many rollouts waiting on a freeze were told to look again now; null: Temporal could
+    not be asked (`not_told` says why). Any rollout not told looks again within 30 s."""
+    not_told: str
+    """Why the waiting rollouts could not be told; empty when they were."""
 
 
 class FreezesAnswer(BaseModel):
@@ -141,7 +158,33 @@ async def end_freeze(request: Request) -> JSONResponse:
         )
     except NotFrozenError as error:
         raise ApiError(404, str(error)) from None
-    return JSONResponse(FreezeAnswer.of(ended, datetime.now(UTC)).model_dump(mode="json"))
+    told, not_told = await _tell_frozen_rollouts(request, namespace)
+    answer = FreezeEndAnswer.model_validate(
+        {
+            **FreezeAnswer.of(ended, datetime.now(UTC)).model_dump(),
+            "rollouts_told": told,
+            "not_told": not_told,
+        }
+    )
+    return JSONResponse(answer.model_dump(mode="json"))
+
+
+async def _tell_frozen_rollouts(request: Request, namespace: str) -> tuple[int | None, str]:
+    """Best effort, bounded: the freeze has ended in the store whatever Temporal answers."""
+    connector = temporal_of(request)
+    try:
+        async with asyncio.timeout(TELL_TIMEOUT_SECONDS):
+            return await tell_frozen_rollouts(await connector.client(), namespace), ""
+    except TimeoutError:
+        reason = f"{connector.where} did not answer within {TELL_TIMEOUT_SECONDS:g}s"
+    except ApiError as error:
+        reason = error.message
+    except RPCError as error:
+        reason = f"{connector.where}: {error.message}"
+    logger.warning(
+        "ended the freeze of %s; could not tell the waiting rollouts: %s", namespace, reason
+    )
+    return None, reason
 
 
 routes = [

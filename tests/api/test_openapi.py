@@ -48,6 +48,7 @@ from tempoconf.api.ofrep_answers import (
 from tempoconf.api.openapi import REF_TEMPLATE
 from tempoconf.api.routes.freezes import (
     FreezeAnswer,
+    FreezeEndAnswer,
     FreezeEndBody,
     FreezesAnswer,
     FreezeStartBody,
@@ -188,7 +189,7 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
     ("/v1/admin/freezes", "get"): (None, {"200": FreezesAnswer}),
     ("/v1/admin/freezes", "post"): (FreezeStartBody, {"201": FreezeAnswer}),
-    ("/v1/admin/freezes/{namespace}:end", "post"): (FreezeEndBody, {"200": FreezeAnswer}),
+    ("/v1/admin/freezes/{namespace}:end", "post"): (FreezeEndBody, {"200": FreezeEndAnswer}),
     ("/ofrep/v1/evaluate/flags/{key}", "post"): (
         OfrepRequest,
         {"200": OfrepFlagAnswer, **dict.fromkeys(OFREP_ERRORS, OfrepFlagError)},

@@ -289,3 +289,21 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDev]:
         yield running
     finally:
         running.stop()
+
+
+async def until_listed_frozen(dev: RunningDev, workflow_id: str) -> None:
+    """Until Temporal's visibility lists the rollout as frozen, as `freeze end` looks for it
+    (visibility lags the workflow a moment: a rollout frozen just before is not told yet)."""
+    from temporalio.client import Client
+
+    from tempoconf.freeze_wakeup import FROZEN_ROLLOUTS_QUERY
+    from tests.fixtures.waiting import eventually
+
+    client = await Client.connect(dev.temporal_address)
+
+    async def listed() -> list[str]:
+        ids = [execution.id async for execution in client.list_workflows(FROZEN_ROLLOUTS_QUERY)]
+        assert workflow_id in ids, ids
+        return ids
+
+    await eventually(listed, what=f"{workflow_id} listed as frozen", timeout=60)

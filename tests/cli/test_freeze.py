@@ -4,13 +4,24 @@ the database and Temporal pointed where nothing listens)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 
 import pytest
+from temporalio.client import Client
 
-from tests.cli.conftest import RunningDev, cli_env, free_port, run_cli, start_dev
+from tempoconf.temporal import FREEZE_ENDED_SIGNAL, rollout_workflow_id
+from tests.cli.conftest import (
+    RunningDev,
+    cli_env,
+    free_port,
+    run_cli,
+    start_dev,
+    until_listed_frozen,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -81,6 +92,7 @@ def test_start_list_and_end_a_freeze(dev: RunningDev, api_env: dict[str, str], m
     ended = _via(dev, other, "end", "--namespace", namespace, "--reason", "presents opened")
     assert ended.returncode == 0, ended.stdout + ended.stderr
     assert ended.stdout.startswith(f"ended the freeze of namespace {namespace} (xmas, by ")
+    assert "waiting rollout" in ended.stdout and ended.stderr == "", ended.stderr
     not_frozen = _via(dev, env, "end", "--namespace", namespace)
     assert not_frozen.returncode == 1
     assert f"namespace {namespace} is not frozen" in not_frozen.stderr
@@ -98,6 +110,66 @@ def test_start_list_and_end_a_freeze(dev: RunningDev, api_env: dict[str, str], m
     mine = [freeze for freeze in everything if freeze["namespace"] == namespace]
     assert [freeze["status"] for freeze in mine] == ["active", "ended"]
     assert _via(dev, env, "end", "--namespace", namespace).returncode == 0
+
+
+@pytest.mark.parametrize("mode", ["direct", "api"])
+def test_freeze_end_tells_a_waiting_rollout_to_look_again_now(
+    dev: RunningDev, api_env: dict[str, str], mode: str
+) -> None:
+    env = dev.env if mode == "direct" else api_env
+    namespace, path = f"frz-wait-{mode}", f"clitest/frozen-{mode}"
+    frozen = _via(dev, env, "start", "--namespace", namespace, "--reason", "release freeze")
+    assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    request = dev.workdir / f"frozen-{mode}.json"
+    request.write_text(
+        json.dumps(
+            {
+                "namespace": namespace,
+                "path": path,
+                "value": {"mode": mode},
+                "stages": [{"channel": "canary", "cooldown": "1s"}],
+            }
+        )
+    )
+    started = dev.cli("rollout", "start", request)
+    assert started.returncode == 0, started.stdout + started.stderr
+    workflow_id = rollout_workflow_id(namespace, path)
+    asyncio.run(until_listed_frozen(dev, workflow_id))
+
+    ended = _via(dev, env, "end", "--namespace", namespace)
+    assert ended.returncode == 0, ended.stdout + ended.stderr
+    first, told = ended.stdout.splitlines()
+    assert first.startswith(f"ended the freeze of namespace {namespace} (release freeze, by ")
+    assert re.fullmatch(
+        r"told [1-9]\d* waiting rollouts? to look again now; any other goes on within 30 s\.", told
+    ), told
+    # It went on because it was told: the dev worker's own next look is 30 s away.
+    watched = dev.cli("rollout", "status", path, "--namespace", namespace, "--watch", timeout=120)
+    assert watched.returncode == 0 and "promoted" in watched.stdout, watched.stdout
+    assert asyncio.run(_signals(dev, workflow_id)) == [FREEZE_ENDED_SIGNAL]
+
+
+def test_freeze_end_ends_it_when_temporal_cannot_be_told(dev: RunningDev) -> None:
+    # Directly on dev's store, with Temporal pointed where nothing listens.
+    env = {**dev.env, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    namespace = "frz-no-temporal"
+    assert _via(dev, env, "start", "--namespace", namespace, "--reason", "r").returncode == 0
+    ended = _via(dev, env, "end", "--namespace", namespace)
+    assert ended.returncode == 0, ended.stdout + ended.stderr
+    assert ended.stdout.startswith(f"ended the freeze of namespace {namespace} (r, by ")
+    assert ended.stderr.startswith("could not tell the waiting rollouts ("), ended.stderr
+    assert ended.stderr.rstrip().endswith("): they go on within 30 s."), ended.stderr
+    (shown,) = json.loads(_via(dev, env, "list", "--namespace", namespace, "--json").stdout)
+    assert shown["status"] == "ended"
+
+
+async def _signals(dev: RunningDev, workflow_id: str) -> list[str]:
+    client = await Client.connect(dev.temporal_address)
+    return [
+        event.workflow_execution_signaled_event_attributes.signal_name
+        async for event in client.get_workflow_handle(workflow_id).fetch_history_events()
+        if event.HasField("workflow_execution_signaled_event_attributes")
+    ]
 
 
 @pytest.mark.parametrize("mode", ["direct", "api"])

@@ -4,6 +4,7 @@ says: every command of its ```sh blocks, in order."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -15,8 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from tempoconf.temporal import rollout_workflow_id
 from tempoconf.windows import ChangeWindow, is_open
-from tests.cli.conftest import README, ROOT, RunningDev, bash, shell_blocks, start_dev
+from tests.cli.conftest import (
+    README,
+    ROOT,
+    RunningDev,
+    bash,
+    shell_blocks,
+    start_dev,
+    until_listed_frozen,
+)
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(400)
@@ -96,6 +106,8 @@ def test_the_readme_section_runs_as_written(dev: RunningDev) -> None:
     shown = eventually_sync(frozen_shown, what="frozen", timeout=60, interval=0.5)
     assert "stage 1/2" in shown or "channel:canary" in shown
 
+    # What `freeze end` looks for: the rollout frozen in Temporal's visibility too.
+    asyncio.run(until_listed_frozen(dev, rollout_workflow_id("default", "myproject/first_rollout")))
     listed = run(dev, listing.text)
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"^default\s+active\s.*holiday season$", listed.stdout, re.M), listed.stdout
@@ -103,6 +115,10 @@ def test_the_readme_section_runs_as_written(dev: RunningDev) -> None:
     ended = run(dev, end.text)
     assert ended.returncode == 0, ended.stdout + ended.stderr
     assert ended.stdout.startswith("ended the freeze of namespace default (holiday season, by ")
+    assert re.search(r"^told [1-9]\d* waiting rollouts? to look again now", ended.stdout, re.M), (
+        ended.stdout
+    )
+    assert "told by freeze end" in watch.notes, watch.notes
 
     watched = run(dev, watch.text, timeout=180)
     assert watched.returncode == 0, watched.stdout + watched.stderr

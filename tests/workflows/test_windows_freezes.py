@@ -3,6 +3,7 @@ are long), a real worker and a real SQLite store."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +14,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
+from tempoconf.freeze_wakeup import FROZEN_ROLLOUTS_QUERY, tell_frozen_rollouts
 from tempoconf.resolution import STABLE
+from tempoconf.temporal import FREEZE_ENDED_SIGNAL
 from tests.fixtures.temporal import RolloutHarness, sqlite_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_current_details import current_details
@@ -189,6 +192,52 @@ async def test_a_freeze_stops_widening_lets_a_halt_through_and_its_end_lets_othe
     store.end_freeze(NAMESPACE, by="release-manager", reason="season over")
     result = await waiting.result()
     assert result["outcome"] == "promoted"
+
+
+async def test_a_rollout_told_a_freeze_ended_looks_again_at_once_and_goes_on(
+    temporal_env: WorkflowEnvironment, realtime_client: Client, tmp_path: Path
+) -> None:
+    # Frozen rollouts of this worker look again only every 10 minutes: within the test, only
+    # being told can move one.
+    async with sqlite_harness(
+        temporal_env, realtime_client, tmp_path, freeze_recheck_seconds=600
+    ) as harness:
+        store = harness.store
+        path = unique_path()
+        await make_stable(harness, path)
+        store.start_freeze(NAMESPACE, reason="holiday season", by="release-manager")
+        waiting = await harness.start(
+            example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}]),
+            real_clock=True,
+        )
+        await wait_for_state(waiting, "frozen", stage_index=0)
+
+        async def listed_frozen() -> list[str]:
+            listed = [
+                execution.id
+                async for execution in realtime_client.list_workflows(FROZEN_ROLLOUTS_QUERY)
+            ]
+            assert waiting.id in listed, listed
+            return listed
+
+        await eventually(listed_frozen, what="the rollout listed as frozen", timeout=30)
+        # Told while still frozen: it looks, finds the freeze, and waits on.
+        assert await tell_frozen_rollouts(realtime_client, NAMESPACE) >= 1
+        await eventually(lambda: _checked_at_least(waiting, 2), what="a second look", timeout=30)
+        assert (await status(waiting))["state"] == "frozen"
+
+        store.end_freeze(NAMESPACE, by="release-manager", reason="season over")
+        assert await tell_frozen_rollouts(realtime_client, NAMESPACE) >= 1
+        result = await asyncio.wait_for(waiting.result(), 60)
+        assert result["outcome"] == "promoted"
+        # Three looks before its stage (the first, one per signal), one before the promotion.
+        assert await _checked_at_least(waiting, 4) == 4
+        signals = [
+            event.workflow_execution_signaled_event_attributes
+            async for event in waiting.fetch_history_events()
+            if event.HasField("workflow_execution_signaled_event_attributes")
+        ]
+        assert [signal.signal_name for signal in signals] == [FREEZE_ENDED_SIGNAL] * 2
 
 
 async def _checked_at_least(handle: Any, count: int) -> int:
