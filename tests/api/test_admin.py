@@ -317,6 +317,29 @@ async def test_temporal_unreachable_is_503_while_the_rest_works(
     assert versions.status_code == 200
 
 
+async def test_a_freeze_ends_when_temporal_is_unreachable_and_the_answer_says_nobody_was_told(
+    api_store: Store, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    settings = Settings(data_dir=tmp_path, temporal_address=f"127.0.0.1:{port}")
+    api_store.start_freeze("frozen-ns", reason="release freeze", by="rm")
+    app = create_app(api_store, settings, poll_interval=0.05)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test", timeout=30
+        ) as http:
+            ended = await http.post("/v1/admin/freezes/frozen-ns:end", json={"by": "oncall"})
+
+    assert ended.status_code == 200, ended.text
+    answer = ended.json()
+    assert answer["active"] is False and answer["ended_by"] == "oncall"
+    assert answer["rollouts_told"] is None
+    assert f"127.0.0.1:{port}" in answer["not_told"] and "unreachable" in answer["not_told"]
+    assert api_store.active_freeze("frozen-ns") is None
+
+
 async def test_a_config_named_like_a_command_is_a_config_and_its_commands_take_a_colon(
     rollout_harness: RolloutHarness, admin: httpx.AsyncClient
 ) -> None:
