@@ -175,10 +175,6 @@ class EndedFreeze:
     not_told: str = ""
 
 
-TELL_TIMEOUT_SECONDS = 10.0
-"""How long telling the frozen rollouts may take before the freeze's end is reported without it."""
-
-
 def api_mode(settings: Settings) -> bool:
     """Both the API's URL and the admin token are set: the operator goes through the admin API.
     The URL alone keeps the direct mode (`get` and the hints use it already)."""
@@ -390,7 +386,7 @@ class DirectBackend:
         """Best effort, bounded: the freeze has ended in the store whatever Temporal answers."""
         from temporalio.service import RPCError
 
-        from tempoconf.freeze_wakeup import tell_frozen_rollouts
+        from tempoconf.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
         from tempoconf.temporal_connection import TemporalSettingsError, temporal_connection
 
         try:

@@ -19,7 +19,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from tempoconf.progress import RolloutState
 from tempoconf.temporal import FREEZE_ENDED_SIGNAL, STATE_ATTRIBUTE, WORKFLOW_TYPE
 
-__all__ = ["FROZEN_ROLLOUTS_QUERY", "tell_frozen_rollouts"]
+__all__ = ["FROZEN_ROLLOUTS_QUERY", "TELL_TIMEOUT_SECONDS", "tell_frozen_rollouts"]
+
+TELL_TIMEOUT_SECONDS = 10.0
+"""How long whoever ends a freeze gives telling the rollouts, before it reports the end without."""
 
 FROZEN_ROLLOUTS_QUERY = (
     f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "

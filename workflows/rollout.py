@@ -436,8 +436,8 @@ class ConfigRollout:
         """Before `stage` is published (None: before the promote), wait while outside every change
         window (a durable timer to the next opening, no polling) or while the namespace is frozen
         (the freeze activity is asked again at the freeze's `until`, every 30 s, a worker
-        setting, and at once when told a freeze ended: `freeze_ended_signal`). Halt, revert and cancel
-        end the wait at once (`_wait_until`); leases are renewed meanwhile. A bypass skips the
+        setting, and at once when told a freeze ended: `freeze_ended_signal`). Halt, revert and
+        cancel end the wait at once (`_wait_until`); leases are renewed meanwhile. A bypass skips the
         window (an operator's explicit decision), never a freeze: only `override_freeze` passes
         one. A rollout paused while it waited stays where it is until resume, then looks again."""
         if not workflow.patched(CHANGE_GATES):

@@ -19,7 +19,7 @@ from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_
 from tempoconf.api.deps import store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
-from tempoconf.freeze_wakeup import tell_frozen_rollouts
+from tempoconf.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
 from tempoconf.freezes import Freeze, parse_until
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
 from tempoconf.problems import Problem
@@ -29,7 +29,6 @@ from tempoconf.store.store import FreezeActiveError, NotFrozenError
 
 __all__ = [
     "DEFAULT_FREEZE_LIMIT",
-    "TELL_TIMEOUT_SECONDS",
     "FreezeAnswer",
     "FreezeEndAnswer",
     "FreezeEndBody",
@@ -41,8 +40,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_FREEZE_LIMIT = 50
-TELL_TIMEOUT_SECONDS = 10.0
-"""How long telling the frozen rollouts may take before the end is answered without it."""
 MAX_FREEZE_LIMIT = 1000
 
 
