@@ -43,7 +43,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
 from tests.fixtures.services import http_judge, webhook_receiver
 from tests.fixtures.temporal import start_test_server
 from tests.fixtures.waiting import eventually
@@ -591,6 +591,40 @@ async def frozen_halt(bench: Bench) -> WorkflowHandle[Any, Any]:
         return await outcome(handle, "halted")
     finally:
         bench.store.end_freeze(namespace, by="replay")
+
+
+@scenario
+async def freeze_ended_signal(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Freezes: a frozen rollout told `freeze_ended` while the freeze still holds looks, waits
+    on; told again once it ended, looks again at once (the timer to its next look cancelled)
+    and is promoted."""
+    namespace = "replay-freeze-ended"
+    bench.store.start_freeze(namespace, reason="replay freeze", by="replay")
+    try:
+        handle = await bench.start(
+            bench.request(namespace=namespace, stages=[{"channel": "canary", "cooldown": "1s"}]),
+            real_clock=True,
+        )
+        await reach(handle, "frozen", stage_index=0)
+        await handle.signal(FREEZE_ENDED_SIGNAL, "another-namespace")
+
+        async def looked_twice() -> bool:
+            looks: dict[int, bool] = {}  # scheduled event id -> completed
+            async for event in handle.fetch_history_events():
+                scheduled = event.activity_task_scheduled_event_attributes
+                if scheduled.activity_type.name == "check_freeze":
+                    looks[event.event_id] = False
+                completed = event.activity_task_completed_event_attributes
+                if completed.scheduled_event_id in looks:
+                    looks[completed.scheduled_event_id] = True
+            assert sum(looks.values()) >= 2, looks
+            return True
+
+        await eventually(looked_twice, what=f"{handle.id} to look again, still frozen")
+    finally:
+        bench.store.end_freeze(namespace, by="replay")
+    await handle.signal(FREEZE_ENDED_SIGNAL, namespace)
+    return await outcome(handle, "promoted")
 
 
 @scenario
