@@ -10,12 +10,16 @@ from temporalio import workflow
 from tempoconf.api.routes.rollouts import routes
 from tempoconf.cli.main import build_parser
 from tempoconf.commands import COMMAND_NAMES, COMMANDS
+from tempoconf.temporal import FREEZE_ENDED_SIGNAL
 from tempoconf.workflows.rollout import ConfigRollout
 
 
 def test_the_workflow_has_a_signal_and_an_update_per_command() -> None:
     definition = workflow._Definition.must_from_class(ConfigRollout)
-    assert sorted(name for name in definition.signals if name) == sorted(COMMAND_NAMES)
+    # Beside the commands, one signal that is none: a freeze ended, look again (freeze_wakeup).
+    assert sorted(name for name in definition.signals if name) == sorted(
+        [*COMMAND_NAMES, FREEZE_ENDED_SIGNAL]
+    )
     assert sorted(definition.updates) == sorted(COMMAND_NAMES)
     assert all(definition.updates[name].validator is not None for name in COMMAND_NAMES)
 
