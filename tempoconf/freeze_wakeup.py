@@ -19,10 +19,18 @@ from temporalio.service import RPCError, RPCStatusCode
 from tempoconf.progress import RolloutState
 from tempoconf.temporal import FREEZE_ENDED_SIGNAL, STATE_ATTRIBUTE, WORKFLOW_TYPE
 
-__all__ = ["FROZEN_ROLLOUTS_QUERY", "TELL_TIMEOUT_SECONDS", "tell_frozen_rollouts"]
+__all__ = [
+    "FROZEN_ROLLOUTS_QUERY",
+    "SIGNALS_IN_FLIGHT",
+    "TELL_TIMEOUT_SECONDS",
+    "tell_frozen_rollouts",
+]
 
 TELL_TIMEOUT_SECONDS = 10.0
 """How long whoever ends a freeze gives telling the rollouts, before it reports the end without."""
+SIGNALS_IN_FLIGHT = 20
+"""At most this many signals at a time: a freeze may hold hundreds of rollouts, and a namespace's
+frontend limits its requests per second."""
 
 FROZEN_ROLLOUTS_QUERY = (
     f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
@@ -38,13 +46,16 @@ async def tell_frozen_rollouts(client: Client, namespace: str) -> int:
         execution.id async for execution in client.list_workflows(FROZEN_ROLLOUTS_QUERY)
     ]
 
+    in_flight = asyncio.Semaphore(SIGNALS_IN_FLIGHT)
+
     async def tell(workflow_id: str) -> bool:
-        try:
-            await client.get_workflow_handle(workflow_id).signal(FREEZE_ENDED_SIGNAL, namespace)
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return False  # it ended since visibility listed it
-            raise
+        async with in_flight:
+            try:
+                await client.get_workflow_handle(workflow_id).signal(FREEZE_ENDED_SIGNAL, namespace)
+            except RPCError as error:
+                if error.status == RPCStatusCode.NOT_FOUND:
+                    return False  # it ended since visibility listed it
+                raise
         return True
 
     told = await asyncio.gather(*(tell(workflow_id) for workflow_id in workflow_ids))
