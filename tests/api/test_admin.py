@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -291,24 +292,34 @@ async def test_signals_without_a_rollout_are_404(admin: httpx.AsyncClient) -> No
     assert "no running rollout" in response.json()["error"]
 
 
-async def test_temporal_unreachable_is_503_while_the_rest_works(
-    api_store: Store, tmp_path: Path
-) -> None:
+@asynccontextmanager
+async def api_without_temporal(
+    store: Store, tmp_path: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, int]]:
+    """The app over `store`, its Temporal address a port nothing listens on; yields a client
+    of it and that port."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again: nothing listens there
     settings = Settings(data_dir=tmp_path, temporal_address=f"127.0.0.1:{port}")
-    path = unique_path()
-    make_stable(api_store, path, STABLE_VALUE)
-    app = create_app(api_store, settings, poll_interval=0.05)
+    app = create_app(store, settings, poll_interval=0.05)
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test", timeout=30
         ) as http:
-            start = await http.post("/v1/admin/rollouts", json=rollout_request(path))
-            signal = await http.post(f"/v1/admin/rollouts/{path}:halt")
-            state = await http.get(f"/v1/admin/rollouts/{path}")
-            versions = await http.get(f"/v1/admin/versions/{path}")
+            yield http, port
+
+
+async def test_temporal_unreachable_is_503_while_the_rest_works(
+    api_store: Store, tmp_path: Path
+) -> None:
+    path = unique_path()
+    make_stable(api_store, path, STABLE_VALUE)
+    async with api_without_temporal(api_store, tmp_path) as (http, port):
+        start = await http.post("/v1/admin/rollouts", json=rollout_request(path))
+        signal = await http.post(f"/v1/admin/rollouts/{path}:halt")
+        state = await http.get(f"/v1/admin/rollouts/{path}")
+        versions = await http.get(f"/v1/admin/versions/{path}")
 
     assert start.status_code == 503 and f"127.0.0.1:{port}" in start.json()["error"]
     assert "unreachable" in start.json()["error"]
@@ -320,17 +331,9 @@ async def test_temporal_unreachable_is_503_while_the_rest_works(
 async def test_a_freeze_ends_when_temporal_is_unreachable_and_the_answer_says_nobody_was_told(
     api_store: Store, tmp_path: Path
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again: nothing listens there
-    settings = Settings(data_dir=tmp_path, temporal_address=f"127.0.0.1:{port}")
     api_store.start_freeze("frozen-ns", reason="release freeze", by="rm")
-    app = create_app(api_store, settings, poll_interval=0.05)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://tempoconf.test", timeout=30
-        ) as http:
-            ended = await http.post("/v1/admin/freezes/frozen-ns:end", json={"by": "oncall"})
+    async with api_without_temporal(api_store, tmp_path) as (http, port):
+        ended = await http.post("/v1/admin/freezes/frozen-ns:end", json={"by": "oncall"})
 
     assert ended.status_code == 200, ended.text
     answer = ended.json()
