@@ -728,8 +728,10 @@ class ApiBackend:
         if response.status_code == 404:
             raise CommandRefused(_error_text(response))
         answer = response.json()
-        freeze = {key: value for key, value in answer.items() if key not in _END_ONLY}
-        return EndedFreeze(_freeze(freeze), answer["rollouts_told"], answer["not_told"])
+        freeze = _freeze({key: value for key, value in answer.items() if key not in _END_ONLY})
+        if "rollouts_told" not in answer:  # an API older than this CLI ends it and tells nobody
+            return EndedFreeze(freeze, None, f"the API at {self._base} does not tell them")
+        return EndedFreeze(freeze, answer["rollouts_told"], answer["not_told"])
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]:
         params = {"limit": str(limit), **({"namespace": namespace} if namespace else {})}
