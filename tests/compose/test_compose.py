@@ -4,8 +4,10 @@ The README's production section runs literally, block by block, from a copy of w
 between its blocks: a rollout started with the Temporal CLI is served stage by stage through the
 proxy by both API replicas; the worker is killed in the middle of a hold and started again, and
 the rollout completes with each stage published once; the API replicas restart under polling
-agents, which keep their last good value and catch up; a client polling all through the upgrade
-(whose `up` removes a replica) is answered every time; `docker compose down -v` leaves nothing.
+agents, which keep their last good value and catch up; the upgrade to a new image (a change of the
+code, rebuilt) replaces every container at the counts it ran at while a client polling and
+long-polling all through it is answered every time, and with nothing new built replaces nothing;
+`docker compose down -v` leaves nothing.
 
 CI has no registry: COMPOSE_FILE adds .ci/compose/docker-compose.ci.yml, which swaps the official
 images for ones .ci/compose/build-images.sh builds here. Every port is published on 127.0.0.1.
@@ -191,6 +193,13 @@ class Deployment:
         status = ["--status", "running"] if running else ["--all"]
         return self.compose("ps", "-q", *status, service).split()
 
+    def image_of(self, container: str) -> str:
+        inspected = subprocess.run(
+            ["docker", "inspect", "--format", "{{.Image}}", container],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return inspected.stdout.strip()
+
     def temporal(self, *args: str, timeout: float = 60) -> str:
         result = subprocess.run(
             [str(temporal_cli_path()), *args, "--address", self.temporal_address],
@@ -256,31 +265,56 @@ class Deployment:
 
     @contextlib.contextmanager
     def polled_throughout(self, client: str) -> Iterator[list[str]]:
-        """Polls `client` through the proxy, one after another, for as long as the block runs; yields
-        what went wrong (an answer other than 200, or none within the poll's 10 s)."""
+        """Polls `client` through the proxy for as long as the block runs, one poll after another
+        and, beside them, one long-poll after another (`wait` 10 s, with the answer's ETag, so a
+        replica holds it); yields what went wrong: a poll answered other than 200, a long-poll
+        other than 200 or 304, or either not answered in time."""
         failures: list[str] = []
-        answered = 0
+        answered = {"polls": 0, "long-polls": 0}
         done = threading.Event()
+        headers = {"Authorization": f"Bearer {self.secrets()['TEMPOCONF_CLIENT_TOKEN']}"}
 
         def poll_until_done() -> None:
-            nonlocal answered
             while not done.is_set():
                 started = time.monotonic()
                 try:
                     self.poll(client)
-                    answered += 1
+                    answered["polls"] += 1
                 except (AssertionError, httpx.HTTPError) as error:
-                    failures.append(f"{time.monotonic() - started:.1f} s: {error!r}")
+                    failures.append(f"poll, {time.monotonic() - started:.1f} s: {error!r}")
                 done.wait(0.05)
 
-        poller = threading.Thread(target=poll_until_done, daemon=True)
-        poller.start()
+        def long_poll_until_done() -> None:
+            etag = "*"
+            while not done.is_set():
+                started = time.monotonic()
+                try:
+                    response = httpx.get(
+                        f"{self.api_url}/v1/configs/{PATH}",
+                        params={"client": client, "wait": 10},
+                        headers={**headers, "If-None-Match": etag},
+                        timeout=30,
+                    )
+                    assert response.status_code in (200, 304), (response.status_code, response.text)
+                    etag = response.headers.get("etag", etag)
+                    answered["long-polls"] += 1
+                except (AssertionError, httpx.HTTPError) as error:
+                    failures.append(f"long-poll, {time.monotonic() - started:.1f} s: {error!r}")
+                    done.wait(0.05)
+
+        pollers = [
+            threading.Thread(target=target, daemon=True)
+            for target in (poll_until_done, long_poll_until_done)
+        ]
+        for poller in pollers:
+            poller.start()
         try:
             yield failures
         finally:
             done.set()
-            poller.join(timeout=30)
-        assert answered > 0, "no poll was answered while the block ran"
+            for poller in pollers:
+                poller.join(timeout=60)
+        assert answered["polls"] > 0, f"no poll was answered while the block ran: {answered}"
 
     def admin(self, route: str) -> Any:
         response = httpx.get(
@@ -547,19 +581,39 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     dump = next(d.checkout.glob("*.dump"))
     assert dump.read_bytes().startswith(b"PGDMP"), dump
 
-    # -- README: upgrade (build, migrate, up). Its `up` also goes back to two API replicas: clients
-    # polling all along are answered, none held by the proxy on the removed replica's address.
-    replicas = set(d.containers("api"))
+    # -- README: upgrade (build, migrate, deploy/upgrade.sh) to a new image: a change of the code
+    # in this checkout, as a `git pull` brings. Clients polling and long-polling all along are
+    # answered every time: no moment without a replica, none held on a removed replica's address.
+    before = {service: set(d.containers(service)) for service in ("api", "worker")}
+    old_image = d.image_of(next(iter(before["api"])))
+    init = d.checkout / "tempoconf" / "__init__.py"
+    init.write_text(init.read_text() + "# the next version (compose test)\n")
     with d.polled_throughout(outside) as failures:
         upgraded = d.readme_block(3)
     assert failures == [], failures
-    # Nothing new was built, so nothing was replaced: the replicas left are the ones that ran.
-    assert set(d.containers("api")) < replicas, (replicas, d.containers("api"))
     migrate = next(i for i, c in enumerate(d.blocks[3].commands) if "run --rm migrate" in c.text)
-    said = d.blocks[3].commands[migrate].notes  # what the README says it prints, `...` elided
-    printed = upgraded[migrate].stdout.strip()
-    assert re.fullmatch(".*?".join(map(re.escape, said.split(" ... "))), printed), (said, printed)
-    # The file's counts again (README: a plain `up -d` goes back to them), serving the same value.
+    upgrade = next(i for i, c in enumerate(d.blocks[3].commands) if "upgrade.sh" in c.text)
+    for index in (migrate, upgrade):
+        said = d.blocks[3].commands[index].notes  # what the README says it prints, `...` elided
+        printed = upgraded[index].stdout.strip()
+        assert re.fullmatch(".*?".join(map(re.escape, said.split(" ... "))), printed), (
+            said,
+            printed,
+        )
+    # Every container replaced, at the counts it ran at, all on the image just built.
+    after = {service: set(d.containers(service)) for service in ("api", "worker")}
+    assert {service: len(ids) for service, ids in after.items()} == {"api": 3, "worker": 3}
+    assert not after["api"] & before["api"] and not after["worker"] & before["worker"], after
+    new_image = d.image_of(next(iter(after["api"])))
+    assert new_image != old_image
+    assert {d.image_of(c) for c in after["api"] | after["worker"]} == {new_image}
+    d.served_by_replicas(outside, (newer, "stable"), replicas=3)
+    # Again with nothing new built: nothing is replaced.
+    again = bash("deploy/upgrade.sh", cwd=d.checkout, env=d.env, timeout=STACK_TIMEOUT)
+    assert again.returncode == 0, again.stderr
+    assert {service: set(d.containers(service)) for service in ("api", "worker")} == after
+    # The file's counts again (README: a plain `up -d --wait` goes back to them), the same value.
+    d.compose("up", "-d", "--wait")
     assert len(d.containers("api")) == 2 and len(d.containers("worker")) == 1
     d.served_by_replicas(outside, (newer, "stable"))
 

@@ -300,3 +300,78 @@ def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(
     finally:
         engine.dispose()
     assert "channel" not in columns and "labels" not in columns
+
+
+def _schema(database_url: str) -> dict[str, dict[str, object]]:
+    """Every table: its columns (type, nullable, has a default) and its unique indexes."""
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        inspector = inspect(engine)
+        return {
+            name: {
+                "columns": {
+                    column["name"]: (
+                        str(column["type"]),
+                        column["nullable"],
+                        column.get("default") is not None,
+                    )
+                    for column in inspector.get_columns(name)
+                },
+                "unique": {
+                    tuple(index["column_names"])
+                    for index in inspector.get_indexes(name)
+                    if index["unique"]
+                }
+                | {
+                    tuple(constraint["column_names"])
+                    for constraint in inspector.get_unique_constraints(name)
+                },
+            }
+            for name in inspector.get_table_names()
+        }
+    finally:
+        engine.dispose()
+
+
+def test_every_migration_only_adds_so_the_previous_version_keeps_serving(
+    database_url: str,
+) -> None:
+    """An upgrade (deploy/upgrade.sh) migrates the store first, then replaces the previous
+    version's API replicas and workers, which run on the migrated store until they are stopped.
+    So no migration may take away or change what the previous version reads and writes: every
+    table and column stays as it was, a column added to a table is nullable or has a default (the
+    previous version's inserts do not name it), and no existing table gains a uniqueness rule."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from tempoconf.store.store import _MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    revisions = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
+    revisions.reverse()  # walk_revisions goes from head down
+    assert revisions[-1] == head_revision() and len(revisions) >= 7, revisions
+    _migrate(database_url, revisions[0])
+    before = _schema(database_url)
+    for revision in revisions[1:]:
+        _migrate(database_url, revision)
+        after = _schema(database_url)
+        for table, shape in before.items():
+            assert table in after, f"{revision} drops table {table}"
+            columns = after[table]["columns"]
+            assert isinstance(columns, dict) and isinstance(shape["columns"], dict)
+            for column, kept in shape["columns"].items():
+                assert columns.get(column) == kept, (
+                    f"{revision} changes {table}.{column}: {kept} -> {columns.get(column)}"
+                )
+            for column, (_type, nullable, has_default) in columns.items():
+                if column not in shape["columns"]:
+                    assert nullable or has_default, (
+                        f"{revision} adds {table}.{column} NOT NULL without a default: the "
+                        "previous version's inserts would fail"
+                    )
+            assert after[table]["unique"] == shape["unique"], (
+                f"{revision} changes the uniqueness rules of {table}: "
+                f"{shape['unique']} -> {after[table]['unique']}"
+            )
+        before = after
