@@ -199,6 +199,18 @@ def build_parser() -> argparse.ArgumentParser:
         "and workers start)",
     )
     db_upgrade.set_defaults(handler="db.upgrade_command")
+    db_downgrade = db_commands.add_parser(
+        "downgrade",
+        parents=[connection],
+        help="take the store back to an earlier version's migration (run with this version, "
+        "before the earlier one runs again; no rollout running)",
+    )
+    db_downgrade.add_argument(
+        "revision",
+        metavar="REVISION",
+        help="the migration to go back to, as the earlier tempoconf names it (e.g. 0006_freezes)",
+    )
+    db_downgrade.set_defaults(handler="db.downgrade_command")
 
     schema_parser = commands.add_parser(
         "schema", help="the JSON Schema of a config, or of the rollout request"

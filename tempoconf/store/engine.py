@@ -7,6 +7,7 @@ same transaction, and on PostgreSQL the bump also sends `NOTIFY tempoconf_change
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,12 @@ __all__ = [
     "WRITE_OPTION",
     "bump_revision",
     "current_revision",
+    "downgrade",
     "head_revision",
     "known_revisions",
     "make_engine",
     "read_revision",
+    "revisions_in_order",
     "upgrade",
 ]
 
@@ -117,6 +120,25 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine) -> None:
     """Run the migrations to head, serialised across processes by a database lock."""
+    _migrate(engine, command.upgrade, "head")
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Undo the migrations after `revision`, newest first (each one's `downgrade()`: it drops what
+    that migration added), under the same lock as `upgrade`. `tempoconf db downgrade`, before an
+    earlier tempoconf runs on the store again."""
+    _migrate(engine, command.downgrade, revision)
+
+
+def revisions_in_order() -> list[str]:
+    """Every migration this version of tempoconf ships, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    newest_first = ScriptDirectory(str(MIGRATIONS)).walk_revisions()
+    return [script.revision for script in newest_first][::-1]
+
+
+def _migrate(engine: Engine, step: Callable[[Config, str], None], revision: str) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
     attempts = 0
@@ -132,7 +154,7 @@ def upgrade(engine: Engine) -> None:
                             text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK}
                         )
                     config.attributes["connection"] = conn
-                    command.upgrade(config, "head")
+                    step(config, revision)
             return
         except OperationalError as error:
             # SQLite: a WAL switch or BEGIN IMMEDIATE can still time out when many processes start

@@ -85,6 +85,7 @@ class StoreSchemaError(RuntimeError):
         else:
             message = (
                 f"store {url} is at migration {current}, which this tempoconf does not know (it "
-                f"needs {head}): a newer tempoconf migrated it; run that version instead"
+                f"needs {head}): a newer tempoconf migrated it; run that version instead, or go "
+                f"back to this one with that version's `tempoconf db downgrade {head}` first"
             )
         super().__init__(message)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, func, inspect, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
@@ -74,5 +76,58 @@ def count_rows(store: Store, model: type[SQLModel]) -> int:
     try:
         with engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(table(model))).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def migrate_to(database_url: str, revision: str, *, down: bool = False) -> None:
+    """The database at `revision`, by alembic alone (upgrading, or with `down` downgrading), as
+    a tempoconf of that migration left it."""
+    from alembic import command
+    from alembic.config import Config
+
+    from tempoconf.store.store import _MIGRATIONS
+
+    sqlite_file = make_url(database_url).database
+    if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
+        Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            (command.downgrade if down else command.upgrade)(config, revision)
+    finally:
+        engine.dispose()
+
+
+def schema_of(database_url: str) -> dict[str, dict[str, object]]:
+    """Every table: its columns (type, nullable, has a default) and its unique indexes."""
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        inspector = inspect(engine)
+        return {
+            name: {
+                "columns": {
+                    column["name"]: (
+                        str(column["type"]),
+                        column["nullable"],
+                        column.get("default") is not None,
+                    )
+                    for column in inspector.get_columns(name)
+                },
+                "unique": {
+                    tuple(index["column_names"])
+                    for index in inspector.get_indexes(name)
+                    if index["unique"]
+                }
+                | {
+                    tuple(constraint["column_names"])
+                    for constraint in inspector.get_unique_constraints(name)
+                },
+            }
+            for name in inspector.get_table_names()
+        }
     finally:
         engine.dispose()

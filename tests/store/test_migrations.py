@@ -16,10 +16,10 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from tempoconf.store.engine import head_revision
+from tempoconf.store.engine import head_revision, revisions_in_order
 from tempoconf.store.store import Store
 from tempoconf.store.tables import metadata
-from tests.store.helpers import NS, PATH, put
+from tests.store.helpers import NS, PATH, migrate_to, put, schema_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,31 +230,11 @@ def test_a_database_at_0001_is_upgraded_keeping_its_data(database_url: str) -> N
         store.close()
 
 
-def _migrate(database_url: str, revision: str, *, down: bool = False) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from tempoconf.store.store import _MIGRATIONS
-
-    sqlite_file = make_url(database_url).database
-    if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
-        Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(database_url, poolclass=NullPool)
-    try:
-        config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
-        with engine.begin() as conn:
-            config.attributes["connection"] = conn
-            (command.downgrade if down else command.upgrade)(config, revision)
-    finally:
-        engine.dispose()
-
-
 def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(
     database_url: str,
 ) -> None:
     """0004 adds the identity a report names; reports stored before it named none."""
-    _migrate(database_url, "0003_client_seen")
+    migrate_to(database_url, "0003_client_seen")
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         with engine.begin() as conn:
@@ -291,7 +271,7 @@ def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(
     assert (totals["host-2"].channel, totals["host-2"].labels) == ("canary", {"region": "eu"})
 
     # And back: the downgrade drops the two columns and keeps the reports.
-    _migrate(database_url, "0003_client_seen", down=True)
+    migrate_to(database_url, "0003_client_seen", down=True)
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         with engine.connect() as conn:
@@ -302,37 +282,6 @@ def test_reports_from_before_0004_keep_their_figures_and_have_no_identity(
     assert "channel" not in columns and "labels" not in columns
 
 
-def _schema(database_url: str) -> dict[str, dict[str, object]]:
-    """Every table: its columns (type, nullable, has a default) and its unique indexes."""
-    engine = create_engine(database_url, poolclass=NullPool)
-    try:
-        inspector = inspect(engine)
-        return {
-            name: {
-                "columns": {
-                    column["name"]: (
-                        str(column["type"]),
-                        column["nullable"],
-                        column.get("default") is not None,
-                    )
-                    for column in inspector.get_columns(name)
-                },
-                "unique": {
-                    tuple(index["column_names"])
-                    for index in inspector.get_indexes(name)
-                    if index["unique"]
-                }
-                | {
-                    tuple(constraint["column_names"])
-                    for constraint in inspector.get_unique_constraints(name)
-                },
-            }
-            for name in inspector.get_table_names()
-        }
-    finally:
-        engine.dispose()
-
-
 def test_every_migration_only_adds_so_the_previous_version_keeps_serving(
     database_url: str,
 ) -> None:
@@ -341,21 +290,13 @@ def test_every_migration_only_adds_so_the_previous_version_keeps_serving(
     So no migration may take away or change what the previous version reads and writes: every
     table and column stays as it was, a column added to a table is nullable or has a default (the
     previous version's inserts do not name it), and no existing table gains a uniqueness rule."""
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
-    from tempoconf.store.store import _MIGRATIONS
-
-    config = Config()
-    config.set_main_option("script_location", str(_MIGRATIONS))
-    revisions = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
-    revisions.reverse()  # walk_revisions goes from head down
+    revisions = revisions_in_order()
     assert revisions[-1] == head_revision() and len(revisions) >= 7, revisions
-    _migrate(database_url, revisions[0])
-    before = _schema(database_url)
+    migrate_to(database_url, revisions[0])
+    before = schema_of(database_url)
     for revision in revisions[1:]:
-        _migrate(database_url, revision)
-        after = _schema(database_url)
+        migrate_to(database_url, revision)
+        after = schema_of(database_url)
         for table, shape in before.items():
             assert table in after, f"{revision} drops table {table}"
             columns = after[table]["columns"]
