@@ -22,7 +22,10 @@ workers=$(running worker)
 # The API's image as the compose files name it (`config --images` would add its dependencies').
 image=$(docker compose config api \
     | awk '/^  api:$/ {found = 1; next} found && /^  [^ ]/ {exit} found && /^    image: / {print $2; exit}')
-latest=$(docker image inspect --format '{{.Id}}' "$image")
+if ! latest=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null); then
+    echo "upgrade: there is no image $image: run \`docker compose build\` first" >&2
+    exit 1
+fi
 
 # The API replicas running an image other than the one just built.
 outdated=""

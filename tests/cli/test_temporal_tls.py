@@ -231,6 +231,26 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
 
         metrics = eventually_sync(sdk_series, what="the SDK's workflow_completed counter")
         assert "temporal_request" in metrics
+        # The labels deploy/prometheus/alerts.yml selects the SDK's failure counters by.
+        lines = metrics.splitlines()
+        assert any(
+            line.startswith("temporal_workflow_completed{")
+            and all(
+                label in line
+                for label in (
+                    'namespace="default"',
+                    'task_queue="tempoconf"',
+                    'workflow_type="ConfigRollout"',
+                )
+            )
+            for line in lines
+        ), [line for line in lines if line.startswith("temporal_workflow_")]
+        assert any(
+            line.startswith("temporal_activity_execution_latency")
+            and 'task_queue="tempoconf"' in line
+            and 'activity_type="' in line
+            for line in lines
+        ), [line for line in lines if line.startswith("temporal_activity_")]
 
         # The API over the same TLS settings: an admin route that asks the workflow, and a halt.
         api_port = free_port()

@@ -555,6 +555,20 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
         targets_up, what="Prometheus to scrape the API replicas and the worker", timeout=90
     )
 
+    # tempoconf's alerts (deploy/prometheus/alerts.yml) loaded and evaluated on the real series,
+    # none of them firing on a healthy stack.
+    def alerts_evaluated() -> bool:
+        groups = httpx.get(f"http://127.0.0.1:{d.prometheus_port}/api/v1/rules", timeout=10).json()[
+            "data"
+        ]["groups"]
+        evaluated = {r["name"]: (r["health"], r["state"]) for g in groups for r in g["rules"]}
+        assert len(evaluated) == 7 and "TempoconfNoWorker" in evaluated, evaluated
+        assert all(state == ("ok", "inactive") for state in evaluated.values()), evaluated
+        return True
+
+    eventually_sync(alerts_evaluated, what="Prometheus to evaluate tempoconf's alerts", timeout=90)
+    assert httpx.get(f"http://127.0.0.1:{d.prometheus_port}/alerts", timeout=10).status_code == 200
+
     # The worker's Temporal SDK metrics, e.g. the workflows it completed: the worker restarted
     # above counts from zero, so its completions appear at a later scrape.
     def workflow_completions_scraped() -> bool:

@@ -83,7 +83,7 @@ def test_migration_0005_adds_and_drops_the_table(database_url: str) -> None:
     from sqlalchemy import create_engine, inspect
     from sqlalchemy.pool import NullPool
 
-    from tests.store.test_migrations import _migrate
+    from tests.store.helpers import migrate_to
 
     def tables() -> set[str]:
         engine = create_engine(database_url, poolclass=NullPool)
@@ -92,9 +92,9 @@ def test_migration_0005_adds_and_drops_the_table(database_url: str) -> None:
         finally:
             engine.dispose()
 
-    _migrate(database_url, "0004_report_identity")
+    migrate_to(database_url, "0004_report_identity")
     assert "client_applied" not in tables()
-    _migrate(database_url, "0007_applied_versions")
+    migrate_to(database_url, "0007_applied_versions")
     assert "client_applied" in tables()
-    _migrate(database_url, "0004_report_identity", down=True)
+    migrate_to(database_url, "0004_report_identity", down=True)
     assert "client_applied" not in tables() and "client_seen" in tables()
