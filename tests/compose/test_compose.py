@@ -567,7 +567,8 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
         return True
 
     eventually_sync(alerts_evaluated, what="Prometheus to evaluate tempoconf's alerts", timeout=90)
-    assert httpx.get(f"http://127.0.0.1:{d.prometheus_port}/alerts", timeout=10).status_code == 200
+    alerts = httpx.get(f"http://127.0.0.1:{d.prometheus_port}/api/v1/alerts", timeout=10).json()
+    assert alerts["data"]["alerts"] == [], alerts
 
     # The worker's Temporal SDK metrics, e.g. the workflows it completed: the worker restarted
     # above counts from zero, so its completions appear at a later scrape.
