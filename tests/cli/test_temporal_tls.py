@@ -231,15 +231,17 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
 
         metrics = eventually_sync(sdk_series, what="the SDK's workflow_completed counter")
         assert "temporal_request" in metrics
-        # The labels deploy/prometheus/alerts.yml selects the SDK's failure counters by.
+        # The labels deploy/prometheus/alerts.yml selects the SDK's failure counters by (there
+        # task_queue="tempoconf", the compose file's queue; here this test's own).
         lines = metrics.splitlines()
+        queue = f'task_queue="{env["TEMPOCONF_TASK_QUEUE"]}"'
         assert any(
             line.startswith("temporal_workflow_completed{")
             and all(
                 label in line
                 for label in (
                     'namespace="default"',
-                    'task_queue="tempoconf"',
+                    queue,
                     'workflow_type="ConfigRollout"',
                 )
             )
@@ -247,7 +249,7 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
         ), [line for line in lines if line.startswith("temporal_workflow_")]
         assert any(
             line.startswith("temporal_activity_execution_latency")
-            and 'task_queue="tempoconf"' in line
+            and queue in line
             and 'activity_type="' in line
             for line in lines
         ), [line for line in lines if line.startswith("temporal_activity_")]
