@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tempoconf.temporal_profile import with_temporal_profile
+
 __all__ = ["Settings"]
 
 # Settings fields of their own (flags win over them); every other TEMPORAL_* goes to temporal_env.
@@ -64,8 +66,10 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Environment first, then any non-None override (flags win over environment)."""
-        env = os.environ if environ is None else environ
+        """Environment first, then any non-None override (flags win over environment). The
+        Temporal CLI's config file fills in the `TEMPORAL_*` variables the environment leaves
+        unset (`tempoconf.temporal_profile`)."""
+        env = with_temporal_profile(os.environ if environ is None else environ)
         settings = cls(
             data_dir=Path(env.get("TEMPOCONF_DATA_DIR", ".tempoconf")),
             temporal_address=env.get("TEMPORAL_ADDRESS") or None,

@@ -4,8 +4,9 @@ Address and namespace come from Settings (flags, then `TEMPORAL_ADDRESS` / `TEMP
 TLS, client certificates and the API key come from the variables the Temporal CLI reads
 (`TEMPORAL_TLS_*`, `TEMPORAL_API_KEY`, `TEMPORAL_GRPC_META_*`), parsed by the SDK's own
 `temporalio.envconfig`, so a `temporal workflow ...` hint works in the same shell as printed.
-The CLI's config file (`TEMPORAL_CONFIG_FILE`, profiles) is not read: the environment is the one
-source both share. A secret is never printed: the API key is redacted from every message.
+The CLI's config file (`TEMPORAL_CONFIG_FILE`, `TEMPORAL_PROFILE`) reaches here as the variables
+its profile stands for (`tempoconf.temporal_profile`, read by `Settings.from_env`). A secret is
+never printed: the API key is redacted from every message.
 """
 
 from __future__ import annotations

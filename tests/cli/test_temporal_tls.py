@@ -30,6 +30,7 @@ from tests.cli.conftest import (
     unique_path,
     wait_for_output,
 )
+from tests.fixtures.temporal_config import temporal_config_set
 from tests.fixtures.tls import TlsTemporal, tls_temporal
 from tests.fixtures.waiting import eventually_sync
 
@@ -373,3 +374,53 @@ def test_unusable_settings_stop_the_api_and_the_worker_at_once(tmp_path: Path) -
 def test_the_dev_stack_ignores_tls_settings_meant_for_another_cluster() -> None:
     shell = Settings.from_env({"TEMPORAL_API_KEY": "for-the-cloud", "TEMPORAL_TLS": "true"})
     assert temporal_connection(DevStack(shell).settings).tls is False
+
+
+def test_a_temporal_cli_profile_serves_tempoconf_and_the_cli_alike(
+    temporal: TlsTemporal, tmp_path: Path
+) -> None:
+    """`temporal config set` writes a profile of the mTLS server (address, certificates); with
+    only TEMPORAL_PROFILE set, tempoconf reaches the server over mTLS, as the CLI does."""
+    file = tmp_path / "temporal.toml"
+    certificates = temporal.certificates
+    base = cli_env(TEMPOCONF_DATA_DIR=str(tmp_path / "state"), TEMPORAL_CONFIG_FILE=str(file))
+    temporal_config_set(
+        file,
+        "mtls",
+        {
+            "address": temporal.mtls_address,
+            "tls.server_ca_cert_path": str(certificates.ca),
+            "tls.client_cert_path": str(certificates.client_cert),
+            "tls.client_key_path": str(certificates.client_key),
+        },
+    )
+    _create_store(base, tmp_path)
+    path = unique_path("profile")
+    env = {**base, "TEMPORAL_PROFILE": "mtls"}
+
+    status = run_cli("rollout", "status", path, env=env, cwd=tmp_path)
+    # It asked the server (over mTLS, with the certificate): there is no such rollout.
+    assert f"no rollout of default/{path}" in status.stderr, status.stdout + status.stderr
+    assert "cannot reach" not in status.stderr
+    listed = subprocess.run(
+        [str(temporal_cli_path()), "workflow", "list", "--limit", "1"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+
+    # A profile without the client certificate is refused: the profile's is what let it in.
+    temporal_config_set(
+        file,
+        "nocert",
+        {"address": temporal.mtls_address, "tls.server_ca_cert_path": str(certificates.ca)},
+    )
+    without = run_cli(
+        "rollout", "status", path, env={**base, "TEMPORAL_PROFILE": "nocert"}, cwd=tmp_path
+    )
+    assert f"cannot reach Temporal at {temporal.mtls_address} (namespace default, TLS)" in (
+        without.stderr
+    ), without.stdout + without.stderr
+    # And `tempoconf dev` keeps to its own server whatever the profile says.
+    profiled = Settings.from_env(env)
+    assert profiled.resolved_temporal_address == temporal.mtls_address
+    assert temporal_connection(DevStack(profiled).settings).tls is False

@@ -125,13 +125,6 @@ def test_grpc_metadata_variables_become_request_metadata() -> None:
     assert dict(connection.rpc_metadata) == {"x-tenant": "blue"}
 
 
-def test_the_config_file_of_the_temporal_cli_is_not_read(tmp_path: Path) -> None:
-    config = tmp_path / "temporal.toml"
-    config.write_text('[profile.default]\naddress = "from-file:7233"\napi_key = "file-key"\n')
-    connection = _connection(TEMPORAL_CONFIG_FILE=str(config))
-    assert connection.target_host == "127.0.0.1:7233" and connection.api_key is None
-
-
 def test_a_bad_sdk_metrics_address_names_the_setting() -> None:
     with pytest.raises(TemporalSettingsError, match="TEMPOCONF_SDK_METRICS_ADDRESS") as raised:
         sdk_metrics_runtime("localhost")

@@ -203,21 +203,10 @@ def test_concurrent_lock_acquisition_has_one_winner(database_url: str) -> None:
 
 
 def test_a_database_at_0001_is_upgraded_keeping_its_data(database_url: str) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from tempoconf.store.store import _MIGRATIONS
-
-    sqlite_file = make_url(database_url).database
-    if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
-        Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
+    migrate_to(database_url, "0001_initial")
     engine = create_engine(database_url, poolclass=NullPool)
     try:
-        config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
         with engine.begin() as conn:
-            config.attributes["connection"] = conn
-            command.upgrade(config, "0001_initial")
             conn.execute(text("UPDATE store_revision SET revision = 7 WHERE id = 1"))
     finally:
         engine.dispose()
