@@ -623,7 +623,27 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     assert new_image != old_image
     assert {d.image_of(c) for c in after["api"] | after["worker"]} == {new_image}
     d.served_by_replicas(outside, (newer, "stable"), replicas=3)
-    # Again with nothing new built: nothing is replaced.
+    # A build that does not start: its replicas never become healthy, the script removes them and
+    # stops (exit 1, with the end of one's log), and the replicas that ran serve on, untouched.
+    upgraded_code = init.read_text()
+    init.write_text(upgraded_code + "raise SystemExit('a broken build (compose test)')\n")
+    d.compose("build")
+    with d.polled_throughout(outside) as failures:
+        broken = bash(
+            "deploy/upgrade.sh", cwd=d.checkout, env={**d.env, "TEMPOCONF_UPGRADE_WAIT": "60"},
+            timeout=STACK_TIMEOUT,
+        )  # fmt: skip
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "a broken build (compose test)" in broken.stderr, broken.stderr
+    assert "did not become healthy within 60 s: removed them; the 3 running before serve on" in (
+        broken.stderr
+    )
+    assert failures == [], failures
+    assert {service: set(d.containers(service, running=False)) for service in after} == after
+    # The code as it was: the build cache gives back the image that runs, so the script, run
+    # again with nothing new built, replaces nothing.
+    init.write_text(upgraded_code)
+    d.compose("build")
     again = bash("deploy/upgrade.sh", cwd=d.checkout, env=d.env, timeout=STACK_TIMEOUT)
     assert again.returncode == 0, again.stderr
     assert {service: set(d.containers(service)) for service in ("api", "worker")} == after
