@@ -85,7 +85,9 @@ def downgrade_command(args: argparse.Namespace) -> int:
 
 
 def _lock_holders(engine: Engine) -> list[str]:
-    """`namespace/path by workflow id` of every config lock (the table of the first migration)."""
+    """`namespace/path by workflow id` of every config lock. Plain SQL, not `Store.list_locks`:
+    a Store opens only a store at this version's head, and a downgrade may start below it (the
+    table is the first migration's, so every revision has it)."""
     with engine.connect() as conn:
         rows = conn.execute(
             text("SELECT namespace, path, workflow_id FROM config_lock ORDER BY acquired_at")

@@ -105,9 +105,7 @@ def head_revision() -> str:
 
 def known_revisions() -> set[str]:
     """Every migration this version of tempoconf ships."""
-    from alembic.script import ScriptDirectory
-
-    return {script.revision for script in ScriptDirectory(str(MIGRATIONS)).walk_revisions()}
+    return set(revisions_in_order())
 
 
 def current_revision(engine: Engine) -> str | None:
