@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from starlette.requests import Request
 
 from tempoconf.api.errors import ApiError
@@ -14,6 +16,7 @@ from tempoconf.store.store import Store
 
 __all__ = [
     "config_name",
+    "limit_param",
     "metrics_of",
     "settings_of",
     "snapshot_cache",
@@ -58,3 +61,21 @@ def config_name(request: Request) -> tuple[str, str]:
     if problem is not None:
         raise ApiError(400, f"invalid query parameter namespace: {problem}")
     return namespace, path
+
+
+# ASCII digits only: str.isdigit() and int() also take other scripts' digits ('٣'), and
+# isdigit() takes superscripts ('²') that int() then refuses.
+_LIMIT = re.compile(r"[0-9]{1,9}")
+
+
+def limit_param(request: Request, *, default: int, maximum: int) -> int:
+    """`?limit=`: an integer from 1 to `maximum`, `default` when absent; ApiError(400) else."""
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    if not _LIMIT.fullmatch(raw) or not 1 <= int(raw) <= maximum:
+        raise ApiError(
+            400,
+            f"invalid query parameter limit={raw[:40]!r}: expected an integer from 1 to {maximum}",
+        )
+    return int(raw)

@@ -16,7 +16,7 @@ from temporalio.service import RPCError
 from tempoconf.api.answers import Timestamp
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from tempoconf.api.deps import store_of, temporal_of
+from tempoconf.api.deps import limit_param, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 from tempoconf.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
@@ -111,12 +111,8 @@ async def freezes(request: Request) -> JSONResponse:
             raise ApiError(
                 400, f"invalid query parameter namespace: {namespace_problem(namespace)}"
             )
-        raw_limit = request.query_params.get("limit", str(DEFAULT_FREEZE_LIMIT))
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_FREEZE_LIMIT:
-            raise ApiError(
-                400, f"invalid query parameter limit: an integer from 1 to {MAX_FREEZE_LIMIT}"
-            )
-        listed = await asyncio.to_thread(store.list_freezes, namespace, limit=int(raw_limit))
+        limit = limit_param(request, default=DEFAULT_FREEZE_LIMIT, maximum=MAX_FREEZE_LIMIT)
+        listed = await asyncio.to_thread(store.list_freezes, namespace, limit=limit)
         now = datetime.now(UTC)
         answer = FreezesAnswer(freezes=[FreezeAnswer.of(freeze, now) for freeze in listed])
         return JSONResponse(answer.model_dump(mode="json"))

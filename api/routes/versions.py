@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import AuditEntryAnswer, HistoryAnswer, VersionAnswer, VersionsAnswer
 from tempoconf.api.auth import require_admin
-from tempoconf.api.deps import config_name, store_of
+from tempoconf.api.deps import config_name, limit_param, store_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routes.rollouts import stable_answer
 from tempoconf.api.routing import CONFIG_PATH, route
@@ -52,28 +52,12 @@ async def stable(request: Request) -> JSONResponse:
 async def history(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
-    limit = _limit(request.query_params.get("limit"))
+    limit = limit_param(request, default=DEFAULT_HISTORY_LIMIT, maximum=MAX_HISTORY_LIMIT)
     entries = await asyncio.to_thread(store_of(request).history, namespace, path, limit=limit)
     answer = HistoryAnswer(
         namespace=namespace, path=path, entries=[_entry(entry) for entry in entries]
     )
     return JSONResponse(answer.body())
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return DEFAULT_HISTORY_LIMIT
-    try:
-        limit = int(raw)
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= MAX_HISTORY_LIMIT:
-        raise ApiError(
-            400,
-            f"invalid query parameter limit={raw!r}: expected an integer from 1 to "
-            f"{MAX_HISTORY_LIMIT}",
-        )
-    return limit
 
 
 def _when(at: datetime) -> str:

@@ -72,6 +72,12 @@ async def test_wait_at_its_bounds_is_fine(live: httpx.AsyncClient) -> None:
         ("/v1/admin/history/Bad/Path", {}, "may use only a-z"),
         (f"/v1/admin/history/{PATH}", {"limit": "0"}, "limit='0'"),
         (f"/v1/admin/history/{PATH}", {"limit": "lots"}, "limit='lots'"),
+        # Digits that str.isdigit() or int() take but are not ASCII: a 400, never a 500.
+        (f"/v1/admin/history/{PATH}", {"limit": "\u00b2"}, "limit='\u00b2'"),
+        (f"/v1/admin/history/{PATH}", {"limit": "\u0663"}, "limit='\u0663'"),
+        ("/v1/admin/freezes", {"limit": "\u00b2"}, "limit='\u00b2'"),
+        ("/v1/admin/freezes", {"limit": " 5"}, "limit=' 5'"),
+        ("/v1/admin/freezes", {"limit": "1001"}, "from 1 to 1000"),
         (f"/v1/admin/versions/{PATH}", {"namespace": "Team A"}, "namespace 'Team A'"),
         (f"/v1/admin/schemas/{PATH}/", {}, "empty segment"),
         (f"/v1/admin/rollouts/{PATH}", {"workflow_id": ""}, "workflow_id"),
