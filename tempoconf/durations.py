@@ -121,7 +121,10 @@ def _parse_protobuf_duration(raw: dict[str, Any]) -> float:
     nanos = _protobuf_integer(raw.get("nanos", 0), raw)
     if not -999_999_999 <= nanos <= 999_999_999:
         raise ValueError(f"cannot parse protobuf duration {raw!r}: nanos must be within ±999999999")
-    return float(seconds) + nanos / 1e9
+    # Clamped before float(), which raises OverflowError past its range: the caller's range checks
+    # then refuse it as negative or too long, as they do a number of seconds.
+    bound = int(_MAX_SECONDS) + 1
+    return float(max(-bound, min(seconds, bound))) + nanos / 1e9
 
 
 def _protobuf_integer(field: Any, raw: dict[str, Any]) -> int:

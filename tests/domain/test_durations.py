@@ -74,6 +74,8 @@ def test_parse_duration_accepts_every_documented_form(raw: object, expected: tim
         ("inf", "finite"),
         pytest.param(10**400, "at most", id="int-beyond-float-range"),
         (10**12, "at most"),
+        pytest.param({"seconds": "9" * 400}, "at most", id="protobuf-beyond-float-range"),
+        pytest.param({"seconds": -(10**400)}, "negative", id="protobuf-below-float-range"),
         ("99999999999h", "at most"),
     ],
 )
