@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 import pytest_asyncio
 
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
+from tempoconf.api.openapi import openapi_document
 from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import make_stable
+from tests.api.helpers import make_stable, record
+from tests.fixtures.extremes import EXTREMES, parts, replaced
 
 PATH = "myproject/server_config"
 URL = f"/v1/configs/{PATH}"
@@ -195,3 +199,88 @@ async def test_no_bad_request_changes_what_is_served(
     assert (after.status_code, after.content) == (before.status_code, before.content)
     assert api_store.revision() == revision
     assert (await live.get("/healthz")).status_code == 200
+
+
+STABLE = record({"v": 1})
+"""The version `live` makes stable."""
+EXAMPLE_ROLLOUT = Path(__file__).parents[2] / "examples" / "rollout.json"
+
+
+def _bodies() -> list[tuple[str, str, Any]]:
+    """(method, URL, a body the route takes) for every route with a JSON body."""
+    rollout = {**json.loads(EXAMPLE_ROLLOUT.read_text()), "path": PATH}
+    return [
+        ("POST", "/v1/reports", _report(version=STABLE.version, error="boom")),
+        ("POST", "/v1/admin/plans", rollout),
+        ("POST", "/v1/admin/freezes", {"namespace": "frozen", "reason": "r", "until": "1h"}),
+        ("POST", "/v1/admin/freezes/frozen:end", {"reason": "r", "by": "me"}),
+        ("PUT", f"/v1/admin/schemas/{PATH}", {"schema": {"type": "object"}, "reason": "r"}),
+        ("POST", f"/ofrep/v1/evaluate/flags/{PATH}", {"context": {"targetingKey": "h1"}}),
+        ("POST", "/ofrep/v1/evaluate/flags", {"context": {"targetingKey": "h1", "zone": "a"}}),
+    ]
+
+
+@pytest.mark.parametrize(("method", "url", "body"), _bodies(), ids=lambda part: str(part)[:30])
+async def test_an_extreme_value_anywhere_in_a_body_is_never_a_server_error(
+    method: str, url: str, body: Any, live: httpx.AsyncClient
+) -> None:
+    async def send(document: Any) -> httpx.Response:
+        # json.dumps writes a lone surrogate as an escape, as hostile clients send it
+        content = json.dumps(document).encode()
+        headers = {"Content-Type": "application/json"}
+        return await live.request(method, url, content=content, headers=headers)
+
+    if url.endswith(":end"):  # something to end; the sweep's ends are refused, 400 or 404
+        await live.post("/v1/admin/freezes", json={"namespace": "frozen", "reason": "r"})
+    assert (await send(body)).status_code < 300  # the route takes the body as it is
+    failures: list[str] = []
+    for at in list(parts(body)):
+        for extreme in EXTREMES:
+            response = await send(replaced(body, at, extreme))
+            # a refusal says why: `error` (tempoconf's routes) or `errorDetails` (OFREP's)
+            said = response.status_code < 400 or {"error", "errorDetails"} & response.json().keys()
+            if response.status_code >= 500 or not said:
+                pointer = "/" + "/".join(map(str, at))
+                failures.append(f"{pointer} = {str(extreme)[:20]!r}: {response.status_code}")
+
+    assert not failures, "\n".join(failures[:20])
+
+
+def _query_parameters() -> list[tuple[str, str, set[int]]]:
+    """(URL, query parameter, the statuses the GET documents) for every query parameter of every
+    GET the API documents, but the rollout's state (it asks Temporal, which `live` has none of)."""
+    document = openapi_document()
+    shared = document.get("components", {}).get("parameters", {})
+    found = []
+    for template, operations in document["paths"].items():
+        if "get" not in operations or template.startswith("/v1/admin/rollouts"):
+            continue
+        for parameter in operations["get"].get("parameters", []):
+            if "$ref" in parameter:
+                parameter = shared[parameter["$ref"].rsplit("/", 1)[-1]]
+            if parameter["in"] == "query":
+                documented = {int(status) for status in operations["get"]["responses"]}
+                found.append((template.replace("{path}", PATH), parameter["name"], documented))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("url", "name", "documented"),
+    _query_parameters(),
+    ids=lambda part: part if isinstance(part, str) else "-",
+)
+async def test_an_extreme_query_parameter_is_never_a_server_error(
+    url: str, name: str, documented: set[int], live: httpx.AsyncClient
+) -> None:
+    # `limit=²` answered 500 once: str.isdigit() takes superscripts, int() does not.
+    texts = [str(extreme) for extreme in EXTREMES if not isinstance(extreme, list | dict)]
+    queries = [f"{name}={quote(text.encode('utf-8', 'surrogatepass'))}" for text in texts]
+    queries += [f"{name}=%FF%FE", f"{name}=1&{name}=2", name, f"{name}=%00"]
+    failures = []
+    for query in queries:
+        response = await live.get(f"{url}?{query}")
+        # a 5xx the route documents is an answer (/readyz: 503 past max_age), not a crash
+        if response.status_code >= 500 and response.status_code not in documented:
+            failures.append(f"?{query[:60]}: {response.status_code} {response.text[:100]}")
+
+    assert not failures, "\n".join(failures)
