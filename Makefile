@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup bytecode run test test-soak test-faults test-fuzz compose-test bench lint clean
+.PHONY: setup bytecode run test test-soak test-faults test-fuzz compose-test bench lint docs docs-serve clean
 
 setup: $(STAMP)
 
@@ -73,5 +73,18 @@ lint: $(STAMP)
 	$(BIN)/python .ci/layout.py $(LAYOUT) $(BIN)/mypy
 	cd $(LAYOUT) && $(CURDIR)/$(BIN)/lint-imports --no-logo --no-cache $(CURDIR)/pyproject.toml
 
+# The docs site (mkdocs.yml): docs/ and the reference pages written from the code (docs_gen/),
+# into site/. --strict: a broken link or anchor, a page missing from the nav, or a generator
+# that fails is an error (not with --quiet, which hides the warnings strict mode counts).
+# Nothing is downloaded while building. NO_MKDOCS_2_WARNING: mkdocs-material's banner about its
+# successor, which says nothing about this site.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The same site, rebuilt on each change, at http://127.0.0.1:8000 (DOCS_PORT=N for another port).
+DOCS_PORT ?= 8000
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
+
 clean:
-	rm -rf $(VENV) .tempoconf .pytest_cache
+	rm -rf $(VENV) .tempoconf .pytest_cache site

@@ -136,7 +136,7 @@ class _Strict(BaseModel):
 
 class _CheckBase(_Strict):
     interval: Duration | None = None
-    """Also run the check every `interval` during the hold (fail fast); None: only at its end."""
+    """Also run the check every `interval` during the hold (fail fast); unset: only at its end."""
     initial_delay: Duration = timedelta(0)
     """No check runs before this much of the hold has passed."""
     failure_limit: int = Field(default=1, ge=1)
@@ -144,6 +144,7 @@ class _CheckBase(_Strict):
     on_no_data: Literal["pass", "fail"] = "fail"
     """What the check concludes at the end of the hold when its source has no data."""
     name: str | None = Field(default=None, max_length=200)
+    """Shown in the status and the audit log; default: the kind."""
     attempts: int = Field(default=3, ge=1, le=20)
     """Tries against an unreachable source before the check counts as failed."""
 
@@ -161,11 +162,17 @@ class ReportsCheckSpec(_CheckBase):
     model_config = ConfigDict(json_schema_extra=_one_of("max_error_ratio", "max_baseline_factor"))
 
     kind: Literal["reports"]
+    """The cohort's health reports (`POST /v1/reports`) on the rollout's version."""
     max_error_ratio: float | None = Field(default=None, ge=0, le=1)
+    """Fail when the cohort's error ratio, failed / (ok + failed), is above this."""
     min_clients: int = Field(default=1, ge=0)
+    """Reporting cohort clients needed for a verdict; fewer is no data."""
     max_baseline_factor: float | None = Field(default=None, gt=0)
-    """Fail when the cohort's error ratio is above this factor times the baseline's."""
+    """Fail when the cohort's error ratio is above this factor times the baseline's (the
+    config's clients outside the cohort, on other versions, over the same span)."""
     window: Duration = timedelta(minutes=5)
+    """How far back the check looks: reports since the stage's publish, or within this, when
+    shorter."""
 
     @model_validator(mode="after")
     def _needs_a_bound(self) -> ReportsCheckSpec:
@@ -180,11 +187,19 @@ class PrometheusCheckSpec(_CheckBase):
     model_config = ConfigDict(json_schema_extra=_one_of("max", "min"))
 
     kind: Literal["prometheus"]
+    """A PromQL query against a Prometheus server."""
     url: HttpUrl
+    """The Prometheus server's base URL."""
     query: str = Field(min_length=1)
+    """PromQL, with the placeholders `{path}`, `{namespace}`, `{version}`, `{stage}` (escaped for a
+    double-quoted PromQL string), `{since}` (the stage's publish, Unix seconds) and `{elapsed}`
+    (the time since, as a PromQL duration); any other `{name}` is refused. No sample: no data."""
     max: float | None = None
+    """Fail when the query's value is above this."""
     min: float | None = None
+    """Fail when the query's value is below this."""
     timeout: Duration = timedelta(seconds=10)
+    """How long the server has to answer."""
 
     @field_validator("query")
     @classmethod
@@ -205,8 +220,11 @@ class HttpCheckSpec(_CheckBase):
     """An external judge: the URL must answer 2xx within `timeout`."""
 
     kind: Literal["http"]
+    """An outside judge over HTTP."""
     url: HttpUrl
+    """Must answer 2xx; the query's placeholders may be used, URL-encoded."""
     timeout: Duration = timedelta(seconds=10)
+    """How long the URL has to answer."""
 
 
 HealthCheckSpec = Annotated[
@@ -221,7 +239,7 @@ MAX_APPROVALS = 10
 
 class ApprovalsSpec(_Strict):
     """Four eyes on a manual stage: how many distinct identities must approve, and whether the
-    request's author may be one of them (tempoconf.approvals)."""
+    request's author may be one of them."""
 
     required: int = Field(ge=1, le=MAX_APPROVALS, strict=True)
     """Approvals from distinct identities the stage needs before it advances."""
@@ -257,7 +275,8 @@ class StageSpec(_Strict):
     manual: bool = False
     """Once the hold and checks pass, wait for `approve`."""
     name: str | None = Field(default=None, min_length=1, max_length=100)
-    """Default: from the target (`channel:canary`, `10%`, `labels:region=eu`); unique in a request."""
+    """Default: from the target (`channel:canary`, `10%`, `labels:region=eu`, joined by spaces when
+    a stage names several); unique in a request."""
     health: list[HealthCheckSpec] | None = None
     """Checks of this stage only, run after the request's."""
     approvals: ApprovalsSpec | None = None
@@ -279,7 +298,9 @@ class StageSpec(_Strict):
     """Counted from the stage's publish: once it passes with `min_applied` unmet,
     `on_apply_timeout` decides; default none (wait until met, advanced or halted)."""
     on_apply_timeout: Literal["revert", "hold"] | None = None
-    """`revert` (the default) the rollout, or `hold` it in `apply_timed_out` for an operator."""
+    """`revert` (the default): the rollout reverts, its reason the ratio and the stragglers count;
+    `hold`: it stays in `apply_timed_out` until an operator sends `advance` (go on as is),
+    `bypass` or `halt`."""
 
     @field_validator("applied_window", "apply_timeout")
     @classmethod
@@ -350,7 +371,9 @@ class LinearStrategy(_Strict):
     """Percentile stages `step`, 2×`step`, ... up to 100, each held for `every`."""
 
     step: float = Field(gt=0, le=100)
+    """The first percentile and the increment between two stages."""
     every: Duration | None = None
+    """The cooldown of each generated stage; default: the request's `default_cooldown_time`."""
 
     @model_validator(mode="after")
     def _not_too_many_stages(self) -> LinearStrategy:
@@ -368,8 +391,11 @@ class ExponentialStrategy(_Strict):
     """Percentile stages `start`, `start`×`factor`, ... up to 100, each held for `every`."""
 
     start: float = Field(gt=0, le=100)
+    """The first percentile."""
     factor: float = Field(gt=1, le=100)
+    """Each next percentile is the last one times this, while below 100; then 100."""
     every: Duration | None = None
+    """The cooldown of each generated stage; default: the request's `default_cooldown_time`."""
 
 
 class StrategySpec(_Strict):
@@ -378,7 +404,9 @@ class StrategySpec(_Strict):
     model_config = ConfigDict(json_schema_extra=_one_of("linear", "exponential", exactly=True))
 
     linear: LinearStrategy | None = None
+    """Percentiles `step`, 2×`step`, 3×`step`, ... up to 100."""
     exponential: ExponentialStrategy | None = None
+    """Percentiles `start`, `start`×`factor`, `start`×`factor`², ... while below 100, then 100."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> StrategySpec:
@@ -474,6 +502,8 @@ class RolloutRequest(_Strict):
     version: str | None = Field(default=None, pattern=_VERSION_ID)
     """Roll out a version the config already has (rollback) instead of a new value."""
     strategy: StrategySpec | None = None
+    """Percentile stages generated by a rule, appended after `stages`; each point rounded to two
+    decimals, and no generated stage may repeat the name of an explicit one."""
     webhooks: list[HttpUrl] = Field(default_factory=list, max_length=10)
     """URLs called (POST, JSON) once per state change; a failing webhook never affects the rollout."""
     default_cooldown_time: Duration = DEFAULT_COOLDOWN
