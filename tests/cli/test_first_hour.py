@@ -64,7 +64,7 @@ def temporal(dev: RunningDev, *args: str) -> subprocess.CompletedProcess[str]:
 
 # -- --fail-existing ---------------------------------------------------------------------------
 def test_every_documented_workflow_start_carries_fail_existing() -> None:
-    documents = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    documents = [README, *sorted((ROOT / "docs").rglob("*.md"))]
     starts = [
         command
         for document in documents

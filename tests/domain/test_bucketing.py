@@ -1,4 +1,4 @@
-"""The published bucketing function (docs/contract.md, Bucketing), pinned by test vectors."""
+"""The published bucketing function (docs/explanation/resolution.md, Bucketing), pinned by test vectors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tempoconf.bucketing import BUCKETS, bucket, in_percentile, percentile_thres
 
 
 def published_bucket(path: str, client_id: str) -> int:
-    """The formula exactly as docs/contract.md publishes it, written independently of the implementation."""
+    """The formula exactly as docs/explanation/resolution.md publishes it, written apart from the code."""
     digest = hashlib.md5(path.encode() + client_id.encode()).digest()
     return int.from_bytes(digest[:8], "big") % 10000
 
@@ -112,7 +112,7 @@ def test_roughly_p_percent_of_clients_land_in_p(percentile: float) -> None:
     assert abs(share - percentile) < max(1.5, percentile * 0.1)
 
 
-# Changesets (docs/contract.md, Bucketing): the key is `changeset:` + the first 16 hex of the
+# Changesets (docs/explanation/resolution.md, Bucketing): the key is `changeset:` + the first 16 hex of the
 # SHA-256 of the sorted `namespace/path` lines joined by "\n"; buckets use the same md5 formula.
 CHANGESET_VECTORS = [
     (
@@ -134,7 +134,7 @@ CHANGESET_VECTORS = [
 
 
 def published_changeset_key(configs: list[str]) -> str:
-    """The key exactly as docs/contract.md publishes it, written independently of the code."""
+    """The key exactly as docs/explanation/resolution.md publishes it, written independently of the code."""
     return "changeset:" + hashlib.sha256("\n".join(sorted(configs)).encode()).hexdigest()[:16]
 
 

@@ -1,4 +1,4 @@
-"""Which version a client gets (docs/contract.md, Resolution and Leases)."""
+"""Which version a client gets (docs/explanation/resolution.md, Resolution and Leases)."""
 
 from __future__ import annotations
 

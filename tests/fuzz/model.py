@@ -2,7 +2,7 @@
 and what every client of a config must be served, from the commands sent so far alone.
 
 Pure (no I/O, no clock of its own) and small on purpose: it re-derives the contract
-(docs/contract.md: resolution, bucketing, leases, the `reports` check, the commands) instead of
+(docs/explanation/resolution.md; docs/contract.md: the `reports` check, the commands) instead of
 calling the code under test. The one thing it reuses is the published bucketing formula
 (`tempoconf.bucketing`), which is the contract itself.
 
@@ -82,7 +82,7 @@ class StageSpec:
         return stage
 
     def matches(self, path: str, client: Identity) -> bool:
-        """docs/contract.md, Resolution: a client must match everything the stage names."""
+        """docs/explanation/resolution.md, Resolution: a client must match everything the stage names."""
         if self.channel is not None and client.channel != self.channel:
             return False
         if any(dict(client.labels).get(key) != value for key, value in self.labels):
