@@ -157,7 +157,15 @@ def cli_page(parser: argparse.ArgumentParser) -> str:
     writer.arguments(parser)
     for key, anchor in shared.items():
         group = groups[key][0]
-        writer.lines += [f"## {_title(group)} {{#{anchor}}}", "", *_group_table(group)]
+        first = str(group.title).split()[0]
+        writer.lines += [f"## {first.capitalize()} flags {{#{anchor}}}", ""]
+        takers = [
+            f"[{code(each.prog.removeprefix('tempoconf '))}](#{_anchor(each)})"
+            for each in _every_parser(parser)
+            if any(_key(g) == key for g in each._action_groups)
+        ]
+        writer.lines += [f"{_title(group)}. Taken by {', '.join(takers)}.", ""]
+        writer.lines += _group_table(group)
     for _, help_text, sub in commands:
         writer.section(sub, help_text, 2)
     return "\n".join(writer.lines)

@@ -68,6 +68,18 @@ class _Page:
         self.document = document
         self.schemas: dict[str, Any] = document.get("components", {}).get("schemas", {})
         self.request_schemas = request_schemas
+        # The schemas request bodies name (as they validate); every other one is an answer's.
+        pending = [
+            def_name(ref)
+            for _, _, operation in _operations(document)
+            for ref in _refs(operation.get("requestBody", {}))
+        ]
+        self.bodies: set[str] = set()
+        while pending:  # and the objects they hold, in turn
+            name = pending.pop()
+            if name not in self.bodies:
+                self.bodies.add(name)
+                pending += [def_name(ref) for ref in _refs(self.schemas.get(name, {}))]
         self.writer = SchemaWriter(self.schemas, self._link)
         self.lines: list[str] = []
 
@@ -138,12 +150,13 @@ class _Page:
         ]
         for name in used:
             node = self.schemas[name]
+            node_is_answer = name not in self.bodies
             self.lines += [f"### {name} {{#{_anchor(name)}}}", ""]
             said = [" ".join(node.get("description", "").split()), *self.writer.rules(node)]
             if any(said):
                 self.lines += [" ".join(text for text in said if text), ""]
             if "properties" in node:
-                self.lines += self.writer.fields(node, required_word="always")
+                self.lines += self.writer.fields(node, answer=node_is_answer)
             else:
                 self.lines.append("A value of type " + self.writer.type_of(node) + ".")
             self.lines.append("")
@@ -168,8 +181,16 @@ def http_api_page(document: dict[str, Any], request_schemas: set[str]) -> str:
          op.get("summary", "")]
         for tag in order
         for path, method, op in by_tag[tag]
+        if not op.get("deprecated")
     ]  # fmt: skip
+    deprecated = sum(1 for _, _, op in _operations(document) if op.get("deprecated"))
     page.lines += ["## Operations", "", *table(["operation", "what"], rows), ""]
+    if deprecated:
+        page.lines += [
+            f"Not listed here: {deprecated} deprecated forms, kept for older clients; each is "
+            "marked *(deprecated)* where its section says what replaces it.",
+            "",
+        ]
 
     for tag in order:
         page.lines += [f"## {_TAG_TITLES.get(tag, tag)} {{#tag-{tag}}}", ""]

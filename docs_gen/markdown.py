@@ -184,11 +184,11 @@ class SchemaWriter:
                 found.append("each " + inner)
         return "; ".join(part for part in found if part)
 
-    def default(self, schema: Schema, *, required: bool, required_word: str = "required") -> str:
+    def default(self, schema: Schema, *, required: bool) -> str:
         if required:
-            return required_word
+            return "required"
         if "default" not in schema:
-            return "optional"
+            return "none"
         value = schema["default"]
         if value is None:
             return "none"
@@ -196,22 +196,29 @@ class SchemaWriter:
             return code(_seconds(value))
         return code(json.dumps(value, ensure_ascii=False))
 
-    def fields(self, schema: Schema, *, required_word: str = "required") -> list[str]:
-        """An object's fields as a table: field, type, default, constraints, description.
-        `required_word` is what the default column says of a required field (an answer's
-        required fields are `always` there)."""
+    def fields(self, schema: Schema, *, answer: bool = False) -> list[str]:
+        """An object's fields as a table: field, type, default, constraints, description. Of an
+        answer (`answer`), the third column says whether the field is always there; a column
+        empty in every row is left out."""
         required = set(schema.get("required", []))
-        rows = [
-            [
-                code(name),
-                self.type_of(field),
-                self.default(field, required=name in required, required_word=required_word),
-                self.constraints(field),
-                field.get("description", ""),
-            ]
-            for name, field in schema.get("properties", {}).items()
-        ]
-        return table(["field", "type", "default", "constraints", "description"], rows)
+        rows = []
+        for name, field in schema.get("properties", {}).items():
+            if answer:
+                third = "always" if name in required else "optional"
+            else:
+                third = self.default(field, required=name in required)
+            rows.append(
+                [
+                    code(name),
+                    self.type_of(field),
+                    third,
+                    self.constraints(field),
+                    field.get("description", ""),
+                ]
+            )
+        header = ["field", "type", "present" if answer else "default", "constraints", "description"]
+        kept = [0, *(i for i in range(1, len(header)) if any(row[i] for row in rows))]
+        return table([header[i] for i in kept], [[row[i] for i in kept] for row in rows])
 
     def rules(self, schema: Schema) -> list[str]:
         """What an object requires beyond each field: which fields go together, or exclude each
