@@ -234,6 +234,22 @@ def test_the_settings_page_names_every_variable_the_code_reads() -> None:
                   documented) == []  # fmt: skip
 
 
+def test_the_metrics_page_names_every_metric_the_code_exports() -> None:
+    """Each metric family the API, an edge and the client SDK define, by the name a scrape shows
+    (a counter's with `_total`)."""
+    exported = []
+    for source in ("api/metrics.py", "api/edge_app.py"):
+        text = (ROOT / source).read_text(encoding="utf-8")
+        for kind, name in re.findall(
+            r'(Counter|Gauge|Histogram)MetricFamily\(\s*"([a-z_]+)"', text
+        ):
+            exported.append(name + "_total" if kind == "Counter" else name)
+    exported.append("tempoconf_agent_config_version")
+    documented = (DOCS / "reference" / "metrics.md").read_text(encoding="utf-8")
+    assert len(exported) >= 18
+    assert [name for name in exported if not re.search(rf"`{name}[{{`]", documented)] == []
+
+
 def test_no_file_refers_to_a_design_document_the_repository_lacks() -> None:
     skipped = {".git", ".venv", ".tempoconf", "__pycache__", ".pytest_cache", ".ruff_cache", "site"}
     mentions = [
