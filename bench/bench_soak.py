@@ -45,7 +45,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from tempoconf.canonical import version_id
 from tempoconf.resolution import VersionRecord
 from tempoconf.store.store import Store
-from tempoconf.temporal import search_attribute_arguments, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.temporal import WORKFLOW_TYPE, search_attribute_arguments, temporal_cli_path
 
 TEMPOCONF = Path(PYTHON).parent / "tempoconf"
 NAMESPACE = "default"
