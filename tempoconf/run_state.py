@@ -164,6 +164,7 @@ class RolloutRunState:
             if plan.changes
             else []
         )
+        self.progress.change_summaries = [change.change for change in plan.changes]
         self.progress.stage_count = len(plan.stages)
         self.progress.stages = [
             StageProgress(
