@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -22,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.changesets import changeset_key, changeset_workflow_id
+from tempoconf.cli.worker import ensure_search_attributes
 from tempoconf.digest import plan_digest
 from tempoconf.plan import plan_from_request
 from tempoconf.store.store import Store
@@ -404,5 +407,18 @@ async def test_a_namespace_without_tempoconf_paths_runs_changesets_without_it(
             assert PATHS_ATTRIBUTE_NAME not in attributes
             assert attributes["TempoconfPath"] == paths[0]
             assert attributes["TempoconfState"] == "promoted"
+
+            # Where the worker may register it (`tempoconf worker` does at its start), it does,
+            # as a KeywordList; the next prepare finds it and the next changeset carries it.
+            registered = await ensure_search_attributes(env.client, env.client.namespace)
+            assert PATHS_ATTRIBUTE_NAME in registered
+            listed = await env.client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=env.client.namespace)
+            )
+            kind = listed.custom_attributes[PATHS_ATTRIBUTE_NAME]
+            assert kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
+            handle = await older_harness.start(changeset(paths, OLD, stages=[]))
+            assert (await asyncio.wait_for(handle.result(), timeout=60))["outcome"] == "promoted"
+            assert (await attributes_of(handle))[PATHS_ATTRIBUTE_NAME] == paths
     finally:
         await env.shutdown()
