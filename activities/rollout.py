@@ -49,14 +49,15 @@ from tempoconf.activity_io import (
     RevertResult,
 )
 from tempoconf.change import rollout_change
-from tempoconf.changesets import change_event_key, changeset_key
-from tempoconf.plan import PlannedChange, RolloutPlan, plan_from_request
+from tempoconf.changesets import change_event_key
+from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.progress import NOTE
 from tempoconf.request import RolloutRequest
 from tempoconf.resolution import PublishedStage, VersionRecord
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
+from tempoconf.temporal import PATHS_ATTRIBUTE_NAME, registered_search_attributes
 from tempoconf.validation import ValidatedRollout, validate_rollout
 
 __all__ = ["RolloutActivities"]
@@ -101,7 +102,8 @@ class RolloutActivities:
 
     `temporal_cli` and `temporal_address` say how a person reaches this worker's Temporal server
     (`.venv/bin/temporal`, `127.0.0.1:7233`): the workflow prints its steering commands with them
-    ("" leaves the address out, for the CLI's own default).
+    ("" leaves the address out, for the CLI's own default). `search_attributes`: the custom
+    search attributes the worker found registered at its start (None: not looked).
     """
 
     def __init__(
@@ -111,11 +113,13 @@ class RolloutActivities:
         temporal_cli: str = "temporal",
         temporal_address: str = "",
         continue_as_new_after_events: int = 0,
+        search_attributes: frozenset[str] | None = None,
     ) -> None:
         self._store = store
         self._temporal_cli = temporal_cli
         self._temporal_address = temporal_address
         self._continue_as_new_after_events = continue_as_new_after_events
+        self._paths_attribute_found = PATHS_ATTRIBUTE_NAME in (search_attributes or ())
 
     def activities(self) -> list[Callable[..., Any]]:
         return [
@@ -183,6 +187,7 @@ class RolloutActivities:
             temporal_address=self._temporal_address,
             temporal_namespace=activity.info().workflow_namespace or "",
             continue_as_new_after_events=self._continue_as_new_after_events,
+            paths_attribute=await self._paths_attribute(),
         )
 
     async def _prepare_changeset(
@@ -206,25 +211,25 @@ class RolloutActivities:
             actor=request.author or await self._starter(input),
             details=_own_metadata(request),
         )
+        plan = plan_from_request(request, validated.version)
+        # What each config changes, told against its stable (for people: not in the digest).
         changes = [
-            PlannedChange(
-                namespace=change.namespace,
-                path=change.path,
-                version=change.version,
+            replace(
+                planned,
                 change=rollout_change(
                     change.value,
                     stable,
                     rollback_to=change.version if change.existing is not None else None,
                 ),
             )
-            for change, stable in zip(configs, stables, strict=True)
+            for planned, change, stable in zip(plan.changes, configs, stables, strict=True)
         ]
         return replace(
-            plan_from_request(request, validated.version),
+            plan,
             changes=changes,
-            bucket_key=changeset_key((change.namespace, change.path) for change in configs),
             change=f"{len(changes)} configs: "
             + "; ".join(f"{c.namespace}/{c.path}: {c.change}" for c in changes),
+            paths_attribute=await self._paths_attribute(),
             temporal_cli=self._temporal_cli,
             temporal_address=self._temporal_address,
             temporal_namespace=activity.info().workflow_namespace or "",
@@ -282,6 +287,27 @@ class RolloutActivities:
                     )
                 replace_ids[(holder.namespace, holder.path)] = holder.run_id
         raise ApplicationError("the changeset's locks kept changing hands; trying again")
+
+    async def _paths_attribute(self) -> bool:
+        """Whether the workflow may upsert `TempoconfPaths`: only where it is registered, since an
+        unregistered one fails every workflow task of the rollout forever (a deployment upgraded
+        from before it, on a cluster where the worker cannot register it). Found at the worker's
+        start, else asked of the server, again at each prepare until it is there."""
+        if not self._paths_attribute_found:
+            try:
+                registered = await registered_search_attributes(
+                    activity.client(), activity.info().workflow_namespace or "default"
+                )
+            except (RPCError, RuntimeError) as error:  # RuntimeError: no worker's client
+                activity.logger.warning(
+                    "cannot list the search attributes of %s: %s; %s is not set",
+                    activity.info().workflow_namespace,
+                    error,
+                    PATHS_ATTRIBUTE_NAME,
+                )
+                return False
+            self._paths_attribute_found = PATHS_ATTRIBUTE_NAME in registered
+        return self._paths_attribute_found
 
     async def _starter(self, input: PrepareInput) -> str:
         """Who started the run when the request names no author: the identity Temporal recorded

@@ -348,6 +348,12 @@ class ChangeAnswer(_Answer):
     version: str
     stable_version: str | None
     change: str
+    value: Any = None
+    """The value it rolls out."""
+    stable_value: Any = None
+    """Its stable version's value (null also when it has none: see `stable_version`)."""
+    version_exists: bool = False
+    """The version is stored already (reused, or a rollback's)."""
 
 
 class PlanContextAnswer(_Answer):

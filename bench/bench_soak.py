@@ -45,7 +45,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from tempoconf.canonical import version_id
 from tempoconf.resolution import VersionRecord
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.temporal import WORKFLOW_TYPE, search_attribute_arguments, temporal_cli_path
 
 TEMPOCONF = Path(PYTHON).parent / "tempoconf"
 NAMESPACE = "default"
@@ -348,8 +348,7 @@ class Soak:
             "--http-port", str(free_port()), "--metrics-port", str(free_port()),
             "--namespace", NAMESPACE, "--log-level", "error",
         ]  # fmt: skip
-        for key in SEARCH_ATTRIBUTES:
-            args += ["--search-attribute", f"{key.name}=Keyword"]
+        args += search_attribute_arguments()
         return Service("temporal", args, self.workdir)
 
     def component_args(self, command: str) -> list[str]:

@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from tempoconf.applied import ClientApplied
-from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
 from tempoconf.commands import command_path
@@ -283,17 +282,14 @@ class DirectBackend:
         lock = prepared.lock
         if lock is not None and await _is_running(client, lock.workflow_id, lock.run_id):
             raise LockBusy(lock)
-        request = prepared.request
         try:
             handle = await client.start_workflow(
                 WORKFLOW_TYPE,
                 raw,
                 id=workflow_id,
                 task_queue=self._settings.task_queue,
-                static_summary=workflow_summary(
-                    request.namespace, request.path, prepared.version, prepared.change
-                ),
-                static_details=workflow_details(request, prepared.version, prepared.change),
+                static_summary=prepared.summary(),
+                static_details=prepared.details(),
             )
         except WorkflowAlreadyStartedError:
             raise AlreadyRunning(workflow_id) from None

@@ -36,6 +36,7 @@ from tempoconf.durations import parse_duration
 from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches
+from tempoconf.rollout_preview import ChangePreview
 from tempoconf.windows import ChangeWindow, is_open, next_opening
 
 __all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
@@ -147,8 +148,14 @@ def plan_command(args: argparse.Namespace) -> int:
             f"a rollout of {namespace}/{path} is running (workflow {lock.workflow_id!r}, version "
             f"{lock.version}): `rollout start` would be refused until it ends"
         )
-    if stable is not None and stable.version == version:
-        warnings.append(f"version {version} is already stable: the rollout would change no value")
+    for name, its_version, its_stable in _configs(prepared):
+        if its_stable == its_version:
+            warnings.append(
+                f"version {its_version} is already stable"
+                + (f" for {name}" if prepared.changes else "")
+                + ": the rollout would change no value"
+                + (" of it" if prepared.changes else "")
+            )
     if args.json:
         print(
             json.dumps(
@@ -173,6 +180,7 @@ def plan_command(args: argparse.Namespace) -> int:
         return 0
     _print_plan(
         args,
+        prepared,
         plan,
         request.version is not None,
         prepared.version_exists,
@@ -187,8 +195,33 @@ def plan_command(args: argparse.Namespace) -> int:
         warnings,
         since,
     )
-    _print_changeset(prepared)
     return 0
+
+
+def _configs(prepared: Prepared) -> list[tuple[str, str, str | None]]:
+    """(namespace/path, version, stable version) of every config the request changes."""
+    if prepared.changes:
+        return [(f"{c.namespace}/{c.path}", c.version, c.stable_version) for c in prepared.changes]
+    request, stable = prepared.request, prepared.stable
+    return [
+        (
+            f"{request.namespace}/{request.path}",
+            prepared.version,
+            stable.version if stable else None,
+        )
+    ]
+
+
+def _change_diff(change: ChangePreview) -> list[str]:
+    """One config of a changeset: its value's diff against its stable."""
+    return value_diff(
+        change.stable_value if change.stable_version else None,
+        change.value,
+        old_name=f"stable {change.stable_version}"
+        if change.stable_version
+        else "stable (none yet)",
+        new_name=f"version {change.version}",
+    )
 
 
 def _changeset_json(prepared: Prepared) -> dict[str, Any]:
@@ -205,8 +238,10 @@ def _changeset_json(prepared: Prepared) -> dict[str, Any]:
                     "namespace": change.namespace,
                     "path": change.path,
                     "version": change.version,
+                    "version_exists": change.version_exists,
                     "stable": change.stable_version,
                     "change": change.change,
+                    "diff": "\n".join(_change_diff(change)),
                 }
                 for change in prepared.changes
             ],
@@ -214,21 +249,41 @@ def _changeset_json(prepared: Prepared) -> dict[str, Any]:
     }
 
 
-def _print_changeset(prepared: Prepared) -> None:
-    """Every config of a changeset: what it changes; the stages above reach all of them."""
+def _print_header(
+    args: argparse.Namespace, prepared: Prepared, plan: RolloutPlan, stored: bool, stable: Any
+) -> None:
+    """What the request rolls out: its config, version and stable, or every config of a changeset."""
+    digest = f"  digest     {plan_digest(plan)}  (what `rollout approve --digest` names)"
+    rollback = prepared.request.version is not None
     if not prepared.changes:
+        print(f"plan of {args.file} for {plan.namespace}/{plan.path} (nothing was published)")
+        print(f"  version    {plan.version}  ({_version_note(rollback, stored)})")
+        print(digest)
+        print(f"  stable     {stable.version if stable else 'none yet'}")
         return
-    configs = [(change.namespace, change.path) for change in prepared.changes]
+    changes = prepared.changes
+    configs = [(change.namespace, change.path) for change in changes]
+    width = max(len(f"{c.namespace}/{c.path}") for c in changes)
     print(
-        f"\nchangeset of {len(configs)} configs, one stage ladder for all (workflow id "
-        f"{changeset_workflow_id(configs)}; percentile cohorts by bucket({changeset_key(configs)}, "
-        "client)):"
+        f"plan of {args.file} for a changeset of {len(changes)} configs, one stage ladder for "
+        "all (nothing was published)"
     )
-    for change in prepared.changes:
+    for change in changes:
+        its_rollback = any(
+            c.path == change.path and prepared.request.change_namespace(c) == change.namespace
+            and c.version is not None
+            for c in prepared.request.changes or []
+        )  # fmt: skip
         print(
-            f"  {change.namespace}/{change.path}  {change.version}  "
-            f"(stable {change.stable_version or 'none yet'})  {change.change}"
+            f"  config     {f'{change.namespace}/{change.path}':<{width}}  version {change.version}  "
+            f"({_version_note(its_rollback, change.version_exists)}; stable "
+            f"{change.stable_version or 'none yet'})"
         )
+    print(digest)
+    print(
+        f"  workflow   {changeset_workflow_id(configs)}  (percentile cohorts by "
+        f"bucket({changeset_key(configs)}, client))"
+    )
 
 
 async def _prepare(settings: Any, raw: Any, since: timedelta) -> tuple[Prepared, list[KnownClient]]:
@@ -338,14 +393,12 @@ def describe_apply_gate(stage: PlannedStage) -> str:
 
 
 def _print_plan(
-    args: argparse.Namespace, plan: RolloutPlan, rollback: bool, stored: bool, stable: Any,
-    diff: list[str], reach: list[StageReach], untouched: list[str], clients: list[KnownClient],
-    reported: int, listed: int, explicit: int, warnings: list[str], since: timedelta,
+    args: argparse.Namespace, prepared: Prepared, plan: RolloutPlan, rollback: bool, stored: bool,
+    stable: Any, diff: list[str], reach: list[StageReach], untouched: list[str],
+    clients: list[KnownClient], reported: int, listed: int, explicit: int, warnings: list[str],
+    since: timedelta,
 ) -> None:  # fmt: skip
-    print(f"plan of {args.file} for {plan.namespace}/{plan.path} (nothing was published)")
-    print(f"  version    {plan.version}  ({_version_note(rollback, stored)})")
-    print(f"  digest     {plan_digest(plan)}  (what `rollout approve --digest` names)")
-    print(f"  stable     {stable.version if stable else 'none yet'}")
+    _print_header(args, prepared, plan, stored, stable)
     for label, text in (
         ("author", plan.author),
         ("commit", plan.commit),
@@ -362,13 +415,19 @@ def _print_plan(
         print(f"  freezes    passed: {plan.override_freeze}")
     for warning in warnings:
         print(f"  warning: {warning}")
-    print()
-    if diff:
-        print("value diff against stable:")
-        for line in diff:
-            print(f"  {line}")
-    else:
-        print("value: the same as stable (no diff)")
+    diffs = (
+        [(f" of {c.namespace}/{c.path}", _change_diff(c)) for c in prepared.changes]
+        if prepared.changes
+        else [("", diff)]
+    )
+    for of, its_diff in diffs:
+        print()
+        if its_diff:
+            print(f"value diff{of} against stable:")
+            for line in its_diff:
+                print(f"  {line}")
+        else:
+            print(f"value{of}: the same as stable (no diff)")
     print()
     count = len(plan.stages)
     if not count:

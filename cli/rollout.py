@@ -188,7 +188,12 @@ async def _start_prepared(
             f"workflow {workflow_id!r} is already running: see `{tempoconf_command()} rollout status "
             f"{path_args(request.namespace, request.path)}`, or pass --id for another id."
         )
-    print(f"started the rollout of {name} to version {version}")
+    what = f"{name} to version {version}"
+    if prepared.changes:  # each config and its own version
+        what = f"changeset of {len(prepared.changes)} configs: " + ", ".join(
+            f"{c.namespace}/{c.path} to version {c.version}" for c in prepared.changes
+        )
+    print(f"started the rollout of {what}")
     print(f"  stages       {stages}")
     print(f"  workflow id  {workflow_id}")
     print(f"  run id       {run_id}")

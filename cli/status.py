@@ -140,9 +140,11 @@ def format_view(
     progress = snapshot.progress or {}
     state = progress.get("state") or snapshot.outcome or "?"
     version = progress.get("version") or snapshot.result_version
-    lines = [
-        f"rollout of {namespace}/{path}  (workflow {snapshot.workflow_id}, {snapshot.execution})"
-    ]
+    changes = progress.get("changes") or []
+    summaries = progress.get("change_summaries") or []
+    # A changeset is every config's rollout: named by all of them, each listed below.
+    subject = f"changeset of {len(changes)} configs" if changes else f"{namespace}/{path}"
+    lines = [f"rollout of {subject}  (workflow {snapshot.workflow_id}, {snapshot.execution})"]
     phase = progress.get("phase") or (
         f"{snapshot.outcome}: {snapshot.reason}" if snapshot.outcome else ""
     )
@@ -161,9 +163,9 @@ def format_view(
             else ("; now stable" if context.stable and context.stable == version else "")
         )
     )
-    changes = progress.get("changes") or []
-    if changes:  # a changeset: its configs share the stages below
-        lines.append(f"  configs    {len(changes)}: " + ", ".join(changes))
+    for number, change in enumerate(changes):  # a changeset: its configs share the stages below
+        told = f": {summaries[number]}" if number < len(summaries) and summaries[number] else ""
+        lines.append(f"  {'configs' if number == 0 else '':<10} {change}{told}")
     if progress.get("digest"):
         lines.append(f"  digest     {progress['digest']}")
     # The audit log names the request's author ("workflow" when it gave none); the run's history

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
-from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.common import (
+    SearchAttributeIndexedValueType,
+    VersioningBehavior,
+    WorkerDeploymentVersion,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import (
@@ -48,7 +49,7 @@ from tempoconf.cli.devstack import temporal_command
 from tempoconf.freezes import FREEZE_RECHECK_SECONDS
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES
+from tempoconf.temporal import SEARCH_ATTRIBUTES, registered_search_attributes
 from tempoconf.workflows.rollout import ConfigRollout
 
 __all__ = [
@@ -70,6 +71,11 @@ log = logging.getLogger(__name__)
 # Errors of the request, not of tempoconf: the workflow reports them to whoever started it, so the
 # worker's console gets one line each, not a traceback.
 USER_ERROR_TYPES = frozenset({INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR})
+# The SDK's key types (tempoconf.temporal) as the operator service names them.
+_INDEXED_VALUE_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    SearchAttributeIndexedValueType.KEYWORD_LIST: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
 
 
 class UserErrorLogFilter(logging.Filter):
@@ -95,28 +101,31 @@ def quiet_activity_logs() -> None:
             activity_log.addFilter(kind())
 
 
-async def ensure_search_attributes(client: Client, namespace: str) -> None:
-    """Register the Keyword search attributes the workflow upserts, where the namespace allows it.
+async def ensure_search_attributes(client: Client, namespace: str) -> frozenset[str]:
+    """Register the search attributes the workflow upserts, where the namespace allows it; the
+    custom attributes the namespace has afterwards (empty when the cluster does not say).
 
     An upsert of an unregistered attribute makes the workflow task retry forever, so the worker
-    does this before it polls. On a cluster that refuses (no operator rights), it logs and goes on.
+    does this before it polls. On a cluster that refuses (no operator rights), it logs and goes on:
+    the four attributes every tempoconf registers are then the operator's to register, and
+    `TempoconfPaths`, newer, is upserted only where the prepare step finds it registered.
     """
     try:
-        existing = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
+        existing = await registered_search_attributes(client, namespace)
         missing = {
-            key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+            key.name: _INDEXED_VALUE_TYPES[key.indexed_value_type]
             for key in SEARCH_ATTRIBUTES
-            if key.name not in existing.custom_attributes
+            if key.name not in existing
         }
         if missing:
             await client.operator_service.add_search_attributes(
                 AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
             )
             log.info("registered search attributes %s in namespace %s", sorted(missing), namespace)
+        return existing | missing.keys()
     except RPCError as error:
         log.warning("could not register search attributes in %s: %s", namespace, error)
+        return frozenset()
 
 
 class WorkerSettingsError(ValueError):
@@ -179,17 +188,21 @@ def worker_activities(
     continue_as_new_after_events: int = 0,
     health_clock: WatchClock | None = None,
     freeze_recheck_seconds: float = FREEZE_RECHECK_SECONDS,
+    search_attributes: frozenset[str] | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity of a rollout; they print steering commands with the address of `client`
     and the Temporal CLI as typed here, so they run as printed.
 
     `continue_as_new_after_events` bounds a run's history below the server's own suggestion (0:
-    the server's); `health_clock` schedules the hold's interval checks (None: the system clock)."""
+    the server's); `health_clock` schedules the hold's interval checks (None: the system clock);
+    `search_attributes`: those the namespace has (ensure_search_attributes; None: not known, the
+    prepare step asks)."""
     rollout = RolloutActivities(
         store,
         temporal_cli=temporal_command(),
         temporal_address=client.service_client.config.target_host,
         continue_as_new_after_events=continue_as_new_after_events,
+        search_attributes=search_attributes,
     )
     return [
         *rollout.activities(),
@@ -241,10 +254,12 @@ def build_worker(
     health_clock: WatchClock | None = None,
     freeze_recheck_seconds: float = FREEZE_RECHECK_SECONDS,
     workflow_runner: WorkflowRunner | None = None,
+    search_attributes: frozenset[str] | None = None,
 ) -> Worker:
     """The worker: unversioned, or the `deployment` version given (`continue_as_new_after_events`
-    to `freeze_recheck_seconds`: see `worker_activities`; `workflow_runner` replaces the worker's
-    own, as the tests that run rollouts inside the sandbox do)."""
+    to `freeze_recheck_seconds` and `search_attributes`: see `worker_activities`;
+    `workflow_runner` replaces the worker's own, as the tests that run rollouts inside the
+    sandbox do)."""
     options = worker_options()
     if workflow_runner is not None:
         options["workflow_runner"] = workflow_runner
@@ -258,6 +273,7 @@ def build_worker(
             continue_as_new_after_events=continue_as_new_after_events,
             health_clock=health_clock,
             freeze_recheck_seconds=freeze_recheck_seconds,
+            search_attributes=search_attributes,
         ),
         deployment_config=deployment,
         **options,
@@ -298,8 +314,14 @@ async def run_worker(
     that ends rollouts whose workflow ended without its own end (activities.abandoned)."""
     quiet_activity_logs()
     deployment = deployment_config(settings)
-    await ensure_search_attributes(client, client.namespace)
-    worker = build_worker(client, store, task_queue=settings.task_queue, deployment=deployment)
+    registered = await ensure_search_attributes(client, client.namespace)
+    worker = build_worker(
+        client,
+        store,
+        task_queue=settings.task_queue,
+        deployment=deployment,
+        search_attributes=registered,
+    )
     log.info(
         "worker polling task queue %s on %s%s",
         settings.task_queue,

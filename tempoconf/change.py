@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tempoconf.resolution import VersionRecord
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from tempoconf.request import RolloutRequest
 
 __all__ = [
+    "ConfigChange",
     "MAX_CHANGE_LENGTH",
     "MAX_SUMMARY_BYTES",
     "change_summary",
@@ -115,31 +116,55 @@ def rollout_change(
     )
 
 
-def workflow_summary(namespace: str, path: str, version: str, change: str) -> str:
-    """The workflow's static summary (the Web UI's Summary column): the config and its change,
-    `default/myproject/server_config: max_connections 1000 → 2000 (3f2a9c1b00000000)`, cut to
-    Temporal's byte limit."""
-    text = (
-        f"{namespace}/{path}: {change} ({version})" if change else f"{namespace}/{path} → {version}"
-    )
+ConfigChange = tuple[str, str, str]
+"""One config of a changeset for the summaries: (`namespace/path`, version, change)."""
+
+
+def _cut(text: str) -> str:
     encoded = text.encode("utf-8")
     if len(encoded) <= MAX_SUMMARY_BYTES:
         return text
     return encoded[: MAX_SUMMARY_BYTES - 3].decode("utf-8", errors="ignore") + "…"
 
 
-def workflow_details(request: RolloutRequest, version: str, change: str) -> str:
+def workflow_summary(
+    namespace: str, path: str, version: str, change: str, *, changes: Sequence[ConfigChange] = ()
+) -> str:
+    """The workflow's static summary (the Web UI's Summary column): the config and its change,
+    `default/myproject/server_config: max_connections 1000 → 2000 (3f2a9c1b00000000)`, cut to
+    Temporal's byte limit. A changeset's (`changes`) names every config, its change and version."""
+    if changes:
+        return _cut(
+            f"changeset of {len(changes)} configs: "
+            + "; ".join(f"{name}: {text} ({its})" for name, its, text in changes)
+        )
+    return _cut(
+        f"{namespace}/{path}: {change} ({version})" if change else f"{namespace}/{path} → {version}"
+    )
+
+
+def workflow_details(
+    request: RolloutRequest, version: str, change: str, *, changes: Sequence[ConfigChange] = ()
+) -> str:
     """The workflow's static details (the Web UI's User Metadata tab, shown even with no worker):
-    the config, version, change, stages and the request's author, commit and message."""
+    the config, version, change (a changeset's `changes`: every config's), stages and the
+    request's author, commit and message."""
     stages = (
         " → ".join(stage.display_name for stage in request.all_stages) or "none: promote directly"
     )
-    lines = [
-        f"**{request.namespace}/{request.path}** → version `{version}`",
-        "",  # the Web UI renders the lines below as a list only after a blank line
-        f"- change: {change}",
-        f"- stages: {stages}",
-    ]
+    if changes:
+        lines = [
+            f"**changeset of {len(changes)} configs**",
+            "",  # the Web UI renders the lines below as a list only after a blank line
+            *(f"- {name} → version `{its}`: {text}" for name, its, text in changes),
+        ]
+    else:
+        lines = [
+            f"**{request.namespace}/{request.path}** → version `{version}`",
+            "",
+            f"- change: {change}",
+        ]
+    lines.append(f"- stages: {stages}")
     for label, text in (
         ("author", request.author),
         ("commit", request.commit),

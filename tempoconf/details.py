@@ -156,11 +156,13 @@ def render_current_details(
         lines = [f"## changeset of {len(plan.changes)} configs", ""]
         lines += [f"- {c.namespace}/{c.path}: {c.change} (`{c.version}`)" for c in plan.changes]
         lines.append("")
-    identity = f"version `{progress.version or '?'}`"
+    # A changeset's versions are each config's, listed above: none of them stands for the rest.
+    parts = [] if plan is not None and plan.changes else [f"version `{progress.version or '?'}`"]
     if plan is not None and (plan.author or plan.message):
-        identity += f" · {plan.message or 'no message'} — {plan.author or 'unknown author'}"
-        identity += f" (commit `{plan.commit}`)" if plan.commit else ""
-    lines += [identity, ""]
+        about = f"{plan.message or 'no message'} — {plan.author or 'unknown author'}"
+        parts.append(about + (f" (commit `{plan.commit}`)" if plan.commit else ""))
+    if parts:
+        lines += [" · ".join(parts), ""]
     if progress.digest:
         # What an approve names (tempoconf.digest); with the approvals so far, if the stage needs some.
         approvals = approvals_line(plan, progress)

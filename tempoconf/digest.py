@@ -13,7 +13,10 @@ except
   not what the rollout does;
 - every field whose value is its dataclass default (`manual: false`, no approvals, no
   webhooks): a field added to the plan later changes no digest of a plan that does not use it,
-  so a worker upgrade never turns a reviewed digest stale.
+  so a worker upgrade never turns a reviewed digest stale;
+- each change's `change` (`PlannedChange.change`) in a changeset's `changes`: a sentence for
+  people, told against the stable value of the moment, so the same request would get another
+  digest once a config's stable moved (its configs, versions and bucketing key are in it).
 
 Fields that other features add to `RolloutPlan` or `PlannedStage` are included without a change
 here. 128 bits: two plans with one digest cannot be crafted (a 64-bit prefix could be, by
@@ -35,6 +38,7 @@ from tempoconf.plan import RolloutPlan
 __all__ = [
     "DIGEST_HEX_CHARS",
     "DIGEST_PREFIX",
+    "EXCLUDED_CHANGE_FIELDS",
     "EXCLUDED_PLAN_FIELDS",
     "digest_problem",
     "plan_digest",
@@ -50,9 +54,12 @@ EXCLUDED_PLAN_FIELDS = frozenset(
         "temporal_address",  # where that worker's Temporal server is
         "temporal_namespace",  # ... and its namespace
         "continue_as_new_after_events",  # a worker's setting
+        "paths_attribute",  # whether the worker's namespace has TempoconfPaths
     }
 )
 """Top-level fields of `RolloutPlan` that are no part of what the rollout does."""
+EXCLUDED_CHANGE_FIELDS = frozenset({"change"})
+"""Fields of each `PlannedChange` of a changeset that are no part of what the rollout does."""
 
 
 def _is_default(field: dataclasses.Field[Any], value: Any) -> bool:
@@ -80,16 +87,26 @@ def _document(value: Any) -> Any:
     return value
 
 
-def plan_document(plan: RolloutPlan) -> dict[str, Any]:
-    """What the digest hashes: the plan as JSON, without the excluded and the default fields."""
+def plan_document(plan: RolloutPlan, *, change_texts: bool = False) -> dict[str, Any]:
+    """What the digest hashes: the plan as JSON, without the excluded and the default fields.
+
+    `change_texts`: keep each change's sentence, as the digest of a changeset was before issue
+    25 (a running rollout that predates it keeps the digest it showed: workflow.patched)."""
     document = _document(plan)
     assert isinstance(document, dict)
-    return {key: item for key, item in document.items() if key not in EXCLUDED_PLAN_FIELDS}
+    document = {key: item for key, item in document.items() if key not in EXCLUDED_PLAN_FIELDS}
+    if not change_texts and "changes" in document:
+        document["changes"] = [
+            {key: item for key, item in change.items() if key not in EXCLUDED_CHANGE_FIELDS}
+            for change in document["changes"]
+        ]
+    return document
 
 
-def plan_digest(plan: RolloutPlan) -> str:
-    """`sha256:` + 32 hex: the digest `rollout plan` prints and an approval must name."""
-    text = canonical_json(plan_document(plan))
+def plan_digest(plan: RolloutPlan, *, change_texts: bool = False) -> str:
+    """`sha256:` + 32 hex: the digest `rollout plan` prints and an approval must name
+    (`change_texts`: see `plan_document`; only for a rollout that predates issue 25)."""
+    text = canonical_json(plan_document(plan, change_texts=change_texts))
     return DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_HEX_CHARS]
 
 

@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from tempoconf.applied import DEFAULT_APPLIED_WINDOW_SECONDS
+from tempoconf.canonical import version_id
+from tempoconf.changesets import changeset_key
 from tempoconf.request import (
     HealthCheckSpec,
     HttpCheckSpec,
@@ -35,6 +37,7 @@ __all__ = [
     "RolloutPlan",
     "plan_check",
     "plan_from_request",
+    "planned_changes",
 ]
 
 CheckSpec = ReportsCheckSpec | PrometheusCheckSpec | HttpCheckSpec
@@ -204,12 +207,19 @@ class RolloutPlan:
     above); empty for a single config. Stages, holds and checks are the same for all of them."""
     bucket_key: str | None = None
     """What percentile stages bucket by: a changeset's key (tempoconf.changesets); None: the path."""
+    paths_attribute: bool = False
+    """A worker's finding: the namespace has the `TempoconfPaths` search attribute, so the
+    workflow may upsert it (an unregistered one would fail its task forever)."""
 
     def configs(self) -> list[tuple[str, str, str]]:
         """(namespace, path, version) of every config the rollout changes."""
         if self.changes:
             return [(change.namespace, change.path, change.version) for change in self.changes]
         return [(self.namespace, self.path, self.version)]
+
+    def paths(self) -> list[str]:
+        """The path of every config the rollout changes, in order (`TempoconfPaths`)."""
+        return [path for _, path, _ in self.configs()]
 
     # Change windows and freezes (tempoconf.windows, tempoconf.freezes); empty: no gate.
     windows: list[ChangeWindow] = field(default_factory=list)
@@ -220,8 +230,24 @@ class RolloutPlan:
     """A rollout of a version the config already has (`version`): freezes never hold it."""
 
 
+def planned_changes(request: RolloutRequest) -> list[PlannedChange]:
+    """A changeset's configs and the version each moves to, in the request's order ([] for a
+    single config): a change's `version`, else its value's id, as validation makes them."""
+    return [
+        PlannedChange(
+            namespace=request.change_namespace(change),
+            path=change.path,
+            version=change.version if change.version is not None else version_id(change.value),
+        )
+        for change in request.changes or []
+    ]
+
+
 def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
-    """The plan of `request`: defaults applied, names given, rollout-level checks in every stage."""
+    """The plan of `request` rolling out `version` (a changeset's: its first change's): defaults
+    applied, names given, rollout-level checks in every stage, a changeset's configs and bucketing
+    key. The one function every door builds a plan with (the prepare step, `rollout plan` and
+    `POST /v1/admin/plans`), so each shows the digest (tempoconf.digest) the rollout requires."""
 
     def checks(stage_checks: list[CheckSpec] | None) -> list[PlannedCheck]:
         return [
@@ -263,10 +289,17 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         )
         for index, spec in enumerate(request.all_stages)
     ]
+    changes = planned_changes(request)
     return RolloutPlan(
         namespace=request.namespace,
         path=request.path,
         version=version,
+        changes=changes,
+        bucket_key=(
+            changeset_key((change.namespace, change.path) for change in changes)
+            if changes
+            else None
+        ),
         stages=stages,
         author=request.author,
         commit=request.commit,

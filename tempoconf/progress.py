@@ -216,6 +216,9 @@ class RolloutProgress:
     no stable version, clients get 404)."""
     changes: list[str] = field(default_factory=list)
     """A changeset's configs, `namespace/path version` each (empty for one config)."""
+    change_summaries: list[str] = field(default_factory=list)
+    """What each of `changes` changes against its stable (`api "v1" → "v2"`), in their order
+    (tempoconf.change; empty for one config)."""
     digest: str = ""
     """The plan's digest (tempoconf.digest): what an `approve` names."""
     approvals: list[Approval] = field(default_factory=list)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tempoconf.change import rollout_change
+from tempoconf.change import ConfigChange, rollout_change, workflow_details, workflow_summary
 from tempoconf.request import RolloutRequest
 from tempoconf.resolution import VersionRecord
 from tempoconf.store.records import LockRecord
@@ -37,6 +37,12 @@ class ChangePreview:
     version: str
     stable_version: str | None
     change: str
+    value: Any = None
+    """The value it rolls out (a rollback's stored value)."""
+    stable_value: Any = None
+    """Its stable version's value (None also when it has none: see `stable_version`)."""
+    version_exists: bool = False
+    """The version is stored already (reused, or a rollback's)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,26 @@ class RolloutPreview:
     change: str
     changes: tuple[ChangePreview, ...] = ()
     """A changeset's configs (empty for a single config)."""
+
+    def _config_changes(self) -> list[ConfigChange]:
+        return [(f"{c.namespace}/{c.path}", c.version, c.change) for c in self.changes]
+
+    def summary(self) -> str:
+        """The workflow's static summary (the Web UI's Summary column): every config's change."""
+        request = self.request
+        return workflow_summary(
+            request.namespace,
+            request.path,
+            self.version,
+            self.change,
+            changes=self._config_changes(),
+        )
+
+    def details(self) -> str:
+        """The workflow's static details (the Web UI's Details): every config, version, change."""
+        return workflow_details(
+            self.request, self.version, self.change, changes=self._config_changes()
+        )
 
 
 def preview_rollout(validated: ValidatedRollout, lookup: PreviewLookup) -> RolloutPreview:
@@ -78,6 +104,10 @@ def preview_rollout(validated: ValidatedRollout, lookup: PreviewLookup) -> Rollo
                     its_stable,
                     rollback_to=change.version if change.existing is not None else None,
                 ),
+                value=change.value,
+                stable_value=its_stable.value if its_stable is not None else None,
+                version_exists=change.existing is not None
+                or lookup.get_version(change.namespace, change.path, change.version) is not None,
             )
         )
     return RolloutPreview(

@@ -125,6 +125,9 @@ class RolloutRunState:
     """While the hold's interval checks run in their activity: since when (ISO 8601)."""
     runs: int = 1
     """Runs of this rollout so far: each continue-as-new starts one more, carrying this state."""
+    pending_paths: list[str] = field(default_factory=list)
+    """`TempoconfPaths` to upsert with the next upsert (set once, after prepare, where the
+    namespace has that attribute), then empty."""
 
     @classmethod
     def start(cls, request: Any, *, workflow_id: str) -> RolloutRunState:
@@ -150,7 +153,10 @@ class RolloutRunState:
         )
 
     # -- plan and stages ----------------------------------------------------------------------
-    def set_plan(self, plan: RolloutPlan) -> None:
+    def set_plan(self, plan: RolloutPlan, *, change_texts_in_digest: bool = False) -> None:
+        """The plan prepare returned (tempoconf.plan.plan_from_request, as every door builds it).
+        `change_texts_in_digest`: the digest as a changeset had it before issue 25, for a run
+        that predates it (tempoconf.digest)."""
         self.plan = plan
         self.progress.version = plan.version
         self.progress.changes = (
@@ -158,6 +164,7 @@ class RolloutRunState:
             if plan.changes
             else []
         )
+        self.progress.change_summaries = [change.change for change in plan.changes]
         self.progress.stage_count = len(plan.stages)
         self.progress.stages = [
             StageProgress(
@@ -171,7 +178,7 @@ class RolloutRunState:
             for stage in plan.stages
         ]
         # A pure function of the plan (as prepare returned it): the same on every replay.
-        self.progress.digest = plan_digest(plan)
+        self.progress.digest = plan_digest(plan, change_texts=change_texts_in_digest)
 
     def enter_stage(self, stage: PlannedStage) -> None:
         """The rollout moves to `stage` (it is about to be published)."""

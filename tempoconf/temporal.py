@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 from tempoconf.changesets import changeset_workflow_id
 
 if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic models imported)
+    from collections.abc import Sequence
+
+    from temporalio.client import Client
     from temporalio.common import SearchAttributeKey
 
     from tempoconf.request import RolloutRequest
@@ -17,18 +20,24 @@ if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic model
     VERSION_ATTRIBUTE: SearchAttributeKey[str]
     STAGE_ATTRIBUTE: SearchAttributeKey[str]
     STATE_ATTRIBUTE: SearchAttributeKey[str]
-    SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[str], ...]
+    PATHS_ATTRIBUTE: SearchAttributeKey[Sequence[str]]
+    SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...]
 
 __all__ = [
     "WORKFLOW_TYPE",
     "DEFAULT_TASK_QUEUE",
     "FREEZE_ENDED_SIGNAL",
     "SEARCH_ATTRIBUTES",
+    "SEARCH_ATTRIBUTE_TYPES",
     "PATH_ATTRIBUTE",
+    "PATHS_ATTRIBUTE",
+    "PATHS_ATTRIBUTE_NAME",
     "VERSION_ATTRIBUTE",
     "STAGE_ATTRIBUTE",
     "STATE_ATTRIBUTE",
+    "registered_search_attributes",
     "rollout_workflow_id",
+    "search_attribute_arguments",
     "request_workflow_id",
     "temporal_cli_path",
     "temporal_test_server_path",
@@ -46,7 +55,41 @@ _SEARCH_ATTRIBUTE_NAMES = {
     "VERSION_ATTRIBUTE": "TempoconfVersion",
     "STAGE_ATTRIBUTE": "TempoconfStage",
     "STATE_ATTRIBUTE": "TempoconfState",
+    "PATHS_ATTRIBUTE": "TempoconfPaths",
 }
+PATHS_ATTRIBUTE_NAME = "TempoconfPaths"
+"""Every config path of a rollout ([path] for one config): a changeset is found by any of its
+configs (`TempoconfPaths="myproject/backend"`). Newer than the others: the workflow upserts it only
+where the worker found it registered (RolloutPlan.paths_attribute)."""
+SEARCH_ATTRIBUTE_TYPES = {
+    "TempoconfPath": "Keyword",
+    "TempoconfVersion": "Keyword",
+    "TempoconfStage": "Keyword",
+    "TempoconfState": "Keyword",
+    PATHS_ATTRIBUTE_NAME: "KeywordList",
+}
+"""Every search attribute the workflow upserts and its type, as `temporal operator
+search-attribute create --type` and `temporal server start-dev --search-attribute` spell it."""
+
+
+def search_attribute_arguments() -> list[str]:
+    """`--search-attribute NAME=TYPE` for each attribute, for `temporal server start-dev`."""
+    return [
+        argument
+        for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
+        for argument in ("--search-attribute", f"{name}={kind}")
+    ]
+
+
+async def registered_search_attributes(client: Client, namespace: str) -> frozenset[str]:
+    """The custom search attributes registered in `namespace` (RPCError when the cluster does not
+    say, e.g. without operator rights)."""
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+    answer = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    return frozenset(answer.custom_attributes)
 
 
 def __getattr__(name: str) -> Any:
@@ -57,7 +100,12 @@ def __getattr__(name: str) -> Any:
     elif name in _SEARCH_ATTRIBUTE_NAMES:
         from temporalio.common import SearchAttributeKey
 
-        value = SearchAttributeKey.for_keyword(_SEARCH_ATTRIBUTE_NAMES[name])
+        attribute = _SEARCH_ATTRIBUTE_NAMES[name]
+        value = (
+            SearchAttributeKey.for_keyword_list(attribute)
+            if SEARCH_ATTRIBUTE_TYPES[attribute] == "KeywordList"
+            else SearchAttributeKey.for_keyword(attribute)
+        )
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # made once: later reads find it without this function

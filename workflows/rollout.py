@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -76,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.temporal import (
         FREEZE_ENDED_SIGNAL,
         PATH_ATTRIBUTE,
+        PATHS_ATTRIBUTE,
         SEARCH_ATTRIBUTES,
         STAGE_ATTRIBUTE,
         STATE_ATTRIBUTE,
@@ -202,6 +203,14 @@ PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
 CHANGE_GATES = "change-windows-and-freezes"
 ROLLBACK_PASSES_FREEZES = "a rollback to a version the config had: freezes never hold one"
 
+# workflow.patched (issue 25): a changeset's digest leaves out each config's change sentence, so
+# it is the one `rollout plan` prints; a run from before keeps the digest it showed (and that
+# its approvals named).
+CHANGESET_PLAN_DIGEST = "changeset-plan-digest"
+# workflow.patched (issue 25): the KeywordList `TempoconfPaths` (every config's path) is upserted
+# after prepare, where the prepare step found it registered (RolloutPlan.paths_attribute).
+SEARCH_ATTRIBUTE_PATHS = "search-attribute-paths"
+
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
 EXPECTED_INPUT = (
     "ConfigRollout takes exactly one input, the rollout request: a JSON object such as "
@@ -314,7 +323,13 @@ class ConfigRollout:
             else:
                 with rollout_step("prepare"):
                     plan = await self._prepare(request)
-                self._state.set_plan(plan)
+                self._state.set_plan(
+                    plan,
+                    change_texts_in_digest=bool(plan.changes)
+                    and not workflow.patched(CHANGESET_PLAN_DIGEST),
+                )
+                if plan.paths_attribute and workflow.patched(SEARCH_ATTRIBUTE_PATHS):
+                    self._state.pending_paths = plan.paths()
                 self._upsert_search_attributes()
             bypassed = await self._run_stages(plan)
             await self._pass_gates(plan, None)
@@ -1183,10 +1198,14 @@ class ConfigRollout:
                 STAGE_ATTRIBUTE.name: progress.stage_name,
             }
         )
-        if changes:
-            workflow.upsert_search_attributes(
-                [_SEARCH_ATTRIBUTE_KEYS[name].value_set(value) for name, value in changes.items()]
-            )
+        updates: list[SearchAttributeUpdate[Any]] = [
+            _SEARCH_ATTRIBUTE_KEYS[name].value_set(value) for name, value in changes.items()
+        ]
+        paths, self._state.pending_paths = self._state.pending_paths, []
+        if paths:
+            updates.append(PATHS_ATTRIBUTE.value_set(paths))
+        if updates:
+            workflow.upsert_search_attributes(updates)
 
     def _raise_if_halted(self) -> None:
         if self._state.halt is not None:

@@ -33,7 +33,6 @@ from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
-from tempoconf.change import workflow_details, workflow_summary
 from tempoconf.commands import COMMAND_NAMES, OperatorCommand, command_path
 from tempoconf.digest import plan_digest
 from tempoconf.plan import plan_from_request
@@ -83,7 +82,6 @@ async def start_rollout(request: Request) -> JSONResponse:
         )
     version = validated.version
     stages = [stage.display_name for stage in parsed.all_stages]
-    change = preview.change
     try:
         with rpc_errors(connector.where):
             handle = await client.start_workflow(
@@ -91,8 +89,8 @@ async def start_rollout(request: Request) -> JSONResponse:
                 raw,
                 id=workflow_id,
                 task_queue=settings_of(request).task_queue,
-                static_summary=workflow_summary(namespace, path, version, change),
-                static_details=workflow_details(parsed, version, change),
+                static_summary=preview.summary(),
+                static_details=preview.details(),
                 rpc_timeout=RPC_TIMEOUT,
             )
     except WorkflowAlreadyStartedError:

@@ -1,7 +1,9 @@
 #!/bin/sh
 # One-shot (docker-compose.yml `temporal-register`): wait for the Temporal frontend, create the
-# namespace if missing and register tempoconf's four Keyword search attributes (an upsert of an
-# unregistered attribute would make the rollout's workflow tasks retry forever). Safe to run again.
+# namespace if missing and register tempoconf's search attributes: four Keyword ones and the
+# KeywordList TempoconfPaths (an upsert of an unregistered attribute would make the rollout's
+# workflow tasks retry forever; the worker upserts TempoconfPaths only where it finds it
+# registered). Safe to run again: it registers only what is missing.
 # The `temporal` CLI reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key variables.
 set -eu
 : "${TEMPORAL_ADDRESS:?TEMPORAL_ADDRESS (host:port of the Temporal frontend) is required}"
@@ -25,10 +27,13 @@ for _ in $(seq 1 30); do
     registered="$(temporal operator search-attribute list --namespace "$namespace" 2>/dev/null)" && break
     sleep 1
 done
-for name in TempoconfPath TempoconfVersion TempoconfStage TempoconfState; do
+for attribute in TempoconfPath=Keyword TempoconfVersion=Keyword TempoconfStage=Keyword \
+    TempoconfState=Keyword TempoconfPaths=KeywordList; do
+    name="${attribute%%=*}"
+    # -w: TempoconfPath is not found in TempoconfPaths
     if ! printf '%s\n' "$registered" | grep -qw "$name"; then
         temporal operator search-attribute create --namespace "$namespace" --name "$name" \
-            --type Keyword
+            --type "${attribute#*=}"
     fi
 done
-echo "temporal-register: namespace $namespace with search attributes TempoconfPath, TempoconfVersion, TempoconfStage, TempoconfState"
+echo "temporal-register: namespace $namespace with search attributes TempoconfPath, TempoconfVersion, TempoconfStage, TempoconfState, TempoconfPaths"

@@ -38,9 +38,13 @@ def test_dev_starts_answers_and_stops_on_sigint(tmp_path: Path) -> None:
             attributes = await client.operator_service.list_search_attributes(
                 ListSearchAttributesRequest(namespace="default")
             )
-            assert {"TempoconfPath", "TempoconfVersion", "TempoconfStage", "TempoconfState"} <= set(
-                attributes.custom_attributes
-            )
+            assert {
+                "TempoconfPath",
+                "TempoconfVersion",
+                "TempoconfStage",
+                "TempoconfState",
+                "TempoconfPaths",
+            } <= set(attributes.custom_attributes)
             return client.namespace
 
         assert asyncio.run(temporal_answers()) == "default"

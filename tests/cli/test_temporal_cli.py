@@ -240,6 +240,7 @@ def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
         "TempoconfVersion",
         "TempoconfStage",
         "TempoconfState",
+        "TempoconfPaths",
     }
 
 

@@ -36,7 +36,7 @@ import pytest
 
 from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal import SEARCH_ATTRIBUTE_TYPES, temporal_cli_path
 from tests.cli.conftest import (
     README,
     ROOT,
@@ -461,7 +461,7 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     assert httpx.get(f"{d.api_url}/v1/configs/{PATH}", timeout=10).status_code == 401
     assert httpx.get(f"http://127.0.0.1:{d.ui_port}/", timeout=10).status_code == 200
     attributes = d.temporal("operator", "search-attribute", "list")
-    for name in ("TempoconfPath", "TempoconfVersion", "TempoconfStage", "TempoconfState"):
+    for name in SEARCH_ATTRIBUTE_TYPES:
         assert name in attributes
 
     # -- 1. A rollout started with the Temporal CLI, served stage by stage by both replicas.

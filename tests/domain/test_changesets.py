@@ -3,11 +3,13 @@ the run state before prepare, and the Web UI details."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from tempoconf.change import MAX_SUMMARY_BYTES, workflow_details, workflow_summary
 from tempoconf.details import render_current_details
 from tempoconf.plan import PlannedChange, plan_from_request
 from tempoconf.problems import InvalidRequestError
@@ -113,3 +115,42 @@ def test_a_single_config_plan_has_no_changes() -> None:
     plan = plan_from_request(validated.request, validated.version)
     assert plan.changes == [] and plan.bucket_key is None
     assert plan.configs() == [("default", "a/x", validated.version)]
+
+
+def test_a_changesets_summaries_name_every_config_its_version_and_change() -> None:
+    """Issue 25: the Web UI's Summary and Details name every config, not the first one only."""
+    validated = validate_rollout({"changes": CHANGES, "stages": [{"percentile": 5}]}, Lookup())
+    changes = [(f"{c.namespace}/{c.path}", c.version, "first value") for c in validated.configs()]
+    request = validated.request
+    summary = workflow_summary(
+        request.namespace, request.path, validated.version, "first value", changes=changes
+    )
+    assert summary == (
+        f"changeset of 2 configs: default/a/x: first value ({changes[0][1]}); "
+        f"other/a/y: first value ({changes[1][1]})"
+    )
+    details = workflow_details(request, validated.version, "first value", changes=changes)
+    assert details.splitlines()[:4] == [
+        "**changeset of 2 configs**",
+        "",
+        f"- default/a/x → version `{changes[0][1]}`: first value",
+        f"- other/a/y → version `{changes[1][1]}`: first value",
+    ]
+    long = [(f"default/a/{n}", "0" * 16, "x" * 100) for n in range(20)]
+    assert len(workflow_summary("d", "a", "v", "c", changes=long).encode()) <= MAX_SUMMARY_BYTES
+
+
+def test_a_changesets_current_details_name_no_single_version() -> None:
+    validated = validate_rollout(
+        {"changes": CHANGES, "stages": [{"percentile": 5}], "message": "together"}, Lookup()
+    )
+    plan = plan_from_request(validated.request, validated.version)
+    plan.changes = [replace(change, change="first value") for change in plan.changes]
+    state = RolloutRunState.start({"changes": CHANGES}, workflow_id="w")
+    state.set_plan(plan)
+    details = render_current_details(state.progress, plan, now=datetime.now(UTC))
+    head = details.split("plan digest")[0]
+    for change in plan.changes:
+        assert f"- {change.namespace}/{change.path}: first value (`{change.version}`)" in head
+    # the first config's version alone would read as the changeset's
+    assert "version `" not in head and "together — unknown author" in head

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.digest import EXCLUDED_PLAN_FIELDS, digest_problem, plan_digest
+from tempoconf.changesets import changeset_key
+from tempoconf.digest import EXCLUDED_PLAN_FIELDS, digest_problem, plan_digest, plan_document
 from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.request import parse_rollout_request
 
@@ -85,12 +86,59 @@ def test_worker_settings_and_the_change_text_do_not_change_it() -> None:
         temporal_address="127.0.0.1:7233",
         temporal_namespace="prod",
         continue_as_new_after_events=500,
+        paths_attribute=True,
     )
     assert plan_digest(prepared) == plan_digest(plan)
     assert EXCLUDED_PLAN_FIELDS == {
         "change", "temporal_cli", "temporal_address", "temporal_namespace",
-        "continue_as_new_after_events",
+        "continue_as_new_after_events", "paths_attribute",
     }  # fmt: skip
+
+
+CHANGESET: dict[str, Any] = {
+    "changes": [
+        {"path": "myproject/frontend", "value": {"api": "v2", "timeout_ms": 800}},
+        {"path": "myproject/backend", "value": {"api": "v2", "accepts": ["v1", "v2"]}},
+    ],
+    "stages": [{"percentile": 50, "manual": True, "approvals": {"required": 2}}],
+    "author": "alice@example.com",
+}
+
+
+def changeset_plan(raw: dict[str, Any]) -> RolloutPlan:
+    request = parse_rollout_request(raw)
+    return plan_from_request(request, version_id(raw["changes"][0]["value"]))
+
+
+def test_a_changesets_digest_names_every_config_its_version_and_the_bucketing_key() -> None:
+    """Issue 25: the plan `rollout plan` digests is the one prepare returns (one function), and
+    what each config changes, told against its stable, is for people: not in the digest."""
+    plan = changeset_plan(CHANGESET)
+    document = plan_document(plan)
+    assert document["changes"] == [
+        {"namespace": "default", "path": "myproject/frontend",
+         "version": version_id(CHANGESET["changes"][0]["value"])},
+        {"namespace": "default", "path": "myproject/backend",
+         "version": version_id(CHANGESET["changes"][1]["value"])},
+    ]  # fmt: skip
+    assert document["bucket_key"] == changeset_key(
+        [("default", "myproject/frontend"), ("default", "myproject/backend")]
+    )
+    told = replace(
+        plan,
+        changes=[replace(change, change='api "v1" → "v2"') for change in plan.changes],
+        change="2 configs: ...",
+    )
+    assert plan_digest(told) == plan_digest(plan)
+    # A run from before issue 25 keeps the digest it had, the sentences in it (workflow.patched).
+    assert plan_digest(told, change_texts=True) != plan_digest(plan)
+    assert plan_digest(plan, change_texts=True) == plan_digest(plan)
+    second = {**CHANGESET["changes"][1], "value": {"api": "v3"}}
+    other = changeset_plan({**CHANGESET, "changes": [CHANGESET["changes"][0], second]})
+    assert plan_digest(other) != plan_digest(plan)
+    renamed = {**CHANGESET["changes"][1], "path": "myproject/backend2"}
+    other = changeset_plan({**CHANGESET, "changes": [CHANGESET["changes"][0], renamed]})
+    assert plan_digest(other) != plan_digest(plan)
 
 
 def test_fields_added_to_the_plan_later_count_once_they_are_used() -> None:

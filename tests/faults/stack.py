@@ -32,7 +32,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from tempoconf.store.records import AuditEntry
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.temporal import WORKFLOW_TYPE, search_attribute_arguments, temporal_cli_path
 from tests.fixtures.waiting import eventually as wait_until_async
 from tests.fixtures.waiting import eventually_sync as wait_until
 
@@ -292,8 +292,7 @@ class Stack:
             "--db-filename", str(self.tmp / "temporal.db"),
             "--log-level", "error",
         ]  # fmt: skip
-        for key in SEARCH_ATTRIBUTES:
-            argv += ["--search-attribute", f"{key.name}=Keyword"]
+        argv += search_attribute_arguments()
         return self._process("temporal", argv, self.env())
 
     def start_temporal(self) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -22,10 +24,20 @@ from temporalio.testing import WorkflowEnvironment
 from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.changesets import changeset_key, changeset_workflow_id
+from tempoconf.cli.worker import ensure_search_attributes
+from tempoconf.digest import plan_digest
+from tempoconf.plan import plan_from_request
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal import (
+    PATHS_ATTRIBUTE_NAME,
+    SEARCH_ATTRIBUTES,
+    WORKFLOW_TYPE,
+    registered_search_attributes,
+    temporal_cli_path,
+)
+from tempoconf.validation import validate_rollout
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import RolloutHarness, running_harness
+from tests.fixtures.temporal import RolloutHarness, running_harness, sqlite_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import NAMESPACE, status, unique_path, wait_for_state
 
@@ -307,3 +319,106 @@ async def test_a_terminated_changeset_is_swept_config_by_config(harness: Rollout
             if entry.workflow_id == handle.id
         ]
         assert actions[-1] == "rollout.terminated", actions
+
+
+# -- issue 25: one digest, and TempoconfPaths --------------------------------------------------
+
+
+def planned_digest(store: Store, request: dict[str, Any]) -> str:
+    """The digest `rollout plan` and `POST /v1/admin/plans` give `request` (their one function)."""
+    validated = validate_rollout(request, store)
+    return plan_digest(plan_from_request(validated.request, validated.version))
+
+
+async def test_the_running_digest_is_the_plans_and_approvals_naming_it_promote(
+    harness: RolloutHarness,
+) -> None:
+    paths = await stable_pair(harness)
+    request = changeset(
+        paths,
+        NEW,
+        stages=[{"percentile": 50, "cooldown": "0s", "manual": True, "approvals": {"required": 2}}],
+    )
+    digest = planned_digest(harness.store, request)
+    handle = await harness.start(request, real_clock=True)
+    progress = await wait_for_state(handle, "awaiting_approval", stage_index=0)
+    assert progress["digest"] == digest
+    assert progress["change_summaries"] == [
+        "max_connections 100 → 111",
+        "max_connections 200 → 222",
+    ]
+    first = await handle.execute_update("approve", {"by": "bob", "digest": digest})
+    assert first["accepted"], first
+    await handle.execute_update("approve", {"by": "carol", "digest": digest})
+    assert (await handle.result())["outcome"] == "promoted"
+
+
+async def attributes_of(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+    described = await handle.describe()
+    return {key.name: value for key, value in described.typed_search_attributes}
+
+
+async def test_tempoconf_paths_finds_a_changeset_by_any_of_its_configs(
+    harness: RolloutHarness,
+) -> None:
+    paths = await stable_pair(harness)
+    handle = await start_held(harness, paths)
+
+    async def listed() -> bool:
+        # Running: the set-up rollout that made paths[1] stable is listed under it too
+        query = f'TempoconfPaths="{paths[1]}" AND ExecutionStatus="Running"'
+        found = [execution.id async for execution in harness.client.list_workflows(query)]
+        assert found == [handle.id], found
+        return True
+
+    await eventually(listed, what="the changeset listed by its second config")
+    attributes = await attributes_of(handle)
+    assert attributes[PATHS_ATTRIBUTE_NAME] == paths
+    assert attributes["TempoconfPath"] == paths[0]  # as it always was: the first config's
+    await handle.execute_update("halt", {"reason": "done"})
+
+    single = await harness.start({"path": paths[0], "namespace": NAMESPACE, "value": OLD[0]})
+    await single.result()
+    assert (await attributes_of(single))[PATHS_ATTRIBUTE_NAME] == [paths[0]]
+
+
+async def test_a_namespace_without_tempoconf_paths_runs_changesets_without_it(
+    tmp_path: Any,
+) -> None:
+    """An upgraded deployment whose namespace lacks TempoconfPaths and whose worker may not
+    register it (Temporal Cloud): prepare finds it missing, the workflow never upserts it (an
+    unregistered upsert would fail every workflow task: the rollout would hang), and the
+    changeset runs to its end with the four attributes it always had."""
+    older = [key for key in SEARCH_ATTRIBUTES if key.name != PATHS_ATTRIBUTE_NAME]
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli_path()),
+        search_attributes=older,
+        dev_server_extra_args=["--log-level", "error"],
+    )
+    try:
+        registered = await registered_search_attributes(env.client, env.client.namespace)
+        assert PATHS_ATTRIBUTE_NAME not in registered
+        async with sqlite_harness(env, env.client, tmp_path) as older_harness:
+            paths = [unique_path(), unique_path()]
+            handle = await older_harness.start(changeset(paths, NEW, stages=[]))
+            result = await asyncio.wait_for(handle.result(), timeout=60)
+            assert result["outcome"] == "promoted"
+            attributes = await attributes_of(handle)
+            assert PATHS_ATTRIBUTE_NAME not in attributes
+            assert attributes["TempoconfPath"] == paths[0]
+            assert attributes["TempoconfState"] == "promoted"
+
+            # Where the worker may register it (`tempoconf worker` does at its start), it does,
+            # as a KeywordList; the next prepare finds it and the next changeset carries it.
+            registered = await ensure_search_attributes(env.client, env.client.namespace)
+            assert PATHS_ATTRIBUTE_NAME in registered
+            listed = await env.client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=env.client.namespace)
+            )
+            kind = listed.custom_attributes[PATHS_ATTRIBUTE_NAME]
+            assert kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
+            handle = await older_harness.start(changeset(paths, OLD, stages=[]))
+            assert (await asyncio.wait_for(handle.result(), timeout=60))["outcome"] == "promoted"
+            assert (await attributes_of(handle))[PATHS_ATTRIBUTE_NAME] == paths
+    finally:
+        await env.shutdown()

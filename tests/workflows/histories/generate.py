@@ -657,6 +657,37 @@ async def four_eyes_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
     return await outcome(handle, "promoted")
 
 
+@scenario
+async def changeset_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """A changeset of two configs whose one stage needs two approvals bound to the plan's digest
+    (issue 25): bob and carol approve with the running rollout's digest, both configs promoted.
+    Saved first from a worker that predates the patches `changeset-plan-digest` and
+    `search-attribute-paths` (its digest and search attributes as they were then)."""
+    other = f"{bench.path}-2"
+    handle = await bench.start(
+        {
+            "namespace": NAMESPACE,
+            "changes": [
+                {"path": bench.path, "value": NEW_VALUE},
+                {"path": other, "value": {"is_debug": False, "max_connections": 3000}},
+            ],
+            "default_cooldown_time": "1h",
+            "default_expiration_time": "1h",
+            "stages": [
+                {"percentile": 50, "cooldown": "0s", "manual": True, "approvals": {"required": 2}}
+            ],
+            "author": "alice@example.com",
+            "message": f"replay scenario {bench.scenario}",
+        },
+        real_clock=True,
+    )
+    await reach(handle, "awaiting_approval")
+    digest = (await status(handle))["digest"]
+    await handle.execute_update("approve", {"by": "bob", "digest": digest, "reason": "diff ok"})
+    await handle.execute_update("approve", {"by": "carol", "digest": digest, "reason": "lgtm"})
+    return await outcome(handle, "promoted")
+
+
 # -- saving ---------------------------------------------------------------------------------------
 
 
