@@ -349,7 +349,7 @@ class ConfigRollout:
         details; runs that ended before the patch completed with every outcome, and replay so."""
         if result.outcome in COMPLETED_OUTCOMES or not workflow.patched(OUTCOME_STATUSES):
             return result
-        raise ending_error(result, by=by)
+        raise ending_error(result, by=by) from None  # its reason says why; no internal cause
 
     def _keep_result(self, result: RolloutResult) -> None:
         """A cancelled run ends Canceled, and a cancellation carries no result: keep it in the
