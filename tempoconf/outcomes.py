@@ -120,7 +120,8 @@ class RolloutEnding:
     """The rollout's result; None when it ended without one (a refused request or failed prepare,
     a termination, a timeout, a cancellation of a run that kept no result)."""
     outcome: str
-    """The result's outcome, else `failed`, `cancelled`, `terminated` or `timed_out`."""
+    """The result's outcome, else `failed`, `cancelled`, `terminated` or `timed_out` (or
+    `completed` for a workflow whose result is no rollout's)."""
     reason: str
     """The result's reason, else the failure's message."""
     error_type: str = ""
@@ -147,8 +148,8 @@ def rollout_ending(
     (a `WorkflowFailureError`) with, for a cancellation, the run's `memo`."""
     if failure is None:
         parsed = result_from_json(result)
-        if parsed is None:
-            raise ValueError(f"not a rollout's result: {result!r}")
+        if parsed is None:  # another workflow's (`rollout status --id` names any workflow)
+            return RolloutEnding("completed", None, "completed", "its result is not a rollout's")
         return RolloutEnding("completed", parsed, parsed.outcome.value, parsed.reason)
     from temporalio.exceptions import (
         ApplicationError,
