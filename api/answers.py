@@ -288,7 +288,9 @@ class WorkflowAnswer(_Answer):
     """Once the run ended: the result's outcome, or `failed`, `cancelled`, `terminated`,
     `timed_out` when it ended without a result."""
     result: dict[str, Any] | None = None
-    """The workflow's result, once it ended with one."""
+    """The rollout's result (`outcome`, `version`, `reason`, `stable_version`) once it ended with
+    one, whatever `execution_status`: COMPLETED when promoted or bypassed, FAILED when reverted
+    or halted (the result is the failure's details), CANCELED when cancelled (its memo)."""
     reason: str = ""
     """Why it ended (the result's reason, or the failure's message)."""
     starter: str = ""

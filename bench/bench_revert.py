@@ -35,6 +35,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.cli.worker import build_worker
+from tempoconf.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 
@@ -84,7 +85,7 @@ async def trial(
     signalled_ns = time.time_ns()
     await fleet.until(lambda: fleet.on(stable, everyone) == len(everyone), SETTLE_TIMEOUT)
     latencies = fleet.latencies(stable, everyone, sent_ns)
-    result = await asyncio.wait_for(handle.result(), SETTLE_TIMEOUT)
+    ending = await asyncio.wait_for(await_rollout_ending(handle), SETTLE_TIMEOUT)
     halted = [
         e
         for e in store.history(NAMESPACE, CONFIG_PATH, limit=20)
@@ -92,12 +93,12 @@ async def trial(
     ]
     written_s = (halted[0].at.timestamp() * 1e9 - sent_ns) / 1e9 if halted else None
     log(
-        f"trial {number}: {staged} halted, outcome {result.get('outcome')!r}, "
+        f"trial {number}: {staged} halted, outcome {ending.outcome!r}, "
         f"p99 {latency_figures(latencies, len(everyone))['p99_s']} s"
     )
     return {
         "latencies": latencies,
-        "outcome": result.get("outcome"),
+        "outcome": ending.outcome,
         "signal_call_s": (signalled_ns - sent_ns) / 1e9,
         "revert_written_s": written_s,
     }

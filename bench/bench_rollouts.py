@@ -35,6 +35,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tempoconf.cli.worker import build_worker, worker_options
+from tempoconf.outcomes import await_rollout_ending
 from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.store.store import Store
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
@@ -136,7 +137,11 @@ def dev_server_pid() -> int:
 
 
 async def run_phase(
-    name: str, start: Callable[[int], Awaitable[WorkflowHandle[Any, Any]]], count: int, server: int
+    name: str,
+    start: Callable[[int], Awaitable[WorkflowHandle[Any, Any]]],
+    count: int,
+    server: int,
+    ended: Callable[[WorkflowHandle[Any, Any]], Awaitable[Any]],
 ) -> tuple[dict[str, Any], list[WorkflowHandle[Any, Any]]]:
     """Start `count` workflows at once (`start(i)` starts number i) and wait for all: the wall
     time from before the first start to the last close, each workflow's own start-to-close
@@ -148,7 +153,7 @@ async def run_phase(
         *(start(i) for i in range(count))
     )
     started = time.time()
-    results = await asyncio.gather(*(handle.result() for handle in handles))
+    results = await asyncio.gather(*(ended(handle) for handle in handles))
     log(f"{name}: all {count} done after {time.time() - began:.1f} s")
     cpu_after = (cpu_seconds(os.getpid()) or 0.0, cpu_seconds(server) or 0.0)
     descriptions = await asyncio.gather(*(handle.describe() for handle in handles))
@@ -168,6 +173,10 @@ async def run_phase(
         "server_cpu_s": round(cpu_after[1] - cpu_before[1], 1),
         "results": results,
     }, handles
+
+
+async def _noop_result(handle: WorkflowHandle[Any, Any]) -> Any:
+    return await handle.result()
 
 
 def combined(phases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -255,7 +264,7 @@ async def bench(client: Client, store: Store, count: int) -> dict[str, Any]:
     ):
         # Alone first: the rollout's shape (the no-op copies it) and warm workers.
         calibration = await start_rollout(count)
-        outcome = (await calibration.result())["outcome"]
+        outcome = (await await_rollout_ending(calibration)).outcome
         shape = await history_profile(calibration)
         log(
             f"one rollout alone: {outcome}, {shape['activities']} activities, "
@@ -277,12 +286,15 @@ async def bench(client: Client, store: Store, count: int) -> dict[str, Any]:
         handles: dict[str, list[WorkflowHandle[Any, Any]]] = {"no-op": [], "rollouts": []}
         for number, kind in enumerate(PHASES, start=1):
             start = start_noop if kind == "no-op" else start_rollout
+            # A rollout's end is read as the CLI reads it (a reverted one fails its workflow).
+            ended = _noop_result if kind == "no-op" else await_rollout_ending
             async with bounded(PHASE_TIMEOUT, f"phase {number} ({kind})"):
                 figures, started = await run_phase(
                     f"{kind} ({number}/{len(PHASES)})",
                     lambda i, start=start, number=number: start(i + (number + 1) * count),
                     count,
                     server,
+                    ended,
                 )
             phases[kind].append(figures)
             handles[kind].extend(started)
@@ -291,8 +303,8 @@ async def bench(client: Client, store: Store, count: int) -> dict[str, Any]:
         rollout_profiles = await profiles_of(handles["rollouts"])
     outcomes: dict[str, int] = defaultdict(int)
     for phase in phases["rollouts"]:
-        for result in phase.pop("results"):
-            outcomes[str(result.get("outcome"))] += 1
+        for ending in phase.pop("results"):
+            outcomes[ending.outcome] += 1
     for phase in phases["no-op"]:
         phase.pop("results")
     rollouts, noop = combined(phases["rollouts"]), combined(phases["no-op"])

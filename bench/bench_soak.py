@@ -40,9 +40,10 @@ from typing import Any
 import httpx
 from _common import BENCH_DIR, PYTHON, cpu_seconds, database, emit, log, require_fds
 from _soak_fleet import identity
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from tempoconf.canonical import version_id
+from tempoconf.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.resolution import VersionRecord
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE, search_attribute_arguments, temporal_cli_path
@@ -573,15 +574,16 @@ class Soak:
             else:
                 await attempt("bypass signal", handle.signal("bypass", reason))
 
-    async def result(self, handle: WorkflowHandle[Any, Any], began: float) -> dict[str, Any] | None:
-        """The rollout's result; None once it is wedged (a workflow task failed WEDGED_ATTEMPTS
-        times in a row: it will not end by itself) or ROLLOUT_TIMEOUT passed."""
-        waiting = asyncio.ensure_future(handle.result())
+    async def result(self, handle: WorkflowHandle[Any, Any], began: float) -> RolloutEnding | None:
+        """How the rollout ended (tempoconf.outcomes); None once it is wedged (a workflow task
+        failed WEDGED_ATTEMPTS times in a row: it will not end by itself) or ROLLOUT_TIMEOUT
+        passed."""
+        waiting = asyncio.ensure_future(await_rollout_ending(handle))
         try:
             while True:
                 done, _ = await asyncio.wait({waiting}, timeout=CHECK_WEDGED_EVERY)
                 if done:
-                    return dict(waiting.result())
+                    return waiting.result()
                 if time.monotonic() - began > ROLLOUT_TIMEOUT:
                     return None
                 with contextlib.suppress(Exception):
@@ -654,16 +656,14 @@ class Soak:
             self.in_flight[workflow_id] = (kind, handle)
             operator = asyncio.create_task(self.operate(kind, handle, phase))
             try:
-                result = await self.result(handle, began)
-                if result is None:
+                ending = await self.result(handle, began)
+                if ending is None:
                     # Wedged: it holds its config's lock, so no rollout goes there any more.
                     self.wedged.add(path)
                     phase.not_ended.append(await self.describe_stuck(workflow_id, kind, handle))
                     return
-                outcome, reason = str(result.get("outcome")), str(result.get("reason", ""))
-                stable = result.get("stable_version")
-            except WorkflowFailureError as exc:
-                outcome, reason, stable = "failed", f"{exc.cause!r}"[:300], None
+                outcome, reason = ending.outcome, ending.reason[:300]
+                stable = ending.result.stable_version if ending.result is not None else None
             finally:
                 operator.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -298,14 +298,11 @@ class DirectBackend:
     async def wait_result(
         self, namespace: str, path: str, workflow_id: str, run_id: str | None
     ) -> Ending:
-        from temporalio.client import WorkflowFailureError
+        from tempoconf.outcomes import await_rollout_ending
 
         client = await self._temporal()
-        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
-        try:
-            return Ending(result=dict(await handle.result()))
-        except WorkflowFailureError as error:
-            return Ending(failure=failure_message(error))
+        ending = await await_rollout_ending(client.get_workflow_handle(workflow_id, run_id=run_id))
+        return Ending(result=ending.result_json, failure=ending.reason)
 
     async def command(
         self,

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowHandle
 
 from tempoconf.canonical import version_id
 from tempoconf.change import rollout_change, workflow_summary
@@ -38,6 +38,7 @@ from tempoconf.cli.components import run_dev_stack
 from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
 from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.durations import parse_duration
+from tempoconf.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import STABLE
 from tempoconf.schema_validation import value_problems
@@ -380,7 +381,8 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
         earlier = stack.client.get_workflow_handle(lock.workflow_id, run_id=lock.run_id)
         try:
             await earlier.cancel()
-            await asyncio.wait_for(earlier.result(), 30)
+            ending = await asyncio.wait_for(await_rollout_ending(earlier), 30)
+            print(f"   it ended: {ending.outcome}")
         except Exception as error:  # noqa: BLE001 - ended either way; say how and go on
             print(f"   it ended: {type(error).__name__}")
     request = {
@@ -395,13 +397,15 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
         WORKFLOW_TYPE, request, id=workflow_id, task_queue=stack.settings.task_queue
     )
     try:
-        result = await asyncio.wait_for(handle.result(), 60)
-    except (WorkflowFailureError, TimeoutError) as error:
+        ending = await asyncio.wait_for(await_rollout_ending(handle), 60)
+    except TimeoutError as error:
         print(f"   could not set the stable value: {error}")
         return False
-    outcome: str | None = result.get("outcome")
-    print(f"   {outcome}: version {result.get('version')} is stable")
-    return outcome == "promoted"
+    if ending.result is None:
+        print(f"   could not set the stable value: {ending.reason}")
+        return False
+    print(f"   {ending.outcome}: version {ending.result.version} is stable")
+    return ending.outcome == "promoted"
 
 
 class LiveView:
@@ -533,7 +537,7 @@ async def _watch(
     new_label: str = "new",
 ) -> dict[str, Any] | None:
     """Show the fleet while the rollout runs (a log line per change); return the result."""
-    result_task: asyncio.Task[Any] = asyncio.ensure_future(handle.result())
+    result_task: asyncio.Task[RolloutEnding] = asyncio.ensure_future(await_rollout_ending(handle))
     started = time.monotonic()
     last_line = ""
 
@@ -572,11 +576,10 @@ async def _watch(
             if len(counts) == 1:
                 break
             await asyncio.sleep(PROGRESS_INTERVAL_SECONDS)
-        try:
-            return dict(result_task.result())
-        except WorkflowFailureError as error:
-            view.log(f"the rollout failed: {error.cause or error}")
-            return None
+        ending = result_task.result()
+        if ending.result_json is None:
+            view.log(f"the rollout failed: {ending.reason}")
+        return ending.result_json
     finally:
         result_task.cancel()
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from tempoconf.outcomes import await_rollout_ending
 from tempoconf.temporal import rollout_workflow_id
 
 if TYPE_CHECKING:
     # Imported where a snapshot is read, not here: the API-mode CLI formats snapshots it gets
     # over HTTP and never loads the Temporal client (half of a command's start-up).
-    from temporalio.client import Client, WorkflowFailureError
+    from temporalio.client import Client
 
 __all__ = [
     "CLOSED_QUERY_TIMEOUT",
@@ -49,10 +50,12 @@ class RolloutSnapshot:
     progress: dict[str, Any] | None = None
     """The `status` query's object; None when no worker could answer for a closed run."""
     outcome: str | None = None
-    """The result's outcome once the run closed (or failed/cancelled/terminated/timed_out)."""
+    """The result's outcome once the run closed (or failed/cancelled/terminated/timed_out when it
+    ended without one): tempoconf.outcomes.rollout_ending."""
     result_version: str | None = None
     result: dict[str, Any] | None = None
-    """The workflow's result, once it ended with one."""
+    """The rollout's result once it ended with one, whatever Temporal's close status (a reverted
+    run fails with it, a cancelled one keeps it in its memo)."""
     reason: str = ""
     starter: str = ""
     """The identity of whoever started the run (e.g. `temporal-cli:alice@laptop`), from its history."""
@@ -141,11 +144,7 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     """Describe the newest run of `workflow_id`, query its status and, once closed, its result.
 
     Raises RPCError (NOT_FOUND when there is no such workflow) and WorkflowQueryFailedError."""
-    from temporalio.client import (
-        WorkflowExecutionStatus,
-        WorkflowFailureError,
-        WorkflowQueryFailedError,
-    )
+    from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
     from temporalio.service import RPCError
 
     description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
@@ -161,15 +160,13 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
         snapshot.progress = dict(await handle.query("status", rpc_timeout=CLOSED_QUERY_TIMEOUT))
     except (RPCError, WorkflowQueryFailedError):
         snapshot.progress = None  # no worker to replay it: the result below still tells the end
-    try:
-        result = await handle.result(follow_runs=False, rpc_timeout=RPC_TIMEOUT)
-    except WorkflowFailureError as error:
-        snapshot.outcome, snapshot.reason = _closed_without_result(error)
-    else:
-        snapshot.result = dict(result)
-        snapshot.outcome = str(result.get("outcome"))
-        snapshot.result_version = result.get("version")
-        snapshot.reason = str(result.get("reason") or "")
+    ending = await await_rollout_ending(
+        handle, follow_runs=False, description=description, rpc_timeout=RPC_TIMEOUT
+    )
+    snapshot.result = ending.result_json
+    snapshot.outcome = ending.outcome
+    snapshot.result_version = ending.result.version if ending.result is not None else None
+    snapshot.reason = ending.reason
     return snapshot
 
 
@@ -199,19 +196,3 @@ async def _starter_identity(handle: Any) -> str:
     except RPCError:
         pass  # only a nicety of the header
     return ""
-
-
-def _closed_without_result(error: WorkflowFailureError) -> tuple[str, str]:
-    from temporalio.exceptions import CancelledError, TerminatedError
-    from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
-
-    cause: BaseException | None = error.cause
-    if isinstance(cause, CancelledError):
-        return "cancelled", "the workflow was cancelled"
-    if isinstance(cause, TerminatedError):
-        return "terminated", str(cause.message or "the workflow was terminated")
-    if isinstance(cause, WorkflowTimeoutError):
-        return "timed_out", str(cause.message or "the workflow timed out")
-    while cause is not None and cause.__cause__ is not None:
-        cause = cause.__cause__
-    return "failed", str(getattr(cause, "message", None) or cause or error)

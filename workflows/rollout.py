@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
     from tempoconf.details import render_current_details, time_left
     from tempoconf.health import UNHEALTHY, cohort_stages
+    from tempoconf.outcomes import COMPLETED_OUTCOMES, RESULT_MEMO, ending_error, result_json
     from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.problems import InvalidRequestError, Problem
     from tempoconf.progress import (
@@ -210,6 +211,10 @@ CHANGESET_PLAN_DIGEST = "changeset-plan-digest"
 # workflow.patched (issue 25): the KeywordList `TempoconfPaths` (every config's path) is upserted
 # after prepare, where the prepare step found it registered (RolloutPlan.paths_attribute).
 SEARCH_ATTRIBUTE_PATHS = "search-attribute-paths"
+# workflow.patched: a reverted or halted rollout fails (RolloutReverted, RolloutHalted) instead of
+# completing, and a cancelled one keeps its result in the memo before it ends Canceled
+# (tempoconf.outcomes). Promoted and bypassed rollouts complete as before.
+OUTCOME_STATUSES = "outcomes-as-temporal-statuses"
 
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
 EXPECTED_INPUT = (
@@ -336,17 +341,35 @@ class ConfigRollout:
             with rollout_step("promote", {"version": plan.version}):
                 return await self._promote(plan, bypassed=bypassed)
         except _StopRollout as stop:
-            return await self._revert(stop.outcome, stop.reason, stop.by)
+            return self._end(await self._revert(stop.outcome, stop.reason, stop.by), stop.by)
         except ActivityError as error:
             if isinstance(error.cause, CancelledError):
-                await self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
+                self._keep_result(
+                    await self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
+                )
                 raise
             # A step failed past its retries (e.g. the lock was taken over): never leave it half-done.
-            return await self._revert(Outcome.REVERTED, f"{error.cause or error}", SYSTEM_ACTOR)
+            reverted = await self._revert(Outcome.REVERTED, f"{error.cause or error}", SYSTEM_ACTOR)
+            return self._end(reverted, SYSTEM_ACTOR)
         except asyncio.CancelledError:
             # Cancellation (e.g. from the Web UI): put every client back on stable, then end as cancelled.
-            await self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
+            self._keep_result(
+                await self._revert(Outcome.CANCELLED, "the workflow was cancelled", "temporal")
+            )
             raise
+
+    def _end(self, result: RolloutResult, by: str) -> RolloutResult:
+        """A reverted or halted rollout fails (tempoconf.outcomes), its result in the failure's
+        details; runs that ended before the patch completed with every outcome, and replay so."""
+        if result.outcome in COMPLETED_OUTCOMES or not workflow.patched(OUTCOME_STATUSES):
+            return result
+        raise ending_error(result, by=by) from None  # its reason says why; no internal cause
+
+    def _keep_result(self, result: RolloutResult) -> None:
+        """A cancelled run ends Canceled, and a cancellation carries no result: keep it in the
+        memo (tempoconf.outcomes) before the workflow ends."""
+        if workflow.patched(OUTCOME_STATUSES):
+            workflow.upsert_memo({RESULT_MEMO: result_json(result)})
 
     async def _prepare(self, request: Any) -> RolloutPlan:
         info = workflow.info()
@@ -1065,6 +1088,7 @@ class ConfigRollout:
         with rollout_step("revert", {"outcome": outcome.value, "reason": reason}):
             revert = asyncio.ensure_future(self._revert_now(outcome, reason, by))
             if await _finish_despite_cancellation(revert):
+                self._keep_result(revert.result())
                 raise asyncio.CancelledError()
             return revert.result()
 

@@ -18,7 +18,7 @@ from tempoconf.activities import heartbeats
 from tempoconf.activities.heartbeats import STORE_ACTIVITIES, StoreHeartbeats
 from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY, PUBLISH_STAGE_ACTIVITY
 from tempoconf.cli.worker import worker_options
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_rollout import example_request, unique_path
 
 
@@ -127,7 +127,7 @@ async def test_the_rollout_gives_every_store_activity_a_heartbeat_timeout(
     rollout_harness: RolloutHarness,
 ) -> None:
     handle = await rollout_harness.start(example_request(unique_path()))
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"
     timeouts: dict[str, set[float]] = {}
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:

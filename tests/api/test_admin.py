@@ -20,7 +20,7 @@ from tempoconf.progress import CommandResult
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 
 STABLE_VALUE = {"max_connections": 1000}
@@ -213,7 +213,7 @@ async def test_start_watch_and_signal_a_rollout(
     assert halted.json()["state"] == "halted"
     assert halted.json()["phase"] == f"Halted, back to stable {stable.version}: bad numbers"
     handle = rollout_harness.realtime_client.get_workflow_handle(body["workflow_id"])
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "halted"
     assert rollout_harness.store.get_stable("default", path).version == stable.version
 
@@ -241,7 +241,7 @@ async def test_bypass_promotes_now(
     bypassed = await admin.post(f"/v1/admin/rollouts/{path}:bypass", json={"reason": "hotfix"})
 
     assert bypassed.status_code == 200, bypassed.text
-    assert (await handle.result())["outcome"] == "bypassed"
+    assert (await rollout_result(handle))["outcome"] == "bypassed"
     assert rollout_harness.store.get_stable("default", path).version == version_id(NEW_VALUE)
 
 

@@ -20,7 +20,7 @@ from tempoconf.store.store import Store
 from tests.api.helpers import client_in, make_stable, publish, sample, start_rollout
 from tests.fixtures.edge import running_edge
 from tests.fixtures.services import free_port, live_api
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import make_stable as rollout_stable
 from tests.workflows.test_rollout import wait_for_state
@@ -93,7 +93,7 @@ async def test_edge_clients_follow_a_real_rollout_canary_promotion_and_halt(
         await handle.execute_update("advance")
         await wait_for_state(handle, "holding", stage_index=1)
         await handle.execute_update("advance")
-        assert (await handle.result())["outcome"] == "promoted"
+        assert (await rollout_result(handle))["outcome"] == "promoted"
         await reads(http, path, CANARY, **other)
         await reads(http, path, CANARY, **canary)
 
@@ -106,7 +106,7 @@ async def test_edge_clients_follow_a_real_rollout_canary_promotion_and_halt(
         await wait_for_state(halted, "holding", stage_index=0)
         await reads(http, path, HALTED, **canary)
         await halted.execute_update("halt", {"reason": "error rate up"})
-        assert (await halted.result())["outcome"] == "halted"
+        assert (await rollout_result(halted))["outcome"] == "halted"
         got = await eventually(
             lambda: _stage_is(http, path, "stable", canary), what="the canary back on stable"
         )

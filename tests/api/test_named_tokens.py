@@ -11,7 +11,7 @@ import pytest
 
 from tempoconf.settings import Settings
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_approvals import digest_of, four_eyes_request, unique_path
 from tests.workflows.test_rollout import status, wait_for_state
 
@@ -100,7 +100,7 @@ async def test_the_tokens_name_is_who_approves(
 
             second = await approve("carol", {"digest": digest})
             assert second.status_code == 200, second.text
-            assert (await handle.result())["outcome"] == "promoted"
+            assert (await rollout_result(handle))["outcome"] == "promoted"
 
 
 @pytest.mark.parametrize(

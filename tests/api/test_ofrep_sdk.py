@@ -34,7 +34,7 @@ from tempoconf.store.store import Store
 from tests.api.helpers import make_stable as store_stable
 from tests.api.helpers import publish, start_rollout
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import make_stable, wait_for_state
 
@@ -117,7 +117,7 @@ async def test_the_sdk_follows_a_canary_a_promotion_and_a_halt(
         await handle.execute_update("advance")
         await wait_for_state(handle, "holding", stage_index=1)
         await handle.execute_update("advance")
-        assert (await handle.result())["outcome"] == "promoted"
+        assert (await rollout_result(handle))["outcome"] == "promoted"
         await reads(OTHER_HOST, CANARY, Reason.STATIC)
         await reads(CANARY_HOST, CANARY, Reason.STATIC)
 
@@ -130,7 +130,7 @@ async def test_the_sdk_follows_a_canary_a_promotion_and_a_halt(
         await wait_for_state(halted, "holding", stage_index=0)
         await reads(CANARY_HOST, HALTED, Reason.TARGETING_MATCH)
         await halted.execute_update("halt", {"reason": "error rate up"})
-        assert (await halted.result())["outcome"] == "halted"
+        assert (await rollout_result(halted))["outcome"] == "halted"
         await reads(CANARY_HOST, CANARY, Reason.STATIC)
         await reads(OTHER_HOST, CANARY, Reason.STATIC)
 

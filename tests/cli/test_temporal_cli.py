@@ -104,6 +104,21 @@ def result_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
     return dict(json.loads(answer.stdout)["result"])
 
 
+def failure_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
+    """The failure a rollout that did not complete (reverted, halted) failed with, as `temporal
+    workflow result -o json` prints it (and exits 1): its message, type, and the result in its
+    details (docs/contract.md, The workflow)."""
+    answer = subprocess.run(
+        [str(temporal_cli_path()), "workflow", "result", "-w", workflow_id, "-o", "json",
+         "--address", dev.temporal_address],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert answer.returncode == 1, answer.stdout + answer.stderr
+    assert json.loads(answer.stdout)["status"] == "FAILED", answer.stdout
+    close = json.loads(answer.stdout)["closeEvent"]
+    return dict(close["workflowExecutionFailedEventAttributes"]["failure"])
+
+
 def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     dev: RunningDev,
 ) -> None:
@@ -194,13 +209,14 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
         "--input",
         '{"reason": "error rate up"}',
     )
-    result = result_of(dev, workflow_id)
-    assert result == {
-        "outcome": "halted",
-        "version": new,
-        "reason": "error rate up",
-        "stable_version": stable,
-    }
+    failure = failure_of(dev, workflow_id)
+    assert failure["message"] == (
+        f"rollout halted by operator: error rate up; every client is back on the stable version {stable}"
+    )
+    assert failure["applicationFailureInfo"]["type"] == "RolloutHalted"
+    assert failure["applicationFailureInfo"]["details"] == [
+        {"outcome": "halted", "version": new, "reason": "error rate up", "stable_version": stable}
+    ]
     for client, channel in ((canary, "canary"), (in_10, None), (in_50, None), (outside, None)):
         assert served(dev, path, client, channel, expect=(stable, "stable")) == (stable, "stable")
 

@@ -295,6 +295,22 @@ def test_mtls_worker_cli_api_and_temporal_hints(temporal: TlsTemporal, tmp_path:
             )
             assert halted.status_code == 200, halted.text
             _wait_for(held, env, tmp_path, state="halted")
+
+            # A halted rollout fails its workflow: the counter TempoconfRolloutsFailing reads.
+            def failed_series() -> list[str]:
+                text = httpx.get(f"http://{metrics_address}/metrics", timeout=5).text
+                failed = [
+                    line
+                    for line in text.splitlines()
+                    if line.startswith("temporal_workflow_failed{")
+                    and queue in line
+                    and 'workflow_type="ConfigRollout"' in line
+                    and 'namespace="default"' in line
+                ]
+                assert failed, [line for line in text.splitlines() if "workflow_failed" in line]
+                return failed
+
+            eventually_sync(failed_series, what="the SDK's workflow_failed counter")
         finally:
             api.stop()
     finally:

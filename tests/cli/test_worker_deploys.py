@@ -50,6 +50,7 @@ from tests.cli.worker_builds import (
     ConfigRolloutWithUnguardedStep,
     new_step,
 )
+from tests.fixtures.temporal import rollout_result
 from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
@@ -233,7 +234,7 @@ async def outcome(handle: WorkflowHandle[Any, Any], *, on: str) -> dict[str, Any
         return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
 
     await eventually(ended, what=f"{handle.id} to end on {on}", timeout=60.0)
-    result: dict[str, Any] = await handle.result()
+    result: dict[str, Any] = await rollout_result(handle)
     return result
 
 

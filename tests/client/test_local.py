@@ -30,7 +30,7 @@ from tests.client.helpers import PATH, revert, stable_served
 from tests.client.live_api import LiveApi
 from tests.domain.test_bucketing import VECTORS
 from tests.fixtures.services import live_api as live_api_on_this_loop
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually, eventually_sync
 from tests.workflows.test_rollout import make_stable, wait_for_state
 
@@ -243,7 +243,7 @@ async def test_a_real_rollout_reaches_the_identities_resolved_locally(
         await reads(canary, canary_value, "channel:canary")
         await reads(other, {"v": "stable"}, "stable")
         await handle.execute_update("advance")
-        assert (await handle.result())["outcome"] == "promoted"
+        assert (await rollout_result(handle))["outcome"] == "promoted"
         await reads(other, canary_value, "stable")
 
         halted = await rollout_harness.start(
@@ -254,6 +254,6 @@ async def test_a_real_rollout_reaches_the_identities_resolved_locally(
         await wait_for_state(halted, "holding", stage_index=0)
         await reads(canary, halted_value, "channel:canary")
         await halted.execute_update("halt", {"reason": "error rate up"})
-        assert (await halted.result())["outcome"] == "halted"
+        assert (await rollout_result(halted))["outcome"] == "halted"
         await reads(canary, canary_value, "stable")
         assert config.snapshot is not None and config.snapshot.staged is None

@@ -562,7 +562,7 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
             "data"
         ]["groups"]
         evaluated = {r["name"]: (r["health"], r["state"]) for g in groups for r in g["rules"]}
-        assert len(evaluated) == 7 and "TempoconfNoWorker" in evaluated, evaluated
+        assert len(evaluated) == 8 and "TempoconfNoWorker" in evaluated, evaluated
         assert all(state == ("ok", "inactive") for state in evaluated.values()), evaluated
         return True
 

@@ -14,6 +14,7 @@ import httpx
 from tempoconf.activity_io import PREPARE_ACTIVITY, PROMOTE_ACTIVITY, PUBLISH_STAGE_ACTIVITY
 from tempoconf.store.store import Store
 from tests.faults.stack import Stack, audit, completed_activities, wait_until
+from tests.fixtures.temporal import rollout_result
 
 ROLLOUT_TIMEOUT_SECONDS = 150.0
 """A bound, not a goal: a worker SIGKILLed inside a store activity is noticed within the
@@ -44,7 +45,7 @@ def staged(path: str, *, cooldown: str = "3s", **extra: Any) -> dict[str, Any]:
 async def establish_stable(stack: Stack, path: str) -> str:
     """Promote a first value; its version."""
     handle = await stack.start_rollout(first_value(path))
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted", result
     return str(result["version"])
 

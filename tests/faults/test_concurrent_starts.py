@@ -9,12 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
+from tempoconf.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
 from tempoconf.temporal import temporal_cli_path
 from tests.faults.rollouts import ROLLOUT_TIMEOUT_SECONDS, establish_stable, staged
 from tests.faults.stack import TEMPOCONF, Stack, actions, unique_path
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
@@ -59,7 +60,7 @@ async def test_two_rollout_starts_at_once(stack: Stack, store: Store, tmp_path: 
     assert "already" in refusal and path in refusal, refusal
     assert "Traceback" not in refusal, refusal
     handle = (await stack.client()).get_workflow_handle(f"rollout:default/{path}")
-    result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
+    result = await asyncio.wait_for(rollout_result(handle), ROLLOUT_TIMEOUT_SECONDS)
     assert result["outcome"] == "promoted", result
     assert _promotions(store, path) == 2  # the stable value's and this one
     assert store.get_lock("default", path) is None
@@ -99,15 +100,10 @@ async def test_two_temporal_cli_starts_with_their_own_ids(stack: Stack, store: S
     client = await stack.client()
     outcomes: dict[str, str] = {}
     for workflow_id in ids:
-        try:
-            result = await asyncio.wait_for(
-                client.get_workflow_handle(workflow_id).result(), ROLLOUT_TIMEOUT_SECONDS
-            )
-        except WorkflowFailureError as failure:
-            cause = failure.cause
-            outcomes[workflow_id] = f"failed: {cause}"
-        else:
-            outcomes[workflow_id] = str(result["outcome"])
+        ending = await asyncio.wait_for(
+            await_rollout_ending(client.get_workflow_handle(workflow_id)), ROLLOUT_TIMEOUT_SECONDS
+        )
+        outcomes[workflow_id] = ending.outcome + ("" if ending.result else f": {ending.reason}")
     assert sorted(outcomes.values())[1] == "promoted", outcomes
     refusal = sorted(outcomes.values())[0]
     assert refusal.startswith("failed:") and "already has a running rollout" in refusal, outcomes

@@ -24,6 +24,7 @@ from tempoconf.store.store import Store
 from tempoconf.workflows.rollout import ConfigRollout
 from tests.faults.rollouts import ROLLOUT_TIMEOUT_SECONDS, assert_ended_cleanly, establish_stable
 from tests.faults.stack import Stack, audit, unique_path, wait_until_async
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
@@ -58,7 +59,7 @@ async def test_a_query_while_a_new_worker_takes_over_leaves_the_history_replayab
     asked = time.monotonic()
     status = await asyncio.wait_for(handle.query("status"), 60)
     answered = time.monotonic() - asked
-    result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
+    result = await asyncio.wait_for(rollout_result(handle), ROLLOUT_TIMEOUT_SECONDS)
 
     history = await handle.fetch_history()
     failed_tasks = [

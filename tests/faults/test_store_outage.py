@@ -23,6 +23,7 @@ from tests.faults.rollouts import (
     staged,
 )
 from tests.faults.stack import Stack, audit, unique_path, wait_until_async
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
@@ -85,7 +86,7 @@ async def _roll_out_through_outage(
             timeout=60,
             interval=0.05,
         )
-        result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
+        result = await asyncio.wait_for(rollout_result(handle), ROLLOUT_TIMEOUT_SECONDS)
     recovery = published - back_at
     figure(
         f"{what} for {back_at - cut_at:.1f}s during the publish: next stage published "

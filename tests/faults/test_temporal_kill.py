@@ -20,6 +20,7 @@ from tests.faults.rollouts import (
     staged,
 )
 from tests.faults.stack import Stack, audit, unique_path, wait_until_async
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
@@ -47,7 +48,7 @@ async def test_temporal_server_sigkilled_mid_hold(
         assert watch.canary[-1] == watch.canary[-2] is not None, "the API stopped serving"
         stack.start_temporal()
         back_at = time.monotonic()
-        result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
+        result = await asyncio.wait_for(rollout_result(handle), ROLLOUT_TIMEOUT_SECONDS)
         took = time.monotonic() - back_at
     figure(
         f"Temporal dev server SIGKILLed mid-hold for {DOWN_SECONDS:g}s: rollout ended "

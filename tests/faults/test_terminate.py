@@ -14,6 +14,7 @@ import pytest
 from tempoconf.store.store import Store
 from tests.faults.rollouts import CANARY, HOST, establish_stable, staged
 from tests.faults.stack import Stack, actions, audit, unique_path, wait_until, wait_until_async
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
@@ -84,7 +85,7 @@ async def test_terminated_mid_stage_leases_lapse_and_lock_is_reclaimed(
     next_rollout = await stack.start_rollout(
         {"path": path, "value": {"generation": 3}, "message": "after the terminated one"}
     )
-    result = await next_rollout.result()
+    result = await rollout_result(next_rollout)
     assert result["outcome"] == "promoted", result
     if held:  # reclaimed by the next rollout (or, just before it, ended by the sweep)
         ended = {"lock.reclaimed", "rollout.terminated"} & set(actions(store, path))

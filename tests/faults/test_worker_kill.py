@@ -39,6 +39,7 @@ from tests.faults.stack import (
     unique_path,
     wait_until_async,
 )
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
@@ -189,7 +190,7 @@ async def test_worker_sigkilled_then_restarted(
             assert stalled in running, running  # SQLite's stall may come just too late
         await asyncio.sleep(1)
         stack.start_worker()
-        result = await asyncio.wait_for(handle.result(), ROLLOUT_TIMEOUT_SECONDS)
+        result = await asyncio.wait_for(rollout_result(handle), ROLLOUT_TIMEOUT_SECONDS)
         took = time.monotonic() - started
         new = str(result["version"])
     retried = await retried_activities(handle)

@@ -72,6 +72,7 @@ from tempoconf.cli.worker import build_worker
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.fixtures.services import live_api
+from tests.fixtures.temporal import rollout_result
 from tests.fixtures.waiting import eventually
 from tests.fuzz.model import (
     COMMANDS,
@@ -230,7 +231,7 @@ class RolloutMachine(RuleBasedStateMachine):
 
     async def wait_outcome(self, config: ConfigModel, ended: Ended) -> None:
         # The workflow's result directly: the admin API's wait polls once a second.
-        result = await self.stack.temporal.get_workflow_handle(ended.workflow_id).result()
+        result = await rollout_result(self.stack.temporal.get_workflow_handle(ended.workflow_id))
         assert result["outcome"] == ended.outcome, (result, ended.outcome)
         assert result["stable_version"] == config.stable, (result, config.stable)
 

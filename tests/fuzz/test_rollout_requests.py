@@ -37,6 +37,7 @@ from tempoconf.request import parse_rollout_request
 from tempoconf.storable import MAX_JSON_DEPTH
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
+from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.fuzz
 
@@ -320,7 +321,7 @@ async def _assert_refused(
     valid = await client.start_workflow(
         WORKFLOW_TYPE, {"path": path, "value": 1}, id=workflow_id, task_queue=task_queue
     )
-    result = await asyncio.wait_for(valid.result(), timeout=FAST * 3)
+    result = await asyncio.wait_for(rollout_result(valid), timeout=FAST * 3)
     assert result["outcome"] == "promoted", f"{what}: then {result}"
     return took
 
@@ -421,7 +422,7 @@ async def test_valid_requests_pass_the_workflows_validation(
         )
         # Time skips: holds end at once.
         try:
-            return await asyncio.wait_for(handle.result(), timeout=60)
+            return await asyncio.wait_for(rollout_result(handle), timeout=60)
         except TimeoutError:
             raise AssertionError(f"still running after 60 s: {request}") from None
 

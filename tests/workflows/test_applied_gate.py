@@ -17,7 +17,7 @@ from tempoconf.client import AsyncConfigClient, ConfigValue
 from tempoconf.store import AppliedReport
 from tests.cli.conftest import cli_env, run_cli
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
@@ -106,7 +106,7 @@ async def test_a_stage_waits_past_its_cooldown_until_95_percent_applied_then_adv
 
             # One straggler fixes its reload: 19 of 20 is 95%, and the stage moves on.
             await clients[18].report_applied(NEW_VERSION)
-            result = await asyncio.wait_for(handle.result(), timeout=GATE_TIMEOUT)
+            result = await asyncio.wait_for(rollout_result(handle), timeout=GATE_TIMEOUT)
         finally:
             for client in clients:
                 await client.aclose()
@@ -131,7 +131,7 @@ async def test_apply_timeout_reverts_naming_the_ratio_and_the_stragglers(
         [AppliedReport(f"canary-{n}", stable, store.now(), channel="canary") for n in range(3)],
     )
     handle = await rollout_harness.start(gated(path, apply_timeout="5m", min_applied=1))
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "reverted"
     assert result["reason"].startswith("apply timeout of stage channel:canary (300s) passed: ")
     assert "applied 0/3 (0%)" in result["reason"] and "3 straggler(s)" in result["reason"]
@@ -155,7 +155,7 @@ async def test_apply_timeout_with_hold_stays_and_says_so_then_halt_and_advance_w
     assert served(store, path, "canary-0", channel="canary")[0] == NEW_VERSION  # still live
     answer = await handle.execute_update("halt", {"reason": "fleet cannot reload"})
     assert answer["accepted"] is True
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert (result["outcome"], result["reason"]) == ("halted", "fleet cannot reload")
     assert served(store, path, "canary-0", channel="canary")[0] == stable
 
@@ -166,7 +166,7 @@ async def test_apply_timeout_with_hold_stays_and_says_so_then_halt_and_advance_w
     assert answer["accepted"] is True and answer["message"].startswith(
         "the apply gate of stage 1/1 channel:canary was passed"
     )
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
 
 
@@ -176,9 +176,9 @@ async def test_advance_and_bypass_pass_a_waiting_gate(rollout_harness: RolloutHa
     handle = await rollout_harness.start(gated(path), real_clock=True)
     await wait_for_state(handle, "waiting_for_apply", timeout=30)
     await handle.execute_update("advance", {"reason": "ok"})
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"
 
     handle = await rollout_harness.start(gated(path, min_applied=1), real_clock=True)
     await wait_for_state(handle, "waiting_for_apply", timeout=30)
     await handle.execute_update("bypass", {"reason": "hotfix"})
-    assert (await handle.result())["outcome"] == "bypassed"
+    assert (await rollout_result(handle))["outcome"] == "bypassed"

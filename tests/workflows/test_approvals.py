@@ -20,6 +20,7 @@ from tempoconf.plan import plan_from_request
 from tempoconf.request import parse_rollout_request
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
+from tests.fixtures.temporal import rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import status, wait_for_state
 
@@ -137,7 +138,7 @@ async def test_two_distinct_approvers_bound_to_the_plan_advance_the_stage(stack:
         "approve", {"by": "carol", "digest": digest, "reason": "lgtm"}
     )
     assert second["accepted"] is True, second
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
 
     rows = [entry for entry in stack.store.history("default", path) if "approval" in entry.details]
@@ -160,9 +161,9 @@ async def test_halt_and_bypass_work_between_approvals(stack: Stack) -> None:
 
     # neither takes a digest: a halt is never refused for a stale one
     await halted.execute_update("halt", {"reason": "stop", "by": "dave", "digest": RANDOM_DIGEST})
-    assert (await halted.result())["outcome"] == "halted"
+    assert (await rollout_result(halted))["outcome"] == "halted"
     await bypassed.execute_update("bypass", {"reason": "hotfix", "by": "dave"})
-    assert (await bypassed.result())["outcome"] == "bypassed"
+    assert (await rollout_result(bypassed))["outcome"] == "bypassed"
 
 
 async def test_a_plain_manual_stage_takes_one_approve_and_checks_a_digest_if_given(
@@ -182,4 +183,4 @@ async def test_a_plain_manual_stage_takes_one_approve_and_checks_a_digest_if_giv
     # no identity needed, the author may approve, one approval is enough
     answer = await handle.execute_update("approve", {"digest": digest})
     assert answer["accepted"] is True
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"

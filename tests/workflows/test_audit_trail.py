@@ -21,7 +21,7 @@ from tempoconf.canonical import version_id
 from tempoconf.store.records import AuditEntry
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
@@ -118,7 +118,7 @@ async def test_a_terminated_rollout_gets_its_final_entry_and_frees_its_lock_with
     assert trail(store, path, handle.id) == entries
     # The next rollout takes the free lock: nothing to reclaim.
     following = await rollout_harness.start(example_request(path, stages=[]))
-    assert (await following.result())["outcome"] == "promoted"
+    assert (await rollout_result(following))["outcome"] == "promoted"
     actions = [entry.action for entry in store.history(NAMESPACE, path)]
     assert "lock.reclaimed" not in actions
 
@@ -162,7 +162,7 @@ async def test_a_rollout_that_ended_itself_is_left_alone_by_the_sweep(
     assert store.get_lock(NAMESPACE, path) is not None
 
     await handle.execute_update("halt", {"reason": "enough"})
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"
     assert await sweep_once(rollout_harness.realtime_client, store) == 0
     assert_ends_with_one_outcome(trail(store, path, handle.id), "rollout.halted")
 
@@ -179,7 +179,7 @@ async def test_a_terminated_rollout_not_yet_swept_is_ended_by_the_next_rollouts_
 
     # No sweep runs here: the next rollout finds the lock held by an ended run.
     second = await rollout_harness.start(example_request(path, stages=[]))
-    assert (await second.result())["outcome"] == "promoted"
+    assert (await rollout_result(second))["outcome"] == "promoted"
 
     assert_ends_with_one_outcome(trail(store, path, first.id), "rollout.terminated")
     actions = [entry.action for entry in store.history(NAMESPACE, path)]
@@ -255,7 +255,7 @@ async def test_a_multi_stage_trail_says_publishing_before_published_through_a_ha
     await halted.execute_update("advance", {"reason": "canary fine"})
     await wait_for_state(halted, "holding", stage_index=1)
     await halted.execute_update("halt", {"reason": "10% looks bad"})
-    assert (await halted.result())["outcome"] == "halted"
+    assert (await rollout_result(halted))["outcome"] == "halted"
 
     # Reverted by its health check at the end of its second stage (no reports: no data, fails).
     check = {"kind": "reports", "max_error_ratio": 0.05, "on_no_data": "fail"}
@@ -266,7 +266,7 @@ async def test_a_multi_stage_trail_says_publishing_before_published_through_a_ha
             stages=[{"channel": "canary"}, {"percentile": 10, "health": [check]}],
         )
     )
-    assert (await reverted.result())["outcome"] == "reverted"
+    assert (await rollout_result(reverted))["outcome"] == "reverted"
 
     for handle, outcome, stages in ((halted, "halted", 2), (reverted, "reverted", 2)):
         entries = trail(store, path, handle.id)

@@ -33,7 +33,7 @@ from temporalio.testing._timeskipping import TimeSkipper, TimeSkippingConfig
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
 from tests.fixtures.services import http_judge
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import NAMESPACE, example_request, make_stable, unique_path
 
@@ -137,7 +137,7 @@ async def runs_of(handle: WorkflowHandle[Any, Any]) -> list[list[Any]]:
 async def result_within_budget(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     """The rollout's result; fails as soon as a run of it has more events than the budget (a
     history that grows with the hold would take minutes to get there, then hours to finish)."""
-    result = asyncio.ensure_future(handle.result())
+    result = asyncio.ensure_future(rollout_result(handle))
     try:
         while not result.done():
             description = await handle._client.get_workflow_handle(handle.id).describe()
@@ -228,7 +228,7 @@ async def test_a_stage_costs_the_same_events_for_a_15s_and_a_30s_hold(
                 path, stages=[{"channel": "canary", "cooldown": cooldown}], health=[check]
             )
         )
-        assert (await handle.result())["outcome"] == "promoted"
+        assert (await rollout_result(handle))["outcome"] == "promoted"
         (events,) = await runs_of(handle)
         return len(events)
 
@@ -259,7 +259,7 @@ async def test_a_halt_during_a_long_hold_reverts_at_once(rollout_harness: Rollou
 
         await eventually(watching, what="the hold's interval checks to run")
         await handle.signal("halt", {"reason": "wrong value", "by": "oncall"})
-        result = await handle.result()
+        result = await rollout_result(handle)
     assert result["outcome"] == "halted", result
     assert store.get_stable(NAMESPACE, path).version == stable
     assert store.get_rollout(NAMESPACE, path) is None and store.get_lock(NAMESPACE, path) is None
@@ -432,7 +432,7 @@ async def test_a_continued_rollout_keeps_its_lock_and_renews_its_leases(
     await eventually(renewed_by_a_later_run, what="a renewal by a continued run in the store")
 
     await latest.execute_update("approve", {"by": "oncall"})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted", result
     assert store.get_lock(NAMESPACE, path) is None
     assert store.get_stable(NAMESPACE, path).version == result["version"]

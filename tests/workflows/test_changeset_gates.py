@@ -17,7 +17,7 @@ from tempoconf.plan import PlannedStage
 from tempoconf.resolution import STABLE, ClientIdentity, resolve
 from tempoconf.store.records import AppliedReport, SeenClient
 from tempoconf.store.store import Store
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_rollout import NAMESPACE, unique_path, wait_for_state
 from tests.workflows.test_windows_freezes import fast_freeze_harness  # noqa: F401 (a fixture)
 
@@ -42,7 +42,7 @@ async def test_a_freeze_of_one_namespace_holds_every_config_of_the_changeset(
     stables = []
     for namespace, path in configs:
         handle = await harness.start({"path": path, "namespace": namespace, "value": {"v": 1}})
-        assert (await handle.result())["outcome"] == "promoted"
+        assert (await rollout_result(handle))["outcome"] == "promoted"
         stables.append(version_id({"v": 1}))
     store.start_freeze(OTHER_NAMESPACE, reason="their release train", by="other-oncall")
 
@@ -66,7 +66,7 @@ async def test_a_freeze_of_one_namespace_holds_every_config_of_the_changeset(
         assert served(store, namespace, path, "canary") == (stable, STABLE)
 
     store.end_freeze(OTHER_NAMESPACE, by="other-oncall", reason="train left")
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     for namespace, path in configs:
         assert served(store, namespace, path)[0] == version_id({"v": 2})

@@ -37,7 +37,12 @@ from tempoconf.temporal import (
 )
 from tempoconf.validation import validate_rollout
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import RolloutHarness, running_harness, sqlite_harness
+from tests.fixtures.temporal import (
+    RolloutHarness,
+    rollout_result,
+    running_harness,
+    sqlite_harness,
+)
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import NAMESPACE, status, unique_path, wait_for_state
 
@@ -65,7 +70,7 @@ async def stable_pair(harness: RolloutHarness) -> list[str]:
     for path, value in zip(paths, OLD, strict=True):
         harness.store.set_schema(NAMESPACE, path, SCHEMA, actor="test")
         handle = await harness.start({"path": path, "namespace": NAMESPACE, "value": value})
-        assert (await handle.result())["outcome"] == "promoted"
+        assert (await rollout_result(handle))["outcome"] == "promoted"
     return paths
 
 
@@ -138,7 +143,7 @@ async def test_a_changeset_at_50_percent_gives_each_client_all_new_values_or_non
             new += sum(answers)
         assert 430 <= new <= 570, new
     await handle.signal("halt", {"reason": "test over"})
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"
 
 
 async def test_halt_reverts_every_config_and_each_history_ends_with_it(
@@ -155,7 +160,7 @@ async def test_halt_reverts_every_config_and_each_history_ends_with_it(
     assert progress["path"] == paths[0]
 
     await handle.signal("halt", {"reason": "bad pair"})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "halted"
     for path, old in zip(paths, OLD, strict=True):
         snapshot = harness.store.load_snapshot(NAMESPACE, path)
@@ -174,7 +179,7 @@ async def test_halt_reverts_every_config_and_each_history_ends_with_it(
 async def test_a_promoted_changeset_makes_every_config_stable(harness: RolloutHarness) -> None:
     paths = await stable_pair(harness)
     handle = await harness.start(changeset(paths, NEW, stages=[{"percentile": 50}]))
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     for path, new in zip(paths, NEW, strict=True):
         stable = harness.store.get_stable(NAMESPACE, path)
@@ -235,7 +240,7 @@ async def test_a_path_held_by_a_running_rollout_refuses_the_changeset_taking_no_
     held = harness.store.get_lock(NAMESPACE, paths[1])
     assert held is not None and held.workflow_id == holder.id
     await holder.signal("halt", {})
-    await holder.result()
+    await rollout_result(holder)
 
 
 async def test_the_multi_path_get_never_mixes_before_and_after(harness: RolloutHarness) -> None:
@@ -262,7 +267,7 @@ async def test_the_multi_path_get_never_mixes_before_and_after(harness: RolloutH
             await wait_for_state(handle, "holding", stage_index=0)
             await eventually(lambda: "new" in seen, what="a poll sees the new values")
             await handle.signal("halt", {"reason": "again"})
-            assert (await handle.result())["outcome"] == "halted"
+            assert (await rollout_result(handle))["outcome"] == "halted"
             seen.discard("old")
             await eventually(lambda: "old" in seen, what="a poll sees the old values")
             seen.clear()
@@ -290,7 +295,7 @@ async def test_halt_by_any_path_reaches_the_changeset(harness: RolloutHarness) -
             json={"reason": "from the second path"},
         )
         assert answer.status_code == 200, answer.text
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"
 
 
 def test_the_workflow_type_is_the_one_documented() -> None:

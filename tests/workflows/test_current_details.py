@@ -14,7 +14,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle
 
 from tempoconf.canonical import version_id
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NEW_VALUE,
@@ -86,7 +86,7 @@ async def test_details_name_the_change_and_a_running_hold_its_time_left(
     assert f"--address {rollout_harness.client.service_client.config.target_host}" in halt
     ran = await run_as_printed(halt.replace('"..."', '"pasted from the Web UI"'))
     assert ran.returncode == 0, f"{halt}\n{ran.stdout}\n{ran.stderr}"
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"
     assert "pasted from the Web UI" in (await handle.query("status", result_type=dict))["reason"]
 
 
@@ -120,18 +120,18 @@ async def test_awaiting_approval_shows_no_past_hold_and_its_approve_command_runs
 
     ran = await run_as_printed(command_in(details, "approve"))
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"
 
 
 async def test_first_value_and_rollback_headlines(rollout_harness: RolloutHarness) -> None:
     path = unique_path()
     first = await rollout_harness.start({"path": path, "value": STABLE_VALUE})
-    await first.result()
+    await rollout_result(first)
     assert (await current_details(first)).splitlines()[0] == f"## default/{path}: first value"
 
     await make_stable(rollout_harness, path, value=NEW_VALUE)
     rollback = await rollout_harness.start({"path": path, "version": version_id(STABLE_VALUE)})
-    await rollback.result()
+    await rollout_result(rollback)
 
     async def headline() -> str:
         return (await current_details(rollback)).splitlines()[0]

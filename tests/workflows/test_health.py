@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from tempoconf.canonical import version_id
 from tests.fixtures.services import free_port, http_judge, live_api, prometheus_server
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
@@ -92,7 +92,7 @@ async def watch_progress(handle: Any) -> dict[str, Any] | None:
 
 
 async def outcome_of(handle: Any) -> dict[str, Any]:
-    return await handle.result()
+    return await rollout_result(handle)
 
 
 @dataclass
@@ -335,7 +335,7 @@ async def rerolling(
             channel=None,
         )
         replaced = await harness.start({"path": path, "value": NEW_VALUE, "author": "setup"})
-        assert (await replaced.result())["outcome"] == "promoted"
+        assert (await rollout_result(replaced))["outcome"] == "promoted"
         handle = await harness.start(
             {
                 "path": path,

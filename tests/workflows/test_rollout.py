@@ -19,7 +19,7 @@ from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.resolution import STABLE, ClientIdentity, resolve
 from tempoconf.store.store import Store
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 
 NAMESPACE = "default"
@@ -86,7 +86,7 @@ async def make_stable(
 ) -> str:
     """A rollout with no stages promotes directly: the way a config gets its first stable version."""
     handle = await harness.start({"path": path, "value": value, "author": "setup"})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     return result["version"]
 
@@ -145,7 +145,7 @@ async def test_three_stages_serve_each_kind_of_client_then_promote(
     assert [stage["status"] for stage in progress["stages"]] == ["passed", "passed", "live"]
     await handle.execute_update("advance")
 
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result == {
         "outcome": "promoted",
         "version": new,
@@ -168,7 +168,7 @@ async def test_one_hour_holds_finish_in_seconds_and_leases_are_renewed(
     await make_stable(rollout_harness, path)
     real_start = time.monotonic()
     handle = await rollout_harness.start(example_request(path, default_expiration_time="20m"))
-    result = await handle.result()
+    result = await rollout_result(handle)
     real_elapsed = time.monotonic() - real_start
     assert result["outcome"] == "promoted"
 
@@ -198,7 +198,7 @@ async def test_hold_ends_on_its_own_after_the_cooldown(rollout_harness: RolloutH
             stages=[{"channel": "canary", "cooldown": "1s"}, {"percentile": 10, "cooldown": "1s"}],
         )
     )
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     history = (await status(handle))["history"]
     states = [(t["to_state"], datetime.fromisoformat(t["at"])) for t in history]
@@ -222,7 +222,7 @@ async def test_bypass_skips_remaining_stages_and_promotes(rollout_harness: Rollo
         "bypass", {"reason": "hotfix for an outage", "by": "oncall"}
     )
     assert answer["state"] == "bypassed" and answer["accepted"] is True
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "bypassed"
     assert "hotfix for an outage" in result["reason"]
     new = version_id(NEW_VALUE)
@@ -250,7 +250,7 @@ async def test_halt_puts_every_client_back_on_stable(rollout_harness: RolloutHar
 
     # The plain signal, as `temporal workflow signal --name halt` sends it.
     await handle.signal("halt", {"reason": "error rate up"})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "halted"
     assert result["reason"] == "error rate up"
     assert served(store, path, in_10) == (stable, STABLE)
@@ -296,7 +296,7 @@ async def test_pause_blocks_advancing_until_resume(rollout_harness: RolloutHarne
 
     answer = await handle.execute_update("resume", {"reason": "dashboard ok"})
     assert answer["paused"] is False
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     # A finished workflow takes no more commands: the server says so.
     with pytest.raises(RPCError, match="already completed"):
@@ -322,7 +322,7 @@ async def test_manual_stage_waits_for_approve(rollout_harness: RolloutHarness) -
     assert "no hold is running" in str(rejected.value.cause)
 
     await handle.execute_update("approve", {"reason": "graphs are flat", "by": "carol"})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     history = (await status(handle))["history"]
     assert any(t["by"] == "carol" and "approved" in t["reason"] for t in history)
@@ -375,7 +375,7 @@ async def test_leases_stay_live_through_a_hold_longer_than_the_expiration(
     # is that the watch outlasted the lease, not how many reads a loaded machine managed.
     assert watched > 8, watched
     assert all(version == new for version, _ in observed), observed
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"
 
 
 async def test_terminated_rollout_lapses_within_one_expiration(
@@ -418,7 +418,7 @@ async def test_second_rollout_of_a_config_is_refused_naming_the_running_one(
     # A lock whose holder no longer runs is reclaimed by the next rollout.
     await first.terminate("abandoned")
     third = await rollout_harness.start(example_request(path, stages=[]))
-    assert (await third.result())["outcome"] == "promoted"
+    assert (await rollout_result(third))["outcome"] == "promoted"
     assert any(
         entry.action == "lock.reclaimed" for entry in rollout_harness.store.history(NAMESPACE, path)
     )
@@ -524,4 +524,4 @@ async def test_status_and_search_attributes_show_progress(rollout_harness: Rollo
     description = await handle.describe()
     assert description.search_attributes["TempoconfVersion"] == [version_id(NEW_VALUE)]
     await handle.execute_update("halt", {"reason": "done with the test"})
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"

@@ -8,7 +8,7 @@ from temporalio.exceptions import ApplicationError
 
 from tempoconf.canonical import version_id
 from tests.fixtures.services import webhook_receiver
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (
     NAMESPACE,
@@ -40,7 +40,7 @@ async def test_rollback_makes_an_earlier_version_stable_through_a_workflow(
             "message": "roll back: connection storms",
         }
     )
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted" and result["version"] == first
     assert served(store, path, "h1") == (first, "stable")
     assert len(store.list_versions(NAMESPACE, path)) == 2  # no new version: the old one again
@@ -61,7 +61,7 @@ async def test_staged_rollback_goes_through_stages(rollout_harness: RolloutHarne
     assert served(store, path, "h", channel="canary") == (first, "channel:canary")
     assert served(store, path, "h") == (second, "stable")
     await handle.execute_update("advance")
-    assert (await handle.result())["version"] == first
+    assert (await rollout_result(handle))["version"] == first
 
 
 async def test_rollback_to_an_unknown_version_is_refused(rollout_harness: RolloutHarness) -> None:
@@ -84,7 +84,7 @@ async def test_strategy_expands_to_stages_visible_in_status(
         path, stages=[{"channel": "canary"}], strategy={"linear": {"step": 25, "every": "2h"}}
     )
     handle = await rollout_harness.start(request)
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"
     progress = await status(handle)
     assert [stage["name"] for stage in progress["stages"]] == [
         "channel:canary",
@@ -119,7 +119,7 @@ async def test_webhooks_are_called_once_per_state_change_and_a_failing_one_chang
         handle = await rollout_harness.start(request)
         await wait_for_state(handle, "awaiting_approval", stage_index=0)
         await handle.execute_update("approve", {"by": "carol"})
-        result = await handle.result()
+        result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     events = [(body["event"], body["stage"]) for body in receiver.received]
     assert events == [
@@ -151,7 +151,7 @@ async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted
     await wait_for_state(waiting, "awaiting_approval", stage_index=0)
     await wait_for_state(halted, "holding", stage_index=0)
     await halted.execute_update("halt", {"reason": "bad idea"})
-    await halted.result()
+    await rollout_result(halted)
 
     async def ids(query: str) -> set[str]:
         return {execution.id async for execution in client.list_workflows(query)}
@@ -165,4 +165,4 @@ async def test_search_attributes_find_rollouts_waiting_for_approval_and_reverted
     of_halted_path = await ids(f'TempoconfPath="{halted_path}"')
     assert halted.id in of_halted_path and waiting.id not in of_halted_path
     await waiting.execute_update("approve")
-    assert (await waiting.result())["outcome"] == "promoted"
+    assert (await rollout_result(waiting))["outcome"] == "promoted"

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from tempoconf.canonical import version_id
 from tempoconf.progress import CommandResult
 from tests.fixtures.services import http_judge
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_rollout import (
     NAMESPACE,
     NEW_VALUE,
@@ -93,7 +93,7 @@ async def test_advance_says_requested_when_the_rollout_has_not_moved_on_within_t
             "the current step ends"
         )
         assert answer["phase"] == "Checking the health of stage channel:canary"
-        assert (await handle.result())["outcome"] == "reverted"
+        assert (await rollout_result(handle))["outcome"] == "reverted"
 
 
 async def test_an_approval_while_paused_is_held_until_resume_which_answers_promoted(
@@ -135,7 +135,7 @@ async def test_an_approval_while_paused_is_held_until_resume_which_answers_promo
         "resumed",
         False,
     )
-    assert (await handle.result())["outcome"] == "promoted"
+    assert (await rollout_result(handle))["outcome"] == "promoted"
 
 
 async def test_history_rows_have_one_vocabulary_one_numbering_and_an_actor_each(
@@ -156,7 +156,7 @@ async def test_history_rows_have_one_vocabulary_one_numbering_and_an_actor_each(
     await handle.signal("advance", {})
     await wait_for_state(handle, "holding", stage_index=1)
     await handle.signal("bypass", {"reason": "ship it"})
-    assert (await handle.result())["outcome"] == "bypassed"
+    assert (await rollout_result(handle))["outcome"] == "bypassed"
 
     history = (await status(handle))["history"]
     assert all(row["by"] for row in history), history
@@ -199,7 +199,7 @@ async def test_a_rollout_without_stages_is_promoted_with_a_reason_that_says_so(
 ) -> None:
     path = unique_path()
     handle = await rollout_harness.start({"path": path, "value": NEW_VALUE, "stages": []})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result == {
         "outcome": "promoted", "version": version_id(NEW_VALUE), "reason": "no stages: promoted directly",
         "stable_version": version_id(NEW_VALUE),
@@ -224,7 +224,7 @@ async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness)
     )
     assert answer["phase"] == f"{back_to_nothing}: wrong value"
     assert "stable" not in answer["phase"].split("(")[0]
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["stable_version"] is None
     assert (await status(handle))["phase"] == f"{back_to_nothing}: wrong value"
 
@@ -236,7 +236,7 @@ async def test_a_halt_says_what_it_went_back_to(rollout_harness: RolloutHarness)
     await wait_for_state(handle, "holding", stage_index=0)
     answer = await handle.execute_update("halt", {"reason": "wrong value"})
     assert answer["phase"] == f"Halted, back to stable {stable}: wrong value"
-    assert (await handle.result())["stable_version"] == stable
+    assert (await rollout_result(handle))["stable_version"] == stable
 
 
 async def test_a_nul_in_a_command_is_refused_by_the_update_and_replaced_in_the_signal(
@@ -258,7 +258,7 @@ async def test_a_nul_in_a_command_is_refused_by_the_update_and_replaced_in_the_s
     assert (await status(handle))["pause_reasons"] == []
 
     await handle.signal("halt", {"reason": "bad\x00value", "by": "e\x00ve"})
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"
     history = rollout_harness.store.history(NAMESPACE, path, limit=50)
     halted = [entry for entry in history if entry.reason == "bad\ufffdvalue"]
     assert halted and halted[0].actor == "e\ufffdve"

@@ -17,7 +17,7 @@ from tempoconf.canonical import version_id
 from tempoconf.freeze_wakeup import FROZEN_ROLLOUTS_QUERY, tell_frozen_rollouts
 from tempoconf.resolution import STABLE
 from tempoconf.temporal import FREEZE_ENDED_SIGNAL
-from tests.fixtures.temporal import RolloutHarness, sqlite_harness
+from tests.fixtures.temporal import RolloutHarness, rollout_result, sqlite_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_current_details import current_details
 from tests.workflows.test_rollout import (
@@ -75,7 +75,7 @@ async def test_a_closed_window_holds_a_stage_past_its_cooldown_until_it_opens(
         ],
     )
     handle = await rollout_harness.start(request)  # time skips: 3 h pass in seconds
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
 
     progress = await status(handle)
@@ -131,7 +131,7 @@ async def test_status_and_details_say_when_the_window_opens_and_a_halt_ends_the_
     assert f"Waiting for: the change window, opens {label} (in 4h" in current
 
     await handle.signal("halt", {"reason": "not today", "by": "oncall"})
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "halted"
     assert served(store, path, "anyone", channel="canary") == (stable, STABLE)
     assert store.get_lock(NAMESPACE, path) is None
@@ -190,7 +190,7 @@ async def test_a_freeze_stops_widening_lets_a_halt_through_and_its_end_lets_othe
     assert len(frozen_rows) == 1
 
     store.end_freeze(NAMESPACE, by="release-manager", reason="season over")
-    result = await waiting.result()
+    result = await rollout_result(waiting)
     assert result["outcome"] == "promoted"
 
 
@@ -228,7 +228,7 @@ async def test_a_rollout_told_a_freeze_ended_looks_again_at_once_and_goes_on(
 
         store.end_freeze(NAMESPACE, by="release-manager", reason="season over")
         assert await tell_frozen_rollouts(realtime_client, NAMESPACE) >= 1
-        result = await asyncio.wait_for(waiting.result(), 60)
+        result = await asyncio.wait_for(rollout_result(waiting), 60)
         assert result["outcome"] == "promoted"
         # Three looks before its stage (the first, one per signal), one before the promotion.
         assert await _checked_at_least(waiting, 4) == 4
@@ -264,7 +264,7 @@ async def test_override_freeze_passes_each_freeze_and_is_audited(
         override_freeze={"reason": "the fix for incident 4711"},
     )
     handle = await rollout_harness.start(request)
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     overrides = [
         entry
@@ -296,7 +296,7 @@ async def test_a_freeze_with_an_until_ends_by_itself(rollout_harness: RolloutHar
     handle = await rollout_harness.start(
         example_request(path, stages=[{"channel": "canary", "cooldown": "1s"}]), real_clock=True
     )
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == "promoted"
     history = (await status(handle))["history"]
     frozen = [row for row in history if row["to_state"] == "frozen"]
@@ -312,12 +312,12 @@ async def test_a_rollback_passes_a_freeze_and_the_pass_is_audited(
     path = unique_path()
     old = await make_stable(rollout_harness, path)
     newer = await rollout_harness.start({"path": path, "value": NEW_VALUE, "author": "setup"})
-    assert (await newer.result())["outcome"] == "promoted"
+    assert (await rollout_result(newer))["outcome"] == "promoted"
     store.start_freeze(NAMESPACE, reason="holidays", by="sre")
     rollback = await rollout_harness.start(
         {"path": path, "version": old, "author": "oncall", "message": "back to the old value"}
     )
-    result = await rollback.result()
+    result = await rollout_result(rollback)
     assert result["outcome"] == "promoted" and result["stable_version"] == old
     (passed,) = [
         entry

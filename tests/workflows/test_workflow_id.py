@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from tempoconf.activity_io import INVALID_REQUEST_ERROR
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
+from tests.fixtures.temporal import rollout_result
 
 NAMESPACE = "default"
 TIMEOUT = 60.0
@@ -71,5 +72,5 @@ async def test_a_workflow_id_with_a_nul_is_refused_at_once_and_nothing_is_stored
         WORKFLOW_TYPE, request | {"stages": []}, id=f"rollout:{NAMESPACE}/{path}",
         task_queue=task_queue,
     )  # fmt: skip
-    result = await asyncio.wait_for(valid.result(), timeout=TIMEOUT)
+    result = await asyncio.wait_for(rollout_result(valid), timeout=TIMEOUT)
     assert result["outcome"] == "promoted"

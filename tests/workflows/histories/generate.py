@@ -42,10 +42,11 @@ from temporalio.exceptions import ApplicationError, CancelledError, TerminatedEr
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
+from tempoconf.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
 from tempoconf.temporal import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
 from tests.fixtures.services import http_judge, webhook_receiver
-from tests.fixtures.temporal import start_test_server
+from tests.fixtures.temporal import rollout_result, start_test_server
 from tests.fixtures.waiting import eventually
 
 HISTORIES = Path(__file__).resolve().parent
@@ -121,7 +122,7 @@ class Bench:
             {"path": self.path, "value": value, "author": "setup"},
             workflow_id=f"{workflow_id_of(self.scenario)}-setup-{setup}",
         )
-        result = await handle.result()
+        result = await rollout_result(handle)
         assert result["outcome"] == "promoted", result
         return str(result["version"])
 
@@ -171,7 +172,7 @@ async def reach(handle: WorkflowHandle[Any, Any], state: str, *, stage_index: in
 
 
 async def outcome(handle: WorkflowHandle[Any, Any], expected: str) -> WorkflowHandle[Any, Any]:
-    result = await handle.result()
+    result = await rollout_result(handle)
     assert result["outcome"] == expected, result
     return handle
 
@@ -686,6 +687,67 @@ async def changeset_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
     await handle.execute_update("approve", {"by": "bob", "digest": digest, "reason": "diff ok"})
     await handle.execute_update("approve", {"by": "carol", "digest": digest, "reason": "lgtm"})
     return await outcome(handle, "promoted")
+
+
+# Each outcome as a Temporal close status (patch `outcomes-as-temporal-statuses`,
+# tempoconf.outcomes): promoted and bypassed complete, reverted and halted fail with the result in
+# their failure's details, cancelled keeps it in its memo and ends Canceled. The older histories
+# above that end reverted, halted or cancelled were saved before the patch and replay as they were.
+
+
+async def closes(handle: WorkflowHandle[Any, Any], status: str, outcome_name: str) -> None:
+    ending = await await_rollout_ending(handle)
+    assert (ending.status, ending.outcome) == (status, outcome_name), ending
+
+
+@scenario
+async def ends_promoted(bench: Bench) -> WorkflowHandle[Any, Any]:
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(bench.request(stages=[{"channel": "canary", "cooldown": "1m"}]))
+    await closes(handle, "completed", "promoted")
+    return handle
+
+
+@scenario
+async def ends_bypassed(bench: Bench) -> WorkflowHandle[Any, Any]:
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(bench.request(), real_clock=True)
+    await reach(handle, "holding")
+    await handle.execute_update("bypass", {"reason": "hotfix for an outage", "by": "oncall"})
+    await closes(handle, "completed", "bypassed")
+    return handle
+
+
+@scenario
+async def ends_reverted(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """The end-of-hold check finds no reports: unhealthy, reverted, Failed (RolloutReverted)."""
+    await bench.make_stable(STABLE_VALUE)
+    checks = [{"kind": "reports", "max_error_ratio": 0.1}]
+    handle = await bench.start(
+        bench.request(stages=[{"channel": "canary", "cooldown": "1m"}], health=checks)
+    )
+    await closes(handle, "failed", "reverted")
+    return handle
+
+
+@scenario
+async def ends_halted(bench: Bench) -> WorkflowHandle[Any, Any]:
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(bench.request(), real_clock=True)
+    await reach(handle, "holding")
+    await handle.execute_update("halt", {"reason": "error rate up", "by": "erin"})
+    await closes(handle, "failed", "halted")
+    return handle
+
+
+@scenario
+async def ends_cancelled(bench: Bench) -> WorkflowHandle[Any, Any]:
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(bench.request(), real_clock=True)
+    await reach(handle, "holding")
+    await handle.cancel()
+    await closes(handle, "canceled", "cancelled")
+    return handle
 
 
 # -- saving ---------------------------------------------------------------------------------------
