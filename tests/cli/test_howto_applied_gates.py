@@ -14,6 +14,7 @@ from tests.cli.howto import DEFAULT_API_URL, make_clone
 
 pytestmark = pytest.mark.timeout(240)
 
+
 def test_the_applied_gates_guide_runs_as_written(dev: RunningDev, tmp_path: Path) -> None:
     clone = make_clone(tmp_path)
     blocks = shell_blocks(page("how-to/applied-gates.md"))
