@@ -1,7 +1,8 @@
 """Traces (docs/how-to/tracing.md): real rollouts on `tempoconf dev` traced with the console
-exporter, their span trees read back from the processes' output: the guide run as written; a revert; a start by the `temporal` CLI; the API's admin route continuing a caller's
-trace into the rollout and on to a webhook; a hold across a killed worker. OTLP to a stand-in
-collector; the switch and its errors; and, with no OTEL_* variable, no OpenTelemetry at all."""
+exporter, their span trees read back from the processes' output: the guide run as written; a
+revert; a start by the `temporal` CLI; the API's admin route continuing a caller's trace into the
+rollout and on to a webhook; a hold across a killed worker. OTLP to a stand-in collector; the
+switch and its errors; and, with no OTEL_* variable, no OpenTelemetry at all."""
 
 from __future__ import annotations
 
