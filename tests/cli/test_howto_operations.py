@@ -1,8 +1,8 @@
 """The operations guides run as written where this machine can: production.md's search attribute
 registration against a real Temporal server and its store creation, upgrades.md's migrations on a
 throwaway store, backups.md's SQLite backup and restore of a `tempoconf dev` stack; alerts.md
-names every rule of deploy/prometheus/alerts.yml; every `temporal workflow start` of the guides
-carries `--fail-existing`. (The Compose blocks run in tests/compose/test_compose.py.)"""
+names every rule of deploy/prometheus/alerts.yml. The Compose blocks run in
+tests/compose/test_compose.py."""
 
 from __future__ import annotations
 
@@ -16,24 +16,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.temporal import SEARCH_ATTRIBUTES, temporal_cli_path
-from tests.cli.conftest import DOCS, ROOT, bash, cli_env, page, shell_blocks, start_dev
+from tests.cli.conftest import ROOT, bash, cli_env, page, shell_blocks, start_dev
 from tests.cli.howto import make_clone, ok, quoted, run, section
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def test_every_workflow_start_in_the_guides_carries_fail_existing() -> None:
-    starts = [
-        command.text
-        for guide in sorted((DOCS / "how-to").glob("*.md"))
-        for block in shell_blocks(guide.read_text(encoding="utf-8"))
-        for command in block.commands
-        if "workflow start" in command.text
-    ]
-    assert len(starts) >= 2
-    for command in starts:
-        assert "--fail-existing" in command, command
 
 
 def test_the_production_guide_registers_every_search_attribute_rollouts_use(
