@@ -137,7 +137,11 @@ def test_clients_guide(dev: RunningDev) -> None:
 
     agent_section = section(text, "Use the agent")
     (block,) = shell_blocks(agent_section)
-    script = "set -euo pipefail\n" + "\n".join(c.text for c in block.commands)
+    # The agent's default cache dir is under XDG_CACHE_HOME: this test's, not the user's.
+    cache = dev.workdir / "xdg-cache"
+    script = f"set -euo pipefail\nexport XDG_CACHE_HOME={cache}\n" + "\n".join(
+        c.text for c in block.commands
+    )
     agent = run(dev, script, timeout=90)
     assert agent.returncode == 0, agent.stdout + agent.stderr
     shown = agent_section.split("```text\n", 1)[1].split("```", 1)[0]
