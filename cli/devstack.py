@@ -296,7 +296,7 @@ class DevStack:
         self._log.flush()
         self._process = subprocess.Popen(
             arguments,
-            # Not the OTEL_* variables that trace tempoconf (README: Tracing with OpenTelemetry):
+            # Not the OTEL_* variables that trace tempoconf (docs/how-to/tracing.md):
             # the server reads them too, and refuses to start on OTEL_TRACES_EXPORTER=console.
             env={key: value for key, value in os.environ.items() if not key.startswith("OTEL_")},
             stdin=subprocess.DEVNULL,

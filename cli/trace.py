@@ -1,7 +1,7 @@
 """`tempoconf trace FILE...`: the traces of rollouts, read from what processes traced with
-`OTEL_TRACES_EXPORTER=console` wrote, printed as indented trees (README: Tracing with
-OpenTelemetry). The console exporter writes each span as an indented JSON object to standard
-output, between whatever else the process prints; everything that is not a span is skipped."""
+`OTEL_TRACES_EXPORTER=console` wrote, printed as indented trees (docs/how-to/tracing.md). The
+console exporter writes each span as an indented JSON object to standard output, between whatever
+else the process prints; everything that is not a span is skipped."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 With a deployment name (`TEMPOCONF_DEPLOYMENT_NAME`) the worker is a version of a Worker
 Deployment (Temporal's Worker Versioning) whose workflows are AUTO_UPGRADE: a running rollout
 moves to the deployment's current version at its next workflow task, and every change of what the
-workflow does goes behind `workflow.patched` (README: Deploying a new worker while rollouts run).
+workflow does goes behind `workflow.patched` (docs/how-to/upgrades.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Replace the running tempoconf containers with the image `docker compose build` just made,
-# keeping the counts they run at (README, "Running it in production with Docker Compose").
+# keeping the counts they run at (docs/how-to/upgrades.md).
 #
 # The API first, without a moment when clients get no answer: compose recreates a service's
 # replicas all at once, and until the new ones pass their healthcheck the proxy would have none

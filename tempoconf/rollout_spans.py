@@ -1,6 +1,5 @@
 """Spans the rollout workflow opens around its steps: prepare, publish, hold, check, promote and
-revert, beside the contrib's StartActivity / RunActivity spans (README: Tracing with
-OpenTelemetry).
+revert, beside the contrib's StartActivity / RunActivity spans (docs/how-to/tracing.md).
 
 The tracer is the replay-safe one `tempoconf.tracing` sets up: a span opened in one workflow task
 and closed in a later one (a hold spans many) is opened again with the same id each time the

@@ -42,7 +42,7 @@ __all__ = [
 TLS_HINT = (
     "a server behind TLS needs TEMPORAL_TLS=true or TEMPORAL_TLS_SERVER_CA_CERT_PATH, mTLS also "
     "TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH, Temporal Cloud with an API "
-    "key TEMPORAL_API_KEY (README: Temporal Cloud and TLS)"
+    "key TEMPORAL_API_KEY (docs/how-to/tls.md)"
 )
 
 # The variables of a PEM source: the `_PATH` one names a file, the `_DATA` one holds the PEM.

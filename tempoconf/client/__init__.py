@@ -14,11 +14,11 @@ Depends on httpx and prometheus-client only (it runs on fleet hosts). Blocking::
 asyncio: `AsyncConfigClient`, same arguments; `await client.get()`, and
 `async with client:` runs the watch task.
 
-Behaviour (docs/contract.md, Leases; README, Clients): long-poll with ETag (304 keeps the value), one
-request in flight per config, exponential backoff with full jitter on errors; the last good value
-is written atomically to `cache_dir` and served at start and while the API is unreachable, with
-`source == "cache"` and its `age_seconds`; the hold rule (a staged value is kept until its
-`expires_at` against another staged version; a move back to stable applies at once).
+Behaviour (docs/contract.md, Leases; docs/how-to/clients.md): long-poll with ETag (304 keeps
+the value), one request in flight per config, exponential backoff with full jitter on errors; the
+last good value is written atomically to `cache_dir` and served at start and while the API is
+unreachable, with `source == "cache"` and its `age_seconds`; the hold rule (a staged value is kept
+until its `expires_at` against another staged version; a move back to stable applies at once).
 
 Metrics: `tempoconf_agent_config_version{config_path, stage, version, commit, author}` is 1 for the
 value in use, the previous series removed. Each client has a private CollectorRegistry unless
@@ -31,11 +31,11 @@ registry (one series per config path).
 
 Local evaluation: `LocalConfig(api_url, path)` (and `AsyncLocalConfig`) watches the config's
 resolution bundle once and resolves any number of identities in-process, `config.get(client_id,
-channel=None, labels=None)`, with the API's own resolution (README, Local evaluation).
+channel=None, labels=None)`, with the API's own resolution (docs/how-to/clients.md).
 
 OpenFeature: `tempoconf.client.openfeature.TempoconfProvider` (and `AsyncTempoconfProvider`)
 resolves flags `path` and `path#/json/pointer` over these clients; it needs the extra
-`tempoconf[openfeature]`, which this package never imports (README, The OpenFeature provider).
+`tempoconf[openfeature]`, which this package never imports (docs/how-to/openfeature.md).
 """
 
 from __future__ import annotations

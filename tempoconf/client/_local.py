@@ -1,5 +1,5 @@
 """Local evaluation: one watch per config on its resolution bundle (`GET /v1/bundles/{path}`),
-and any number of client identities resolved in-process (README, Local evaluation).
+and any number of client identities resolved in-process (docs/how-to/clients.md).
 
 The watch is the SDK's own machinery (WatchState, the watch loop, the sync watcher thread): long-
 poll with ETag, backoff, the disk cache and the "cache" source while the API is unreachable. Only
@@ -275,9 +275,10 @@ def _identity(
 
 
 class LocalConfig:
-    """One config for any number of client identities, resolved in this process (README, Local
-    evaluation): for a server-side application that serves many users or tenants from one
-    process, where a ConfigClient per identity would be a watch (and a long-poll) per identity.
+    """One config for any number of client identities, resolved in this process
+    (docs/how-to/clients.md): for a server-side application that serves many users or tenants
+    from one process, where a ConfigClient per identity would be a watch (and a long-poll) per
+    identity.
 
     - `get(client_id, channel=None, labels=None)`: the ConfigValue that identity gets, exactly
       what `GET /v1/configs/{path}` answers it (the same resolution, the same bucketing), from

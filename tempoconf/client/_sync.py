@@ -51,7 +51,7 @@ def fetch_sync(state: WatchState, http: httpx.Client) -> ConfigValue | None:
 
 
 class ConfigClient(StateReads):
-    """One config for one client identity (README, Clients: the SDK and the agent).
+    """One config for one client identity (docs/how-to/clients.md).
 
     - `get()`: the value to use, from the API, else the last good value (`source == "cache"`,
       `age_seconds` telling how stale). While watching, it makes no request of its own.

@@ -9,7 +9,7 @@ rule. A flag is a config, or one field of it:
 - `myproject/flags#/checkout/new_flow` resolves the field that JSON Pointer (RFC 6901, its JSON
   string form: `~1` for a `/` inside a name, `~0` for `~`) names in it.
 
-Resolution (README, The OpenFeature provider): `variant` is the version id; `reason` is STATIC on
+Resolution (docs/how-to/openfeature.md): `variant` is the version id; `reason` is STATIC on
 stable, TARGETING_MATCH on a channel or labels stage, SPLIT on a percentile stage, CACHED while
 the value comes from the disk cache (the API unreachable); `flag_metadata` carries `stage`,
 `version`, `commit` and `author`. Errors: FLAG_NOT_FOUND for a config this provider was not given,

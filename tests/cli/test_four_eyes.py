@@ -1,4 +1,4 @@
-"""The README's four-eyes section, run literally: a stack with named admin tokens, the plan and
+"""docs/how-to/four-eyes.md, run literally: a stack with named admin tokens, the plan and
 its digest, the author's approval refused, two approvals by others, status and history."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import README, bash, shell_blocks, start_dev
-from tests.cli.test_walkthrough import make_clone
+from tests.cli.conftest import bash, page, shell_blocks, start_dev
+from tests.cli.howto import make_clone
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(240)
@@ -17,18 +17,13 @@ pytestmark = pytest.mark.timeout(240)
 DEV = re.compile(r"^TEMPOCONF_ADMIN_TOKENS='([^']+)' \.venv/bin/tempoconf dev$")
 
 
-def section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split("\n## Four eyes: approvals bound to the plan\n", 1)[1].split("\n## ", 1)[0]
-
-
 def test_the_four_eyes_section_gives_what_it_says(tmp_path: Path) -> None:
-    dev_block, steps = shell_blocks(section())
+    dev_block, steps = shell_blocks(page("how-to/four-eyes.md"))
     [dev_command] = dev_block.commands
     tokens = DEV.match(dev_command.text)
     assert tokens, dev_command.text
     clone = make_clone(tmp_path)
-    # `tempoconf dev` never ends by itself: started here with the README's variable, on free ports
+    # `tempoconf dev` never ends by itself: started here with the guide's variable, on free ports
     dev = start_dev(clone, variables={"TEMPOCONF_ADMIN_TOKENS": tokens.group(1)})
     try:
         env = dev.env
@@ -37,7 +32,7 @@ def test_the_four_eyes_section_gives_what_it_says(tmp_path: Path) -> None:
         for command in steps.commands:
             text = command.text
             if "awaiting_approval" in command.notes:
-                # the README: once status says awaiting_approval
+                # the guide: once status says awaiting_approval
                 status = re.search(r"`(\.venv/bin/tempoconf rollout status [^`]+)`", command.notes)
                 assert status and " rollout approve " in text, command.notes
                 waited = True
@@ -47,7 +42,7 @@ def test_the_four_eyes_section_gives_what_it_says(tmp_path: Path) -> None:
 
                 eventually_sync(awaiting, what="the rollout to await approval", timeout=60)
             outputs.append(bash(text, cwd=clone, env=env))
-        assert waited, "the README says when to approve"
+        assert waited, "the guide says when to approve"
         plan, start, alice, bob, status, carol, history = outputs
         digest = re.search(r"--digest (sha256:[0-9a-f]{32})", steps.commands[2].text)
         assert digest is not None

@@ -1,8 +1,8 @@
-"""Traces (README: Tracing with OpenTelemetry): real rollouts on `tempoconf dev` traced with the
-console exporter, their span trees read back from the processes' output: the README's section run
-as written; a revert; a start by the `temporal` CLI; the API's admin route continuing a caller's
-trace into the rollout and on to a webhook; a hold across a killed worker. OTLP to a stand-in
-collector; the switch and its errors; and, with no OTEL_* variable, no OpenTelemetry at all."""
+"""Traces (docs/how-to/tracing.md): real rollouts on `tempoconf dev` traced with the console
+exporter, their span trees read back from the processes' output: the guide run as written; a
+revert; a start by the `temporal` CLI; the API's admin route continuing a caller's trace into the
+rollout and on to a webhook; a hold across a killed worker. OTLP to a stand-in collector; the
+switch and its errors; and, with no OTEL_* variable, no OpenTelemetry at all."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from tempoconf.cli.trace import Span, read_spans, render_trace, rollout_traces
 from tempoconf.temporal import temporal_cli_path
 from tempoconf.tracing import TracingSettingsError, tracing_config
 from tests.cli.conftest import (
-    README,
     ROOT,
     TEMPOCONF,
     RunningDev,
     bash,
     cli_env,
+    page,
     shell_blocks,
     start_dev,
     wait_for_output,
@@ -38,17 +38,16 @@ from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(300)
 
-SECTION = "\n## Tracing with OpenTelemetry\n"
 TRACED = {"OTEL_TRACES_EXPORTER": "console"}
 
 
 def section_text() -> str:
-    return README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return page("how-to/tracing.md")
 
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDev]:
-    """`tempoconf dev` traced to its output (dev.out, also dev.log as the README names it), in a
+    """`tempoconf dev` traced to its output (dev.out, also dev.log as the guide names it), in a
     folder shaped like a clone (.venv, examples)."""
     clone = tmp_path_factory.mktemp("tracing") / "clone"
     clone.mkdir()
@@ -170,7 +169,7 @@ def _venv_folder(tmp_path: Path) -> Path:
 
 
 # -- one rollout, one trace ---------------------------------------------------------------------
-def test_the_readme_section_runs_as_written_and_prints_the_rollouts_trace(dev: RunningDev) -> None:
+def test_the_guide_runs_as_written_and_prints_the_rollouts_trace(dev: RunningDev) -> None:
     (block,) = shell_blocks(section_text())
     serve, start, show = block.commands
     # The fixture runs the first as start_dev does (free ports), its output in dev.log.

@@ -1,5 +1,5 @@
-"""A new worker build while a rollout holds: the README's "Deploying a new worker while rollouts
-run", run as written against the test server, with the real `tempoconf worker` as build A and
+"""A new worker build while a rollout holds: docs/how-to/upgrades.md's "Deploy a new worker while
+rollouts run", run as written against the test server, with the real `tempoconf worker` as build A and
 build B (tests/cli/worker_builds.py) a `ConfigRollout` with a new step.
 
 Rollouts here hold for an hour on the real clock, so that the deploy happens mid-hold; `advance`
@@ -43,7 +43,7 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tempoconf.temporal import WORKFLOW_TYPE
 from tempoconf.workflows.rollout import ConfigRollout
-from tests.cli.conftest import README, bash, cli_env, shell_blocks, wait_for_output
+from tests.cli.conftest import bash, cli_env, page, shell_blocks, wait_for_output
 from tests.cli.worker_builds import (
     NEW_STEP_ACTIVITY,
     ConfigRolloutWithNewStep,
@@ -55,17 +55,17 @@ from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
-SECTION = "## Deploying a new worker while rollouts run"
+SECTION = "\n## Deploy a new worker while rollouts run\n"
 BUILD_A = "2025-06-01.1"
 BUILD_B = "2025-06-02.1"
 WORKER_START_TIMEOUT = 60.0
 WORKER_STOP_TIMEOUT = 30.0
 
 
-# -- the README's procedure --------------------------------------------------------------------
+# -- the guide's procedure ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class DeployProcedure:
-    """The commands of the README's deploy block, as written."""
+    """The commands of the guide's deploy block, as written."""
 
     export: str
     worker: str
@@ -74,8 +74,8 @@ class DeployProcedure:
 
 
 def deploy_procedure() -> DeployProcedure:
-    text = README.read_text(encoding="utf-8")
-    assert SECTION in text, f"README has no section {SECTION!r}"
+    text = page("how-to/upgrades.md")
+    assert SECTION in text, f"the upgrades guide has no section {SECTION!r}"
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = shell_blocks(section)
     assert len(blocks) == 1, "the deploy section has one ```sh block"
@@ -94,7 +94,7 @@ def deploy_procedure() -> DeployProcedure:
 @dataclass
 class Stack:
     """The session's server, a task queue and deployment of this test's own, and the shell
-    environment the README's commands run in (a clone's `.venv` is this test's)."""
+    environment the guide's commands run in (a clone's `.venv` is this test's)."""
 
     env: WorkflowEnvironment
     realtime_client: Client
@@ -104,9 +104,9 @@ class Stack:
     deployment: str
 
     def shell_env(self, build_id: str) -> dict[str, str]:
-        """What the README's `export` line (and the deployment's usual settings) give a shell.
+        """What the guide's `export` line (and the deployment's usual settings) give a shell.
 
-        The test's own deployment name, not the README's `tempoconf`: every test of the session
+        The test's own deployment name, not the guide's `tempoconf`: every test of the session
         shares the server, and a deployment's current version is one per namespace."""
         return cli_env(
             TEMPORAL_ADDRESS=self.env.client.service_client.config.target_host,
@@ -125,7 +125,7 @@ class Stack:
             )  # fmt: skip
 
     async def make_current(self, procedure: DeployProcedure, build_id: str) -> None:
-        """Steps 2 and 3 of the README, as written: wait until the build polls, make it current."""
+        """Steps 2 and 3 of the guide, as written: wait until the build polls, make it current."""
 
         def polls() -> bool:
             described = bash(
@@ -135,7 +135,7 @@ class Stack:
             queue_lines = [
                 line.split() for line in described.stdout.splitlines() if self.task_queue in line
             ]
-            # "lists the task queue (workflow and activity)", as the README says
+            # "lists the task queue (workflow and activity)", as the guide says
             assert sorted(kind for _, kind in queue_lines) == ["activity", "workflow"], (
                 described.stdout
             )
@@ -288,7 +288,7 @@ async def test_a_rollout_started_on_build_a_is_promoted_by_build_b(
         await wait_holding(before)
 
         # Build A, the first deploy with versioning: the real `tempoconf worker` beside the
-        # unversioned one, made current by the README's commands, then the unversioned one stopped.
+        # unversioned one, made current by the guide's commands, then the unversioned one stopped.
         worker_a = stack.start_worker(procedure.worker, BUILD_A, log)
         wait_for_output(
             log, f"as version {stack.deployment}.{BUILD_A}", worker_a, WORKER_START_TIMEOUT
@@ -299,7 +299,7 @@ async def test_a_rollout_started_on_build_a_is_promoted_by_build_b(
         await wait_holding(old)
         assert await running_build(old) == BUILD_A
 
-        # Build B beside A, made current, then A stopped: the README's deploy, mid-hold.
+        # Build B beside A, made current, then A stopped: the guide's deploy, mid-hold.
         async with build_b(stack, store, ConfigRolloutWithNewStep):
             await stack.make_current(procedure, BUILD_B)
             assert stop(worker_a) == 0, log.read_text(errors="replace")
@@ -316,7 +316,7 @@ async def test_a_rollout_started_on_build_a_is_promoted_by_build_b(
                 assert builds[0] == first_build and builds[-1] == BUILD_B, builds
                 assert NEW_STEP_ACTIVITY not in activities(rollout_history)
                 assert await running_behavior(rollout) == VersioningBehavior.AUTO_UPGRADE
-                # What the README says `temporal workflow describe -w ID` shows.
+                # What the guide says `temporal workflow describe -w ID` shows.
                 described = bash(
                     f".venv/bin/temporal workflow describe -w {rollout.id}",
                     cwd=stack.clone,

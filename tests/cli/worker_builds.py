@@ -1,9 +1,10 @@
 """Build B of the worker-deploy tests: `ConfigRollout` with a new step, under the same type name.
 
 The new step (an activity before each stage's publish) stands for any change of what the
-workflow does. `ConfigRolloutWithNewStep` guards it with `workflow.patched`, as the README asks of
-every such change; `ConfigRolloutWithUnguardedStep` does not, and breaks a rollout started on
-the build before it (the tests show both). Its own module: the workflow sandbox imports it.
+workflow does. `ConfigRolloutWithNewStep` guards it with `workflow.patched`, as
+docs/how-to/upgrades.md asks of every such change; `ConfigRolloutWithUnguardedStep` does not,
+and breaks a rollout started on the build before it (the tests show both). Its own module: the
+workflow sandbox imports it.
 """
 
 from __future__ import annotations

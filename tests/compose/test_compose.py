@@ -1,6 +1,7 @@
 """docker-compose.yml on a real Docker engine (`make compose-test`).
 
-The README's production section runs literally, block by block, from a copy of what a clone has;
+The Compose guides' blocks run literally, one by one, from a copy of what a clone has
+(docs/how-to/compose.md, and its parts in backups.md and upgrades.md);
 between its blocks: a rollout started with the Temporal CLI is served stage by stage through the
 proxy by both API replicas; the worker is killed in the middle of a hold and started again, and
 the rollout completes with each stage published once; the API replicas restart under polling
@@ -38,22 +39,21 @@ from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.temporal import SEARCH_ATTRIBUTE_TYPES, temporal_cli_path
 from tests.cli.conftest import (
-    README,
     ROOT,
     TEMPOCONF,
     ShellBlock,
     bash,
     cli_env,
     free_port,
+    page,
     shell_blocks,
 )
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(1500)]
 
-SECTION = "Running it in production with Docker Compose"
 CI_OVERRIDE = ".ci/compose/docker-compose.ci.yml"
-# Built by .ci/compose/build-images.sh (the project's own image is built by the README's commands).
+# Built by .ci/compose/build-images.sh (the project's own image is built by the guide's commands).
 CI_IMAGES = (
     "local/python:3.11",
     "local/postgres:15",
@@ -72,10 +72,19 @@ WAIT = 60.0
 SERVICES_WITH_PORTS = ("proxy", "temporal", "temporal-ui", "prometheus")
 
 
+def guide_section(relpath: str, heading: str) -> str:
+    text = page(relpath)
+    assert f"\n## {heading}\n" in text, f"{relpath} has no section {heading!r}"
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def section_blocks() -> list[ShellBlock]:
-    text = README.read_text(encoding="utf-8")
-    assert f"\n## {SECTION}\n" in text, f"README has no section {SECTION!r}"
-    return shell_blocks(text.split(f"\n## {SECTION}\n", 1)[1].split("\n## ", 1)[0])
+    """The guides' Compose blocks in the order a deployment's life runs them: start and scale out
+    (compose.md), back up (backups.md), upgrade (upgrades.md), stop (compose.md)."""
+    start, scale, stop = shell_blocks(page("how-to/compose.md"))
+    (backup,) = shell_blocks(guide_section("how-to/backups.md", "With Docker Compose"))
+    (upgrade,) = shell_blocks(guide_section("how-to/upgrades.md", "Upgrade a Compose deployment"))
+    return [start, scale, backup, upgrade, stop]
 
 
 def engine_missing() -> str | None:
@@ -148,14 +157,14 @@ class Deployment:
         return dict(line.split("=", 1) for line in lines if "=" in line)
 
     def readme_block(self, index: int) -> list[subprocess.CompletedProcess[str]]:
-        """Run the section's block `index`, each command as written; every one must succeed."""
+        """Run the guides' block `index`, each command as written; every one must succeed."""
         results = []
         for command in self.blocks[index].commands:
             started = time.monotonic()
             result = bash(command.text, cwd=self.checkout, env=self.env, timeout=STACK_TIMEOUT)
             self.timings.append((command.text.split("\n")[0], time.monotonic() - started))
             assert result.returncode == 0, (
-                f"README command {command.text!r} exited {result.returncode}:\n"
+                f"guide command {command.text!r} exited {result.returncode}:\n"
                 f"{result.stdout}\n{result.stderr}\n{self.logs()}"
             )
             results.append(result)
@@ -446,12 +455,12 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     deployment: Deployment, tmp_path: Path
 ) -> None:
     d = deployment
-    # -- README: secrets in .env, build, up --wait.
+    # -- compose.md: secrets in .env, build, up --wait.
     d.readme_block(0)
     secrets = d.secrets()
     assert {"POSTGRES_PASSWORD", "TEMPOCONF_ADMIN_TOKEN", "TEMPOCONF_CLIENT_TOKEN"} <= set(secrets)
     assert len(d.containers("api")) == 2 and len(d.containers("worker")) == 1
-    # Nothing listens beyond what the README says, and only on 127.0.0.1.
+    # Nothing listens beyond what compose.md says, and only on 127.0.0.1.
     assert d.published_ports() == {
         ("127.0.0.1", d.api_port),
         ("127.0.0.1", d.temporal_port),
@@ -586,17 +595,19 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
         workflow_completions_scraped, what="the worker's temporal_workflow_completed", timeout=90
     )
 
-    # -- README: scale out.
+    # -- compose.md: scale out.
     d.readme_block(1)
     assert len(d.containers("api")) == 3 and len(d.containers("worker")) == 3
     d.served_by_replicas(outside, (newer, "stable"), replicas=3)
 
-    # -- README: back up the store.
+    # -- backups.md: back up the store and Temporal's databases.
     d.readme_block(2)
-    dump = next(d.checkout.glob("*.dump"))
-    assert dump.read_bytes().startswith(b"PGDMP"), dump
+    dumps = sorted(dump.name for dump in d.checkout.glob("*.dump"))
+    assert dumps == ["temporal.dump", "temporal_visibility.dump", "tempoconf.dump"], dumps
+    for dump in d.checkout.glob("*.dump"):
+        assert dump.read_bytes().startswith(b"PGDMP"), dump
 
-    # -- README: upgrade (build, migrate, deploy/upgrade.sh) to a new image: a change of the code
+    # -- upgrades.md: upgrade (build, migrate, deploy/upgrade.sh) to a new image: a change of the code
     # in this checkout, as a `git pull` brings. Clients polling and long-polling all along are
     # answered every time: no moment without a replica, none held on a removed replica's address.
     before = {service: set(d.containers(service)) for service in ("api", "worker")}
@@ -609,7 +620,7 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     migrate = next(i for i, c in enumerate(d.blocks[3].commands) if "run --rm migrate" in c.text)
     upgrade = next(i for i, c in enumerate(d.blocks[3].commands) if "upgrade.sh" in c.text)
     for index in (migrate, upgrade):
-        said = d.blocks[3].commands[index].notes  # what the README says it prints, `...` elided
+        said = d.blocks[3].commands[index].notes  # what the guide says it prints, `...` elided
         printed = upgraded[index].stdout.strip()
         assert re.fullmatch(".*?".join(map(re.escape, said.split(" ... "))), printed), (
             said,
@@ -647,12 +658,12 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
     again = bash("deploy/upgrade.sh", cwd=d.checkout, env=d.env, timeout=STACK_TIMEOUT)
     assert again.returncode == 0, again.stderr
     assert {service: set(d.containers(service)) for service in ("api", "worker")} == after
-    # The file's counts again (README: a plain `up -d --wait` goes back to them), the same value.
+    # The file's counts again (upgrades.md: a plain `up -d --wait` goes back to them), the same value.
     d.compose("up", "-d", "--wait")
     assert len(d.containers("api")) == 2 and len(d.containers("worker")) == 1
     d.served_by_replicas(outside, (newer, "stable"))
 
-    # -- 4. README: stop, then remove everything.
+    # -- 4. compose.md: stop, then remove everything.
     d.readme_block(4)
     project = d.env["COMPOSE_PROJECT_NAME"]
     label = f"label=com.docker.compose.project={project}"
@@ -662,4 +673,4 @@ def test_production_section_runs_a_rollout_through_kills_restarts_and_upgrades(
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         assert listed.stdout.strip() == "", f"docker {kind}: {listed.stdout}"
-    assert d.blocks_run == set(range(len(d.blocks))), "every block of the README section runs"
+    assert d.blocks_run == set(range(len(d.blocks))), "every Compose block of the guides runs"

@@ -1,6 +1,6 @@
-"""The README's command that regenerates the replay histories, run as written from a copy of the
-tests (the committed histories stay as they are): it saves a history of every scenario on today's
-code, and each of them replays. A scenario the workflow no longer goes through fails here first."""
+"""The command that regenerates the replay histories (docs/how-to/upgrades.md), run as written
+from a copy of the tests (the committed histories stay as they are): it saves a history of every
+scenario on today's code, and each of them replays. A scenario the workflow no longer goes through fails here first."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from tests.workflows.histories.generate import SCENARIOS, scenario_of, workflow_
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_command() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def documented_command() -> str:
+    text = (ROOT / "docs" / "how-to" / "upgrades.md").read_text(encoding="utf-8")
     commands = re.findall(r"`([^`]*-m tests\.workflows\.histories\.generate[^`]*)`", text)
     assert len(commands) == 1, commands
     return str(commands[0])
 
 
-async def test_the_readmes_command_regenerates_a_replayable_history_of_every_scenario(
+async def test_the_documented_command_regenerates_a_replayable_history_of_every_scenario(
     tmp_path: Path,
 ) -> None:
     shutil.copytree(
@@ -33,7 +33,7 @@ async def test_the_readmes_command_regenerates_a_replayable_history_of_every_sce
     )
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     generated = subprocess.run(
-        ["bash", "-c", readme_command()],
+        ["bash", "-c", documented_command()],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
-"""The README's section "Change windows and freezes", run literally against a live `tempoconf
-dev` (its default data dir, in a copy of what a clone has), each command giving what the README
-says: every command of its ```sh blocks, in order."""
+"""docs/how-to/windows-and-freezes.md, run literally against a fresh `tempoconf dev` (its default
+data dir, in a copy of what a clone has), each command giving what the guide says: every command
+of its ```sh blocks, in order."""
 
 from __future__ import annotations
 
@@ -19,28 +19,20 @@ import pytest
 from tempoconf.temporal import rollout_workflow_id
 from tempoconf.windows import ChangeWindow, is_open
 from tests.cli.conftest import (
-    README,
     ROOT,
     RunningDev,
     bash,
+    page,
     shell_blocks,
     start_dev,
     until_listed_frozen,
 )
+from tests.cli.howto import quoted
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(400)
 
-SECTION = "\n## Change windows and freezes\n"
-
-
-def section_text() -> str:
-    return README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
-
-
-def quoted(text: str) -> re.Pattern[str]:
-    """What the README quotes, `...` standing for what it leaves out, as a pattern."""
-    return re.compile(".*?".join(re.escape(part) for part in text.strip().split("...")))
+GUIDE = "how-to/windows-and-freezes.md"
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +52,8 @@ def run(dev: RunningDev, command: str, timeout: float = 120) -> subprocess.Compl
     return bash(command, cwd=dev.workdir, env=dev.env, timeout=timeout)
 
 
-def test_the_readme_section_runs_as_written(dev: RunningDev) -> None:
-    window_block, freeze_block = shell_blocks(section_text())
+def test_the_windows_and_freezes_guide_runs_as_written(dev: RunningDev) -> None:
+    window_block, freeze_block = shell_blocks(page(GUIDE))
     start, status, halt = window_block.commands
     assert start.text == ".venv/bin/tempoconf rollout start examples/rollout-window.json"
     request = json.loads((dev.workdir / "examples" / "rollout-window.json").read_text())
@@ -80,7 +72,7 @@ def test_the_readme_section_runs_as_written(dev: RunningDev) -> None:
         assert status.notes in shown.stdout, shown.stdout
         return shown.stdout
 
-    if closed:  # outside the Sunday maintenance hour: the README's case
+    if closed:  # outside the Sunday maintenance hour: the guide's case
         eventually_sync(waiting, what="waiting_for_window", timeout=60, interval=0.5)
         halted = run(dev, halt.text)
         assert halted.returncode == 0, halted.stdout + halted.stderr

@@ -1,5 +1,5 @@
-"""The README's section "Gates on applied versions", run literally against `tempoconf dev`: every
-command of its ```sh blocks in order, from a clone's root, each giving what the README says."""
+"""docs/how-to/applied-gates.md, run literally against `tempoconf dev`: every command of its ```sh
+blocks in order, from a clone's root, each giving what the guide says."""
 
 from __future__ import annotations
 
@@ -9,22 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import README, RunningDev, bash, shell_blocks
-from tests.cli.test_walkthrough import DEFAULT_API_URL, make_clone
+from tests.cli.conftest import RunningDev, bash, page, shell_blocks
+from tests.cli.howto import DEFAULT_API_URL, make_clone
 
 pytestmark = pytest.mark.timeout(240)
 
-SECTION = "Gates on applied versions"
 
-
-def section_text() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split(f"\n## {SECTION}\n", 1)[1].split("\n## ", 1)[0]
-
-
-def test_the_readmes_applied_gate_section_runs_as_written(dev: RunningDev, tmp_path: Path) -> None:
+def test_the_applied_gates_guide_runs_as_written(dev: RunningDev, tmp_path: Path) -> None:
     clone = make_clone(tmp_path)
-    blocks = shell_blocks(section_text())
+    blocks = shell_blocks(page("how-to/applied-gates.md"))
     assert [len(block.commands) for block in blocks] == [1, 2, 2, 2]
 
     def sh(command: str) -> str:
@@ -45,8 +38,8 @@ def test_the_readmes_applied_gate_section_runs_as_written(dev: RunningDev, tmp_p
     (start,) = blocks[0].commands
     sh(start.text)
 
-    # "Once `STATUS` shows the canary stage `live`"
-    once = re.search(r"Once `([^`]+)` shows the canary stage `(\w+)`", blocks[1].intro)
+    # "Wait until `STATUS` shows the canary stage `live`"
+    once = re.search(r"Wait until `([^`]+)` shows the canary stage `(\w+)`", blocks[1].intro)
     assert once, blocks[1].intro
     status_command, wanted = once.groups()
     until(status_command, rf"^\s+1\s+channel:canary\s+\S+\s+{wanted}\s")
@@ -54,7 +47,7 @@ def test_the_readmes_applied_gate_section_runs_as_written(dev: RunningDev, tmp_p
         assert '"accepted":true' in sh(report.text).replace(" ", "")
 
     status, clients = blocks[2].commands
-    # What the README quotes of the status view, once the reports reached the gate.
+    # What the guide quotes of the status view, once the reports reached the gate.
     quoted = re.search(r"with `(applied [^`]+)`", blocks[2].intro.replace("\n", " "))
     assert quoted, blocks[2].intro
     output = until(
