@@ -180,6 +180,8 @@ class StageProgress:
     expires_at: str | None = None
     approvals_required: int = 0
     """Approvals from distinct identities this stage needs (0: none, or one `approve` if manual)."""
+    approvals_forbid_author: bool = False
+    """The request's author may not approve this stage (`approvals.forbid_author`)."""
 
 
 @dataclass
@@ -220,6 +222,8 @@ class RolloutProgress:
     """The plan's digest (tempoconf.digest): what an `approve` names."""
     approvals: list[Approval] = field(default_factory=list)
     """The approvals the current stage has so far (a stage with `approvals`)."""
+    author: str = ""
+    """The request's author: who may not approve a stage with `approvals.forbid_author`."""
 
 
 @dataclass

@@ -153,6 +153,7 @@ class RolloutRunState:
     def set_plan(self, plan: RolloutPlan) -> None:
         self.plan = plan
         self.progress.version = plan.version
+        self.progress.author = plan.author
         self.progress.changes = (
             [f"{namespace}/{path} {version}" for namespace, path, version in plan.configs()]
             if plan.changes
@@ -167,6 +168,7 @@ class RolloutRunState:
                 cooldown_seconds=stage.cooldown_seconds,
                 manual=stage.manual,
                 approvals_required=stage.approvals.required if stage.approvals else 0,
+                approvals_forbid_author=bool(stage.approvals and stage.approvals.forbid_author),
             )
             for stage in plan.stages
         ]
