@@ -31,7 +31,9 @@ async def test_a_halt_during_a_freeze_before_the_first_stage_says_nothing_was_pu
 
     answer = await handle.execute_update("halt", {"reason": "not tonight", "by": "erin"})
 
-    phase = f"Halted before anything was published (every client stays on stable {stable}): not tonight"
+    phase = (
+        f"Halted before anything was published (every client stays on stable {stable}): not tonight"
+    )
     assert (answer["state"], answer["message"], answer["phase"]) == (
         "halted",
         f"halted: nothing was published; every client stays on stable {stable}",
