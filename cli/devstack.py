@@ -318,7 +318,8 @@ class DevStack:
             ]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _stop
         self._log.write(
-            f"\n--- tempoconf dev {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(arguments)}\n".encode()
+            f"\n--- tempoconf dev {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}: "
+            f"{' '.join(arguments)}\n".encode()
         )
         self._log.flush()
         self._process = subprocess.Popen(

@@ -78,3 +78,16 @@ def test_a_freeze_says_its_times_in_the_one_format() -> None:
         "namespace default frozen by alice since 2026-12-04 13:55:04 UTC: release night, "
         "until 2026-12-04 15:55:04 UTC"
     )
+
+
+def test_log_lines_say_their_time_in_utc() -> None:
+    import logging
+
+    from tempoconf.cli.main import UTC_LOG_FORMATTER
+
+    record = logging.LogRecord("tempoconf.worker", logging.WARNING, "", 0, "slow store", (), None)
+    record.created = datetime(2026, 12, 4, 13, 55, 4, 123000, tzinfo=UTC).timestamp()
+    record.msecs = 123.0
+    assert UTC_LOG_FORMATTER.format(record) == (
+        "2026-12-04 13:55:04.123 UTC WARNING tempoconf.worker: slow store"
+    )
