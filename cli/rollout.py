@@ -240,7 +240,9 @@ async def _start_waits(backend: OperatorBackend, prepared: Prepared) -> list[str
             f"  waits        for its change window: no client gets the version before "
             f"{opening.label()} (in {left})"
         )
-    namespaces = dict.fromkeys([request.namespace, *(c.namespace for c in prepared.changes)])
+    # A changeset is held by a freeze of any of its configs' namespaces (and only those).
+    configs = prepared.changes or [request]
+    namespaces = dict.fromkeys(config.namespace for config in configs)
     passes = (
         f"override_freeze: {request.override_freeze.reason}"
         if request.override_freeze is not None
