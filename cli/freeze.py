@@ -157,7 +157,7 @@ def list_command(args: argparse.Namespace) -> int:
         ]
         for freeze in freezes
     ]
-    headers = ["NAMESPACE", "STATUS", "SINCE (UTC)", "BY", "UNTIL (UTC)", "ENDED", "REASON"]
+    headers = ["NAMESPACE", "STATUS", "SINCE (UTC)", "BY", "UNTIL (UTC)", "ENDED (UTC)", "REASON"]
     for line in table(headers, rows):
         print(line)
     return 0

@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
 from tempoconf.cli._common import CommandError
@@ -507,14 +508,25 @@ def _start_tracing(command: str) -> None:
         raise CommandError(str(error), exit_code=2) from None
 
 
+class _UtcFormatter(logging.Formatter):
+    converter = time.gmtime
+
+
+UTC_LOG_FORMATTER = _UtcFormatter(
+    "%(asctime)s.%(msecs)03d UTC %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%d %H:%M:%S"
+)
+"""`2026-12-04 13:55:04.123 UTC WARNING name: message`: the log lines of every command."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tempoconf` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     # Warnings and errors of the worker, the API and the SDK reach the terminal; routine logs do not.
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # Each line's time in UTC, saying so, as every time tempoconf prints.
+    handler = logging.StreamHandler()
+    handler.setFormatter(UTC_LOG_FORMATTER)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         _start_tracing(args.command)
         module, function = args.handler.rsplit(".", 1)

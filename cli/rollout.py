@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import shlex
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from tempoconf.canonical import version_id
@@ -19,6 +20,7 @@ from tempoconf.cli._backend import (
 )
 from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
+    CommandError,
     actor,
     die,
     given_connection_flags,
@@ -30,10 +32,13 @@ from tempoconf.cli._common import (
     workflow_ui_url,
 )
 from tempoconf.cli.schema import check_config_name
+from tempoconf.details import time_left
+from tempoconf.freezes import describe_freeze
 from tempoconf.problems import InvalidRequestError
 from tempoconf.request import RolloutRequest
 from tempoconf.settings import Settings
 from tempoconf.temporal import request_workflow_id
+from tempoconf.windows import next_opening, window_from_spec
 
 __all__ = [
     "rollback_request",
@@ -198,6 +203,8 @@ async def _start_prepared(
     print(f"  workflow id  {workflow_id}")
     print(f"  run id       {run_id}")
     print(f"  Web UI       {workflow_ui_url(settings, workflow_id, run_id)}")
+    for line in await _start_waits(backend, prepared):
+        print(line)
     target = path_args(request.namespace, request.path) + (
         f" --id {shlex.quote(given_id)}" if given_id else ""
     )
@@ -221,6 +228,47 @@ async def _start_prepared(
     print("waiting for the result...", flush=True)
     ending = await backend.wait_result(request.namespace, request.path, workflow_id, run_id)
     return _print_result(ending.result, ending.failure)
+
+
+async def _start_waits(backend: OperatorBackend, prepared: Prepared) -> list[str]:
+    """What a rollout just started waits for before any client gets its version, as the workflow
+    will find it (workflows/rollout.py, _pass_gates): its change windows closed now, a freeze of
+    one of its namespaces (or that it passes one: `override_freeze`, a rollback). Best effort: a
+    freeze that cannot be read now is left unsaid (the rollout's status says it once it waits)."""
+    request = prepared.request
+    lines = []
+    now = datetime.now(UTC)
+    opening = next_opening([window_from_spec(spec) for spec in request.windows], now)
+    if opening is not None and opening.at > now:
+        left = time_left((opening.at - now).total_seconds())
+        lines.append(
+            f"  waits        for its change window: no client gets the version before "
+            f"{opening.label()} (in {left})"
+        )
+    # A changeset is held by a freeze of any of its configs' namespaces (and only those).
+    configs = prepared.changes or [request]
+    namespaces = dict.fromkeys(config.namespace for config in configs)
+    passes = (
+        f"override_freeze: {request.override_freeze.reason}"
+        if request.override_freeze is not None
+        else ("a rollback: freezes never hold one" if request.version is not None else "")
+    )
+    for namespace in namespaces:
+        try:
+            freezes = await backend.list_freezes(namespace, limit=1)
+        except CommandError:
+            continue
+        for freeze in freezes:
+            if not freeze.active(now):
+                continue
+            if passes:
+                lines.append(f"  freeze       passed ({passes}): {describe_freeze(freeze)}")
+            else:
+                lines.append(
+                    f"  waits        for the freeze to end: {describe_freeze(freeze)}; "
+                    "no client gets the version until it ends"
+                )
+    return lines
 
 
 def _print_result(result: dict[str, Any] | None, failure: str) -> int:

@@ -11,10 +11,10 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tempoconf.approvals import approvals_wanted
 from tempoconf.cli._backend import OperatorBackend, ViewUnavailable, operator_backend
 from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
@@ -23,9 +23,9 @@ from tempoconf.cli._common import (
     settings_from_args,
     workflow_ui_url,
 )
-from tempoconf.cli._format import duration_text, relative_text, table, utc_text
+from tempoconf.cli._format import duration_text, relative_text, table, utc_text, zoned_text
 from tempoconf.cli.schema import check_config_name
-from tempoconf.details import time_left
+from tempoconf.details import approve_argument, time_left
 from tempoconf.rollout_view import RolloutSnapshot, StoreContext, unavailable_message
 from tempoconf.settings import Settings
 from tempoconf.temporal import rollout_workflow_id
@@ -44,9 +44,20 @@ CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 # -- the view ----------------------------------------------------------------------------------
 def steering_commands(
-    settings: Settings, namespace: str, path: str, workflow_id: str, *, approve: bool
+    settings: Settings,
+    namespace: str,
+    path: str,
+    workflow_id: str,
+    *,
+    approve: bool,
+    digest: str = "",
+    approvals: str = "",
 ) -> list[str]:
-    """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI."""
+    """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI.
+
+    The approve commands name the plan's `digest` (a stage with approvals refuses one without);
+    `approvals` is who may still approve such a stage (tempoconf.approvals.approvals_wanted),
+    whose Temporal CLI command then carries a `by` to fill in."""
     from tempoconf.cli.devstack import tempoconf_command, temporal_command
 
     tempoconf, temporal = tempoconf_command(), temporal_command()
@@ -67,11 +78,44 @@ def steering_commands(
         """--input '{"reason": "..."}'""",
     ]
     if approve:
-        lines += [
-            f"approve  {tempoconf} rollout approve {target} --reason '...'",
-            f"         {temporal} workflow update execute {where} -w '{workflow_id}' --name approve",
-        ]
+        plan = f" --digest {digest}" if digest else ""
+        argument = approve_argument(digest, approvals=bool(approvals))
+        given = f" --input '{json.dumps(argument)}'" if argument else ""
+        lines.append(f"approve  {tempoconf} rollout approve {target}{plan} --reason '...'")
+        if approvals:
+            lines.append(f"         # {approvals}")
+        lines.append(
+            f"         {temporal} workflow update execute {where} -w '{workflow_id}' --name approve"
+            + given
+        )
     return lines
+
+
+def approval_stage(progress: dict[str, Any]) -> dict[str, Any] | None:
+    """The stage an `approve` is for: the current one while it awaits approval, else the next
+    manual stage not passed yet; None when there is none."""
+    stages = progress.get("stages") or []
+    if progress.get("state") == "awaiting_approval":
+        return next((s for s in stages if s.get("index") == progress.get("stage_index")), None)
+    return next(
+        (s for s in stages if s.get("manual") and s.get("status") in ("pending", "live")), None
+    )
+
+
+def approvals_note(progress: dict[str, Any]) -> str:
+    """Who may still approve the stage `approval_stage` finds, if it needs approvals: `approvals
+    1/2 (bob): 1 more, not the author (alice@example.com), not bob (approved already)`."""
+    stage = approval_stage(progress)
+    if stage is None or not stage.get("approvals_required"):
+        return ""
+    current = stage.get("index") == progress.get("stage_index")
+    return approvals_wanted(
+        required=int(stage["approvals_required"]),
+        approved_by=[str(a.get("by")) for a in progress.get("approvals") or []] if current else [],
+        author=str(progress.get("author") or ""),
+        # A run from before this field: its plan's default, which forbids the author.
+        forbid_author=bool(stage.get("approvals_forbid_author", True)),
+    )
 
 
 def _figures(figures: dict[str, Any]) -> str:
@@ -113,10 +157,10 @@ def _applied_lines(raw: dict[str, Any] | None) -> list[str]:
     from tempoconf.applied import describe_gate, gate_from_json, straggler_lines
 
     gate = gate_from_json(raw)
-    lines = ["", f"  applied    {describe_gate(gate)} (at {utc_text(gate.checked_at)})"]
+    lines = ["", f"  applied    {describe_gate(gate)} (at {zoned_text(gate.checked_at)})"]
     if gate.deadline:
         lines.append(
-            f"  apply timeout {utc_text(gate.deadline)}" + (" (passed)" if gate.timed_out else "")
+            f"  apply timeout {zoned_text(gate.deadline)}" + (" (passed)" if gate.timed_out else "")
         )
     stragglers = straggler_lines(gate)
     if stragglers:
@@ -134,7 +178,7 @@ def format_view(
     settings: Settings | None = None,
     now: datetime | None = None,
 ) -> str:
-    """The readable status view (every time UTC)."""
+    """The readable status view (every time in UTC, and saying so)."""
     now = now or datetime.now(UTC)
     context = context or StoreContext()
     progress = snapshot.progress or {}
@@ -176,7 +220,7 @@ def format_view(
     if who or context.started_at:
         lines.append(
             f"  started    by {who or 'unknown'}"
-            + (f" at {utc_text(context.started_at)}" if context.started_at else "")
+            + (f" at {zoned_text(context.started_at)}" if context.started_at else "")
             + (f": {context.start_reason}" if context.start_reason else "")
         )
     count = progress.get("stage_count") or 0
@@ -189,14 +233,14 @@ def format_view(
                 else f"not started (0/{count})"
             )
             if progress.get("stage_started_at") and snapshot.running:
-                stage_text += f", since {utc_text(progress['stage_started_at'])}"
+                stage_text += f", since {zoned_text(progress['stage_started_at'])}"
             lines.append(f"  stage      {stage_text}")
         elif state not in ("preparing", "failed"):
             lines.append("  stage      none (promote directly)")
         if snapshot.running and progress.get("hold_deadline"):
             lines.append(
                 f"  hold       ends {relative_text(progress['hold_deadline'], now=now)} "
-                f"({utc_text(progress['hold_deadline'])})"
+                f"({zoned_text(progress['hold_deadline'])})"
             )
         reasons = progress.get("pause_reasons") or []
         lines.append(f"  paused     {'yes: ' + '; '.join(reasons) if reasons else 'no'}")
@@ -224,7 +268,9 @@ def format_view(
             for stage in stages
         ]
         lines += table(
-            ["#", "STAGE", "COHORT", "STATUS", "PUBLISHED", "HOLD", "APPROVAL"], rows, indent="  "
+            ["#", "STAGE", "COHORT", "STATUS", "PUBLISHED (UTC)", "HOLD", "APPROVAL"],
+            rows,
+            indent="  ",
         )
 
     lines += _applied_lines(progress.get("applied"))
@@ -233,7 +279,7 @@ def format_view(
     if health:
         verdict = "healthy" if health.get("healthy") else "UNHEALTHY"
         lines.append(
-            f"  health     {verdict} at {utc_text(health.get('checked_at'))}"
+            f"  health     {verdict} at {zoned_text(health.get('checked_at'))}"
             + (f" ({health.get('stage')})" if health.get("stage") else "")
             + ("" if health.get("final", True) else ", interval check")
         )
@@ -273,19 +319,22 @@ def format_view(
                 else f"{item.get('from_state')} → {item.get('to_state')}"
             )
             lines.append(
-                f"    {utc_text(item.get('at'))}  {change}{where}  by {item.get('by')}{why}"
+                f"    {zoned_text(item.get('at'))}  {change}{where}  by {item.get('by')}{why}"
             )
     if settings is not None:
         if snapshot.running:
-            approve = state == "awaiting_approval" or any(
-                stage.get("manual") and stage.get("status") in ("pending", "live")
-                for stage in stages
-            )
+            approve = approval_stage(progress) is not None
             lines.append("  commands")
             lines += [
                 f"    {line}"
                 for line in steering_commands(
-                    settings, namespace, path, snapshot.workflow_id, approve=approve
+                    settings,
+                    namespace,
+                    path,
+                    snapshot.workflow_id,
+                    approve=approve,
+                    digest=str(progress.get("digest") or ""),
+                    approvals=approvals_note(progress),
                 )
             ]
         lines.append(
@@ -376,7 +425,7 @@ async def _watch(
             print(CLEAR_SCREEN + view + (f"\n{problem}" if problem else "") + footer, flush=True)
         elif key != last_key:
             if last_key is not None:
-                print(f"\n--- {utc_text(datetime.now(UTC))} ---")
+                print(f"\n--- {zoned_text(datetime.now(UTC))} ---")
             print(_render(snapshot, context, settings, args.namespace, args.path), flush=True)
         last_key = key
         if not snapshot.running:
@@ -389,7 +438,7 @@ async def _watch(
             problem = None
         except ViewUnavailable as error:
             # A worker restart or a slow query is no reason to stop watching: say so and retry.
-            problem = f"(could not refresh at {time.strftime('%H:%M:%S')}: {error})"
+            problem = f"(could not refresh at {zoned_text(datetime.now(UTC), date=False)}: {error})"
             if not tty:
                 print(problem, file=sys.stderr, flush=True)
     outcome = (snapshot.progress or {}).get("outcome") or snapshot.outcome or "unknown"

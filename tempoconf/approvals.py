@@ -24,6 +24,7 @@ from tempoconf.progress import Approval, RolloutProgress
 __all__ = [
     "approval_refusal",
     "approvals_line",
+    "approvals_wanted",
     "current_stage",
     "record_approval",
     "same_identity",
@@ -116,12 +117,34 @@ def record_approval(
     return count >= required, f"approval {count}/{required} of {stage.name}{of}{why}"
 
 
+def approvals_wanted(
+    *, required: int, approved_by: list[str], author: str, forbid_author: bool
+) -> str:
+    """Who may still approve a stage with `approvals`, as `approval_refusal` decides:
+    `approvals 1/2 (bob): 1 more, not the author (alice@example.com), not bob (approved already)`."""
+    count = f"approvals {len(approved_by)}/{required}" + (
+        f" ({', '.join(approved_by)})" if approved_by else ""
+    )
+    left = required - len(approved_by)
+    if left <= 0:
+        return count
+    excluded = []
+    if forbid_author:
+        excluded.append(f"not the author ({author})" if author else "not the author")
+    if approved_by:
+        excluded.append(f"not {', '.join(approved_by)} (approved already)")
+    return f"{count}: {left} more, " + (", ".join(excluded) if excluded else "from anyone")
+
+
 def approvals_line(plan: RolloutPlan | None, progress: RolloutProgress) -> str | None:
-    """`approvals 1/2 (alice)` for the stage awaiting approvals; None for any other stage."""
+    """`approvals 1/2 (bob): 1 more, not the author (alice@example.com), not bob (approved
+    already)` for the stage awaiting approvals; None for any other stage."""
     stage = current_stage(plan, progress)
     if stage is None or stage.approvals is None:
         return None
-    names = ", ".join(approval.by for approval in progress.approvals)
-    return f"approvals {len(progress.approvals)}/{stage.approvals.required}" + (
-        f" ({names})" if names else ""
+    return approvals_wanted(
+        required=stage.approvals.required,
+        approved_by=[approval.by for approval in progress.approvals],
+        author=plan.author if plan is not None else "",
+        forbid_author=stage.approvals.forbid_author,
     )

@@ -16,7 +16,7 @@ from tempoconf.approvals import approvals_line
 from tempoconf.plan import PlannedStage, RolloutPlan
 from tempoconf.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
 
-__all__ = ["render_current_details", "steering_command", "time_left"]
+__all__ = ["approve_argument", "render_current_details", "steering_command", "time_left"]
 
 DEFAULT_TEMPORAL_NAMESPACE = "default"
 
@@ -55,19 +55,36 @@ def _hold_end(deadline_iso: str, now: datetime, *, as_of: bool) -> str:
 
 
 def steering_command(
-    plan: RolloutPlan, workflow_id: str, verb: str, name: str, *, reason: bool
+    plan: RolloutPlan,
+    workflow_id: str,
+    verb: str,
+    name: str,
+    *,
+    reason: bool,
+    argument: dict[str, str] | None = None,
 ) -> str:
     """A Temporal CLI command that runs as printed: the CLI as the worker's machine types it,
-    the server's address and namespace, the quoted workflow id."""
+    the server's address and namespace, the quoted workflow id; `--input` `{"reason": "..."}`
+    with `reason`, or `argument` when given."""
     words = [plan.temporal_cli or "temporal", "workflow", *verb.split()]
     if plan.temporal_address:
         words += ["--address", plan.temporal_address]
     if plan.temporal_namespace and plan.temporal_namespace != DEFAULT_TEMPORAL_NAMESPACE:
         words += ["--namespace", plan.temporal_namespace]
     words += ["-w", workflow_id, "--name", name]
-    if reason:
+    if argument is not None:
+        words += ["--input", json.dumps(argument)]
+    elif reason:
         words += ["--input", json.dumps({"reason": "..."})]
     return " ".join(shlex.quote(word) for word in words)
+
+
+def approve_argument(digest: str, *, approvals: bool) -> dict[str, str] | None:
+    """The `--input` of an `approve` typed into the Temporal CLI: the plan's digest, and who
+    approves (`by`, required, with the name to fill in) on a stage with `approvals`."""
+    if not digest:
+        return None
+    return {"by": "...", "digest": digest} if approvals else {"digest": digest}
 
 
 def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetime) -> str | None:
@@ -190,8 +207,13 @@ def render_current_details(
     state = RolloutState(progress.state)
     if state not in FINAL_STATES and plan is not None:
         # Only once prepare has told where the server is: a command without it would not run.
-        def command(verb: str, name: str, *, reason: bool = False) -> str:
-            return f"`{steering_command(plan, progress.workflow_id, verb, name, reason=reason)}`"
+        def command(
+            verb: str, name: str, *, reason: bool = False, argument: dict[str, str] | None = None
+        ) -> str:
+            typed = steering_command(
+                plan, progress.workflow_id, verb, name, reason=reason, argument=argument
+            )
+            return f"`{typed}`"
 
         lines += [
             "Commands:",
@@ -202,7 +224,18 @@ def render_current_details(
         if state == RolloutState.HOLDING:
             lines.append(f"- end this hold now: {command('update execute', 'advance')}")
         if state == RolloutState.AWAITING_APPROVAL:
-            lines.append(f"- approve: {command('update execute', 'approve')}")
+            stage = (
+                plan.stages[progress.stage_index]
+                if 0 <= progress.stage_index < len(plan.stages)
+                else None
+            )
+            four_eyes = stage is not None and stage.approvals is not None
+            argument = approve_argument(progress.digest, approvals=four_eyes)
+            who = approvals_line(plan, progress) if four_eyes else None
+            lines.append(
+                f"- approve{f' ({who})' if who else ''}: "
+                f"{command('update execute', 'approve', argument=argument)}"
+            )
         if state in (RolloutState.WAITING_FOR_APPLY, RolloutState.APPLY_TIMED_OUT):
             lines.append(f"- pass the apply gate as is: {command('update execute', 'advance')}")
         if progress.pause_reasons:

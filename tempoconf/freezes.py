@@ -76,7 +76,7 @@ class Freeze:
 
 
 def _clock(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def describe_freeze(freeze: Freeze) -> str:

@@ -30,7 +30,9 @@ __all__ = [
     "Transition",
     "TransitionKind",
     "Verdict",
+    "anything_published",
     "describe_phase",
+    "stays_on",
 ]
 
 
@@ -180,6 +182,8 @@ class StageProgress:
     expires_at: str | None = None
     approvals_required: int = 0
     """Approvals from distinct identities this stage needs (0: none, or one `approve` if manual)."""
+    approvals_forbid_author: bool = False
+    """The request's author may not approve this stage (`approvals.forbid_author`)."""
 
 
 @dataclass
@@ -223,6 +227,8 @@ class RolloutProgress:
     """The plan's digest (tempoconf.digest): what an `approve` names."""
     approvals: list[Approval] = field(default_factory=list)
     """The approvals the current stage has so far (a stage with `approvals`)."""
+    author: str = ""
+    """The request's author: who may not approve a stage with `approvals.forbid_author`."""
 
 
 @dataclass
@@ -266,6 +272,29 @@ def _back_to(progress: RolloutProgress) -> str:
     return "to no version (the config has none stable: clients get 404, as before)"
 
 
+def anything_published(progress: RolloutProgress) -> bool:
+    """Whether some stage of the rollout was published (reached some client) at some point."""
+    return any(stage.published_at for stage in progress.stages)
+
+
+def stays_on(progress: RolloutProgress) -> str:
+    """What the clients of a rollout that published nothing stay on: `every client stays on
+    stable V`, or, for a config with no stable version, that they get 404 as before."""
+    if progress.stable_version:
+        return f"every client stays on stable {progress.stable_version}"
+    return "the config has no stable version: clients get 404, as before"
+
+
+def _ended(progress: RolloutProgress, verb: str, reason: str) -> str:
+    """`Halted, back to stable V: REASON`; for a rollout that published nothing, `Halted before
+    anything was published (every client stays on stable V): REASON`."""
+    why = f": {reason}" if reason else ""
+    if not anything_published(progress):
+        return f"{verb} before anything was published ({stays_on(progress)}){why}"
+    joint = " " if verb == "Reverted" else ", back "
+    return f"{verb}{joint}{_back_to(progress)}{why}"
+
+
 def _applied_figures(progress: RolloutProgress) -> str:
     gate = progress.applied
     if gate is None or not gate.checked_at:
@@ -296,8 +325,8 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.REVERTING: f"Reverting: {progress.reason}",
         RolloutState.PROMOTED: "Promoted: the version is stable",
         RolloutState.BYPASSED: f"Bypassed to stable: {progress.reason}",
-        RolloutState.REVERTED: f"Reverted {_back_to(progress)}: {progress.reason}",
-        RolloutState.HALTED: f"Halted, back {_back_to(progress)}: {progress.reason}",
-        RolloutState.CANCELLED: f"Cancelled, back {_back_to(progress)}",
+        RolloutState.REVERTED: _ended(progress, "Reverted", progress.reason),
+        RolloutState.HALTED: _ended(progress, "Halted", progress.reason),
+        RolloutState.CANCELLED: _ended(progress, "Cancelled", ""),
         RolloutState.FAILED: f"Failed: {progress.reason}",
     }[state]

@@ -34,7 +34,9 @@ from tempoconf.progress import (
     Transition,
     TransitionKind,
     Verdict,
+    anything_published,
     describe_phase,
+    stays_on,
 )
 
 __all__ = [
@@ -159,6 +161,7 @@ class RolloutRunState:
         that predates it (tempoconf.digest)."""
         self.plan = plan
         self.progress.version = plan.version
+        self.progress.author = plan.author
         self.progress.changes = (
             [f"{namespace}/{path} {version}" for namespace, path, version in plan.configs()]
             if plan.changes
@@ -174,6 +177,7 @@ class RolloutRunState:
                 cooldown_seconds=stage.cooldown_seconds,
                 manual=stage.manual,
                 approvals_required=stage.approvals.required if stage.approvals else 0,
+                approvals_forbid_author=bool(stage.approvals and stage.approvals.forbid_author),
             )
             for stage in plan.stages
         ]
@@ -373,10 +377,15 @@ class RolloutRunState:
         else:
             self.halt = OperatorCommand(reason=command.reason, by=by)
             self.note(by, f"halt requested: {command.reason or 'no reason given'}", at=at)
+            # What it reverts is known once it ended (answer_message): a publish under way now
+            # still completes first.
+            publishing = self.progress.state == RolloutState.PUBLISHING
+            if anything_published(self.progress) or publishing:
+                requested = "the live stages are reverted once the current step ends"
+            else:
+                requested = "the rollout ends once the current step ends (nothing is published yet)"
             return Effect(
-                True,
-                "halted: the live stages were reverted",
-                "requested: halt; the live stages are reverted once the current step ends",
+                True, "halted: the live stages were reverted", f"requested: halt; {requested}"
             )
         # Signals cannot be refused; say in the history why this one changed nothing.
         self.note(by, effect.done, at=at)
@@ -501,6 +510,18 @@ class RolloutRunState:
             )
         self.note(by, effect.done, at=at)
         return effect
+
+    def answer_message(self, command: CommandName, effect: Effect) -> str:
+        """What an update that took effect answers: its effect, except that a halt of a rollout
+        that ended having published nothing says so (it reverted no stage)."""
+        if (
+            command == CommandName.HALT
+            and effect.accepted
+            and self.ended()
+            and not anything_published(self.progress)
+        ):
+            return f"halted: nothing was published; {stays_on(self.progress)}"
+        return effect.done
 
     def apply(self, command: CommandName, argument: OperatorCommand, *, at: str) -> Effect:
         """Act on an operator command (a signal, or an update its validator accepted)."""

@@ -1338,7 +1338,11 @@ class ConfigRollout:
             stage_number=progress.stage_index + 1 if progress.stage_index >= 0 else 0,
             stage_count=progress.stage_count,
             paused=progress.paused,
-            message=effect.done if in_effect else (effect.requested or effect.done),
+            message=(
+                self._state.answer_message(command, effect)
+                if in_effect
+                else (effect.requested or effect.done)
+            ),
         )
 
     @workflow.signal(name=CommandName.HALT)

@@ -210,12 +210,26 @@ def test_demo_catches_the_bad_value_on_the_canaries_and_stays_up(tmp_path: Path)
             r"rollout ended: reverted \(stage channel:canary is unhealthy: reports #1: error ratio",
             text,
         ), text
-        caught = re.search(
-            r"the canary caught it: (\d+)/(\d+) canaries reported errors(?: \(\d+ ran it\))?, "
-            r"reverted [\d.]+ s after the first one got it; no other host ever ran it",
+        assert re.search(
+            r"the canary caught it: reverted [\d.]+ s after the first one got it; "
+            r"no other host ever ran it\n",
             text,
+        ), text
+        # Two counts of canaries, each saying when it was made: the check's (in the revert's
+        # reason: the clients it had reports from when it tripped), and the fleet's, later.
+        checked = re.search(
+            r"error ratio [\d.]+ \(\d+ failed of \d+ operations, (\d+) client", text
+        )
+        assert checked is not None, text
+        caught = re.search(
+            r"   counted by the check when it tripped: the client\(s\) in its reason above; "
+            r"counted by the fleet by the time every host was back on stable: "
+            r"(\d+)/(\d+) canaries reported errors(?: \(\d+ ran it\))?$",
+            text,
+            re.MULTILINE,
         )
         assert caught is not None, text
+        assert int(checked.group(1)) <= int(caught.group(1)), text
         assert 1 <= int(caught.group(1)) <= int(caught.group(2)) == len(CANARIES_OF_40), text
         # What the fleet saw: the bad version on canary hosts, and on no other.
         seen = re.search(
@@ -374,3 +388,29 @@ def test_second_act_verdict_says_when_the_canary_did_not_catch_it(
     )
     assert not caught
     assert expected in lines[0], lines
+
+
+def test_second_act_verdict_says_when_each_count_of_canaries_was_made() -> None:
+    """The revert's reason counts the clients the check had reports from when it tripped; the
+    verdict counts what the fleet saw until it was back on stable: each says which it is."""
+    seen = {
+        "hosts": ["host-0001", "host-0002"],
+        "error_hosts": ["host-0001", "host-0002"],
+        "exposure": 7.6,
+        "running": False,
+    }
+    canaries = ["host-0001", "host-0002", "host-0003"]
+    caught, lines = second_act_verdict(
+        seen, canaries=canaries, size=20, outcome="reverted", back_on_stable=20
+    )
+    assert caught
+    assert lines[:2] == [
+        "the canary caught it: reverted 7.6 s after the first one got it; no other host ever ran it",
+        "   counted by the check when it tripped: the client(s) in its reason above; counted by "
+        "the fleet by the time every host was back on stable: 2/3 canaries reported errors "
+        "(2 ran it)",
+    ]
+    _, still = second_act_verdict(
+        seen, canaries=canaries, size=20, outcome="reverted", back_on_stable=19
+    )
+    assert "counted by the fleet by now: 2/3 canaries" in still[1]

@@ -97,3 +97,29 @@ def test_dev_refuses_a_taken_port_clearly(tmp_path: Path) -> None:
     )
     assert "Another `tempoconf dev` or Temporal server may be running" in result.stdout
     assert processes_with(str((tmp_path / "state").resolve())) == []
+
+
+def test_the_banner_says_when_admin_tokens_are_on_and_what_that_means() -> None:
+    from tempoconf.cli.devstack import DevStack
+    from tempoconf.settings import Settings
+
+    plain = DevStack(Settings()).banner()
+    assert "Admin token" not in plain and "Bearer" not in plain
+
+    named = DevStack(Settings(admin_tokens=(("alice", "alice-secret"), ("bob", "bob-secret"))))
+    banner = named.banner()
+    assert "Admin tokens are on (TEMPOCONF_ADMIN_TOKENS: alice, bob):" in banner, banner
+    assert "answer 401 without `Authorization: Bearer <token>`" in banner
+    assert (
+        "with TEMPOCONF_ADMIN_TOKEN=<token> set as well it goes through the admin API instead, "
+        "acting as its token's name (the `by` of an approval)" in banner
+    ), banner
+    assert "the Temporal CLI command above talks to Temporal: no token applies" in banner
+    assert "secret" not in banner  # names only: a banner is pasted into chats and tickets
+    # Said before the last line, which says how to stop.
+    assert banner.index("Admin tokens are on") < banner.index("Ctrl-C stops")
+
+    shared = DevStack(Settings(admin_token="shared-secret")).banner()
+    assert "Admin tokens are on (TEMPOCONF_ADMIN_TOKEN):" in shared, shared
+    assert "approvals are by `api` (the shared token names nobody)" in shared
+    assert "shared-secret" not in shared

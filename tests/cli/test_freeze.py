@@ -81,7 +81,7 @@ def test_start_list_and_end_a_freeze(dev: RunningDev, api_env: dict[str, str], m
     )
     lines = listed.stdout.splitlines()
     assert lines[0].split() == [
-        "NAMESPACE", "STATUS", "SINCE", "(UTC)", "BY", "UNTIL", "(UTC)", "ENDED", "REASON",
+        "NAMESPACE", "STATUS", "SINCE", "(UTC)", "BY", "UNTIL", "(UTC)", "ENDED", "(UTC)", "REASON",
     ]  # fmt: skip
     assert len(lines) == 2 and lines[1].split()[:2] == [namespace, "active"]
     assert lines[1].endswith("xmas")

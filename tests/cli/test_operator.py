@@ -168,9 +168,18 @@ def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: Runn
         f"by {ME}: advance: hold ended early (reports are in)",
         "--name approve",
         """--name halt --input '{"reason": "..."}'""",
-        f"rollout approve {path} --reason",
+        f"rollout approve {path} --digest sha256:",
     ]:
         assert text in view, f"{text!r} missing from:\n{view}"
+    # Every time says its zone: in running text `... UTC`, in the stage table its header.
+    assert "PUBLISHED (UTC)" in view, view
+    running_text = [line for line in view.splitlines() if not re.match(r"\s+\d+\s{2}\S", line)]
+    assert [
+        line
+        for line in running_text
+        if re.search(r"(?<![\dT:])\d\d:\d\d:\d\d(?![\d.:]| UTC)", line)
+    ] == [], view
+    assert re.search(r"started    by .* at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: ", view), view
     canary = re.split(r"\s{2,}", _row(view, "1", "channel:canary").strip())
     assert canary[:4] == ["1", "channel:canary", "channel=canary", "live"], canary
     assert re.fullmatch(r"\d\d:\d\d:\d\d", canary[4]) and canary[5:] == ["done", "manual"], canary

@@ -111,4 +111,4 @@ def test_the_sentence_a_frozen_rollout_shows(store: Store) -> None:
     freeze = store.start_freeze("default", reason="holidays", by="alice", until=until)
     text = describe_freeze(freeze)
     assert text.startswith("namespace default frozen by alice since ")
-    assert text.endswith(": holidays, until 2030-01-02 03:04 UTC")
+    assert text.endswith(": holidays, until 2030-01-02 03:04:00 UTC")
