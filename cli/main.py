@@ -509,7 +509,8 @@ def _start_tracing(command: str) -> None:
 
 
 class _UtcFormatter(logging.Formatter):
-    converter = time.gmtime
+    def converter(self, seconds: float | None) -> time.struct_time:
+        return time.gmtime(seconds)
 
 
 UTC_LOG_FORMATTER = _UtcFormatter(
