@@ -465,14 +465,11 @@ def _start_tracing(command: str) -> None:
         raise CommandError(str(error), exit_code=2) from None
 
 
-class _UtcFormatter(logging.Formatter):
-    converter = time.gmtime
-
-
-UTC_LOG_FORMATTER = _UtcFormatter(
+# The log lines of every command: `2026-12-04 13:55:04.123 UTC WARNING name: message`.
+UTC_LOG_FORMATTER = logging.Formatter(
     "%(asctime)s.%(msecs)03d UTC %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%d %H:%M:%S"
 )
-"""`2026-12-04 13:55:04.123 UTC WARNING name: message`: the log lines of every command."""
+UTC_LOG_FORMATTER.converter = time.gmtime
 
 
 def main(argv: Sequence[str] | None = None) -> int:
