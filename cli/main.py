@@ -262,21 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(handler="rollout.start_command")
 
     status = rollout_commands.add_parser(
-        "status",
-        parents=[connection],
-        help="progress as the workflow reports it",
-        description=(
-            "Finds the rollout by --id, else the workflow holding the config's lock, else the "
-            "newest workflow in the config's audit log (a rollout started with any workflow id "
-            "is found), else rollout:{namespace}/{path}. Shows the config, the version (author, "
-            "commit, message), the state and phase, who started it and why; the stages (index, "
-            "name, cohort, status pending/live/passed/reverted, published at, hold, manual); the "
-            "last health result with each check's verdict and figures; pause reasons; the last "
-            "history rows (who, why, when); the commands that halt, bypass and approve it; the "
-            "Web UI link; once the run has ended, its result. --watch redraws in place on a "
-            "terminal and prints a new block only when something changed otherwise "
-            "(--watch --json: one JSON line per change)."
-        ),
+        "status", parents=[connection], help="progress as the workflow reports it"
     )
     status.add_argument("path", metavar="PATH")
     status.add_argument("--json", action="store_true", help="print the raw status object")
@@ -301,15 +287,6 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         parents=[connection],
         help="validate a request and show what it would do, publishing nothing",
-        description=(
-            "Validates exactly as `rollout start` does and publishes nothing. Shows the version "
-            "the request would create or reuse, a unified diff of the value (pretty JSON, sorted "
-            "keys) against stable, the expanded stages (strategy stages marked *) with cohort, "
-            "cooldown, expiration, manual and checks, the plan's digest, and for each stage the "
-            "known clients it would reach first, with the cumulative count. Known clients: those "
-            "the store saw polling or reporting on this config within --since, and those of "
-            "--clients FILE (useful before any client has polled)."
-        ),
     )
     plan.add_argument("file", metavar="FILE", help="rollout request (JSON; - for stdin)")
     plan.add_argument(
@@ -379,19 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     versions.set_defaults(handler="schema.versions_command")
 
     history = commands.add_parser(
-        "history",
-        parents=[connection],
-        help="the audit log of a config, oldest first",
-        description=(
-            "The audit log, oldest first, in the order things happened. Every row has an actor "
-            "(rollout.started: the request's author, else the identity that started the run; "
-            "`workflow` for the rollout's own steps; `operator` for a signal that names no `by`); "
-            "stages are numbered from 1; a command that changed no state is a rollout.command "
-            "row. Every rollout's rows end with exactly one outcome: rollout.promoted, .bypassed, "
-            ".reverted, .halted, .cancelled; rollout.failed when its prepare failed; "
-            "rollout.terminated or .timed_out for a workflow that ended without running its own "
-            "end. A request refused at once writes no rows."
-        ),
+        "history", parents=[connection], help="the audit log of a config, oldest first"
     )
     history.add_argument("path", metavar="PATH")
     history.add_argument("--limit", type=int, default=50, help="the last N entries (default 50)")
@@ -427,14 +392,6 @@ def build_parser() -> argparse.ArgumentParser:
         "rollback",
         parents=[connection],
         help="put a config back on a version it had: at once, or through stages with --staged",
-        description=(
-            "A rollout of an existing version (`version` in the request). Immediate by default: "
-            "no stages, promoted as soon as it is prepared (reason `no stages: promoted "
-            "directly`), and it waits for the result unless --no-wait. --staged goes through "
-            "canary, 10%, 50% (or the stages and strategy of --stages-from FILE) and returns "
-            "once started unless --wait. The reason becomes the request's message and the "
-            "author is user@host; both are in the audit log. Freezes never hold a rollback."
-        ),
     )
     rollback.add_argument("path", metavar="PATH")
     rollback.add_argument(
@@ -508,15 +465,11 @@ def _start_tracing(command: str) -> None:
         raise CommandError(str(error), exit_code=2) from None
 
 
-class _UtcFormatter(logging.Formatter):
-    def converter(self, seconds: float | None) -> time.struct_time:
-        return time.gmtime(seconds)
-
-
-UTC_LOG_FORMATTER = _UtcFormatter(
+# The log lines of every command: `2026-12-04 13:55:04.123 UTC WARNING name: message`.
+UTC_LOG_FORMATTER = logging.Formatter(
     "%(asctime)s.%(msecs)03d UTC %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%d %H:%M:%S"
 )
-"""`2026-12-04 13:55:04.123 UTC WARNING name: message`: the log lines of every command."""
+UTC_LOG_FORMATTER.converter = time.gmtime
 
 
 def main(argv: Sequence[str] | None = None) -> int:
