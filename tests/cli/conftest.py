@@ -22,6 +22,14 @@ TEMPOCONF = Path(sys.executable).parent / "tempoconf"
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def page(relpath: str) -> str:
+    """A docs page's text, as a test that runs its commands reads it."""
+    return (DOCS / relpath).read_text(encoding="utf-8")
+
+
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 # Settings the caller's shell may carry; a test must decide them itself.
