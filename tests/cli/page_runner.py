@@ -93,8 +93,10 @@ class PageRunner:
         return output
 
     def wait_for_once(self, intro: str) -> None:
-        """"Once `COMMAND` shows `TEXT`": look again until it does."""
-        for status, wanted in re.findall(r"Once `([^`]+)` shows (the canary stage `\w+`|`[^`]+`)", intro):
+        """ "Once `COMMAND` shows `TEXT`": look again until it does."""
+        for status, wanted in re.findall(
+            r"Once `([^`]+)` shows (the canary stage `\w+`|`[^`]+`)", intro
+        ):
             if stage := re.fullmatch(r"the canary stage `(\w+)`", wanted):
                 pattern = re.compile(rf"^\s+1\s+channel:canary\s+\S+\s+{stage.group(1)}\s", re.M)
             else:

@@ -55,7 +55,9 @@ def assert_what_you_just_saw(demo_output: str) -> None:
     for quote in quotes:
         if quote == "make run":
             continue
-        assert quote in demo_output, f"the README quotes {quote!r}; the demo printed:\n{demo_output}"
+        assert quote in demo_output, (
+            f"the README quotes {quote!r}; the demo printed:\n{demo_output}"
+        )
     assert len(text.strip().splitlines()) <= 14, "What you just saw: ten lines and a few more"
 
 
@@ -79,7 +81,9 @@ def test_the_readme_walkthrough_gives_what_the_readme_says_right_after_make_run(
 
         # "The plan shows the diff against stable, and which of the example clients each stage
         # reaches" (the demo's fleet polled its own config: none seen on this one yet).
-        plan = next(output for command, output in runner.outputs.items() if "rollout plan" in command)
+        plan = next(
+            output for command, output in runner.outputs.items() if "rollout plan" in command
+        )
         for text in ["(nothing was published)", '-  "max_connections": 1000',
                      '+  "max_connections": 2000', "stages (3)", "listed in examples/clients.json",
                      "  channel:canary: host-0001, host-0011",
