@@ -64,6 +64,19 @@ def temporal(dev: RunningDev, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 # -- --fail-existing ---------------------------------------------------------------------------
+def test_every_documented_workflow_start_carries_fail_existing() -> None:
+    documents = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    starts = [
+        command
+        for document in documents
+        for command in shell_commands(document.read_text(encoding="utf-8"))
+        if "workflow start" in command
+    ]
+    assert len(starts) >= 4
+    for command in starts:
+        assert "--fail-existing" in command, command
+
+
 def documented_commands(*fragments: str) -> list[str]:
     """The commands of the README and every docs page that contain every fragment."""
     documents = [README, *sorted(DOCS.rglob("*.md"))]
@@ -73,13 +86,6 @@ def documented_commands(*fragments: str) -> list[str]:
         for command in shell_commands(document.read_text(encoding="utf-8"))
         if all(fragment in command for fragment in fragments)
     ]
-
-
-def test_every_documented_workflow_start_carries_fail_existing() -> None:
-    starts = documented_commands("workflow start")
-    assert len(starts) >= 4
-    for command in starts:
-        assert "--fail-existing" in command, command
 
 
 def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev) -> None:
@@ -95,7 +101,9 @@ def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev
         assert ended.returncode == 0 and "COMPLETED" in ended.stdout, ended.stdout + ended.stderr
         assert '"outcome":"promoted"' in ended.stdout, ended.stdout
 
-    [staged] = documented_commands("workflow start", '"default_cooldown_time": "10m"')
+    [staged] = documented_commands(
+        "workflow start", '"path": "myproject/search_config"', '"default_cooldown_time": "10m"'
+    )
     first = bash(staged, cwd=ROOT, env=dev.env)
     assert first.returncode == 0, first.stdout + first.stderr
     try:
