@@ -16,6 +16,7 @@ import pytest
 from tempoconf.canonical import version_id
 from tempoconf.temporal import temporal_cli_path
 from tests.cli.conftest import (
+    DOCS,
     README,
     ROOT,
     TEMPOCONF,
@@ -76,23 +77,33 @@ def test_every_documented_workflow_start_carries_fail_existing() -> None:
         assert "--fail-existing" in command, command
 
 
-def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev) -> None:
-    """The walkthrough's commands as written, from the repository root (TEMPORAL_ADDRESS points
-    the Temporal CLI at this test's stack, as the banner's export line does)."""
-    stable = readme_command("workflow start", '"message": "first stable value"')
-    started = bash(stable, cwd=ROOT, env=dev.env)
-    assert started.returncode == 0, started.stdout + started.stderr
-    result = bash(
-        readme_command(
-            "workflow result", "rollout:default/myproject/server_config", "# outcome: promoted"
-        ),
-        cwd=ROOT,
-        env=dev.env,
-    )
-    assert result.returncode == 0 and "COMPLETED" in result.stdout, result.stdout + result.stderr
+def documented_commands(*fragments: str) -> list[str]:
+    """The commands of the README and every docs page that contain every fragment."""
+    documents = [README, *sorted(DOCS.rglob("*.md"))]
+    return [
+        command
+        for document in documents
+        for command in shell_commands(document.read_text(encoding="utf-8"))
+        if all(fragment in command for fragment in fragments)
+    ]
 
-    # the same id again, once the first rollout has ended: allowed
-    staged = readme_command("workflow start", '"default_cooldown_time": "1m"')
+
+def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev) -> None:
+    """The README's and the Temporal CLI page's commands as written, from the repository root
+    (TEMPORAL_ADDRESS points the Temporal CLI at this test's stack, as the banner's export line
+    does)."""
+    stable = readme_command("workflow start", '"message": "first stable value"')
+    result = readme_command("workflow result", "rollout:default/myproject/server_config")
+    for _ in range(2):  # an ended rollout does not hold its id: the same start again is allowed
+        started = bash(stable, cwd=ROOT, env=dev.env)
+        assert started.returncode == 0, started.stdout + started.stderr
+        ended = bash(result, cwd=ROOT, env=dev.env)
+        assert ended.returncode == 0 and "COMPLETED" in ended.stdout, ended.stdout + ended.stderr
+        assert '"outcome":"promoted"' in ended.stdout, ended.stdout
+
+    [staged] = documented_commands(
+        "workflow start", '"path": "myproject/search_config"', '"default_cooldown_time": "10m"'
+    )
     first = bash(staged, cwd=ROOT, env=dev.env)
     assert first.returncode == 0, first.stdout + first.stderr
     try:
@@ -101,7 +112,7 @@ def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev
         assert second.returncode == 1, second.stdout + second.stderr
         assert "Workflow execution is already running" in second.stdout + second.stderr
     finally:
-        workflow_id = "rollout:default/myproject/server_config"
+        workflow_id = "rollout:default/myproject/search_config"
         temporal(dev, "workflow", "signal", "-w", workflow_id, "--name", "halt",
                  "--input", '{"reason": "end of the test"}')  # fmt: skip
         temporal(dev, "workflow", "result", "-w", workflow_id)

@@ -1,4 +1,5 @@
-"""The operator's path of the README: the Temporal CLI (from the venv) against `tempoconf dev`.
+"""The operator's path of docs/tutorials/temporal-cli.md: the Temporal CLI (from the venv) against
+`tempoconf dev`, the page run as written, then each step checked against the API in detail.
 
 `temporal workflow start --type ConfigRollout --task-queue tempoconf --input '...'` as typed, the
 API serving each stage, `update execute --name advance`, `signal --name halt`, `workflow list -q`.
@@ -18,7 +19,8 @@ import pytest
 from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.temporal import temporal_cli_path
-from tests.cli.conftest import RunningDev
+from tests.cli.conftest import ROOT, RunningDev, page
+from tests.cli.page_runner import PageRunner
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(180)
@@ -117,6 +119,31 @@ def failure_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
     assert json.loads(answer.stdout)["status"] == "FAILED", answer.stdout
     close = json.loads(answer.stdout)["closeEvent"]
     return dict(close["workflowExecutionFailedEventAttributes"]["failure"])
+
+
+def test_the_temporal_cli_page_runs_as_written(dev: RunningDev) -> None:
+    """Every command of the page in order, from the repository root, in a shell that has only the
+    banner's export line; each prints what the page says (its trailing comments)."""
+    exports = next(
+        line.strip()
+        for line in dev.output.read_text().splitlines()
+        if line.strip().startswith("export TEMPORAL_ADDRESS=")
+    )
+    runner = PageRunner(ROOT, exports, dev.api_url)
+    text = page("tutorials/temporal-cli.md")
+    runner.run_page(text)
+    commands = [command for command in runner.ran if not command.startswith("once: ")]
+    assert len(commands) >= 15, commands
+    for verb in ("workflow start", "workflow result", "workflow query", "workflow metadata",
+                 "--name advance", "--name approve", "workflow describe", "--name halt",
+                 "workflow list"):  # fmt: skip
+        assert any(verb in command for command in commands), verb
+    # "host-8 is in the 50 % cohort of this config" and host-1 is not
+    path = "myproject/search_config"
+    assert bucket(path, "host-8") < 5000 <= bucket(path, "host-1")
+    # "Every start carries --fail-existing"
+    starts = [command for command in commands if "workflow start" in command]
+    assert starts and all("--fail-existing" in command for command in starts), starts
 
 
 def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
