@@ -10,6 +10,8 @@ run that ended itself, whatever its close status."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +23,15 @@ import pytest
 
 from tempoconf.canonical import version_id
 from tempoconf.temporal import temporal_cli_path
-from tests.cli.conftest import TEMPOCONF, RunningDev, cli_env, run_cli, start_dev, unique_path
+from tests.cli.conftest import (
+    TEMPOCONF,
+    RunningDev,
+    cli_env,
+    page,
+    run_cli,
+    start_dev,
+    unique_path,
+)
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(240)
@@ -38,6 +48,11 @@ UNHEALTHY = {
     "stages": [{"channel": "canary", "cooldown": "1s"}],
     "health": [{"kind": "reports", "max_error_ratio": 0.1}],
 }
+
+# docs/how-to/alerts.md, TempoconfRolloutsFailing: how to list the rollouts that failed.
+ALERTS_GUIDE_LIST = re.findall(
+    r"^temporal workflow list .*$", page("how-to/alerts.md"), re.MULTILINE
+)[0]
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +225,10 @@ def test_each_outcome_ends_in_its_temporal_status_and_reads_the_same_everywhere(
         dev, "workflow", "list", "-q", f'TempoconfPath="{path}" AND ExecutionStatus="Failed"'
     )
     assert (workflow_id in failed.stdout) == (status_name == "FAILED"), failed.stdout
+    # The alerts guide's command for TempoconfRolloutsFailing, as written, lists the failed ones.
+    listed = temporal(dev, *shlex.split(ALERTS_GUIDE_LIST)[1:])
+    assert listed.returncode == 0, listed.stderr
+    assert (workflow_id in listed.stdout) == (status_name == "FAILED"), listed.stdout
     result = {
         "outcome": outcome,
         "version": NEW_VERSION,
