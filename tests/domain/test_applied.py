@@ -226,7 +226,7 @@ def test_status_and_the_web_ui_details_list_the_stragglers() -> None:
 
     lines = _applied_lines(asdict(gate))
     assert lines[1].startswith("  applied    applied 1/25 (4%) of the cohort seen in the last 600s")
-    assert lines[2] == "  apply timeout 2026-11-30 12:10:00"
+    assert lines[2] == "  apply timeout 2026-11-30 12:10:00 UTC"
     assert lines[3] == "  stragglers:" and lines[5].startswith("    c-02: last seen")
     assert len(lines) == 4 + MAX_STRAGGLERS_SHOWN + 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tests.fixtures.temporal import RolloutHarness
+from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_current_details import current_details
 from tests.workflows.test_rollout import (
     NAMESPACE,
@@ -43,7 +43,7 @@ async def test_a_halt_during_a_freeze_before_the_first_stage_says_nothing_was_pu
     details = await current_details(handle)
     assert f"**{phase}**" in details, details
     assert "reverted" not in details.split("Outcome:")[0], details
-    assert (await handle.result())["outcome"] == "halted"
+    assert (await rollout_result(handle))["outcome"] == "halted"
 
 
 async def test_a_halt_while_waiting_for_a_window_on_a_config_without_stable_says_so(
