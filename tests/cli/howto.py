@@ -25,13 +25,6 @@ def make_clone(where: Path) -> Path:
     return clone.resolve()
 
 
-def section(text: str, heading: str) -> str:
-    """The text under `## heading`, up to the next `## `."""
-    marker = f"\n## {heading}\n"
-    assert marker in text, f"no section {heading!r}"
-    return text.split(marker, 1)[1].split("\n## ", 1)[0]
-
-
 def python_blocks(text: str) -> list[str]:
     return [str(block) for block in re.findall(r"```python\n(.*?)```", text, re.S)]
 

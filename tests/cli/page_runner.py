@@ -112,4 +112,6 @@ class PageRunner:
 
 def section(text: str, heading: str) -> str:
     """The Markdown section under `## heading`, up to the next `## `."""
-    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    marker = f"\n## {heading}\n"
+    assert marker in text, f"no section {heading!r}"
+    return text.split(marker, 1)[1].split("\n## ", 1)[0]

@@ -20,9 +20,9 @@ from tests.cli.howto import (
     python_blocks,
     quoted,
     run,
-    section,
     wait_as_told,
 )
+from tests.cli.page_runner import section
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -17,7 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.temporal import SEARCH_ATTRIBUTES, temporal_cli_path
 from tests.cli.conftest import ROOT, bash, cli_env, page, shell_blocks, start_dev
-from tests.cli.howto import make_clone, ok, quoted, run, section
+from tests.cli.howto import make_clone, ok, quoted, run
+from tests.cli.page_runner import section
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(300)

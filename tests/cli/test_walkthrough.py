@@ -5,14 +5,13 @@ printing what the README says."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import README, ROOT, cli_env, start_dev
+from tests.cli.conftest import README, cli_env, start_dev
+from tests.cli.howto import make_clone
 from tests.cli.page_runner import PageRunner, section
 
 pytestmark = pytest.mark.timeout(300)
@@ -22,15 +21,6 @@ NOT_RUN_AS_WRITTEN = {
     ".venv/bin/tempoconf dev": "never ends by itself: the test starts it first, in the same "
     "folder and data dir (.tempoconf), on free ports instead of the defaults",
 }
-
-
-def make_clone(tmp_path: Path) -> Path:
-    """What the walkthrough needs of a clone after `make run`: `.venv` (this test's) and examples/."""
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    (clone / ".venv").symlink_to(Path(sys.prefix))
-    shutil.copytree(ROOT / "examples", clone / "examples")
-    return clone.resolve()
 
 
 def run_demo(clone: Path) -> str:
