@@ -44,12 +44,12 @@ from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.heartbeats import HEARTBEAT_THROTTLE, StoreHeartbeats
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
-from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.cli.devstack import temporal_command
-from tempoconf.freezes import FREEZE_RECHECK_SECONDS
+from tempoconf.gates.freezes import FREEZE_RECHECK_SECONDS
+from tempoconf.rollout.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES, registered_search_attributes
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES, registered_search_attributes
 from tempoconf.workflows.rollout import ConfigRollout
 
 __all__ = [
@@ -71,7 +71,7 @@ log = logging.getLogger(__name__)
 # Errors of the request, not of tempoconf: the workflow reports them to whoever started it, so the
 # worker's console gets one line each, not a traceback.
 USER_ERROR_TYPES = frozenset({INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR})
-# The SDK's key types (tempoconf.temporal) as the operator service names them.
+# The SDK's key types (tempoconf.temporal.names) as the operator service names them.
 _INDEXED_VALUE_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     SearchAttributeIndexedValueType.KEYWORD_LIST: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
