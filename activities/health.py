@@ -28,7 +28,15 @@ from temporalio.converter import value_to_type
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from tempoconf.gates.check_templates import placeholder_values, render_promql, render_url
-from tempoconf.gates.health_verdicts import (
+from tempoconf.rollout.activity_io import (
+    CHECK_HEALTH_ACTIVITY,
+    WATCH_HEALTH_ACTIVITY,
+    CheckHealthInput,
+    WatchHealthInput,
+    WatchHealthProgress,
+    WatchHealthResult,
+)
+from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     UNHEALTHY,
     apply_no_data_policy,
@@ -38,14 +46,6 @@ from tempoconf.gates.health_verdicts import (
     judge_reports,
     judge_samples,
     summarize,
-)
-from tempoconf.rollout.activity_io import (
-    CHECK_HEALTH_ACTIVITY,
-    WATCH_HEALTH_ACTIVITY,
-    CheckHealthInput,
-    WatchHealthInput,
-    WatchHealthProgress,
-    WatchHealthResult,
 )
 from tempoconf.rollout.plan import CheckSpec
 from tempoconf.rollout.progress import CheckResult, HealthReport, Verdict

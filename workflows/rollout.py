@@ -24,7 +24,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from tempoconf.gates.applied_gate import APPLY_RECHECK_SECONDS, AppliedGate, describe_gate
-    from tempoconf.gates.health_verdicts import UNHEALTHY, cohort_stages
     from tempoconf.gates.windows import next_opening
     from tempoconf.problems import InvalidRequestError, Problem
     from tempoconf.rollout.activity_io import (
@@ -61,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from tempoconf.rollout.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
     from tempoconf.rollout.details import render_current_details, time_left
+    from tempoconf.rollout.health_verdicts import UNHEALTHY, cohort_stages
     from tempoconf.rollout.outcomes import (
         COMPLETED_OUTCOMES,
         RESULT_MEMO,

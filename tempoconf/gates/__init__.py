@@ -1,1 +1,2 @@
-"""Gates: what a stage waits on before it widens (windows, freezes, health, applied versions)."""
+"""Gates: what a stage waits on before it widens (change windows, freezes, applied versions), and
+the templates of its checks."""

@@ -266,7 +266,7 @@ class CheckAppliedInput:
     version: str
     stage: PlannedStage
     cohort: list[PlannedStage] = field(default_factory=list)
-    """The live stages 1..k (tempoconf.gates.health_verdicts.cohort_stages): whom the stage's
+    """The live stages 1..k (tempoconf.rollout.health_verdicts.cohort_stages): whom the stage's
     version reaches."""
     configs: list[GatedConfig] = field(default_factory=list)
     """A changeset's configs, each judged on its own (empty: the one config above)."""

@@ -1,4 +1,4 @@
-"""Which reports are a stage's evidence, and what a check says about them (tempoconf.gates.health_verdicts), and
+"""Which reports are a stage's evidence, and what a check says about them (tempoconf.rollout.health_verdicts), and
 the `{since}`/`{elapsed}` placeholders of query and URL templates (tempoconf.gates.check_templates)."""
 
 from __future__ import annotations
@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from tempoconf.gates.check_templates import placeholder_values, render_promql, render_url
-from tempoconf.gates.health_verdicts import (
+from tempoconf.resolution import ClientIdentity
+from tempoconf.resolution.bucketing import bucket
+from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     NO_DATA,
     UNHEALTHY,
@@ -18,8 +20,6 @@ from tempoconf.gates.health_verdicts import (
     judge_reports,
     reporting_identity,
 )
-from tempoconf.resolution import ClientIdentity
-from tempoconf.resolution.bucketing import bucket
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.request import ReportsCheckSpec
 from tempoconf.store.records import ReportTotals
