@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tempoconf.temporal.profile import with_temporal_profile
+from tempoconf.settings.temporal_profile import with_temporal_profile
 
 __all__ = ["Settings"]
 
@@ -68,7 +68,7 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Environment first, then any non-None override (flags win over environment). The
         Temporal CLI's config file fills in the `TEMPORAL_*` variables the environment leaves
-        unset (`tempoconf.temporal.profile`)."""
+        unset (`tempoconf.settings.temporal_profile`)."""
         env = with_temporal_profile(os.environ if environ is None else environ)
         settings = cls(
             data_dir=Path(env.get("TEMPOCONF_DATA_DIR", ".tempoconf")),
