@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from tempoconf.cli._format import relative_text
@@ -164,28 +165,20 @@ def _progress_line(progress: dict[str, Any], fleet_text: str) -> str:
     return f"{_where(progress):<28} {progress.get('state', '?'):<17} | {fleet_text}"
 
 
+@dataclass
 class FleetDisplay:
     """One watch of the fleet: a log line (seconds since the watch began) whenever the rollout's
     stage or the fleet's one-line summary changes, and the table redrawn at every look."""
 
-    def __init__(
-        self,
-        view: LiveView,
-        size: int,
-        *,
-        new_label: str = "new",
-        idle: str | None = None,
-        footer: str = "",
-    ) -> None:
-        """`idle`: the line's left part while no rollout runs (else its empty stage and state);
-        `footer`: said after the table's header."""
-        self._view = view
-        self._size = size
-        self._new_label = new_label
-        self._idle = idle
-        self._footer = footer
-        self._started = time.monotonic()
-        self._last_line = ""
+    view: LiveView
+    size: int
+    new_label: str = "new"
+    idle: str | None = None
+    """The line's left part while no rollout runs (else its empty stage and state)."""
+    footer: str = ""
+    """Said after the table's header."""
+    _started: float = field(default_factory=time.monotonic, init=False)
+    _last_line: str = field(default="", init=False)
 
     def show(
         self,
@@ -196,21 +189,21 @@ class FleetDisplay:
         new: str | None,
     ) -> None:
         order = StageOrder(progress)
-        text = _fleet_text(counts, stable=stable, new=new, new_label=self._new_label, order=order)
-        if self._idle is not None and not progress:
-            line = f"{self._idle:<46} | {text}"
+        text = _fleet_text(counts, stable=stable, new=new, new_label=self.new_label, order=order)
+        if self.idle is not None and not progress:
+            line = f"{self.idle:<46} | {text}"
         else:
             line = _progress_line(progress, text)
         if line != self._last_line:
-            self._view.log(f"[{time.monotonic() - self._started:6.1f}s] {line}")
+            self.view.log(f"[{time.monotonic() - self._started:6.1f}s] {line}")
             self._last_line = line
-        self._view.draw(
+        self.view.draw(
             fleet_table(
                 counts,
                 stable=stable,
                 new=new,
-                new_label=self._new_label,
+                new_label=self.new_label,
                 order=order,
-                header=f"fleet of {self._size}: {_rollout_header(progress)}{self._footer}",
+                header=f"fleet of {self.size}: {_rollout_header(progress)}{self.footer}",
             )
         )
