@@ -24,6 +24,7 @@ from tempoconf.api.distribution import (
     ParsedQueries,
     PerSnapshot,
     header_lines,
+    json_headers,
     parse_config_query,
 )
 from tempoconf.api.errors import ApiError, error_parts, send_error
@@ -52,7 +53,6 @@ its leases, so a copy is right for as long as it is the current one (docs/contra
 logger = logging.getLogger(__name__)
 
 _PARAMS = frozenset({"namespace", "wait"})
-_JSON = (b"content-type", b"application/json")
 _CACHE = (b"cache-control", CACHE_CONTROL.encode())
 
 
@@ -74,13 +74,11 @@ class PreparedBundle:
 def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:
     body = bundle_body(bundle_from_snapshot(snapshot))
     etag = bundle_etag(body)
-    etag_header = (b"etag", etag.encode())
-    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, _CACHE]
-    not_modified_headers = [etag_header, _CACHE]
+    headers, not_modified_headers = json_headers(body, etag, _CACHE)
     return PreparedBundle(
         snapshot=snapshot,
         etag=etag,
-        etag_bytes=etag_header[1],
+        etag_bytes=not_modified_headers[0][1],
         body=body,
         headers=headers,
         not_modified_headers=not_modified_headers,

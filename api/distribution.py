@@ -41,6 +41,7 @@ __all__ = [
     "PreparedAnswer",
     "PreparedConfig",
     "header_lines",
+    "json_headers",
     "parse_config_query",
     "prepare_config",
 ]
@@ -238,14 +239,12 @@ def _prepare(
         document.body(), ensure_ascii=False, allow_nan=False, separators=(",", ":")
     ).encode()
     etag = config_etag(snapshot.namespace, snapshot.path, record.version, stage)
-    etag_header = (b"etag", etag.encode())
-    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, _NO_CACHE]
-    not_modified_headers = [etag_header, _NO_CACHE]
+    headers, not_modified_headers = json_headers(body, etag, _NO_CACHE)
     return PreparedAnswer(
         stage=stage,
         version=record.version,
         etag=etag,
-        etag_bytes=etag_header[1],
+        etag_bytes=not_modified_headers[0][1],
         body=body,
         headers=headers,
         not_modified_headers=not_modified_headers,
@@ -258,6 +257,16 @@ def _prepare(
         wire=header_lines(headers) + body,
         not_modified_wire=header_lines(not_modified_headers),
     )
+
+
+def json_headers(
+    body: bytes, etag: str, cache_control: tuple[bytes, bytes]
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """The headers of a JSON body's 200, and of its 304: its ETag (first of the 304's) and its
+    Cache-Control in both."""
+    etag_header = (b"etag", etag.encode())
+    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, cache_control]
+    return headers, [etag_header, cache_control]
 
 
 def header_lines(headers: list[tuple[bytes, bytes]]) -> bytes:
