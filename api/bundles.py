@@ -19,10 +19,17 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.auth import client_if_none_match
-from tempoconf.api.distribution import ConfigQuery, header_lines, parse_config_query
+from tempoconf.api.distribution import (
+    ConfigQuery,
+    ParsedQueries,
+    PerSnapshot,
+    header_lines,
+    json_headers,
+    parse_config_query,
+)
 from tempoconf.api.errors import ApiError, error_parts, send_error
 from tempoconf.api.etag import if_none_match, revalidate
-from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnected
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
@@ -42,13 +49,10 @@ BUNDLE_ROUTE = "/v1/bundles/{path}"
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
 """Any cache may keep a bundle, and must revalidate it (ETag) before each use: the bundle holds
 its leases, so a copy is right for as long as it is the current one (docs/contract.md)."""
-QUERIES_KEPT = 65_536
-"""Distinct (path, query string) pairs whose parsed query is remembered."""
 
 logger = logging.getLogger(__name__)
 
 _PARAMS = frozenset({"namespace", "wait"})
-_JSON = (b"content-type", b"application/json")
 _CACHE = (b"cache-control", CACHE_CONTROL.encode())
 
 
@@ -70,13 +74,11 @@ class PreparedBundle:
 def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:
     body = bundle_body(bundle_from_snapshot(snapshot))
     etag = bundle_etag(body)
-    etag_header = (b"etag", etag.encode())
-    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, _CACHE]
-    not_modified_headers = [etag_header, _CACHE]
+    headers, not_modified_headers = json_headers(body, etag, _CACHE)
     return PreparedBundle(
         snapshot=snapshot,
         etag=etag,
-        etag_bytes=etag_header[1],
+        etag_bytes=not_modified_headers[0][1],
         body=body,
         headers=headers,
         not_modified_headers=not_modified_headers,
@@ -95,8 +97,8 @@ class BundlePolls:
         self._cache = cache
         self._settings = settings
         self._metrics = metrics
-        self._prepared: dict[tuple[str, str], PreparedBundle] = {}
-        self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._prepared = PerSnapshot(prepare_bundle)
+        self._queries = ParsedQueries()
         self._waiting: dict[tuple[str, str], dict[_BundleWaiter, None]] = {}
         """Long-polls answered on their connection, per config (the ASGI path's wait on the
         config's change event instead)."""
@@ -168,7 +170,7 @@ class BundlePolls:
         began = loop.time()
         metrics = self._metrics
         metrics.long_polls_waiting += 1
-        gone = loop.create_task(_disconnected(receive))
+        gone = loop.create_task(disconnected(receive))
         try:
             waiter = loop.create_task(changed.wait())
             await asyncio.wait(
@@ -283,10 +285,8 @@ class BundlePolls:
             params = QueryParams(
                 [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
             )
-            query = parse_config_query(path[len(BUNDLES_PREFIX) :], params, query_string)
-            if len(self._queries) >= QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[(path, query_string)] = query
+            parsed = parse_config_query(path[len(BUNDLES_PREFIX) :], params, query_string)
+            query = self._queries.keep((path, query_string), parsed)
         return query
 
     def _prepared_bundle(self, query: ConfigQuery) -> PreparedBundle:
@@ -297,20 +297,9 @@ class BundlePolls:
         except SnapshotsNotLoadedError as exc:
             raise ApiError(503, f"cannot serve the bundle of {where}: {exc}") from exc
         if snapshot is None:
-            self._prepared.pop(key, None)
+            self._prepared.forget(key)
             raise ApiError(404, f"unknown {where}")
-        prepared = self._prepared.get(key)
-        if prepared is None or prepared.snapshot is not snapshot:
-            # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so
-            # this runs once per change of this config.
-            prepared = self._prepared[key] = prepare_bundle(snapshot)
-        return prepared
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Returns once the client has gone away (a GET's body is empty: the next message is that)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+        return self._prepared.of(snapshot)
 
 
 class _BundleWaiter:

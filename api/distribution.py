@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import time
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import QueryParams
@@ -34,10 +34,14 @@ from tempoconf.storable import text_problem
 
 __all__ = [
     "MAX_WAIT",
+    "QUERIES_KEPT",
     "ConfigQuery",
-    "header_lines",
+    "ParsedQueries",
+    "PerSnapshot",
     "PreparedAnswer",
     "PreparedConfig",
+    "header_lines",
+    "json_headers",
     "parse_config_query",
     "prepare_config",
 ]
@@ -46,6 +50,8 @@ MAX_WAIT = 60.0
 """Longest long-poll, in seconds."""
 ANSWERS_KEPT = 65_536
 """Per config: distinct queries whose answer is remembered (then the memory starts over)."""
+QUERIES_KEPT = 65_536
+"""Distinct (path, query string) pairs whose parsed query is remembered."""
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no", ""})
@@ -68,6 +74,50 @@ class ConfigQuery:
     """No `client` given: percentile stages never match, channel and label stages may."""
     stable_only: bool = False
     wait: float = 0.0
+
+
+class ParsedQueries(dict[tuple[str, bytes], ConfigQuery]):
+    """Parsed queries by (path, query string): clients repeat the same query on every poll, so
+    each is parsed once. Past QUERIES_KEPT the memory starts over."""
+
+    __slots__ = ()
+
+    def keep(self, key: tuple[str, bytes], query: ConfigQuery) -> ConfigQuery:
+        if len(self) >= QUERIES_KEPT:
+            self.clear()
+        self[key] = query
+        return query
+
+
+class FromSnapshot(Protocol):
+    @property
+    def snapshot(self) -> ConfigSnapshot: ...
+
+
+Prepared = TypeVar("Prepared", bound=FromSnapshot)
+
+
+class PerSnapshot(Generic[Prepared]):
+    """What is prepared from each config's snapshot (bodies, ETags), built once per change of
+    that snapshot: unchanged configs keep their snapshot object across refreshes (SnapshotCache),
+    so what was prepared from it stays valid while it is the one held."""
+
+    __slots__ = ("_prepare", "_held")
+
+    def __init__(self, prepare: Callable[[ConfigSnapshot], Prepared]) -> None:
+        self._prepare = prepare
+        self._held: dict[tuple[str, str], Prepared] = {}
+
+    def of(self, snapshot: ConfigSnapshot) -> Prepared:
+        key = (snapshot.namespace, snapshot.path)
+        prepared = self._held.get(key)
+        if prepared is None or prepared.snapshot is not snapshot:
+            prepared = self._held[key] = self._prepare(snapshot)
+        return prepared
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """The config is gone: drop what was prepared for it."""
+        self._held.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +239,12 @@ def _prepare(
         document.body(), ensure_ascii=False, allow_nan=False, separators=(",", ":")
     ).encode()
     etag = config_etag(snapshot.namespace, snapshot.path, record.version, stage)
-    etag_header = (b"etag", etag.encode())
-    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, _NO_CACHE]
-    not_modified_headers = [etag_header, _NO_CACHE]
+    headers, not_modified_headers = json_headers(body, etag, _NO_CACHE)
     return PreparedAnswer(
         stage=stage,
         version=record.version,
         etag=etag,
-        etag_bytes=etag_header[1],
+        etag_bytes=not_modified_headers[0][1],
         body=body,
         headers=headers,
         not_modified_headers=not_modified_headers,
@@ -209,6 +257,16 @@ def _prepare(
         wire=header_lines(headers) + body,
         not_modified_wire=header_lines(not_modified_headers),
     )
+
+
+def json_headers(
+    body: bytes, etag: str, cache_control: tuple[bytes, bytes]
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """The headers of a JSON body's 200, and of its 304: its ETag (first of the 304's) and its
+    Cache-Control in both."""
+    etag_header = (b"etag", etag.encode())
+    headers = [_JSON, (b"content-length", str(len(body)).encode()), etag_header, cache_control]
+    return headers, [etag_header, cache_control]
 
 
 def header_lines(headers: list[tuple[bytes, bytes]]) -> bytes:

@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.app import DistributionApp
 from tempoconf.api.auth import bearer_problem
+from tempoconf.api.distribution import QUERIES_KEPT
 from tempoconf.api.edge_reports import DEFAULT_FLUSH_INTERVAL, ReportRelay
 from tempoconf.api.edge_snapshots import (
     DEFAULT_FIRST_ANSWER_TIMEOUT,
@@ -36,7 +37,7 @@ from tempoconf.api.edge_snapshots import (
 )
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors, error_body
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.polls import CONFIGS_PREFIX, QUERIES_KEPT, ConfigPolls
+from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.routes import bundles, config_sets, configs, edge_reports, health, metrics
 from tempoconf.api.routes.config_sets import MAX_PATHS
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem

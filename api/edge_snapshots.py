@@ -13,14 +13,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from urllib.parse import quote
 
 import httpx
 
-from tempoconf.api.snapshots import SnapshotsNotLoadedError
+from tempoconf.api.snapshots import HeldSnapshots, SnapshotsNotLoadedError
 from tempoconf.client._backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.resolution.bundles import BundleError, parse_bundle_body
@@ -70,7 +70,7 @@ class _Watch:
     error: BaseException | None = None
 
 
-class BundleSnapshots:
+class BundleSnapshots(HeldSnapshots):
     """The `SnapshotSource` of an edge relay (see the module's docstring).
 
     `ensure(namespace, path)` starts a config's watch (or marks it used) and waits, bounded, for
@@ -85,14 +85,12 @@ class BundleSnapshots:
         idle_after: float = DEFAULT_IDLE_AFTER,
         upstream_wait: float = UPSTREAM_WAIT,
     ) -> None:
+        super().__init__()
         self._http = http
         self._first_answer_timeout = first_answer_timeout
         self._idle_after = idle_after
         self._upstream_wait = upstream_wait
-        self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = MappingProxyType({})
         self._watches: dict[tuple[str, str], _Watch] = {}
-        self._config_events: dict[tuple[str, str], asyncio.Event] = {}
-        self._listeners: list[Callable[[Sequence[tuple[str, str]]], None]] = []
         self._revision = 0
         self._probe_confirmed_at: float | None = None
         self._probe_error: BaseException | None = None
@@ -140,30 +138,6 @@ class BundleSnapshots:
     def watched(self) -> int:
         """How many configs are watched upstream."""
         return len(self._watches)
-
-    def snapshots(self) -> Mapping[tuple[str, str], ConfigSnapshot]:
-        self._require_loaded()
-        return self._snapshots
-
-    def get(self, namespace: str, path: str) -> ConfigSnapshot | None:
-        self._require_loaded()
-        return self._snapshots.get((namespace, path))
-
-    def changed_for(self, namespace: str, path: str) -> asyncio.Event:
-        key = (namespace, path)
-        event = self._config_events.get(key)
-        if event is None:
-            event = self._config_events[key] = asyncio.Event()
-        return event
-
-    def on_change(self, listener: Callable[[Sequence[tuple[str, str]]], None]) -> None:
-        """Call `listener([key])` right after each change of a config's snapshot."""
-        self._listeners.append(listener)
-
-    def release_waiters(self) -> None:
-        events, self._config_events = self._config_events, {}
-        for event in events.values():
-            event.set()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[BundleSnapshots]:
@@ -307,14 +281,7 @@ class BundleSnapshots:
             snapshots[key] = snapshot
         self._snapshots = MappingProxyType(snapshots)
         self._revision += 1
-        event = self._config_events.pop(key, None)
-        if event is not None:
-            event.set()
-        for listener in self._listeners:
-            try:
-                listener((key,))
-            except Exception:  # a bug there must not stop the watches
-                logger.exception("a snapshot change listener failed")
+        self._changed((key,))
 
     async def _drop_idle(self) -> None:
         while True:

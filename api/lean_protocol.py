@@ -29,7 +29,7 @@ import httptools
 from starlette.types import Receive
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-__all__ = ["DirectAnswers", "LeanHttpToolsProtocol", "disconnect_watch"]
+__all__ = ["DirectAnswers", "LeanHttpToolsProtocol", "disconnect_watch", "disconnected"]
 
 
 class DirectAnswers(Protocol):
@@ -255,3 +255,9 @@ def disconnect_watch(receive: Receive) -> Callable[[Callable[[], None] | None], 
         lean._value = event.is_set()
         cycle.message_event = lean  # type: ignore[union-attr]
     return protocol.watch_disconnect
+
+
+async def disconnected(receive: Receive) -> None:
+    """Returns once the client has gone away (a GET's body is empty: the next message is that)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

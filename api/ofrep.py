@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
 from tempoconf.api.distribution import (
     ConfigQuery,
+    PerSnapshot,
     PreparedAnswer,
     PreparedConfig,
     prepare_config,
@@ -179,7 +180,7 @@ class OfrepEvaluations:
         self._settings = settings
         self._metrics = metrics
         self._polls = polls
-        self._prepared: dict[tuple[str, str], _Prepared] = {}
+        self._prepared = PerSnapshot(_Prepared)
         self._requests: dict[tuple[str, bytes], _Request] = {}
         self._request_bytes = 0
 
@@ -330,7 +331,7 @@ class OfrepEvaluations:
         valid_until = _FOREVER
         for config_key in sorted(key for key in snapshots if key[0] == namespace):
             path = config_key[1]
-            prepared = self._prepared_snapshot(snapshots[config_key])
+            prepared = self._prepared.of(snapshots[config_key])
             query = request.query(path)
             answer = prepared.config.answer(query, now)
             expiry = prepared.config.next_expiry(now)
@@ -366,20 +367,11 @@ class OfrepEvaluations:
         except SnapshotsNotLoadedError as exc:
             raise OfrepError(503, OfrepErrorCode.GENERAL, f"cannot evaluate: {exc}") from exc
         if snapshot is None:
-            self._prepared.pop((namespace, path), None)
+            self._prepared.forget((namespace, path))
             raise OfrepError(
                 404, OfrepErrorCode.FLAG_NOT_FOUND, f"no flag: unknown {_where(namespace, path)}"
             )
-        return self._prepared_snapshot(snapshot)
-
-    def _prepared_snapshot(self, snapshot: ConfigSnapshot) -> _Prepared:
-        key = (snapshot.namespace, snapshot.path)
-        prepared = self._prepared.get(key)
-        if prepared is None or prepared.snapshot is not snapshot:
-            # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so
-            # this runs once per change of this config.
-            prepared = self._prepared[key] = _Prepared(snapshot)
-        return prepared
+        return self._prepared.of(snapshot)
 
 
 async def _read_body(receive: Receive, declared: bytes | None, timeout: float) -> bytes:

@@ -20,6 +20,8 @@ from starlette.types import Receive, Scope, Send
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import (
     ConfigQuery,
+    ParsedQueries,
+    PerSnapshot,
     PreparedAnswer,
     PreparedConfig,
     header_lines,
@@ -28,20 +30,17 @@ from tempoconf.api.distribution import (
 )
 from tempoconf.api.errors import ApiError, error_parts, send_error
 from tempoconf.api.etag import if_none_match, revalidate
-from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch
+from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch, disconnected
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Deadlines, Waiter
-from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
 
 CONFIGS_PREFIX = "/v1/configs/"
 CONFIG_ROUTE = "/v1/configs/{path}"
-QUERIES_KEPT = 65_536
-"""Distinct (path, query string) pairs whose parsed query is remembered."""
 SEEN_PENDING_MAX = 100_000
 """Named clients' distinct queries remembered between two flushes to the store (one per client
 unless it varies its query); more are dropped until the next flush, and counted."""
@@ -65,8 +64,8 @@ class ConfigPolls:
         self._cache = cache
         self._settings = settings
         self._metrics = metrics
-        self._prepared: dict[tuple[str, str], PreparedConfig] = {}
-        self._queries: dict[tuple[str, bytes], ConfigQuery] = {}
+        self._prepared = PerSnapshot(prepare_config)
+        self._queries = ParsedQueries()
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
         self._deadlines = Deadlines()
@@ -84,10 +83,7 @@ class ConfigPolls:
         key = ("*" + path, query_string)
         query = self._queries.get(key)
         if query is None:
-            query = parse_config_query(path, params, query_string)
-            if len(self._queries) >= QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[key] = query
+            query = self._queries.keep(key, parse_config_query(path, params, query_string))
         return query
 
     def note_seen(self, query: ConfigQuery, answer: PreparedAnswer) -> None:
@@ -134,7 +130,7 @@ class ConfigPolls:
                 )
                 watch = disconnect_watch(receive)
                 if watch is None:  # not served by our protocol (tests over ASGI)
-                    gone = loop.create_task(_disconnected(receive))
+                    gone = loop.create_task(disconnected(receive))
                     gone.add_done_callback(lambda _: waiter.disconnected())
                     waiter.unwatch = gone
                 self._wait_begin(waiter, prepared, watch)
@@ -247,13 +243,10 @@ class ConfigPolls:
         """The parsed query of a poll of `path` (the whole `/v1/configs/...`)."""
         query = self._queries.get((path, query_string))
         if query is None:
-            # Clients repeat the same query on every poll: parse it once.
-            query = parse_config_query(
+            parsed = parse_config_query(
                 path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
             )
-            if len(self._queries) >= QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[(path, query_string)] = query
+            query = self._queries.keep((path, query_string), parsed)
         return query
 
     def _answered(self, query: ConfigQuery, answer: PreparedAnswer, modified: bool) -> None:
@@ -349,11 +342,11 @@ class ConfigPolls:
                 continue
             snapshot = self._cache.get(*key)
             if snapshot is None:
-                self._prepared.pop(key, None)
+                self._prepared.forget(key)
                 del self._waiters[key]
                 waiters.wake_all()  # deleted: each poll answers its 404
                 continue
-            waiters.update(self._prepared_for(key, snapshot))
+            waiters.update(self._prepared.of(snapshot))
 
     def _prepared_config(self, query: ConfigQuery) -> PreparedConfig:
         key = (query.namespace, query.path)
@@ -362,23 +355,9 @@ class ConfigPolls:
         except SnapshotsNotLoadedError as exc:
             raise ApiError(503, f"cannot serve {_where(query)}: {exc}") from exc
         if snapshot is None:
-            self._prepared.pop(key, None)
+            self._prepared.forget(key)
             raise ApiError(404, f"unknown {_where(query)}")
-        return self._prepared_for(key, snapshot)
-
-    def _prepared_for(self, key: tuple[str, str], snapshot: ConfigSnapshot) -> PreparedConfig:
-        prepared = self._prepared.get(key)
-        if prepared is None or prepared.snapshot is not snapshot:
-            # Unchanged configs keep their snapshot object across refreshes (SnapshotCache), so
-            # this runs once per change of this config.
-            prepared = self._prepared[key] = prepare_config(snapshot)
-        return prepared
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Returns once the client has gone away (a GET's body is empty: the next message is that)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+        return self._prepared.of(snapshot)
 
 
 def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer:

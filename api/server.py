@@ -7,6 +7,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable, Iterator
+from typing import TypedDict, Unpack
 
 import uvicorn
 
@@ -15,7 +16,14 @@ from tempoconf.api.read_limits import bounded_protocol
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = ["serve_api", "serve_app", "bind_listener", "ApiServerError", "GRACEFUL_SHUTDOWN_SECONDS"]
+__all__ = [
+    "GRACEFUL_SHUTDOWN_SECONDS",
+    "ApiServerError",
+    "ServeOptions",
+    "bind_listener",
+    "serve_api",
+    "serve_app",
+]
 
 GRACEFUL_SHUTDOWN_SECONDS = 5  # uvicorn takes whole seconds
 """On cancellation, in-flight requests get this long to finish before they are cancelled."""
@@ -51,26 +59,19 @@ class _EmbeddedServer(uvicorn.Server):
         self.ready.set()
 
 
-async def serve_api(
-    settings: Settings,
-    store: Store,
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    access_log: bool = False,
-    reuse_port: bool = False,
-    on_started: Callable[[str], object] | None = None,
-) -> None:
+class ServeOptions(TypedDict, total=False):
+    """`serve_app`'s options, which `serve_api` passes on."""
+
+    host: str | None
+    port: int | None
+    access_log: bool
+    reuse_port: bool
+    on_started: Callable[[str], object] | None
+
+
+async def serve_api(settings: Settings, store: Store, **options: Unpack[ServeOptions]) -> None:
     """`serve_app` of the API over `store` (`create_app`)."""
-    await serve_app(
-        create_app(store, settings),
-        settings,
-        host=host,
-        port=port,
-        access_log=access_log,
-        reuse_port=reuse_port,
-        on_started=on_started,
-    )
+    await serve_app(create_app(store, settings), settings, **options)
 
 
 async def serve_app(

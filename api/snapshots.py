@@ -15,7 +15,7 @@ from types import MappingProxyType
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.store.store import Store
 
-__all__ = ["SnapshotCache", "SnapshotsNotLoadedError", "DEFAULT_POLL_INTERVAL"]
+__all__ = ["DEFAULT_POLL_INTERVAL", "HeldSnapshots", "SnapshotCache", "SnapshotsNotLoadedError"]
 
 DEFAULT_POLL_INTERVAL = 0.05
 """Seconds between two checks of `store.revision()` (one row: cheap)."""
@@ -29,7 +29,69 @@ class SnapshotsNotLoadedError(RuntimeError):
     """The snapshots have never been loaded from the store (it has been unreachable so far)."""
 
 
-class SnapshotCache:
+class HeldSnapshots:
+    """What every snapshot source does alike: hold the snapshots (swapped whole, read-only), hand
+    out an event per config that its next change sets, and tell the listeners of each change.
+    A subclass loads the snapshots, calls `_changed` right after it swaps them in, and says
+    (`_require_loaded`) why there is nothing to read yet."""
+
+    def __init__(self) -> None:
+        self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = _EMPTY
+        self._config_events: dict[tuple[str, str], asyncio.Event] = {}
+        self._listeners: list[Callable[[Sequence[tuple[str, str]]], None]] = []
+
+    def snapshots(self) -> Mapping[tuple[str, str], ConfigSnapshot]:
+        """Every known config, keyed by (namespace, path); a read-only view."""
+        self._require_loaded()
+        return self._snapshots
+
+    def get(self, namespace: str, path: str) -> ConfigSnapshot | None:
+        """The snapshot of one config, or None if the source does not know it."""
+        self._require_loaded()
+        return self._snapshots.get((namespace, path))
+
+    def changed_for(self, namespace: str, path: str) -> asyncio.Event:
+        """The event the next change of this config's snapshot sets (its first load included).
+        Take it *before* reading the snapshot, then wait on it."""
+        key = (namespace, path)
+        event = self._config_events.get(key)
+        if event is None:
+            event = self._config_events[key] = asyncio.Event()
+        return event
+
+    def on_change(self, listener: Callable[[Sequence[tuple[str, str]]], None]) -> None:
+        """Call `listener(changed_keys)` after each change of some snapshots, right after they
+        are swapped in (synchronously: a reader that saw the old snapshot and then registered
+        somewhere is found by it)."""
+        self._listeners.append(listener)
+
+    def release_waiters(self) -> None:
+        """Set every event handed out (shutdown: waiters answer now instead of at their deadline)."""
+        events, self._config_events = self._config_events, {}
+        for event in events.values():
+            event.set()
+
+    def _changed(self, keys: Sequence[tuple[str, str]]) -> None:
+        """The snapshots of `keys` were just swapped in: set their events, tell the listeners."""
+        for key in keys:
+            event = self._config_events.pop(key, None)
+            if event is not None:
+                event.set()
+        if keys:
+            for listener in self._listeners:
+                try:
+                    listener(keys)
+                except Exception:  # a bug there must not stop the snapshots' changes
+                    logging.getLogger(type(self).__module__).exception(
+                        "a snapshot change listener failed"
+                    )
+
+    def _require_loaded(self) -> None:
+        """Raise SnapshotsNotLoadedError, saying why, while there is nothing to read yet."""
+        raise NotImplementedError
+
+
+class SnapshotCache(HeldSnapshots):
     """`store.load_snapshots()` in memory, refreshed when `store.revision()` changes.
 
     `run()` (or `running()`) checks the revision every `poll_interval` seconds, or at once when
@@ -39,12 +101,10 @@ class SnapshotCache:
     """
 
     def __init__(self, store: Store, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+        super().__init__()
         self._store = store
         self._poll_interval = poll_interval
-        self._snapshots: Mapping[tuple[str, str], ConfigSnapshot] = _EMPTY
         self._revision: int | None = None
-        self._config_events: dict[tuple[str, str], asyncio.Event] = {}
-        self._listeners: list[Callable[[Sequence[tuple[str, str]]], None]] = []
         self._wake = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -72,16 +132,6 @@ class SnapshotCache:
         """The store revision the held snapshots were loaded at (None before the first load)."""
         return self._revision
 
-    def snapshots(self) -> Mapping[tuple[str, str], ConfigSnapshot]:
-        """Every known config, keyed by (namespace, path); a read-only view."""
-        self._require_loaded()
-        return self._snapshots
-
-    def get(self, namespace: str, path: str) -> ConfigSnapshot | None:
-        """The snapshot of one config, or None if the store does not know it."""
-        self._require_loaded()
-        return self._snapshots.get((namespace, path))
-
     @property
     def poll_interval(self) -> float:
         """Seconds between two revision checks; may be changed while running."""
@@ -90,27 +140,6 @@ class SnapshotCache:
     @poll_interval.setter
     def poll_interval(self, seconds: float) -> None:
         self._poll_interval = seconds
-
-    def changed_for(self, namespace: str, path: str) -> asyncio.Event:
-        """The event the next refresh that changes this config's snapshot sets (its first load
-        included). Take it *before* reading the snapshot, then wait on it."""
-        key = (namespace, path)
-        event = self._config_events.get(key)
-        if event is None:
-            event = self._config_events[key] = asyncio.Event()
-        return event
-
-    def on_change(self, listener: Callable[[Sequence[tuple[str, str]]], None]) -> None:
-        """Call `listener(changed_keys)` after each refresh that changes some snapshots, right
-        after they are swapped in (synchronously: a reader that saw the old snapshot and then
-        registered somewhere is found by it)."""
-        self._listeners.append(listener)
-
-    def release_waiters(self) -> None:
-        """Set every event handed out (shutdown: waiters answer now instead of at their deadline)."""
-        events, self._config_events = self._config_events, {}
-        for event in events.values():
-            event.set()
 
     def notify(self, revision: int | None = None) -> None:
         """The store says it changed (at `revision`, when known): check it now, not at the next
@@ -129,16 +158,7 @@ class SnapshotCache:
             self._revision = revision
             self._confirmed_at = began
             self.last_error = None
-            for key in changed_keys:
-                event = self._config_events.pop(key, None)
-                if event is not None:
-                    event.set()
-            if changed_keys:
-                for listener in self._listeners:
-                    try:
-                        listener(changed_keys)
-                    except Exception:  # a bug there must not stop the snapshots' refreshes
-                        logger.exception("a snapshot change listener failed")
+            self._changed(changed_keys)
             return revision
 
     def _load(

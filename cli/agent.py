@@ -15,9 +15,10 @@ import os
 import socket
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tempoconf.cli._common import die, run_until_signal
+from tempoconf.cli._flags import client_identity_flags, config_namespace_flag
 from tempoconf.settings import Settings
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ STOP_GRACE_SECONDS = 5.0
 """On SIGTERM, a command still running gets this long to finish before it is killed."""
 
 
-def add_parser(commands: Any, label_type: Any) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `tempoconf agent` on the CLI's subparsers."""
     agent = commands.add_parser(
         "agent",
@@ -44,17 +45,8 @@ def add_parser(commands: Any, label_type: Any) -> None:
     )
     agent.add_argument("path", metavar="PATH", help="config path, e.g. myproject/server_config")
     agent.add_argument("--out", required=True, metavar="FILE", help="file the value is written to")
-    agent.add_argument("--namespace", default="default", help="config namespace (default default)")
-    agent.add_argument("--client", help="client id (default: this host's name)")
-    agent.add_argument("--channel", help="the client's channel, e.g. canary")
-    agent.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        type=label_type,
-        metavar="KEY=VALUE",
-        help="a client label (repeatable)",
-    )
+    config_namespace_flag(agent)
+    client_identity_flags(agent)
     agent.add_argument("--api-url", help="distribution API base URL (env TEMPOCONF_API_URL)")
     agent.add_argument(
         "--token",

@@ -18,10 +18,9 @@ import json
 import sys
 import textwrap
 import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from temporalio.client import WorkflowHandle
 
@@ -32,10 +31,10 @@ from tempoconf.cli._common import (
     example_path,
     workflow_ui_url,
 )
-from tempoconf.cli._format import relative_text
 from tempoconf.cli.components import run_dev_stack
+from tempoconf.cli.demo_view import FleetDisplay, LiveView
 from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
-from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
+from tempoconf.cli.fleet import SERVER_LOAD, FleetProcess, failure_ratio
 from tempoconf.durations import parse_duration
 from tempoconf.resolution import STABLE
 from tempoconf.rollout.change import rollout_change, workflow_summary
@@ -44,15 +43,7 @@ from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.schema_validation import value_problems
 from tempoconf.temporal.names import WORKFLOW_TYPE, rollout_workflow_id
 
-__all__ = [
-    "LiveView",
-    "StageOrder",
-    "demo_command",
-    "fleet_table",
-    "load_example",
-    "next_steps",
-    "run_demo",
-]
+__all__ = ["demo_command", "load_example", "next_steps", "run_demo", "second_act_verdict"]
 
 DEMO_NAMESPACE = "default"
 DEMO_PATH = "demo/server_config"
@@ -64,7 +55,6 @@ PROGRESS_INTERVAL_SECONDS = 0.5
 SETTLE_SECONDS = 15.0
 FLEET_START_SECONDS = 30.0
 FOLLOW_INTERVAL_SECONDS = 1.0
-BAR_WIDTH = 40
 HOSTS_LISTED = 12
 
 
@@ -248,8 +238,7 @@ async def _second_act(
 ) -> bool:
     """A bad value: the canaries report errors, the check fails, the rollout reverts. True when
     the canaries caught it (reverted, and no host outside the canary channel ever ran it)."""
-    stable_record = stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH)
-    stable = stable_record.version if stable_record is not None else ""
+    stable = _stable_version(stack)
     value = request["value"]
     bad = version_id(value)
     check = request["health"][0]
@@ -413,125 +402,6 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
     return ending.outcome == "promoted"
 
 
-class LiveView:
-    """The fleet table, redrawn in place on a terminal; elsewhere only the log lines are printed
-    (one per change), so a log file or a pipe reads as a plain story."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.tty = stream.isatty()
-        self._drawn = 0
-
-    def log(self, text: str) -> None:
-        """A line that stays (above the live table on a terminal)."""
-        self._clear()
-        print(text, file=self._stream, flush=True)
-        self._drawn = 0
-
-    def draw(self, lines: list[str]) -> None:
-        if not self.tty:
-            return
-        self._clear()
-        print("\n".join(lines), file=self._stream, flush=True)
-        self._drawn = len(lines)
-
-    def _clear(self) -> None:
-        if self.tty and self._drawn:
-            # Up to the first line of the table, then erase to the end of the screen.
-            self._stream.write(f"\x1b[{self._drawn}F\x1b[J")
-
-
-class StageOrder:
-    """The stages of the rollout on screen, in their order (from its `status` query), so rows
-    and counts read canary, 10 %, 50 %, then stable, and each names its stage `1/3`."""
-
-    def __init__(self, progress: Mapping[str, Any] | None = None) -> None:
-        stages = (progress or {}).get("stages") or []
-        self.names = [str(stage.get("name")) for stage in stages]
-        # A rollout that is over serves nobody through a stage: stable means everyone.
-        self.live = bool(progress) and not (progress or {}).get("outcome")
-
-    def rank(self, stage: str) -> tuple[int, str]:
-        if stage in self.names:
-            return self.names.index(stage), ""
-        if stage in (STABLE, "-"):
-            return len(self.names) + 1, ""
-        return len(self.names), stage  # a stage of another rollout: after ours, by name
-
-    def numbered(self, stage: str) -> str:
-        if stage in self.names:
-            return f"stage {self.names.index(stage) + 1}/{len(self.names)} {stage}"
-        return f"stage {stage}"
-
-
-def _label(
-    version: str, stage: str, *, stable: str, new: str | None, new_label: str, order: StageOrder
-) -> tuple[str, str, str]:
-    """(which version, why it runs here in the table, the same in a log line) of one row."""
-    if (version, stage) == UNSERVED:
-        return "-", "not served yet", "not served"
-    which = new_label if version == new else ("stable" if version == stable else "")
-    if stage not in (STABLE, "-"):
-        return which, order.numbered(stage), stage
-    if version == new:
-        return which, "promoted: now the stable one", "promoted, now stable"
-    return which, "stable: not reached yet" if order.live else "stable", ""
-
-
-def _rows(
-    counts: Counter[tuple[str, str]], *, new: str | None, stable: str, order: StageOrder
-) -> list[tuple[tuple[str, str], int]]:
-    """Stage by stage in the rollout's order, stable last; the new version first in a stage."""
-
-    def key(item: tuple[tuple[str, str], int]) -> tuple[Any, ...]:
-        (version, stage), _ = item
-        unserved = (version, stage) == UNSERVED
-        rank = 0 if version == new else (1 if version == stable else 2)
-        return (unserved, order.rank(stage), rank, version)
-
-    return sorted(counts.items(), key=key)
-
-
-def fleet_table(
-    counts: Counter[tuple[str, str]],
-    *,
-    stable: str,
-    new: str | None,
-    header: str,
-    order: StageOrder | None = None,
-    new_label: str = "new",
-) -> list[str]:
-    """One row per (version, stage) with its count and a bar, in stage order: the fleet at a glance."""
-    order = order or StageOrder()
-    total = sum(counts.values()) or 1
-    rows = []
-    for (version, stage), n in _rows(counts, new=new, stable=stable, order=order):
-        which, why, _ = _label(
-            version, stage, stable=stable, new=new, new_label=new_label, order=order
-        )
-        name = f"{version[:8]} {which}".rstrip() if (version, stage) != UNSERVED else "-"
-        bar = "█" * max(1, round(BAR_WIDTH * n / total)) if n else ""
-        rows.append(f"  {name:<16} {why:<30} {n:>5}  {bar}")
-    return [header, f"  {'VERSION':<16} {'WHY THESE HOSTS RUN IT':<30} {'HOSTS':>5}", *rows]
-
-
-def _rollout_header(progress: dict[str, Any]) -> str:
-    if not progress:
-        return "no rollout running"
-    count = progress.get("stage_count") or 0
-    index = progress.get("stage_index", -1)
-    where = (
-        f"stage {index + 1}/{count} {progress.get('stage_name')}"
-        if index is not None and index >= 0 and count
-        else "no stage yet"
-    )
-    hold = ""
-    if progress.get("state") == "holding" and progress.get("hold_deadline"):
-        hold = f", hold ends {relative_text(progress['hold_deadline'])}"
-    target = f" → {progress['version']}" if progress.get("version") else ""
-    return f"{progress.get('path')}{target}: {where}, {progress.get('state')}{hold}"
-
-
 async def _watch(
     handle: WorkflowHandle[Any, Any],
     fleet: FleetProcess,
@@ -543,32 +413,11 @@ async def _watch(
 ) -> dict[str, Any] | None:
     """Show the fleet while the rollout runs (a log line per change); return the result."""
     result_task: asyncio.Task[RolloutEnding] = asyncio.ensure_future(await_rollout_ending(handle))
-    started = time.monotonic()
-    last_line = ""
-
-    def show(progress: dict[str, Any], counts: Counter[tuple[str, str]]) -> None:
-        nonlocal last_line
-        order = StageOrder(progress)
-        text = _fleet_text(counts, stable=stable, new=new, new_label=new_label, order=order)
-        line = _progress_line(progress, text)
-        if line != last_line:
-            view.log(f"[{time.monotonic() - started:6.1f}s] {line}")
-            last_line = line
-        view.draw(
-            fleet_table(
-                counts,
-                stable=stable,
-                new=new,
-                new_label=new_label,
-                order=order,
-                header=f"fleet of {fleet.size}: {_rollout_header(progress)}",
-            )
-        )
-
+    display = FleetDisplay(view, fleet.size, new_label=new_label)
     try:
         while True:
             done = result_task.done()
-            show(await _query_status(handle), fleet.counts())
+            display.show(await _query_status(handle), fleet.counts(), stable=stable, new=new)
             if done:
                 break
             await asyncio.wait({result_task}, timeout=PROGRESS_INTERVAL_SECONDS)
@@ -577,7 +426,7 @@ async def _watch(
         deadline = time.monotonic() + SETTLE_SECONDS
         while time.monotonic() < deadline:
             counts = fleet.counts()
-            show(progress, counts)
+            display.show(progress, counts, stable=stable, new=new)
             if len(counts) == 1:
                 break
             await asyncio.sleep(PROGRESS_INTERVAL_SECONDS)
@@ -591,11 +440,11 @@ async def _watch(
 
 async def _follow_fleet(stack: DevStack, fleet: FleetProcess, view: LiveView) -> None:
     """Until cancelled (Ctrl-C): the fleet and whichever rollout of the demo config runs."""
-    started = time.monotonic()
-    last_line = ""
+    display = FleetDisplay(
+        view, fleet.size, idle="no rollout running", footer="  (Ctrl-C stops the stack)"
+    )
     while True:
-        stable_record = stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH)
-        stable = stable_record.version if stable_record is not None else ""
+        stable = _stable_version(stack)
         lock = stack.store.get_lock(DEMO_NAMESPACE, DEMO_PATH)
         progress: dict[str, Any] = {}
         if lock is not None:
@@ -603,25 +452,13 @@ async def _follow_fleet(stack: DevStack, fleet: FleetProcess, view: LiveView) ->
                 stack.client.get_workflow_handle(lock.workflow_id, run_id=lock.run_id)
             )
         new = progress.get("version") or (lock.version if lock is not None else None)
-        counts = fleet.counts()
-        order = StageOrder(progress)
-        text = _fleet_text(counts, stable=stable, new=new, order=order)
-        line = (
-            _progress_line(progress, text) if progress else f"{'no rollout running':<46} | {text}"
-        )
-        if line != last_line:
-            view.log(f"[{time.monotonic() - started:6.1f}s] {line}")
-            last_line = line
-        view.draw(
-            fleet_table(
-                counts,
-                stable=stable,
-                new=new,
-                order=order,
-                header=f"fleet of {fleet.size}: {_rollout_header(progress)}  (Ctrl-C stops the stack)",
-            )
-        )
+        display.show(progress, fleet.counts(), stable=stable, new=new)
         await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+
+
+def _stable_version(stack: DevStack) -> str:
+    record = stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH)
+    return record.version if record is not None else ""
 
 
 async def _query_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
@@ -629,36 +466,3 @@ async def _query_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
         return dict(await handle.query("status"))
     except Exception:  # noqa: BLE001 - a missed query only means a line without the stage
         return {}
-
-
-def _fleet_text(
-    counts: Counter[tuple[str, str]],
-    *,
-    stable: str,
-    new: str | None,
-    order: StageOrder,
-    new_label: str = "new",
-) -> str:
-    """The fleet in one line, in stage order: `2 new (channel:canary), 4 new (10%), 34 stable`."""
-    parts = []
-    for (version, stage), n in _rows(counts, new=new, stable=stable, order=order):
-        which, _, where = _label(
-            version, stage, stable=stable, new=new, new_label=new_label, order=order
-        )
-        if (version, stage) == UNSERVED:
-            parts.append(f"{n} not served")
-            continue
-        parts.append(f"{n} {which or version[:8]}" + (f" ({where})" if where else ""))
-    return ", ".join(parts)
-
-
-def _progress_line(progress: dict[str, Any], fleet_text: str) -> str:
-    count = progress.get("stage_count") or 0
-    index = progress.get("stage_index", -1)
-    state = progress.get("state", "?")
-    where = (
-        f"stage {index + 1}/{count} {progress.get('stage_name')}"
-        if index >= 0 and count
-        else "no stage yet"
-    )
-    return f"{where:<28} {state:<17} | {fleet_text}"

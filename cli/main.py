@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from tempoconf.cli._common import CommandError
+from tempoconf.cli._flags import client_identity_flags, config_namespace_flag
 from tempoconf.rollout.commands import OPERATOR_COMMANDS
 
 __all__ = ["build_parser", "main"]
@@ -25,12 +26,6 @@ def _package_version() -> str:
         return version("tempoconf")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
-
-
-def _label(text: str) -> str:
-    if "=" not in text or text.startswith("="):
-        raise argparse.ArgumentTypeError(f"a label is key=value, not {text!r}")
-    return text
 
 
 def _workers(text: str) -> int:
@@ -86,10 +81,6 @@ def _stack_flags(parser: argparse.ArgumentParser) -> None:
         "--api-port", type=int, help="distribution API port (default 8080; 0: a free one)"
     )
     parser.add_argument("--database-url", help="store URL (default SQLite in the data dir)")
-
-
-def _config_namespace(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", default="default", help="config namespace (default default)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,13 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
         "file", metavar="FILE", help="JSON Schema file (draft 2020-12; - for stdin)"
     )
     schema_set.add_argument("--reason", default="", help="why, for the audit log")
-    _config_namespace(schema_set)
+    config_namespace_flag(schema_set)
     schema_set.set_defaults(handler="schema.set_command")
     schema_get = schema_commands.add_parser(
         "get", parents=[connection], help="print a config's JSON Schema"
     )
     schema_get.add_argument("path", metavar="PATH")
-    _config_namespace(schema_get)
+    config_namespace_flag(schema_get)
     schema_get.set_defaults(handler="schema.get_command")
     schema_request = schema_commands.add_parser(
         "request",
@@ -280,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="workflow id (default: the lock holder, else the newest in the audit log, "
         "else rollout:{namespace}/{path})",
     )
-    _config_namespace(status)
+    config_namespace_flag(status)
     status.set_defaults(handler="status.status_command")
 
     plan = rollout_commands.add_parser(
@@ -324,27 +315,18 @@ def build_parser() -> argparse.ArgumentParser:
             dest="workflow_id",
             help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
         )
-        _config_namespace(update)
+        config_namespace_flag(update)
         update.set_defaults(handler="rollout.update_command", update_name=name)
 
     get_parser = commands.add_parser(
         "get", parents=[connection], help="the value the API serves to a client"
     )
     get_parser.add_argument("path", metavar="PATH")
-    get_parser.add_argument("--client", help="client id (default: this host's name)")
-    get_parser.add_argument("--channel", help="the client's channel, e.g. canary")
-    get_parser.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        type=_label,
-        metavar="KEY=VALUE",
-        help="a client label (repeatable)",
-    )
+    client_identity_flags(get_parser)
     get_parser.add_argument(
         "--stable", action="store_true", help="the stable value, whatever the stages say"
     )
-    _config_namespace(get_parser)
+    config_namespace_flag(get_parser)
     get_parser.set_defaults(handler="get.get_command")
 
     versions = commands.add_parser(
@@ -352,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     versions.add_argument("path", metavar="PATH")
     versions.add_argument("--json", action="store_true", help="print the versions as JSON")
-    _config_namespace(versions)
+    config_namespace_flag(versions)
     versions.set_defaults(handler="schema.versions_command")
 
     history = commands.add_parser(
@@ -361,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("path", metavar="PATH")
     history.add_argument("--limit", type=int, default=50, help="the last N entries (default 50)")
     history.add_argument("--json", action="store_true", help="print the entries as JSON")
-    _config_namespace(history)
+    config_namespace_flag(history)
     history.set_defaults(handler="schema.history_command")
 
     clients = commands.add_parser(
@@ -385,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--since", default="1h", help="how recently a client must have been seen (default 1h)"
     )
     clients.add_argument("--json", action="store_true", help="print the clients as JSON")
-    _config_namespace(clients)
+    config_namespace_flag(clients)
     clients.set_defaults(handler="clients.clients_command")
 
     rollback = commands.add_parser(
@@ -417,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait for the result (an immediate rollback waits unless --no-wait)",
     )
     rollback.add_argument("--no-wait", action="store_true", help="start it and return")
-    _config_namespace(rollback)
+    config_namespace_flag(rollback)
     rollback.set_defaults(handler="rollout.rollback_command")
 
     from tempoconf.cli import (
@@ -427,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     freeze.add_parser(commands, connection)
 
-    agent.add_parser(commands, _label)
+    agent.add_parser(commands)
     trace = commands.add_parser(
         "trace",
         help="the traces of rollouts in files of spans (OTEL_TRACES_EXPORTER=console), as trees",

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import sys
+from typing import Any
 
 from tempoconf.cli._backend import operator_backend
 from tempoconf.cli._common import die, print_problems, read_json_file, settings_from_args
@@ -99,24 +100,20 @@ def versions_command(args: argparse.Namespace) -> int:
     check_config_name(args.namespace, args.path)
     versions = asyncio.run(_versions(args))
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "version": info.version,
-                        "author": info.author,
-                        "commit": info.commit,
-                        "message": info.message,
-                        "created_at": info.created_at.isoformat(),
-                        "stable_since": [moment.isoformat() for moment in info.stable_since],
-                        "is_stable": info.is_stable,
-                    }
-                    for info in versions
-                ],
-                indent=2,
-            )
+        return _print_json(
+            [
+                {
+                    "version": info.version,
+                    "author": info.author,
+                    "commit": info.commit,
+                    "message": info.message,
+                    "created_at": info.created_at.isoformat(),
+                    "stable_since": [moment.isoformat() for moment in info.stable_since],
+                    "is_stable": info.is_stable,
+                }
+                for info in versions
+            ]
         )
-        return 0 if versions else 1
     if not versions:
         print(f"no versions of {args.namespace}/{args.path}")
         return 1
@@ -153,25 +150,21 @@ def history_command(args: argparse.Namespace) -> int:
         die("--limit must be at least 1", exit_code=2)
     entries = asyncio.run(_history(args))
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "id": entry.id,
-                        "at": entry.at.isoformat(),
-                        "actor": entry.actor,
-                        "action": entry.action,
-                        "version": entry.version,
-                        "reason": entry.reason,
-                        "workflow_id": entry.workflow_id,
-                        "details": entry.details,
-                    }
-                    for entry in entries
-                ],
-                indent=2,
-            )
+        return _print_json(
+            [
+                {
+                    "id": entry.id,
+                    "at": entry.at.isoformat(),
+                    "actor": entry.actor,
+                    "action": entry.action,
+                    "version": entry.version,
+                    "reason": entry.reason,
+                    "workflow_id": entry.workflow_id,
+                    "details": entry.details,
+                }
+                for entry in entries
+            ]
         )
-        return 0 if entries else 1
     if not entries:
         print(f"no history of {args.namespace}/{args.path}")
         return 1
@@ -191,3 +184,9 @@ def history_command(args: argparse.Namespace) -> int:
     for line in table(["WHEN (UTC)", "ACTOR", "ACTION", "VERSION", "REASON"], rows):
         print(line)
     return 0
+
+
+def _print_json(items: list[dict[str, Any]]) -> int:
+    """`--json`: the list, indented; exit 1 when it is empty, as the table's "no ..." does."""
+    print(json.dumps(items, indent=2))
+    return 0 if items else 1

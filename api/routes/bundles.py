@@ -4,16 +4,9 @@
 from __future__ import annotations
 
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+
+from tempoconf.api.routes.configs import HandOver
 
 __all__ = ["routes"]
 
-
-class _ToBundlePolls:
-    """An ASGI app that hands the request to the app's BundlePolls."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await scope["app"].state.bundle_polls(scope, receive, send)
-
-
-routes = [Route("/v1/bundles/{path:path}", _ToBundlePolls(), methods=["GET", "HEAD"])]
+routes = [Route("/v1/bundles/{path:path}", HandOver("bundle_polls"), methods=["GET", "HEAD"])]

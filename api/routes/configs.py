@@ -6,14 +6,20 @@ from __future__ import annotations
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["routes"]
+__all__ = ["HandOver", "routes"]
 
 
-class _ToConfigPolls:
-    """An ASGI app that hands the request to the app's ConfigPolls."""
+class HandOver:
+    """An ASGI app that hands the request to the one the app's state holds under `attribute`
+    (its ConfigPolls, its BundlePolls)."""
+
+    __slots__ = ("_attribute",)
+
+    def __init__(self, attribute: str) -> None:
+        self._attribute = attribute
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await scope["app"].state.config_polls(scope, receive, send)
+        await getattr(scope["app"].state, self._attribute)(scope, receive, send)
 
 
-routes = [Route("/v1/configs/{path:path}", _ToConfigPolls(), methods=["GET", "HEAD"])]
+routes = [Route("/v1/configs/{path:path}", HandOver("config_polls"), methods=["GET", "HEAD"])]

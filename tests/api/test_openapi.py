@@ -132,17 +132,20 @@ async def test_each_operation_documents_its_path_parameters_refs_and_security(
             operation_ids.add(operation["operationId"])
 
 
-async def test_the_command_routes_are_path_colon_command_and_the_slash_form_is_deprecated(
+async def test_the_command_routes_are_path_colon_command_and_no_slash_form_is_documented(
     client: httpx.AsyncClient,
 ) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
     for name in COMMAND_NAMES:
         canonical = paths[f"/v1/admin/rollouts/{{path}}:{name}"]["post"]
-        deprecated = paths[f"/v1/admin/rollouts/{{path}}/{name}"]["post"]
         assert canonical.get("deprecated", False) is False
-        assert deprecated["deprecated"] is True
-        assert f"/v1/admin/rollouts/{{path}}:{name}" in deprecated["summary"]
-        assert deprecated["responses"] == canonical["responses"]
+        assert f"/v1/admin/rollouts/{{path}}/{name}" not in paths
+    assert not [
+        (path, method)
+        for path, item in paths.items()
+        for method, operation in item.items()
+        if operation.get("deprecated")
+    ]
 
 
 async def test_the_poll_operation_documents_its_query_parameters(
@@ -185,8 +188,6 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/plans", "post"): (RolloutRequest, {"200": PlanContextAnswer}),
     ("/v1/admin/rollouts/{path}", "get"): (None, {"200": RolloutStateAnswer}),
     **{(f"/v1/admin/rollouts/{{path}}:{name}", "post"): _COMMAND for name in COMMAND_NAMES},
-    # the deprecated form of the same (test_the_command_routes_...)
-    **{(f"/v1/admin/rollouts/{{path}}/{name}", "post"): _COMMAND for name in COMMAND_NAMES},
     ("/v1/admin/freezes", "get"): (None, {"200": FreezesAnswer}),
     ("/v1/admin/freezes", "post"): (FreezeStartBody, {"201": FreezeAnswer}),
     ("/v1/admin/freezes/{namespace}:end", "post"): (FreezeEndBody, {"200": FreezeEndAnswer}),

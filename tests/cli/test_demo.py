@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.cli.demo import StageOrder, fleet_table, second_act_verdict
+from tempoconf.cli.demo import second_act_verdict
+from tempoconf.cli.demo_view import StageOrder, fleet_table
 from tempoconf.cli.fleet import failure_ratio
 from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.schema_validation import value_problems
