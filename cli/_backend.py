@@ -333,6 +333,7 @@ class DirectBackend:
     ) -> tuple[RolloutSnapshot, StoreContext]:
         from tempoconf.operations.state import read_rollout_state
 
+        await self._temporal.client()  # without Temporal, say so before looking for a store
         state = await read_rollout_state(
             self._store(), self._temporal, namespace, path, explicit_id
         )

@@ -69,7 +69,6 @@ async def read_rollout_state(
             find_workflow_id(store, namespace, path, explicit),
         )
 
-    # Temporal first: a CLI without it says so before it looks for a store.
     client: Client | None = None
     unreadable: WorkflowUnreadable | None = None
     try:
