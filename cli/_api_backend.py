@@ -19,6 +19,7 @@ from tempoconf.operations.errors import Conflict, NotFound, Refused, Undelivered
 from tempoconf.operations.freezes import EndedFreeze
 from tempoconf.operations.preview import ChangePreview
 from tempoconf.operations.start import AlreadyRunning, LockBusy
+from tempoconf.operations.steer import CommandSent, OperatorCommandInput
 from tempoconf.operations.view import RolloutSnapshot, StoreContext
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.resolution import VersionRecord
@@ -240,24 +241,16 @@ class ApiBackend:
                 return Ending(failure=str(workflow.get("reason") or workflow["outcome"]))
             await asyncio.sleep(RESULT_POLL_SECONDS)
 
-    async def command(
-        self,
-        namespace: str,
-        path: str,
-        explicit_id: str | None,
-        name: str,
-        reason: str,
-        *,
-        digest: str = "",
-    ) -> tuple[str, dict[str, Any]]:
+    async def command(self, command: OperatorCommandInput) -> CommandSent:
+        digest, explicit_id = command.digest, command.workflow_id
         response = await self._call(
             "POST",
-            command_path(path, name),
-            namespace=namespace,
+            command_path(command.path, command.name),
+            namespace=command.namespace,
             params={"workflow_id": explicit_id} if explicit_id else None,
             # No `by`: the API names the caller (a named token's name; else "api"), and refuses
             # a `by` that differs from a named token's.
-            body={"reason": reason, **({"digest": digest} if digest else {})},
+            body={"reason": command.reason, **({"digest": digest} if digest else {})},
             expected=(200, 403, 404, 409, 502),
         )
         if response.status_code in (403, 409):
@@ -267,7 +260,7 @@ class ApiBackend:
         if response.status_code == 502:
             raise Undelivered(_error_text(response))
         answer = dict(response.json())
-        return str(answer.pop("workflow_id")), answer
+        return CommandSent(str(answer.pop("workflow_id")), answer)
 
     async def rollout_view(
         self, namespace: str, path: str, explicit_id: str | None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +21,7 @@ from tempoconf.operations.errors import OperationError, Refused, Unavailable
 from tempoconf.operations.freezes import EndedFreeze
 from tempoconf.operations.preview import RolloutPreview
 from tempoconf.operations.start import AlreadyRunning, LockBusy
+from tempoconf.operations.steer import CommandSent, OperatorCommandInput
 from tempoconf.operations.view import RolloutSnapshot, StoreContext
 from tempoconf.resolution import VersionRecord
 from tempoconf.settings import Settings
@@ -43,6 +44,7 @@ __all__ = [
     "LockBusy",
     "OperatorBackend",
     "Prepared",
+    "OperatorCommandInput",
     "ViewUnavailable",
     "api_mode",
     "operator_backend",
@@ -108,18 +110,9 @@ class OperatorBackend(Protocol):
     async def wait_result(
         self, namespace: str, path: str, workflow_id: str, run_id: str | None
     ) -> Ending: ...
-    async def command(
-        self,
-        namespace: str,
-        path: str,
-        explicit_id: str | None,
-        name: str,
-        reason: str,
-        *,
-        digest: str = "",
-    ) -> tuple[str, dict[str, Any]]:
-        """Send an operator command; the workflow id and its answer. Raises Refused (the rollout
-        refused it), NotFound, Undelivered."""
+    async def command(self, command: OperatorCommandInput) -> CommandSent:
+        """Send an operator command (its `by` left empty: this mode names the caller). Raises
+        Refused (the rollout refused it), NotFound, Undelivered."""
         ...
 
     async def rollout_view(
@@ -304,29 +297,12 @@ class DirectBackend:
         ending = await await_rollout_ending(client.get_workflow_handle(workflow_id, run_id=run_id))
         return Ending(result=ending.result_json, failure=ending.reason)
 
-    async def command(
-        self,
-        namespace: str,
-        path: str,
-        explicit_id: str | None,
-        name: str,
-        reason: str,
-        *,
-        digest: str = "",
-    ) -> tuple[str, dict[str, Any]]:
-        from tempoconf.operations.steer import OperatorCommandInput, steer_rollout
+    async def command(self, command: OperatorCommandInput) -> CommandSent:
+        from tempoconf.operations.steer import steer_rollout
 
-        command = OperatorCommandInput(
-            namespace=namespace,
-            path=path,
-            name=name,
-            reason=reason,
-            by=actor(),
-            digest=digest,
-            workflow_id=explicit_id,
+        return await steer_rollout(
+            self._store, self._temporal, replace(command, by=command.by or actor())
         )
-        sent = await steer_rollout(self._store, self._temporal, command)
-        return sent.workflow_id, sent.result
 
     async def rollout_view(
         self, namespace: str, path: str, explicit_id: str | None

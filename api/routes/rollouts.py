@@ -31,7 +31,6 @@ from tempoconf.operations import start as starting
 from tempoconf.operations.preview import RolloutPreview
 from tempoconf.operations.state import RolloutState, read_rollout_state
 from tempoconf.operations.steer import OperatorCommandInput, steer_rollout
-from tempoconf.operations.temporal_access import RPC_TIMEOUT
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import VersionRecord
 from tempoconf.rollout.commands import COMMAND_NAMES, OperatorCommand
@@ -40,7 +39,7 @@ from tempoconf.rollout.plan import plan_from_request
 from tempoconf.storable import text_problem
 from tempoconf.store.records import LockRecord, RolloutRecord
 
-__all__ = ["RPC_TIMEOUT", "routes", "stable_answer"]
+__all__ = ["routes", "stable_answer"]
 
 _MAX_WORKFLOW_ID = 1000
 

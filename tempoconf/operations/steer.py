@@ -25,9 +25,10 @@ class OperatorCommandInput:
     path: str
     name: str
     """halt, bypass, advance, pause, resume or approve."""
-    reason: str
-    by: str
-    """Who sends it (the audit trail's and four eyes' identity)."""
+    reason: str = ""
+    by: str = ""
+    """Who sends it (the audit trail's and four eyes' identity); empty: the transport names the
+    caller (the CLI's user@host, the admin API's token)."""
     digest: str = ""
     """The plan's digest an approve names (tempoconf.rollout.approvals); only approve reads it."""
     workflow_id: str | None = None
