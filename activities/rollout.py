@@ -14,9 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from tempoconf.activities.abandoned import holder_ending
 from tempoconf.activities.changesets import (
@@ -58,6 +57,7 @@ from tempoconf.rollout.request import RolloutRequest
 from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
+from tempoconf.temporal.lock_holder import lock_holder_running
 from tempoconf.temporal.names import PATHS_ATTRIBUTE_NAME, registered_search_attributes
 
 __all__ = ["RolloutActivities"]
@@ -375,22 +375,8 @@ class RolloutActivities:
             )
 
     async def _is_running(self, holder: LockRecord) -> bool:
-        """Whether the lock's holder still runs. A rollout holds the lock under its first run's id
-        for its whole life: a run that continued as new runs on as a later run of its chain."""
-        client = activity.client()
-        try:
-            description = await client.get_workflow_handle(
-                holder.workflow_id, run_id=holder.run_id
-            ).describe()
-            if description.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
-                return description.status == WorkflowExecutionStatus.RUNNING
-            latest = await client.get_workflow_handle(holder.workflow_id).describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        chain = latest.raw_description.workflow_execution_info.first_run_id
-        return latest.status == WorkflowExecutionStatus.RUNNING and chain == holder.run_id
+        """Whether the lock's holder still runs (a later run of its chain counts)."""
+        return await lock_holder_running(activity.client(), holder.workflow_id, holder.run_id)
 
     async def _on_run_configs(
         self, namespace: str, path: str, run_id: str, step: Callable[[list[RunConfig]], _T]

@@ -14,6 +14,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tempoconf.api.answers import ErrorAnswer, ProblemAnswer
+from tempoconf.operations.errors import (
+    Conflict,
+    NotFound,
+    OperationError,
+    Refused,
+    Unavailable,
+    Undelivered,
+)
 from tempoconf.problems import Problem
 
 __all__ = [
@@ -22,6 +30,7 @@ __all__ = [
     "error_body",
     "error_parts",
     "error_response",
+    "operation_error",
     "send_error",
     "EXCEPTION_HANDLERS",
 ]
@@ -99,6 +108,32 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status, exc.message, problems=exc.problems, headers=exc.headers)
 
 
+OPERATION_STATUSES: dict[type[OperationError], int] = {
+    NotFound: 404,
+    Conflict: 409,
+    Refused: 409,
+    Undelivered: 502,
+    Unavailable: 503,
+}
+"""The status that answers each kind of tempoconf.operations error."""
+
+
+def operation_error(error: OperationError) -> ApiError:
+    """The answer to an operation's error: its kind's status and its message (a command Temporal
+    did not answer: 503, saying so)."""
+    if isinstance(error, Undelivered) and error.unavailable:
+        return ApiError(503, error.unavailable)
+    status = next(
+        (code for kind, code in OPERATION_STATUSES.items() if isinstance(error, kind)), 500
+    )
+    return ApiError(status, error.message)
+
+
+async def _operation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, OperationError)
+    return await _api_error(request, operation_error(exc))
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
@@ -143,6 +178,7 @@ class UnexpectedErrors:
 
 EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
     ApiError: _api_error,
+    OperationError: _operation_error,
     HTTPException: _http_error,
 }
 """The errors answered as the caller's (bugs: UnexpectedErrors)."""

@@ -72,12 +72,13 @@ def start_command(args: argparse.Namespace) -> int:
 
 async def _start(args: argparse.Namespace, until: datetime | None) -> int:
     # Imported on use: `tempoconf --help` builds this parser without the store or Temporal.
-    from tempoconf.cli._backend import CommandRefused, operator_backend
+    from tempoconf.cli._backend import operator_backend
+    from tempoconf.operations.errors import Conflict
 
     async with operator_backend(settings_from_args(args)) as backend:
         try:
             freeze = await backend.start_freeze(args.namespace, reason=args.reason, until=until)
-        except CommandRefused as error:
+        except Conflict as error:
             die(f"not frozen again: {error}")
     print(f"frozen: {describe_freeze(freeze)}")
     print("no rollout in it widens or promotes until then; halt and revert still work.")
@@ -91,13 +92,11 @@ def end_command(args: argparse.Namespace) -> int:
 
 async def _end(args: argparse.Namespace) -> int:
     # Imported on use: `tempoconf --help` builds this parser without the store or Temporal.
-    from tempoconf.cli._backend import CommandRefused, operator_backend
+    from tempoconf.cli._backend import operator_backend
 
+    # Not frozen (NotFound): operator_backend ends the command with its message.
     async with operator_backend(settings_from_args(args)) as backend:
-        try:
-            ended = await backend.end_freeze(args.namespace, reason=args.reason)
-        except CommandRefused as error:
-            die(str(error))
+        ended = await backend.end_freeze(args.namespace, reason=args.reason)
     freeze = ended.freeze
     print(f"ended the freeze of namespace {freeze.namespace} ({freeze.reason}, by {freeze.by}).")
     if ended.rollouts_told is None:

@@ -15,6 +15,7 @@ from tempoconf.cli._backend import (
     CommandRefused,
     LockBusy,
     OperatorBackend,
+    OperatorCommandInput,
     Prepared,
     operator_backend,
 )
@@ -295,20 +296,21 @@ def update_command(args: argparse.Namespace) -> int:
 
 async def _update(settings: Settings, args: argparse.Namespace) -> int:
     name = args.update_name
+    command = OperatorCommandInput(
+        namespace=args.namespace,
+        path=args.path,
+        name=name,
+        reason=getattr(args, "reason", ""),
+        digest=getattr(args, "digest", ""),
+        workflow_id=args.workflow_id,
+    )
     async with operator_backend(settings) as backend:
         try:
-            workflow_id, result = await backend.command(
-                args.namespace,
-                args.path,
-                args.workflow_id,
-                name,
-                getattr(args, "reason", ""),
-                digest=getattr(args, "digest", ""),
-            )
+            sent = await backend.command(command)
         except CommandRefused as refusal:
             print(refusal)
             return 1
-    return _print_command_result(name, workflow_id, result)
+    return _print_command_result(name, sent.workflow_id, sent.result)
 
 
 def _print_command_result(name: str, workflow_id: str, result: dict[str, Any]) -> int:

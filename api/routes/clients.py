@@ -3,7 +3,6 @@ with `version` (and `not_applied`), those on a version (that have not applied it
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from datetime import timedelta
@@ -17,7 +16,8 @@ from tempoconf.api.deps import config_name, store_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION
-from tempoconf.gates.applied_gate import ClientApplied, client_rows
+from tempoconf.gates.applied_gate import ClientApplied
+from tempoconf.operations.clients import seen_clients
 
 __all__ = ["DEFAULT_SINCE_SECONDS", "MAX_SINCE_SECONDS", "routes"]
 
@@ -31,24 +31,23 @@ async def recent_clients(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
     seconds = _since_seconds(request.query_params.get("since_seconds"))
-    store = store_of(request)
-    since = store.now() - timedelta(seconds=seconds)
     version = _version(request.query_params.get("version"))
     not_applied = _flag(request.query_params.get("not_applied"), "not_applied")
     if not_applied and version is None:
         raise ApiError(400, "invalid query parameter not_applied: needs version=V")
-
-    def read() -> list[ClientApplied]:
-        seen = store.recent_clients(namespace, path, since=since)
-        applied = store.applied_states(namespace, path)
-        return client_rows(seen, applied, since=since, version=version, not_applied=not_applied)
-
-    clients = await asyncio.to_thread(read)
+    seen = await seen_clients(
+        store_of(request),
+        namespace,
+        path,
+        since=timedelta(seconds=seconds),
+        version=version,
+        not_applied=not_applied,
+    )
     answer = ClientsAnswer(
         namespace=namespace,
         path=path,
-        since=since.isoformat(),
-        clients=[_client(row) for row in clients],
+        since=seen.since.isoformat(),
+        clients=[_client(row) for row in seen.clients],
     )
     return JSONResponse(answer.body())
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import Annotated
@@ -11,7 +10,6 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from temporalio.service import RPCError
 
 from tempoconf.api.answers import Timestamp
 from tempoconf.api.auth import require_admin
@@ -20,12 +18,11 @@ from tempoconf.api.deps import limit_param, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 from tempoconf.gates.freezes import Freeze, parse_until
+from tempoconf.operations import freezes as freezing
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
 from tempoconf.problems import Problem
 from tempoconf.rollout.request import Namespace
 from tempoconf.storable import STORABLE
-from tempoconf.store.store import FreezeActiveError, NotFrozenError
-from tempoconf.temporal.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
 
 __all__ = [
     "DEFAULT_FREEZE_LIMIT",
@@ -112,7 +109,7 @@ async def freezes(request: Request) -> JSONResponse:
                 400, f"invalid query parameter namespace: {namespace_problem(namespace)}"
             )
         limit = limit_param(request, default=DEFAULT_FREEZE_LIMIT, maximum=MAX_FREEZE_LIMIT)
-        listed = await asyncio.to_thread(store.list_freezes, namespace, limit=limit)
+        listed = await freezing.list_freezes(store, namespace, limit=limit)
         now = datetime.now(UTC)
         answer = FreezesAnswer(freezes=[FreezeAnswer.of(freeze, now) for freeze in listed])
         return JSONResponse(answer.model_dump(mode="json"))
@@ -125,12 +122,9 @@ async def freezes(request: Request) -> JSONResponse:
             until = parse_until(body.until, now=datetime.now(UTC))
         except ValueError as error:
             raise invalid("freeze", [Problem("/until", str(error))]) from None
-    try:
-        started = await asyncio.to_thread(
-            store.start_freeze, body.namespace, reason=body.reason, by=body.by or "api", until=until
-        )
-    except FreezeActiveError as error:
-        raise ApiError(409, str(error)) from None
+    started = await freezing.start_freeze(
+        store, body.namespace, reason=body.reason, by=body.by or "api", until=until
+    )
     return JSONResponse(
         FreezeAnswer.of(started, datetime.now(UTC)).model_dump(mode="json"), status_code=201
     )
@@ -145,39 +139,23 @@ async def end_freeze(request: Request) -> JSONResponse:
     body = validate_body(
         FreezeEndBody, await read_json(request, limit=ADMIN_BODY_LIMIT, empty={}), what="freeze end"
     )
-    try:
-        ended = await asyncio.to_thread(
-            store_of(request).end_freeze, namespace, by=body.by or "api", reason=body.reason
+    ended = await freezing.end_freeze(
+        store_of(request), temporal_of(request), namespace, by=body.by or "api", reason=body.reason
+    )
+    if ended.rollouts_told is None:
+        logger.warning(
+            "ended the freeze of %s; could not tell the waiting rollouts: %s",
+            namespace,
+            ended.not_told,
         )
-    except NotFrozenError as error:
-        raise ApiError(404, str(error)) from None
-    told, not_told = await _tell_frozen_rollouts(request, namespace)
     answer = FreezeEndAnswer.model_validate(
         {
-            **FreezeAnswer.of(ended, datetime.now(UTC)).model_dump(),
-            "rollouts_told": told,
-            "not_told": not_told,
+            **FreezeAnswer.of(ended.freeze, datetime.now(UTC)).model_dump(),
+            "rollouts_told": ended.rollouts_told,
+            "not_told": ended.not_told,
         }
     )
     return JSONResponse(answer.model_dump(mode="json"))
-
-
-async def _tell_frozen_rollouts(request: Request, namespace: str) -> tuple[int | None, str]:
-    """Best effort, bounded: the freeze has ended in the store whatever Temporal answers."""
-    connector = temporal_of(request)
-    try:
-        async with asyncio.timeout(TELL_TIMEOUT_SECONDS):
-            return await tell_frozen_rollouts(await connector.client(), namespace), ""
-    except TimeoutError:
-        reason = f"{connector.where} did not answer within {TELL_TIMEOUT_SECONDS:g}s"
-    except ApiError as error:
-        reason = error.message
-    except RPCError as error:
-        reason = f"{connector.where}: {error.message}"
-    logger.warning(
-        "ended the freeze of %s; could not tell the waiting rollouts: %s", namespace, reason
-    )
-    return None, reason
 
 
 routes = [

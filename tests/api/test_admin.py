@@ -286,7 +286,7 @@ async def test_invalid_rollout_requests_list_every_problem_and_start_nothing(
 
 
 async def test_signals_without_a_rollout_are_404(admin: httpx.AsyncClient) -> None:
-    response = await admin.post(f"/v1/admin/rollouts/{unique_path()}/halt", json={"reason": "x"})
+    response = await admin.post(f"/v1/admin/rollouts/{unique_path()}:halt", json={"reason": "x"})
 
     assert response.status_code == 404
     assert "no running rollout" in response.json()["error"]
@@ -375,11 +375,7 @@ async def test_a_config_named_like_a_command_is_a_config_and_its_commands_take_a
     wrong_method = await admin.get(f"/v1/admin/rollouts/{advance_named}:halt")
     assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
 
-    # The deprecated form works where it is unambiguous (a POST), and says it is deprecated.
-    legacy = await admin.post(f"/v1/admin/rollouts/{advance_named}/halt", json={"reason": "old"})
-    assert legacy.status_code == 200, legacy.text
-    assert legacy.json()["workflow_id"] == f"rollout:default/{advance_named}"
-    assert legacy.headers["deprecation"] == "true"
-    assert legacy.headers["link"] == (
-        f'</v1/admin/rollouts/{advance_named}:halt>; rel="successor-version"'
-    )
+    # The `/{path}/{command}` form is gone: that POST is on the config's own route, GET only.
+    removed = await admin.post(f"/v1/admin/rollouts/{advance_named}/halt", json={"reason": "old"})
+    assert removed.status_code == 405
+    assert set(removed.headers["allow"].split(", ")) == {"GET", "HEAD"}

@@ -125,7 +125,7 @@ async def test_a_poll_whose_identity_is_not_utf8_is_a_400_naming_the_field(
     [
         ("POST", "/v1/admin/rollouts"),
         ("GET", "/v1/admin/rollouts/fuzz/app"),
-        ("POST", "/v1/admin/rollouts/fuzz/app/halt"),
+        ("POST", "/v1/admin/rollouts/fuzz/app:halt"),
     ],
 )
 async def test_a_workflow_id_the_store_cannot_keep_is_a_400(

@@ -67,7 +67,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.canonical import version_id
-from tempoconf.cli._backend import ApiBackend, CommandRefused, DirectBackend, LockBusy
+from tempoconf.cli._backend import (
+    ApiBackend,
+    CommandRefused,
+    DirectBackend,
+    LockBusy,
+    OperatorCommandInput,
+)
 from tempoconf.cli.worker import build_worker
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
@@ -356,9 +362,17 @@ class RolloutMachine(RuleBasedStateMachine):
         assert rollout is not None
         refused = rollout.refusal(name)
         try:
-            _, answer = await self.backend.command(
-                NAMESPACE, config.path, rollout.workflow_id, name, f"model step {self.steps}"
-            )
+            answer = (
+                await self.backend.command(
+                    OperatorCommandInput(
+                        NAMESPACE,
+                        config.path,
+                        name,
+                        f"model step {self.steps}",
+                        workflow_id=rollout.workflow_id,
+                    )
+                )
+            ).result
         except CommandRefused as refusal:
             assert refused, f"{name} was refused, the model takes it: {refusal}"
             return
@@ -569,7 +583,13 @@ class RolloutMachine(RuleBasedStateMachine):
             for config in self.configs:
                 if config.running is not None:
                     await self.backend.command(
-                        NAMESPACE, config.path, config.running.workflow_id, "halt", "model: done"
+                        OperatorCommandInput(
+                            NAMESPACE,
+                            config.path,
+                            "halt",
+                            "model: done",
+                            workflow_id=config.running.workflow_id,
+                        )
                     )
 
         self.stack.run(halt_all())
@@ -702,7 +722,9 @@ async def continued_between_stages(
             what="the measured rollout to hold its first stage",
         )
         holding = await history_length(realtime_client, f"{path}-1")
-        await backend.command(NAMESPACE, path, f"{path}-1", "halt", "measured")
+        await backend.command(
+            OperatorCommandInput(NAMESPACE, path, "halt", "measured", workflow_id=f"{path}-1")
+        )
     async with operator_stack(
         store, temporal_env, tmp_path, continue_as_new_after_events=holding + 2
     ) as (backend, _):
@@ -714,7 +736,11 @@ async def continued_between_stages(
             lambda: backend_state(backend, path, workflow_id, "holding", 0),
             what="the rollout to hold its first stage",
         )
-        _, answer = await backend.command(NAMESPACE, path, workflow_id, "advance", "go on")
+        answer = (
+            await backend.command(
+                OperatorCommandInput(NAMESPACE, path, "advance", "go on", workflow_id=workflow_id)
+            )
+        ).result
         await eventually(
             lambda: backend_state(backend, path, workflow_id, "holding", 1),
             what="the rollout to hold its second stage, in its next run",
@@ -725,7 +751,11 @@ async def continued_between_stages(
         try:
             yield backend, path, workflow_id, answer
         finally:
-            await backend.command(NAMESPACE, path, workflow_id, "halt", "end of test")
+            await backend.command(
+                OperatorCommandInput(
+                    NAMESPACE, path, "halt", "end of test", workflow_id=workflow_id
+                )
+            )
 
 
 async def backend_state(
