@@ -1,0 +1,227 @@
+"""The rollout's activities, one typed function each: its input dataclass in, its output dataclass
+out, and its options (timeouts, retry policy, heartbeat) here and nowhere else.
+
+Each is scheduled by name (tempoconf.activity_io): workflows never import the activities. A
+function that awaits schedules its activity in its first step, as a direct
+`workflow.execute_activity` did, so the order of the commands a run issues is the same.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from tempoconf.activity_io import (
+        CHECK_FREEZE_ACTIVITY,
+        CHECK_HEALTH_ACTIVITY,
+        INVALID_REQUEST_ERROR,
+        NOTIFY_ACTIVITY,
+        PREPARE_ACTIVITY,
+        PROMOTE_ACTIVITY,
+        PUBLISH_STAGE_ACTIVITY,
+        RECORD_TRANSITION_ACTIVITY,
+        RENEW_LEASES_ACTIVITY,
+        REVERT_ACTIVITY,
+        ROLLOUT_RUNNING_ERROR,
+        WATCH_HEALTH_ACTIVITY,
+        CheckFreezeInput,
+        CheckFreezeResult,
+        CheckHealthInput,
+        GatedConfig,
+        NotifyInput,
+        PrepareInput,
+        PromoteInput,
+        PublishStageInput,
+        PublishStageResult,
+        RecordTransitionsInput,
+        RenewLeasesInput,
+        RenewLeasesResult,
+        RevertInput,
+        RevertResult,
+        WatchHealthInput,
+        WatchHealthResult,
+    )
+    from tempoconf.applied import AppliedGate
+    from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
+    from tempoconf.plan import RolloutPlan
+    from tempoconf.progress import HealthReport
+
+__all__ = [
+    "STORE_HEARTBEAT_TIMEOUT",
+    "STORE_RETRY",
+    "STORE_RETRY_CAP",
+    "STORE_WRITE_TIMEOUT",
+    "check_applied",
+    "check_freeze",
+    "check_health",
+    "gated_configs",
+    "notify",
+    "prepare",
+    "promote",
+    "publish_stage",
+    "record_transitions",
+    "renew_leases",
+    "revert",
+    "watch_health",
+]
+
+# Store writes are short; a store outage is retried with backoff rather than failing the rollout.
+STORE_WRITE_TIMEOUT = timedelta(seconds=30)
+# Store activities heartbeat every second while they run (activities.heartbeats): a worker lost in
+# the middle of one is noticed within this and the activity retried on another worker, in seconds
+# instead of at STORE_WRITE_TIMEOUT; a slow write on a live worker keeps heartbeating.
+# Timeouts are not part of a replay's check: runs started before this replay as they were.
+STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# Retries of store work back off to this and no further: a rollout resumes within ~5 s of the
+# store's return (at 30 s it took up to 27 s), at one attempt per 5 s per rollout while it is down.
+STORE_RETRY_CAP = timedelta(seconds=5)
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=STORE_RETRY_CAP,
+)
+# Prepare gives up (and the workflow fails) after a bounded number of attempts: an operator is
+# waiting on the CLI for it, and the lock it may hold is released by the revert that follows.
+# 12 attempts at the 5 s cap keep its window for a store outage at ~45 s, as before the cap.
+PREPARE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=STORE_RETRY_CAP,
+    maximum_attempts=12,
+    non_retryable_error_types=[INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR],
+)
+# The revert is the emergency path: it retries until it succeeds (unlimited attempts).
+REVERT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=STORE_RETRY_CAP,
+)
+# A check's own retries happen inside the activity; the activity is retried only for worker loss.
+# Webhooks: a few tries, then given up; they never hold up or fail the rollout.
+WEBHOOK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+WEBHOOK_TIMEOUT = timedelta(seconds=10)
+HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# Health activities heartbeat every few seconds: a lost worker is noticed this soon, not at the
+# start-to-close timeout (which for the hold's watch is the whole hold).
+HEALTH_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# The hold's watch resumes from its heartbeat on retry, so it is retried for as long as the hold
+# lasts (a worker deploy during a week-long hold is one more attempt, not a failure).
+HEALTH_WATCH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=STORE_RETRY_CAP,
+)
+
+_Result = TypeVar("_Result")
+
+
+def gated_configs(plan: RolloutPlan) -> list[GatedConfig]:
+    """The configs a gate activity looks at: a changeset's every config; none for a single config
+    (the input's own namespace and path say which)."""
+    return [GatedConfig(*config) for config in plan.configs()] if plan.changes else []
+
+
+async def _store_work(
+    activity: str,
+    arg: Any,
+    result_type: type[_Result] | None,
+    *,
+    summary: str,
+    retry_policy: RetryPolicy = STORE_RETRY,
+) -> _Result:
+    """A store activity: short, heartbeating, retried with backoff (a store outage holds the
+    rollout where it is, it never fails it)."""
+    result: _Result = await workflow.execute_activity(
+        activity,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=STORE_WRITE_TIMEOUT,
+        heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
+        retry_policy=retry_policy,
+        summary=summary,
+    )
+    return result
+
+
+async def prepare(arg: PrepareInput, *, summary: str) -> RolloutPlan:
+    return await _store_work(
+        PREPARE_ACTIVITY, arg, RolloutPlan, summary=summary, retry_policy=PREPARE_RETRY
+    )
+
+
+async def check_freeze(arg: CheckFreezeInput, *, summary: str) -> CheckFreezeResult:
+    return await _store_work(CHECK_FREEZE_ACTIVITY, arg, CheckFreezeResult, summary=summary)
+
+
+async def publish_stage(arg: PublishStageInput, *, summary: str) -> PublishStageResult:
+    return await _store_work(PUBLISH_STAGE_ACTIVITY, arg, PublishStageResult, summary=summary)
+
+
+async def check_applied(arg: CheckAppliedInput, *, summary: str) -> AppliedGate:
+    # A read: a store outage holds the gate, never passes it.
+    return await _store_work(CHECK_APPLIED_ACTIVITY, arg, AppliedGate, summary=summary)
+
+
+async def renew_leases(arg: RenewLeasesInput, *, summary: str) -> RenewLeasesResult:
+    return await _store_work(RENEW_LEASES_ACTIVITY, arg, RenewLeasesResult, summary=summary)
+
+
+async def record_transitions(arg: RecordTransitionsInput, *, summary: str) -> None:
+    await _store_work(RECORD_TRANSITION_ACTIVITY, arg, None, summary=summary)
+
+
+async def promote(arg: PromoteInput, *, summary: str) -> None:
+    await _store_work(PROMOTE_ACTIVITY, arg, None, summary=summary)
+
+
+async def revert(arg: RevertInput, *, summary: str) -> RevertResult:
+    return await _store_work(
+        REVERT_ACTIVITY, arg, RevertResult, summary=summary, retry_policy=REVERT_RETRY
+    )
+
+
+def watch_health(
+    arg: WatchHealthInput, *, start_to_close_timeout: timedelta, summary: str
+) -> workflow.ActivityHandle[WatchHealthResult]:
+    """Started, not awaited: it runs beside the hold's timer, which cancels it (TRY_CANCEL: the
+    rollout moves on at once; the checks only read, so an attempt that runs on changes nothing)."""
+    return workflow.start_activity(
+        WATCH_HEALTH_ACTIVITY,
+        arg,
+        result_type=WatchHealthResult,
+        start_to_close_timeout=start_to_close_timeout,
+        heartbeat_timeout=HEALTH_HEARTBEAT_TIMEOUT,
+        retry_policy=HEALTH_WATCH_RETRY,
+        cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+        summary=summary,
+    )
+
+
+async def check_health(
+    arg: CheckHealthInput, *, start_to_close_timeout: timedelta, summary: str
+) -> HealthReport:
+    report: HealthReport = await workflow.execute_activity(
+        CHECK_HEALTH_ACTIVITY,
+        arg,
+        result_type=HealthReport,
+        start_to_close_timeout=start_to_close_timeout,
+        heartbeat_timeout=HEALTH_HEARTBEAT_TIMEOUT,
+        retry_policy=HEALTH_CHECK_RETRY,
+        summary=summary,
+    )
+    return report
+
+
+def notify(arg: NotifyInput, *, summary: str) -> workflow.ActivityHandle[None]:
+    """Started, not awaited: a slow webhook never holds a stage."""
+    return workflow.start_activity(
+        NOTIFY_ACTIVITY,
+        arg,
+        start_to_close_timeout=WEBHOOK_TIMEOUT,
+        retry_policy=WEBHOOK_RETRY,
+        summary=summary,
+    )
