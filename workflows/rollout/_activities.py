@@ -8,6 +8,7 @@ function that awaits schedules its activity in its first step, as a direct
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -50,24 +51,6 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.plan import RolloutPlan
     from tempoconf.progress import HealthReport
 
-__all__ = [
-    "STORE_HEARTBEAT_TIMEOUT",
-    "STORE_RETRY",
-    "STORE_RETRY_CAP",
-    "STORE_WRITE_TIMEOUT",
-    "check_applied",
-    "check_freeze",
-    "check_health",
-    "gated_configs",
-    "notify",
-    "prepare",
-    "promote",
-    "publish_stage",
-    "record_transitions",
-    "renew_leases",
-    "revert",
-    "watch_health",
-]
 
 # Store writes are short; a store outage is retried with backoff rather than failing the rollout.
 STORE_WRITE_TIMEOUT = timedelta(seconds=30)
@@ -78,6 +61,9 @@ STORE_WRITE_TIMEOUT = timedelta(seconds=30)
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Retries of store work back off to this and no further: a rollout resumes within ~5 s of the
 # store's return (at 30 s it took up to 27 s), at one attempt per 5 s per rollout while it is down.
+# Unlimited attempts: the revert (the emergency path) retries until it succeeds, and the hold's
+# health watch, which resumes from its heartbeat, for as long as the hold lasts (a worker deploy
+# during a week-long hold is one more attempt, not a failure).
 STORE_RETRY_CAP = timedelta(seconds=5)
 STORE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -87,18 +73,10 @@ STORE_RETRY = RetryPolicy(
 # Prepare gives up (and the workflow fails) after a bounded number of attempts: an operator is
 # waiting on the CLI for it, and the lock it may hold is released by the revert that follows.
 # 12 attempts at the 5 s cap keep its window for a store outage at ~45 s, as before the cap.
-PREPARE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=STORE_RETRY_CAP,
+PREPARE_RETRY = replace(
+    STORE_RETRY,
     maximum_attempts=12,
     non_retryable_error_types=[INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR],
-)
-# The revert is the emergency path: it retries until it succeeds (unlimited attempts).
-REVERT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=STORE_RETRY_CAP,
 )
 # A check's own retries happen inside the activity; the activity is retried only for worker loss.
 # Webhooks: a few tries, then given up; they never hold up or fail the rollout.
@@ -108,13 +86,21 @@ HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_
 # Health activities heartbeat every few seconds: a lost worker is noticed this soon, not at the
 # start-to-close timeout (which for the hold's watch is the whole hold).
 HEALTH_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-# The hold's watch resumes from its heartbeat on retry, so it is retried for as long as the hold
-# lasts (a worker deploy during a week-long hold is one more attempt, not a failure).
-HEALTH_WATCH_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=STORE_RETRY_CAP,
-)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """How an activity runs: how long an attempt may take, how it is retried, and how soon a
+    silent one (its worker lost) is given up (None: it does not heartbeat)."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    heartbeat_timeout: timedelta | None = None
+
+
+_STORE = _Options(STORE_WRITE_TIMEOUT, STORE_RETRY, STORE_HEARTBEAT_TIMEOUT)
+_PREPARE = replace(_STORE, retry_policy=PREPARE_RETRY)
+_WEBHOOK = _Options(WEBHOOK_TIMEOUT, WEBHOOK_RETRY)
 
 _Result = TypeVar("_Result")
 
@@ -125,63 +111,59 @@ def gated_configs(plan: RolloutPlan) -> list[GatedConfig]:
     return [GatedConfig(*config) for config in plan.configs()] if plan.changes else []
 
 
-async def _store_work(
-    activity: str,
-    arg: Any,
-    result_type: type[_Result] | None,
-    *,
-    summary: str,
-    retry_policy: RetryPolicy = STORE_RETRY,
+async def _execute(
+    activity: str, arg: Any, result_type: type[_Result] | None, options: _Options, summary: str
 ) -> _Result:
-    """A store activity: short, heartbeating, retried with backoff (a store outage holds the
-    rollout where it is, it never fails it)."""
     result: _Result = await workflow.execute_activity(
         activity,
         arg,
         result_type=result_type,
-        start_to_close_timeout=STORE_WRITE_TIMEOUT,
-        heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
-        retry_policy=retry_policy,
+        start_to_close_timeout=options.start_to_close_timeout,
+        heartbeat_timeout=options.heartbeat_timeout,
+        retry_policy=options.retry_policy,
         summary=summary,
     )
     return result
 
 
 async def prepare(arg: PrepareInput, *, summary: str) -> RolloutPlan:
-    return await _store_work(
-        PREPARE_ACTIVITY, arg, RolloutPlan, summary=summary, retry_policy=PREPARE_RETRY
-    )
+    return await _execute(PREPARE_ACTIVITY, arg, RolloutPlan, _PREPARE, summary)
 
 
 async def check_freeze(arg: CheckFreezeInput, *, summary: str) -> CheckFreezeResult:
-    return await _store_work(CHECK_FREEZE_ACTIVITY, arg, CheckFreezeResult, summary=summary)
+    return await _execute(CHECK_FREEZE_ACTIVITY, arg, CheckFreezeResult, _STORE, summary)
 
 
 async def publish_stage(arg: PublishStageInput, *, summary: str) -> PublishStageResult:
-    return await _store_work(PUBLISH_STAGE_ACTIVITY, arg, PublishStageResult, summary=summary)
+    return await _execute(PUBLISH_STAGE_ACTIVITY, arg, PublishStageResult, _STORE, summary)
 
 
 async def check_applied(arg: CheckAppliedInput, *, summary: str) -> AppliedGate:
     # A read: a store outage holds the gate, never passes it.
-    return await _store_work(CHECK_APPLIED_ACTIVITY, arg, AppliedGate, summary=summary)
+    return await _execute(CHECK_APPLIED_ACTIVITY, arg, AppliedGate, _STORE, summary)
 
 
 async def renew_leases(arg: RenewLeasesInput, *, summary: str) -> RenewLeasesResult:
-    return await _store_work(RENEW_LEASES_ACTIVITY, arg, RenewLeasesResult, summary=summary)
+    return await _execute(RENEW_LEASES_ACTIVITY, arg, RenewLeasesResult, _STORE, summary)
 
 
 async def record_transitions(arg: RecordTransitionsInput, *, summary: str) -> None:
-    await _store_work(RECORD_TRANSITION_ACTIVITY, arg, None, summary=summary)
+    await _execute(RECORD_TRANSITION_ACTIVITY, arg, None, _STORE, summary)
 
 
 async def promote(arg: PromoteInput, *, summary: str) -> None:
-    await _store_work(PROMOTE_ACTIVITY, arg, None, summary=summary)
+    await _execute(PROMOTE_ACTIVITY, arg, None, _STORE, summary)
 
 
 async def revert(arg: RevertInput, *, summary: str) -> RevertResult:
-    return await _store_work(
-        REVERT_ACTIVITY, arg, RevertResult, summary=summary, retry_policy=REVERT_RETRY
-    )
+    return await _execute(REVERT_ACTIVITY, arg, RevertResult, _STORE, summary)
+
+
+async def check_health(
+    arg: CheckHealthInput, *, start_to_close_timeout: timedelta, summary: str
+) -> HealthReport:
+    options = _Options(start_to_close_timeout, HEALTH_CHECK_RETRY, HEALTH_HEARTBEAT_TIMEOUT)
+    return await _execute(CHECK_HEALTH_ACTIVITY, arg, HealthReport, options, summary)
 
 
 def watch_health(
@@ -195,25 +177,10 @@ def watch_health(
         result_type=WatchHealthResult,
         start_to_close_timeout=start_to_close_timeout,
         heartbeat_timeout=HEALTH_HEARTBEAT_TIMEOUT,
-        retry_policy=HEALTH_WATCH_RETRY,
+        retry_policy=STORE_RETRY,
         cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
         summary=summary,
     )
-
-
-async def check_health(
-    arg: CheckHealthInput, *, start_to_close_timeout: timedelta, summary: str
-) -> HealthReport:
-    report: HealthReport = await workflow.execute_activity(
-        CHECK_HEALTH_ACTIVITY,
-        arg,
-        result_type=HealthReport,
-        start_to_close_timeout=start_to_close_timeout,
-        heartbeat_timeout=HEALTH_HEARTBEAT_TIMEOUT,
-        retry_policy=HEALTH_CHECK_RETRY,
-        summary=summary,
-    )
-    return report
 
 
 def notify(arg: NotifyInput, *, summary: str) -> workflow.ActivityHandle[None]:
@@ -221,7 +188,7 @@ def notify(arg: NotifyInput, *, summary: str) -> workflow.ActivityHandle[None]:
     return workflow.start_activity(
         NOTIFY_ACTIVITY,
         arg,
-        start_to_close_timeout=WEBHOOK_TIMEOUT,
-        retry_policy=WEBHOOK_RETRY,
+        start_to_close_timeout=_WEBHOOK.start_to_close_timeout,
+        retry_policy=_WEBHOOK.retry_policy,
         summary=summary,
     )
