@@ -1,11 +1,12 @@
 """The operator commands (tempoconf.commands): each a signal and an update of the same name, its
 handlers made from the registry, not written out one by one.
 
-The handlers are the workflow class's own (`with_command_handlers`), as the decorators would have
-made them: the SDK's definition of the workflow lists them, so a command sent before the run
-starts is delivered as before, and the `__temporal_workflow_metadata` query (the Web UI's list)
-names every one. Handlers registered at run time (`workflow.set_signal_handler`) would be
-missing from that definition.
+They are the workflow class's own methods (`with_command_handlers`), as the decorators would have
+made them, not handlers registered at run time (`workflow.set_signal_handler` in `__init__`):
+those would be missing from the class's definition (the SDK's, which the tests read), and a signal
+that comes with the start would be held until `__init__` registers it, which the SDK (1.35) runs
+after the start's job created the run's task, so the signal would act after the run's first step,
+not before it as it does now.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ class Steered(Protocol):
     rollout: RolloutRun
 
 
-_Workflow = TypeVar("_Workflow", bound=type)
+_Workflow = TypeVar("_Workflow", bound=Steered)
 
 
-def with_command_handlers(cls: _Workflow) -> _Workflow:
+def with_command_handlers(cls: type[_Workflow]) -> type[_Workflow]:
     """Give the workflow class, for each operator command, a signal `NAME_signal` and an update
     `NAME_update` with its validator, named after the command (before `@workflow.defn` reads
     the class)."""
