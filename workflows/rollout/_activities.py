@@ -78,10 +78,10 @@ PREPARE_RETRY = replace(
     maximum_attempts=12,
     non_retryable_error_types=[INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR],
 )
-# A check's own retries happen inside the activity; the activity is retried only for worker loss.
 # Webhooks: a few tries, then given up; they never hold up or fail the rollout.
 WEBHOOK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 WEBHOOK_TIMEOUT = timedelta(seconds=10)
+# A check's own retries happen inside the activity; the activity is retried only for worker loss.
 HEALTH_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # Health activities heartbeat every few seconds: a lost worker is noticed this soon, not at the
 # start-to-close timeout (which for the hold's watch is the whole hold).
