@@ -24,7 +24,8 @@ The package's private modules, one concern each, act on the `RolloutRun` the wor
 - `_audit`: transitions, the Web UI's details, search attributes, the audit log;
 - `_notify`: webhooks;
 - `_activities`: every activity, typed, with its options;
-- `_run`: `RolloutRun`, the state they share.
+- `_run`: `RolloutRun`, the state they share;
+- `_patches`: every `workflow.patched` id.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from temporalio import workflow
 from tempoconf.workflows.rollout import _activities
 from tempoconf.workflows.rollout._audit import audit_transitions, note, transition
 from tempoconf.workflows.rollout._notify import finish_notifications, notify
+from tempoconf.workflows.rollout._patches import OUTCOME_STATUSES
 from tempoconf.workflows.rollout._run import (
     SYSTEM_ACTOR,
     RolloutRun,
@@ -24,12 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.progress import Outcome, RolloutResult, RolloutState
     from tempoconf.rollout_spans import rollout_step
 
-__all__ = ["OUTCOME_STATUSES", "end", "end_failed_prepare", "keep_result", "promote", "revert"]
-
-# workflow.patched: a reverted or halted rollout fails (RolloutReverted, RolloutHalted) instead of
-# completing, and a cancelled one keeps its result in the memo before it ends Canceled
-# (tempoconf.outcomes). Promoted and bypassed rollouts complete as before.
-OUTCOME_STATUSES = "outcomes-as-temporal-statuses"
+__all__ = ["end", "end_failed_prepare", "keep_result", "promote", "revert"]
 
 
 def end(result: RolloutResult, by: str) -> RolloutResult:

@@ -9,6 +9,7 @@ from temporalio import workflow
 
 from tempoconf.workflows.rollout import _activities
 from tempoconf.workflows.rollout._audit import note, refresh_view, transition
+from tempoconf.workflows.rollout._patches import CHANGE_GATES
 from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun
 from tempoconf.workflows.rollout._waiting import wait_until
 
@@ -19,11 +20,9 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.progress import RolloutState
     from tempoconf.windows import next_opening
 
-__all__ = ["CHANGE_GATES", "pass_gates"]
+__all__ = ["pass_gates"]
 
-# workflow.patched: before each stage's publish and before the promote, the rollout waits while
-# it is outside every change window (`windows`) or its namespace is frozen (tempoconf.freezes).
-CHANGE_GATES = "change-windows-and-freezes"
+# What a rollback passes a freeze with: the way back to a known version is never held.
 ROLLBACK_PASSES_FREEZES = "a rollback to a version the config had: freezes never hold one"
 
 

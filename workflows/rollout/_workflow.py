@@ -26,6 +26,11 @@ from tempoconf.workflows.rollout._ending import (
 from tempoconf.workflows.rollout._gates import pass_gates
 from tempoconf.workflows.rollout._hold import hold, publish
 from tempoconf.workflows.rollout._inputs import input_problem, workflow_id_problem
+from tempoconf.workflows.rollout._patches import (
+    CHANGESET_PLAN_DIGEST,
+    PREPARE_FAILURE_AUDITED,
+    SEARCH_ATTRIBUTE_PATHS,
+)
 from tempoconf.workflows.rollout._run import (
     GOES_ON,
     SYSTEM_ACTOR,
@@ -51,17 +56,6 @@ with workflow.unsafe.imports_passed_through():
     from tempoconf.temporal import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
 
 __all__ = ["ConfigRollout"]
-
-# workflow.patched: a failed prepare ends its audit trail with `rollout.failed` (written with the
-# release of what it took), instead of a revert that wrote nothing when it had taken nothing.
-PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
-# workflow.patched (issue 25): a changeset's digest leaves out each config's change sentence, so
-# it is the one `rollout plan` prints; a run from before keeps the digest it showed (and that
-# its approvals named).
-CHANGESET_PLAN_DIGEST = "changeset-plan-digest"
-# workflow.patched (issue 25): the KeywordList `TempoconfPaths` (every config's path) is upserted
-# after prepare, where the prepare step found it registered (RolloutPlan.paths_attribute).
-SEARCH_ATTRIBUTE_PATHS = "search-attribute-paths"
 
 
 def _stage_attributes(plan: RolloutPlan, stage: PlannedStage) -> dict[str, str | int | float]:
