@@ -12,7 +12,7 @@ stages) is cut by continue-as-new, which carries the whole `RolloutRunState` to 
 The package's private modules, one concern each, act on the `RolloutRun` the workflow holds:
 
 - `_workflow`: the `ConfigRollout` class, its run loop and its handlers;
-- `_commands`: the operator commands' signals and updates, made from tempoconf.commands;
+- `_commands`: the operator commands' signals and updates, made from tempoconf.rollout.commands;
 - `_inputs`: what a start must give it;
 - `_gates`: change windows and namespace freezes, before each publish and the promote;
 - `_hold`: a stage's publish and hold, with the interval health watch;

@@ -1,7 +1,7 @@
 """The rollout's activities, one typed function each: its input dataclass in, its output dataclass
 out, and its options (timeouts, retry policy, heartbeat) here and nowhere else.
 
-Each is scheduled by name (tempoconf.activity_io): workflows never import the activities. A
+Each is scheduled by name (tempoconf.rollout.activity_io): workflows never import the activities. A
 function that awaits schedules its activity in its first step, as a direct
 `workflow.execute_activity` did, so the order of the commands a run issues is the same.
 """
@@ -16,7 +16,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import (
+    from tempoconf.gates.applied_gate import AppliedGate
+    from tempoconf.rollout.activity_io import (
+        CHECK_APPLIED_ACTIVITY,
         CHECK_FREEZE_ACTIVITY,
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
@@ -29,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         REVERT_ACTIVITY,
         ROLLOUT_RUNNING_ERROR,
         WATCH_HEALTH_ACTIVITY,
+        CheckAppliedInput,
         CheckFreezeInput,
         CheckFreezeResult,
         CheckHealthInput,
@@ -46,10 +49,8 @@ with workflow.unsafe.imports_passed_through():
         WatchHealthInput,
         WatchHealthResult,
     )
-    from tempoconf.applied import AppliedGate
-    from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
-    from tempoconf.plan import RolloutPlan
-    from tempoconf.progress import HealthReport
+    from tempoconf.rollout.plan import RolloutPlan
+    from tempoconf.rollout.progress import HealthReport
 
 
 # Store writes are short; a store outage is retried with backoff rather than failing the rollout.

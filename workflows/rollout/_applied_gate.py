@@ -1,4 +1,4 @@
-"""The gate on applied versions (tempoconf.applied): after a stage's cooldown, the rollout holds
+"""The gate on applied versions (tempoconf.gates.applied_gate): after a stage's cooldown, the rollout holds
 until the stage's `min_applied` share of its cohort reports the version applied."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun, StopRollo
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.applied import APPLY_RECHECK_SECONDS, AppliedGate, describe_gate
-    from tempoconf.applied_io import CheckAppliedInput
-    from tempoconf.health import cohort_stages
-    from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.progress import Outcome, RolloutState
-    from tempoconf.run_state import APPLY_GATE_STATES
+    from tempoconf.gates.applied_gate import APPLY_RECHECK_SECONDS, AppliedGate, describe_gate
+    from tempoconf.rollout.activity_io import CheckAppliedInput
+    from tempoconf.rollout.health_verdicts import cohort_stages
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.rollout.progress import Outcome, RolloutState
+    from tempoconf.rollout.run_state import APPLY_GATE_STATES
 
 __all__ = ["await_applied"]
 

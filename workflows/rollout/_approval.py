@@ -11,8 +11,8 @@ from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.plan import PlannedStage
-    from tempoconf.progress import RolloutState
+    from tempoconf.rollout.plan import PlannedStage
+    from tempoconf.rollout.progress import RolloutState
 
 __all__ = ["await_approval"]
 

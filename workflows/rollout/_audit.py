@@ -12,10 +12,10 @@ from tempoconf.workflows.rollout import _activities
 from tempoconf.workflows.rollout._run import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import WATCH_HEALTH_ACTIVITY, RecordTransitionsInput
-    from tempoconf.details import render_current_details
-    from tempoconf.progress import RolloutState
-    from tempoconf.temporal import (
+    from tempoconf.rollout.activity_io import WATCH_HEALTH_ACTIVITY, RecordTransitionsInput
+    from tempoconf.rollout.details import render_current_details
+    from tempoconf.rollout.progress import RolloutState
+    from tempoconf.temporal.names import (
         PATH_ATTRIBUTE,
         PATHS_ATTRIBUTE,
         SEARCH_ATTRIBUTES,

@@ -14,10 +14,10 @@ from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun, unhealthy
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import CheckHealthInput
-    from tempoconf.health import UNHEALTHY
-    from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.progress import CheckResult, HealthReport, RolloutState
+    from tempoconf.rollout.activity_io import CheckHealthInput
+    from tempoconf.rollout.health_verdicts import UNHEALTHY
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.rollout.progress import CheckResult, HealthReport, RolloutState
 
 __all__ = ["check_health"]
 

@@ -1,4 +1,4 @@
-"""The operator commands (tempoconf.commands): each a signal and an update of the same name, its
+"""The operator commands (tempoconf.rollout.commands): each a signal and an update of the same name, its
 handlers made from the registry, not written out one by one.
 
 They are the workflow class's own methods (`with_command_handlers`), as the decorators would have
@@ -23,15 +23,15 @@ from tempoconf.workflows.rollout._audit import refresh_view
 from tempoconf.workflows.rollout._run import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.commands import (
+    from tempoconf.rollout.commands import (
         COMMANDS,
         OPERATOR_COMMANDS,
         AnswerWhen,
         CommandName,
         OperatorCommand,
     )
-    from tempoconf.progress import CommandResult
-    from tempoconf.run_state import Effect
+    from tempoconf.rollout.progress import CommandResult
+    from tempoconf.rollout.run_state import Effect
     from tempoconf.storable import storable_text, text_problem
 
 __all__ = ["Steered", "with_command_handlers"]

@@ -19,17 +19,22 @@ from tempoconf.workflows.rollout._run import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import PromoteInput, RevertInput
-    from tempoconf.outcomes import COMPLETED_OUTCOMES, RESULT_MEMO, ending_error, result_json
-    from tempoconf.plan import RolloutPlan
-    from tempoconf.progress import Outcome, RolloutResult, RolloutState
-    from tempoconf.rollout_spans import rollout_step
+    from tempoconf.rollout.activity_io import PromoteInput, RevertInput
+    from tempoconf.rollout.outcomes import (
+        COMPLETED_OUTCOMES,
+        RESULT_MEMO,
+        ending_error,
+        result_json,
+    )
+    from tempoconf.rollout.plan import RolloutPlan
+    from tempoconf.rollout.progress import Outcome, RolloutResult, RolloutState
+    from tempoconf.rollout.spans import rollout_step
 
 __all__ = ["end", "end_failed_prepare", "keep_result", "promote", "revert"]
 
 
 def end(result: RolloutResult, by: str) -> RolloutResult:
-    """A reverted or halted rollout fails (tempoconf.outcomes), its result in the failure's
+    """A reverted or halted rollout fails (tempoconf.rollout.outcomes), its result in the failure's
     details; runs that ended before the patch completed with every outcome, and replay so."""
     if result.outcome in COMPLETED_OUTCOMES or not workflow.patched(OUTCOME_STATUSES):
         return result
@@ -38,7 +43,7 @@ def end(result: RolloutResult, by: str) -> RolloutResult:
 
 def keep_result(result: RolloutResult) -> None:
     """A cancelled run ends Canceled, and a cancellation carries no result: keep it in the
-    memo (tempoconf.outcomes) before the workflow ends."""
+    memo (tempoconf.rollout.outcomes) before the workflow ends."""
     if workflow.patched(OUTCOME_STATUSES):
         workflow.upsert_memo({RESULT_MEMO: result_json(result)})
 

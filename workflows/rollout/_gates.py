@@ -14,11 +14,11 @@ from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import CheckFreezeInput
-    from tempoconf.details import time_left
-    from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.progress import RolloutState
-    from tempoconf.windows import next_opening
+    from tempoconf.gates.windows import next_opening
+    from tempoconf.rollout.activity_io import CheckFreezeInput
+    from tempoconf.rollout.details import time_left
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.rollout.progress import RolloutState
 
 __all__ = ["pass_gates"]
 

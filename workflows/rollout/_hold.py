@@ -16,9 +16,9 @@ from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun, ignore_ou
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import PublishStageInput, WatchHealthInput, WatchHealthResult
-    from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.progress import RolloutState
+    from tempoconf.rollout.activity_io import PublishStageInput, WatchHealthInput, WatchHealthResult
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.rollout.progress import RolloutState
 
 __all__ = ["hold", "publish"]
 

@@ -11,7 +11,7 @@ from tempoconf.workflows.rollout import _activities
 from tempoconf.workflows.rollout._run import RolloutRun, ignore_outcome
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import NotifyInput
+    from tempoconf.rollout.activity_io import NotifyInput
 
 __all__ = ["finish_notifications", "notify"]
 

@@ -14,10 +14,10 @@ CHANGESET_PLAN_DIGEST = "changeset-plan-digest"
 SEARCH_ATTRIBUTE_PATHS = "search-attribute-paths"
 
 # workflow.patched: before each stage's publish and before the promote, the rollout waits while
-# it is outside every change window (`windows`) or its namespace is frozen (tempoconf.freezes).
+# it is outside every change window (`windows`) or its namespace is frozen (tempoconf.gates.freezes).
 CHANGE_GATES = "change-windows-and-freezes"
 
 # workflow.patched: a reverted or halted rollout fails (RolloutReverted, RolloutHalted) instead of
 # completing, and a cancelled one keeps its result in the memo before it ends Canceled
-# (tempoconf.outcomes). Promoted and bypassed rollouts complete as before.
+# (tempoconf.rollout.outcomes). Promoted and bypassed rollouts complete as before.
 OUTCOME_STATUSES = "outcomes-as-temporal-statuses"

@@ -12,9 +12,9 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.plan import PlannedStage
-    from tempoconf.progress import Outcome, RolloutProgress
-    from tempoconf.run_state import RolloutRunState
+    from tempoconf.rollout.plan import PlannedStage
+    from tempoconf.rollout.progress import Outcome, RolloutProgress
+    from tempoconf.rollout.run_state import RolloutRunState
 
 __all__ = [
     "GOES_ON",

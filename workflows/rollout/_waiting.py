@@ -15,7 +15,7 @@ from tempoconf.workflows.rollout._notify import finish_notifications
 from tempoconf.workflows.rollout._run import ContinueAsNew, RolloutRun
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import RenewLeasesInput
+    from tempoconf.rollout.activity_io import RenewLeasesInput
 
 __all__ = ["continue_as_new_if_due", "wait_until"]
 

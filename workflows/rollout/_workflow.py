@@ -41,25 +41,29 @@ from tempoconf.workflows.rollout._run import (
 from tempoconf.workflows.rollout._waiting import continue_as_new_if_due, wait_until
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR, PrepareInput
-    from tempoconf.plan import PlannedStage, RolloutPlan
     from tempoconf.problems import InvalidRequestError, Problem
-    from tempoconf.progress import (
+    from tempoconf.rollout.activity_io import (
+        INVALID_REQUEST_ERROR,
+        ROLLOUT_RUNNING_ERROR,
+        PrepareInput,
+    )
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.rollout.progress import (
         Outcome,
         RolloutProgress,
         RolloutResult,
         RolloutState,
         StageStatus,
     )
-    from tempoconf.rollout_spans import rollout_step
-    from tempoconf.run_state import RolloutRunState, StageStep
-    from tempoconf.temporal import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
+    from tempoconf.rollout.run_state import RolloutRunState, StageStep
+    from tempoconf.rollout.spans import rollout_step
+    from tempoconf.temporal.names import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
 
 __all__ = ["ConfigRollout"]
 
 
 def _stage_attributes(plan: RolloutPlan, stage: PlannedStage) -> dict[str, str | int | float]:
-    """What a step's span says of its stage (tempoconf.rollout_spans)."""
+    """What a step's span says of its stage (tempoconf.rollout.spans)."""
     return {
         "stage": stage.name,
         "stage_number": stage.index + 1,
@@ -69,7 +73,7 @@ def _stage_attributes(plan: RolloutPlan, stage: PlannedStage) -> dict[str, str |
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
-@with_command_handlers  # halt, bypass, advance, pause, resume, approve: tempoconf.commands
+@with_command_handlers  # halt, bypass, advance, pause, resume, approve: tempoconf.rollout.commands
 class ConfigRollout:
     # `*inputs`, not (request, carried): the SDK decodes a start's inputs and calls __init__ with
     # them before any of this code runs, so a start with none or with two would fail every
@@ -261,7 +265,7 @@ class ConfigRollout:
     # -- handlers: the operator commands' are made by with_command_handlers -------------------
     @workflow.signal(name=FREEZE_ENDED_SIGNAL)
     def freeze_ended_signal(self, namespace: str | None = None) -> None:
-        """A freeze ended (`namespace`'s; tempoconf.freeze_wakeup): a rollout waiting on one
+        """A freeze ended (`namespace`'s; tempoconf.temporal.freeze_wakeup): a rollout waiting on one
         looks again now, not at its next look. Not an operator command: it changes nothing
         by itself, so it is neither refused nor audited; the look that follows is."""
         self.rollout.freeze_ended = True
