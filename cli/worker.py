@@ -134,7 +134,13 @@ class WorkerSettingsError(ValueError):
 
 # What a build id covers: the workflow, the domain code it runs, and the activities and store
 # behind it. Listed by package (not by folder) so an editable install and a wheel agree.
-_BUILD_PACKAGES = ("tempoconf", "tempoconf.store", "tempoconf.workflows", "tempoconf.activities")
+_BUILD_PACKAGES = (
+    "tempoconf",
+    "tempoconf.store",
+    "tempoconf.workflows",
+    "tempoconf.workflows.rollout",
+    "tempoconf.activities",
+)
 
 
 def default_build_id() -> str:

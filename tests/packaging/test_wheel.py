@@ -73,7 +73,8 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
     assert roots == {"tempoconf"}
     for shipped in [
         "tempoconf/cli/main.py",
-        "tempoconf/workflows/rollout.py",
+        "tempoconf/workflows/rollout/__init__.py",
+        "tempoconf/workflows/rollout/_workflow.py",
         "tempoconf/activities/health.py",
         "tempoconf/api/app.py",
         "tempoconf/examples/rollout.json",
