@@ -133,10 +133,18 @@ class WorkerSettingsError(ValueError):
 
 
 # What a build id covers: the workflow, the domain code it runs, and the activities and store
-# behind it. Listed by package (not by folder) so an editable install and a wheel agree.
+# behind it. Listed by package (not by folder) so an editable install and a wheel agree; each
+# package's own modules are hashed, not its subpackages' (listed here themselves). The client SDK,
+# the API and the CLI run in no workflow or activity: a change there is no new build.
 _BUILD_PACKAGES = (
     "tempoconf",
+    "tempoconf.gates",
+    "tempoconf.operations",
+    "tempoconf.resolution",
+    "tempoconf.rollout",
+    "tempoconf.settings",
     "tempoconf.store",
+    "tempoconf.temporal",
     "tempoconf.workflows",
     "tempoconf.workflows.rollout",
     "tempoconf.activities",

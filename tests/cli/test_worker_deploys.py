@@ -30,6 +30,7 @@ from temporalio.common import VersioningBehavior
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tempoconf.cli import worker as worker_module
 from tempoconf.cli.devstack import DevStack
 from tempoconf.cli.worker import (
     WorkerSettingsError,
@@ -427,6 +428,33 @@ def test_the_build_id_defaults_to_the_version_and_a_hash_of_the_code() -> None:
     version, digest = build_id.rsplit("-", 1)
     assert version and len(digest) == 12 and int(digest, 16) >= 0
     assert default_build_id() == build_id  # the same code, the same build
+
+
+def test_the_build_id_covers_every_module_a_worker_runs() -> None:
+    """Each tempoconf module the workflow and the activities load is in a package the build id
+    hashes: a change to any of them is a new build (a subpackage missed would not be)."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, tempoconf.workflows.rollout, tempoconf.activities.rollout, "
+            "tempoconf.activities.changesets, tempoconf.activities.health, "
+            "tempoconf.activities.applied, tempoconf.activities.gates, "
+            "tempoconf.activities.notify, tempoconf.activities.abandoned, "
+            "tempoconf.activities.failures, tempoconf.activities.heartbeats; "
+            "print('\\n'.join(m for m in sys.modules if m.startswith('tempoconf')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    hashed = set(worker_module._BUILD_PACKAGES)
+    missed = [
+        module
+        for module in loaded
+        if module not in hashed and module.rpartition(".")[0] not in hashed
+    ]
+    assert not missed, f"modules a worker runs that the build id does not hash: {missed}"
 
 
 @pytest.mark.parametrize(
