@@ -6,7 +6,7 @@ folder `workflows/`). `python .ci/layout.py DEST` makes DEST/tempoconf/ with a l
 domain's own files and folders and one per mapped folder (DEST/tempoconf/workflows -> workflows/).
 
 `python .ci/layout.py DEST COMMAND...` then runs COMMAND and prints its output with each path into
-the tree shown as the file it links to (`workflows/rollout.py`, not `DEST/tempoconf/workflows/...`).
+the tree shown as the file it links to (`workflows/rollout/_workflow.py`, not `DEST/tempoconf/workflows/...`).
 """
 
 from __future__ import annotations

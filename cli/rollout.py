@@ -233,7 +233,7 @@ async def _start_prepared(
 
 async def _start_waits(backend: OperatorBackend, prepared: Prepared) -> list[str]:
     """What a rollout just started waits for before any client gets its version, as the workflow
-    will find it (workflows/rollout.py, _pass_gates): its change windows closed now, a freeze of
+    will find it (workflows/rollout/_gates.py, pass_gates): its change windows closed now, a freeze of
     one of its namespaces (or that it passes one: `override_freeze`, a rollback). Best effort: a
     freeze that cannot be read now is left unsaid (the rollout's status says it once it waits)."""
     request = prepared.request

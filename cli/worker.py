@@ -232,8 +232,8 @@ WORKFLOW_CACHE_SIZE = 1000
 For a while the worker kept none, because SDK Core (temporalio 1.35.0) can replay a fired timer
 for a query at the time of an older task and the cache then kept what that replay decided (a
 second hold timer, then a nondeterminism error: bench/findings/README.md). The workflow no longer
-reads a clock older than a timer that fired (`ConfigRollout._clock`), so the cache is safe
-again, and without it every task replayed its run's history: ten times the worker's CPU per
+reads a clock older than a timer that fired (`RolloutRun.clock`, workflows/rollout/_run.py), so
+the cache is safe again, and without it every task replayed its run's history: ten times the worker's CPU per
 rollout in the soak (bench/README.md). A run beyond this many is evicted and replays once."""
 
 

@@ -18,7 +18,7 @@ from tests.fixtures.temporal import rollout_result
 
 ROLLOUT_TIMEOUT_SECONDS = 150.0
 """A bound, not a goal: a worker SIGKILLed inside a store activity is noticed within the
-activity's 10 s heartbeat timeout (workflows.rollout.STORE_HEARTBEAT_TIMEOUT; at its 30 s
+activity's 10 s heartbeat timeout (workflows/rollout/_activities.py STORE_HEARTBEAT_TIMEOUT; at its 30 s
 start-to-close timeout before), and everything else recovers in seconds too."""
 CANARY = ("canary-1", "canary")
 HOST = ("host-1", None)

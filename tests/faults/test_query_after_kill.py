@@ -6,7 +6,7 @@ With the SDK's sticky cache this wedged rollouts: the query went first to the de
 queue, was answered by the new worker only after that timed out, by which time the hold's timer
 had fired; the new worker replayed the timer's firing for the query at the last task's time, kept
 that state and armed a second hold timer, and every later replay wanted the hold's end instead.
-Found by bench/bench_soak.py. Fixed in the workflow (ConfigRollout._clock: a fired timer's
+Found by bench/bench_soak.py. Fixed in the workflow (RolloutRun.clock: a fired timer's
 deadline is reached, whatever the clock of the activation says); the worker keeps its cache
 (cli/worker.py WORKFLOW_CACHE_SIZE). It depends on timing: without the fix it failed 3 of 14 runs."""
 
