@@ -21,8 +21,8 @@ from urllib.parse import quote
 import httpx
 
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
+from tempoconf.backoff import Backoff
 from tempoconf.bundles import BundleError, parse_bundle_body
-from tempoconf.client._backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
 
 __all__ = [
