@@ -7,11 +7,10 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Unpack
 
 import httpx
 
-from tempoconf.client._common import StateReads, build_state
+from tempoconf.client._common import ClientBase
 from tempoconf.client._core import (
     ReportRequest,
     WatchState,
@@ -21,7 +20,7 @@ from tempoconf.client._core import (
 )
 from tempoconf.client._lifecycle import AsyncWatching
 from tempoconf.client._model import ConfigClientError, ConfigValue
-from tempoconf.client._options import ClientOptions, ClientSettings, client_options
+from tempoconf.client._options import ClientOptions
 
 __all__ = ["AsyncConfigClient", "fetch_async", "watch_loop"]
 
@@ -86,28 +85,15 @@ async def watch_loop(
             await deliver(changed)
 
 
-class AsyncConfigClient(StateReads, AsyncWatching):
+class AsyncConfigClient(ClientBase, AsyncWatching):
     """One config for one client identity, for asyncio programs.
 
     `await get()` reads once; `async with client:` (or `start()` / `aclose()`) runs a watch task
     that long-polls and calls every subscriber on change. Same arguments as `ConfigClient`.
     """
 
-    _build_state = staticmethod(build_state)
-    """What builds the state (local evaluation's watcher builds a bundle's)."""
-
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        options: ClientOptions | None = None,
-        **overrides: Unpack[ClientSettings],
-    ) -> None:
-        options = client_options(options, overrides)
-        self._state = self._build_state(api_url, path, options)
+    def _open(self, options: ClientOptions) -> None:
         self._http = httpx.AsyncClient(timeout=options.timeout)
-        self._report_applied = options.report_applied
         self._callbacks: list[AsyncCallback] = []
         self._task: asyncio.Task[None] | None = None
         self._request_lock = asyncio.Lock()

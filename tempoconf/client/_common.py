@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, Unpack
 
 from prometheus_client import CollectorRegistry
 
@@ -14,9 +14,9 @@ from tempoconf.client._cache import DiskCache, identity_key
 from tempoconf.client._core import WatchState
 from tempoconf.client._metrics import VersionGauge
 from tempoconf.client._model import ConfigClientError, ConfigValue, Source
-from tempoconf.client._options import ClientOptions, client_id_of
+from tempoconf.client._options import ClientOptions, ClientSettings, client_id_of, client_options
 
-__all__ = ["StateParts", "StateReads", "build_state", "state_parts"]
+__all__ = ["ClientBase", "StateParts", "build_state", "state_parts"]
 
 
 def build_state(api_url: str, path: str, options: ClientOptions) -> WatchState:
@@ -45,10 +45,29 @@ class StateParts(TypedDict):
     backoff: Backoff
 
 
-class StateReads:
-    """The reads both clients answer from their state alone, without a request."""
+class ClientBase:
+    """What both flavours of the client share: construction from the options, and the reads they
+    answer from their state alone, without a request."""
 
-    _state: WatchState
+    _build_state = staticmethod(build_state)
+    """What builds the state (local evaluation's watcher builds a bundle's)."""
+
+    def __init__(
+        self,
+        api_url: str,
+        path: str,
+        *,
+        options: ClientOptions | None = None,
+        **overrides: Unpack[ClientSettings],
+    ) -> None:
+        options = client_options(options, overrides)
+        self._state = self._build_state(api_url, path, options)
+        self._report_applied = options.report_applied
+        self._open(options)
+
+    def _open(self, options: ClientOptions) -> None:
+        """The flavour's own: its HTTP client, its locks, its watcher's slots."""
+        raise NotImplementedError
 
     @property
     def registry(self) -> CollectorRegistry:

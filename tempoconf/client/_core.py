@@ -258,7 +258,7 @@ class WatchState:
         (an answer that is not the documented JSON), after recording the failure.
         """
         try:
-            return self._take_response(request, status, headers, content, started=started)
+            return self._take_response(request, status, headers, content, started)
         finally:
             self._tell_source_listeners()
 
@@ -268,7 +268,6 @@ class WatchState:
         status: int,
         headers: Mapping[str, str],
         content: bytes,
-        *,
         started: float,
     ) -> ConfigValue | None:
         now = self._wall()

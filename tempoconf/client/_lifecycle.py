@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-__all__ = ["AsyncWatching", "Watching"]
+__all__ = ["AsyncClosing", "AsyncWatching", "Watching"]
 
 
 class Watching:
@@ -31,18 +31,11 @@ class Watching:
         self.close()
 
 
-class AsyncWatching:
-    """`async with x:` runs `x.start()` (in the running loop), and `await x.aclose()` at the end."""
-
-    def start(self) -> None:
-        raise NotImplementedError
+class AsyncClosing:
+    """`async with x:` ends with `await x.aclose()`."""
 
     async def aclose(self) -> None:
         raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        self.start()
-        return self
 
     async def __aexit__(
         self,
@@ -51,3 +44,14 @@ class AsyncWatching:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class AsyncWatching(AsyncClosing):
+    """`async with x:` runs `x.start()` (in the running loop), and `await x.aclose()` at the end."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self

@@ -8,12 +8,11 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Unpack
 
 import httpx
 
 from tempoconf.client._async import watch_loop
-from tempoconf.client._common import StateReads, build_state
+from tempoconf.client._common import ClientBase
 from tempoconf.client._core import (
     ReportRequest,
     WatchState,
@@ -23,7 +22,7 @@ from tempoconf.client._core import (
 )
 from tempoconf.client._lifecycle import Watching
 from tempoconf.client._model import ConfigClientError, ConfigValue
-from tempoconf.client._options import ClientOptions, ClientSettings, client_options
+from tempoconf.client._options import ClientOptions
 
 __all__ = ["ConfigClient"]
 
@@ -50,7 +49,7 @@ def fetch_sync(state: WatchState, http: httpx.Client) -> ConfigValue | None:
     )
 
 
-class ConfigClient(StateReads, Watching):
+class ConfigClient(ClientBase, Watching):
     """One config for one client identity (docs/how-to/clients.md).
 
     - `get()`: the value to use, from the API, else the last good value (`source == "cache"`,
@@ -66,21 +65,8 @@ class ConfigClient(StateReads, Watching):
     (ClientOptions says what each does).
     """
 
-    _build_state = staticmethod(build_state)
-    """What builds the state (local evaluation's watcher builds a bundle's)."""
-
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        options: ClientOptions | None = None,
-        **overrides: Unpack[ClientSettings],
-    ) -> None:
-        options = client_options(options, overrides)
-        self._state = self._build_state(api_url, path, options)
+    def _open(self, options: ClientOptions) -> None:
         self._http = httpx.Client(timeout=options.timeout)
-        self._report_applied = options.report_applied
         self._callbacks: list[Callback] = []
         self._request_lock = threading.Lock()
         self._lifecycle = threading.Lock()

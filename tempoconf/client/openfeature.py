@@ -35,8 +35,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar, Unpack
+from typing import Generic, Literal, TypeVar, Unpack
 
 from prometheus_client import CollectorRegistry
 
@@ -49,6 +48,8 @@ from tempoconf.client._flagkeys import (
     lookup,
     parse_flag_key,
 )
+from tempoconf.client._flagvalues import FlagType, flag_metadata, json_type, short, typed
+from tempoconf.client._lifecycle import AsyncClosing
 from tempoconf.client._model import (
     STABLE,
     ConfigClientError,
@@ -82,7 +83,6 @@ logger = logging.getLogger("tempoconf.client")
 PROVIDER_NAME = "tempoconf"
 """`get_metadata().name`, what OpenFeature's events and hooks name this provider by."""
 
-FlagType = Literal["boolean", "string", "integer", "float", "object"]
 Status = Literal["not_ready", "ready", "stale", "error"]
 ObjectValue = Sequence[FlagValueType] | Mapping[str, FlagValueType]
 _T = TypeVar("_T")
@@ -257,19 +257,19 @@ class _ProviderBase(AbstractProvider, Generic[_Client]):
                 f"{key.pointer!r} names nothing in {self._namespace}/{key.path} "
                 f"version {value.version}",
             )
-        typed = _typed(found, flag_type)
-        if typed is MISSING:
+        flag_value = typed(found, flag_type)
+        if flag_value is MISSING:
             return _error(
                 default,
                 ErrorCode.TYPE_MISMATCH,
-                f"{key.text} is {_json_type(found)} {_short(found)}, not {flag_type} "
+                f"{key.text} is {json_type(found)} {short(found)}, not {flag_type} "
                 f"(version {value.version})",
             )
         return FlagResolutionDetails(
-            value=typed,
+            value=flag_value,
             reason=self._reason(value),
             variant=value.version,
-            flag_metadata=_flag_metadata(value),
+            flag_metadata=flag_metadata(value),
         )
 
     def _no_value(
@@ -464,7 +464,7 @@ class TempoconfProvider(_ProviderBase[ConfigClient]):
                 client.close()
 
 
-class AsyncTempoconfProvider(_ProviderBase[AsyncConfigClient]):
+class AsyncTempoconfProvider(_ProviderBase[AsyncConfigClient], AsyncClosing):
     """The asyncio flavour: one `AsyncConfigClient` per config, watch tasks in your event loop.
 
     OpenFeature initialises a provider from a thread of its own, outside any loop, so the watch
@@ -546,14 +546,6 @@ class AsyncTempoconfProvider(_ProviderBase[AsyncConfigClient]):
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 # -- helpers ----------------------------------------------------------------------------------
 def _check_paths(paths: Sequence[str]) -> tuple[str, ...]:
@@ -580,50 +572,6 @@ async def _first_value_async(client: AsyncConfigClient) -> None:
 
 def _bind(callback: Callable[[str, ConfigValue], None], path: str) -> Callable[[ConfigValue], None]:
     return lambda value: callback(path, value)
-
-
-def _typed(value: Any, flag_type: FlagType) -> Any:
-    """`value` as a flag of `flag_type`, or MISSING. JSON has one number type: an integer is a
-    float flag's value too (as a float), a fractional number is no integer, a boolean no number."""
-    if flag_type == "boolean":
-        return value if isinstance(value, bool) else MISSING
-    if flag_type == "string":
-        return value if isinstance(value, str) else MISSING
-    if isinstance(value, bool):
-        return MISSING
-    if flag_type == "integer":
-        return value if isinstance(value, int) else MISSING
-    if flag_type == "float":
-        return float(value) if isinstance(value, int | float) else MISSING
-    return value if isinstance(value, dict | list) else MISSING
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    return "an array" if isinstance(value, list) else "an object"
-
-
-def _short(value: Any) -> str:
-    text = json_text(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _flag_metadata(value: ConfigValue) -> dict[str, str]:
-    metadata = {"stage": value.stage, "version": value.version}
-    for name in ("commit", "author"):
-        found = value.metadata.get(name)
-        if isinstance(found, str) and found:
-            metadata[name] = found
-    return metadata
 
 
 def _error(default: _T, code: ErrorCode, message: str) -> FlagResolutionDetails[_T]:
