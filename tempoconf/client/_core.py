@@ -258,46 +258,38 @@ class WatchState:
         (an answer that is not the documented JSON), after recording the failure.
         """
         try:
-            return self._take_response(request, status, headers, content, started)
+            now = self._wall()
+            with self._lock:
+                if status == 304:
+                    if self._seen_etag is None:
+                        raise self._failed(ConfigResponseError("304 without a prior ETag"))
+                    # A poll the API held until its deadline is followed at once (min_interval); one
+                    # answered at once (long-poll off, or an API that ignores `wait`) waits out
+                    # poll_interval: never spin.
+                    held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
+                    options = self.options
+                    quick = held or request.probe  # a probe answered: back to long-polls at once
+                    self._succeeded(
+                        started, options.min_interval if quick else options.poll_interval
+                    )
+                    self._confirm(now)
+                    return None
+                if status == 200:
+                    incoming = self._parse(content, headers, now)
+                    self._succeeded(started, self.options.min_interval)
+                    return self._receive(incoming, now)
+                message = _error_message(content)
+                if 400 <= status < 500:
+                    raise self._failed(ConfigRequestError(status, message, url=request.url))
+                if status >= 500:
+                    raise self._failed(
+                        ConfigUnavailableError(f"{status} from {request.url}: {message}")
+                    )
+                raise self._failed(
+                    ConfigResponseError(f"unexpected {status} from {request.url}: {message}")
+                )
         finally:
             self._tell_source_listeners()
-
-    def _take_response(
-        self,
-        request: ConfigRequest,
-        status: int,
-        headers: Mapping[str, str],
-        content: bytes,
-        started: float,
-    ) -> ConfigValue | None:
-        now = self._wall()
-        with self._lock:
-            if status == 304:
-                if self._seen_etag is None:
-                    raise self._failed(ConfigResponseError("304 without a prior ETag"))
-                # A poll the API held until its deadline is followed at once (min_interval); one
-                # answered at once (long-poll off, or an API that ignores `wait`) waits out
-                # poll_interval: never spin.
-                held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
-                options = self.options
-                quick = held or request.probe  # a probe answered: back to long-polls at once
-                self._succeeded(started, options.min_interval if quick else options.poll_interval)
-                self._confirm(now)
-                return None
-            if status == 200:
-                incoming = self._parse(content, headers, now)
-                self._succeeded(started, self.options.min_interval)
-                return self._receive(incoming, now)
-            message = _error_message(content)
-            if 400 <= status < 500:
-                raise self._failed(ConfigRequestError(status, message, url=request.url))
-            if status >= 500:
-                raise self._failed(
-                    ConfigUnavailableError(f"{status} from {request.url}: {message}")
-                )
-            raise self._failed(
-                ConfigResponseError(f"unexpected {status} from {request.url}: {message}")
-            )
 
     def on_transport_error(self, exc: Exception) -> ConfigUnavailableError:
         """Record a request that got no answer; returns the error to raise (cause: `exc`)."""
