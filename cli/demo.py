@@ -31,11 +31,13 @@ from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
     die,
     example_path,
+    tempoconf_command,
+    temporal_command,
     workflow_ui_url,
 )
 from tempoconf.cli._format import relative_text
 from tempoconf.cli.components import run_dev_stack
-from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
+from tempoconf.cli.devstack import DevStack
 from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.durations import parse_duration
 from tempoconf.outcomes import RolloutEnding, await_rollout_ending

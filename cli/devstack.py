@@ -30,7 +30,7 @@ from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
 from tempoconf.tracing import temporal_plugins
 
-__all__ = ["DevStack", "DevStackError", "free_port", "temporal_command", "tempoconf_command"]
+__all__ = ["DevStack", "DevStackError", "free_port"]
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 API_READY_TIMEOUT_SECONDS = 30.0

@@ -58,7 +58,7 @@ def steering_commands(
     The approve commands name the plan's `digest` (a stage with approvals refuses one without);
     `approvals` is who may still approve such a stage (tempoconf.approvals.approvals_wanted),
     whose Temporal CLI command then carries a `by` to fill in."""
-    from tempoconf.cli.devstack import tempoconf_command, temporal_command
+    from tempoconf.cli._common import tempoconf_command, temporal_command
 
     tempoconf, temporal = tempoconf_command(), temporal_command()
     target = path_args(namespace, path)

@@ -45,7 +45,7 @@ from tempoconf.activities.heartbeats import HEARTBEAT_THROTTLE, StoreHeartbeats
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
 from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
-from tempoconf.cli.devstack import temporal_command
+from tempoconf.cli._common import temporal_command
 from tempoconf.freezes import FREEZE_RECHECK_SECONDS
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
