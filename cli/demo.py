@@ -38,7 +38,7 @@ from tempoconf.cli._common import (
 from tempoconf.cli._format import relative_text
 from tempoconf.cli.components import run_dev_stack
 from tempoconf.cli.devstack import DevStack
-from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
+from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, FleetSpec, failure_ratio
 from tempoconf.durations import parse_duration
 from tempoconf.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.request import parse_rollout_request
@@ -148,7 +148,7 @@ async def run_demo(
 
     print(f"3. start a fleet of {clients} simulated clients polling {stack.api_url}")
     async with FleetProcess(
-        stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients
+        FleetSpec(stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients)
     ) as fleet:
         if not await fleet.wait_all_served(timeout=FLEET_START_SECONDS):
             if fleet.served() == 0:

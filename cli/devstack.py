@@ -16,7 +16,6 @@ import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import httpx
@@ -25,6 +24,7 @@ from temporalio.common import SearchAttributeIndexedValueType
 
 from tempoconf.cli._children import die_with_parent
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
+from tempoconf.cli._lifecycle import AsyncRunning
 from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.settings import Settings
 from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
@@ -73,7 +73,7 @@ def _port_in_use(host: str, port: int) -> str | None:
     return None
 
 
-class DevStack:
+class DevStack(AsyncRunning):
     """Temporal dev server + worker + API for one machine; see the module docstring.
 
     Ports given as 0 are replaced by free ones (`.settings` holds the ones in use). `worker` and
@@ -233,22 +233,6 @@ class DevStack:
                     )
 
     # -- start and stop -----------------------------------------------------------------------
-    async def __aenter__(self) -> DevStack:
-        try:
-            await self._start()
-        except BaseException:
-            await self._stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._stop()
-
     async def _start(self) -> None:
         settings = self.settings
         self._check_ports()
