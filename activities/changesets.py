@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tempoconf.changesets import change_event_key
 from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.rollout.changesets import change_event_key
+from tempoconf.rollout.validation import ValidatedRollout
 from tempoconf.store.records import StageLease
 from tempoconf.store.store import Store
-from tempoconf.validation import ValidatedRollout
 
 __all__ = [
     "RunConfig",

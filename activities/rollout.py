@@ -29,7 +29,9 @@ from tempoconf.activities.changesets import (
     revert_run,
     run_configs,
 )
-from tempoconf.activity_io import (
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.rollout.activity_io import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,
@@ -48,17 +50,15 @@ from tempoconf.activity_io import (
     RevertInput,
     RevertResult,
 )
-from tempoconf.change import rollout_change
-from tempoconf.changesets import change_event_key
-from tempoconf.plan import RolloutPlan, plan_from_request
-from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.progress import NOTE
-from tempoconf.request import RolloutRequest
-from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.rollout.change import rollout_change
+from tempoconf.rollout.changesets import change_event_key
+from tempoconf.rollout.plan import RolloutPlan, plan_from_request
+from tempoconf.rollout.progress import NOTE
+from tempoconf.rollout.request import RolloutRequest
+from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
 from tempoconf.store.records import LockRecord, StageLease
 from tempoconf.store.store import LockHeldError, Store
-from tempoconf.temporal import PATHS_ATTRIBUTE_NAME, registered_search_attributes
-from tempoconf.validation import ValidatedRollout, validate_rollout
+from tempoconf.temporal.names import PATHS_ATTRIBUTE_NAME, registered_search_attributes
 
 __all__ = ["RolloutActivities"]
 
@@ -483,7 +483,7 @@ class RolloutActivities:
                             "from": transition.from_state,
                             "stage": transition.stage,
                             "at": transition.at,
-                            # an approval's identity, digest and reason (tempoconf.approvals)
+                            # an approval's identity, digest and reason (tempoconf.rollout.approvals)
                             **transition.details,
                         },
                     )

@@ -22,8 +22,8 @@ import httpx
 
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.backoff import Backoff
-from tempoconf.bundles import BundleError, parse_bundle_body
 from tempoconf.resolution import ConfigSnapshot
+from tempoconf.resolution.bundles import BundleError, parse_bundle_body
 
 __all__ = [
     "BundleSnapshots",

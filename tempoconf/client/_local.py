@@ -19,15 +19,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Generic, TypeVar, Unpack
 
-from tempoconf.bundles import (
-    BUNDLES_PREFIX,
-    BundleError,
-    bundle_body,
-    bundle_etag,
-    bundle_from_snapshot,
-    parse_bundle_body,
-    snapshot_from_bundle,
-)
 from tempoconf.client._async import AsyncConfigClient
 from tempoconf.client._cache import DiskCache, identity_key
 from tempoconf.client._common import state_parts
@@ -50,6 +41,15 @@ from tempoconf.client._options import (
 )
 from tempoconf.client._sync import ConfigClient
 from tempoconf.resolution import ClientIdentity, ConfigSnapshot, resolve, stage_kind
+from tempoconf.resolution.bundles import (
+    BUNDLES_PREFIX,
+    BundleError,
+    bundle_body,
+    bundle_etag,
+    bundle_from_snapshot,
+    parse_bundle_body,
+    snapshot_from_bundle,
+)
 
 __all__ = ["AsyncLocalConfig", "LocalConfig", "LocalResolver"]
 

@@ -8,8 +8,8 @@ import pytest
 
 from tempoconf.activities.changesets import lock_changeset, publish_run, revert_run, run_configs
 from tempoconf.resolution import PublishedStage
+from tempoconf.rollout.validation import validate_rollout
 from tempoconf.store.store import LockHeldError, Store
-from tempoconf.validation import validate_rollout
 from tests.api.helpers import make_stable
 
 NS = "default"
