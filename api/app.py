@@ -21,6 +21,7 @@ from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
+from tempoconf.api.openapi import route as openapi
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
@@ -32,7 +33,6 @@ from tempoconf.api.routes import (
     health,
     metrics,
     ofrep,
-    openapi,
     reports,
     rollouts,
     schemas,

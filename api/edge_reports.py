@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tempoconf.client._backoff import Backoff
+from tempoconf.backoff import Backoff
 
 __all__ = ["DEFAULT_FLUSH_INTERVAL", "DEFAULT_MAX_PENDING", "ReportRelay", "RelayCounts"]
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from tempoconf.api.snapshots import HeldSnapshots, SnapshotsNotLoadedError
-from tempoconf.client._backoff import Backoff
+from tempoconf.backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.resolution.bundles import BundleError, parse_bundle_body
 

@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from tempoconf.cli._backend import Ending, Prepared, ViewUnavailable
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, die
+from tempoconf.cli._operator_records import Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
 from tempoconf.gates.freezes import Freeze
 from tempoconf.operations.errors import Conflict, NotFound, Refused, Undelivered

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
+from tempoconf.cli._operator_records import CommandRefused, Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
 from tempoconf.gates.freezes import Freeze
-from tempoconf.operations.errors import OperationError, Refused, Unavailable
+from tempoconf.operations.errors import OperationError, Unavailable
 from tempoconf.operations.freezes import EndedFreeze
-from tempoconf.operations.preview import RolloutPreview
 from tempoconf.operations.start import AlreadyRunning, LockBusy
 from tempoconf.operations.steer import CommandSent, OperatorCommandInput
 from tempoconf.operations.view import RolloutSnapshot, StoreContext
@@ -49,30 +49,6 @@ __all__ = [
     "api_mode",
     "operator_backend",
 ]
-
-# What `prepare` answers: the domain's preview, under the name the commands use.
-Prepared = RolloutPreview
-# The rollout refused an operator command: the message says so in the operator's words.
-CommandRefused = Refused
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a rollout ended: its result, or why it ended without one."""
-
-    result: dict[str, Any] | None = None
-    failure: str = ""
-
-
-class ViewUnavailable(Exception):
-    """Temporal could not tell the rollout's state (`kind` as in SnapshotUnavailable, or
-    `unavailable`: the API could not reach Temporal)."""
-
-    def __init__(self, workflow_id: str, kind: str, detail: str) -> None:
-        super().__init__(detail)
-        self.workflow_id = workflow_id
-        self.kind = kind
-        self.detail = detail
 
 
 class OperatorBackend(Protocol):

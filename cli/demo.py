@@ -29,12 +29,14 @@ from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
     die,
     example_path,
+    tempoconf_command,
+    temporal_command,
     workflow_ui_url,
 )
 from tempoconf.cli.components import run_dev_stack
 from tempoconf.cli.demo_view import FleetDisplay, LiveView
-from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
-from tempoconf.cli.fleet import SERVER_LOAD, FleetProcess, failure_ratio
+from tempoconf.cli.devstack import DevStack
+from tempoconf.cli.fleet import SERVER_LOAD, FleetProcess, FleetSpec, failure_ratio
 from tempoconf.durations import parse_duration
 from tempoconf.resolution import STABLE
 from tempoconf.rollout.change import rollout_change, workflow_summary
@@ -136,7 +138,7 @@ async def run_demo(
 
     print(f"3. start a fleet of {clients} simulated clients polling {stack.api_url}")
     async with FleetProcess(
-        stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients
+        FleetSpec(stack.api_url, DEMO_PATH, namespace=DEMO_NAMESPACE, size=clients)
     ) as fleet:
         if not await fleet.wait_all_served(timeout=FLEET_START_SECONDS):
             if fleet.served() == 0:

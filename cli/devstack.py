@@ -16,7 +16,6 @@ import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import httpx
@@ -25,13 +24,14 @@ from temporalio.common import SearchAttributeIndexedValueType
 
 from tempoconf.cli._children import die_with_parent
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
+from tempoconf.cli._lifecycle import AsyncRunning
 from tempoconf.settings import Settings
 from tempoconf.temporal.binaries import temporal_cli_path
 from tempoconf.temporal.names import SEARCH_ATTRIBUTES, WORKFLOW_TYPE
 from tempoconf.temporal.payloads import DATA_CONVERTER
 from tempoconf.tracing import temporal_plugins
 
-__all__ = ["DevStack", "DevStackError", "free_port", "temporal_command", "tempoconf_command"]
+__all__ = ["DevStack", "DevStackError", "free_port"]
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 API_READY_TIMEOUT_SECONDS = 30.0
@@ -74,7 +74,7 @@ def _port_in_use(host: str, port: int) -> str | None:
     return None
 
 
-class DevStack:
+class DevStack(AsyncRunning):
     """Temporal dev server + worker + API for one machine; see the module docstring.
 
     Ports given as 0 are replaced by free ones (`.settings` holds the ones in use). `worker` and
@@ -234,22 +234,6 @@ class DevStack:
                     )
 
     # -- start and stop -----------------------------------------------------------------------
-    async def __aenter__(self) -> DevStack:
-        try:
-            await self._start()
-        except BaseException:
-            await self._stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._stop()
-
     async def _start(self) -> None:
         settings = self.settings
         self._check_ports()

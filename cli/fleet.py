@@ -30,16 +30,18 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import httpx
+
+from tempoconf.cli._lifecycle import AsyncRunning
 
 __all__ = [
     "SERVER_LOAD",
     "UNSERVED",
     "Fleet",
     "FleetProcess",
+    "FleetSpec",
     "SimulatedClient",
     "VersionSeen",
     "failure_ratio",
@@ -97,36 +99,50 @@ class VersionSeen:
         }
 
 
-class Fleet:
-    """`async with Fleet(api_url, path, size=200) as fleet:` runs the clients; `counts()` tallies them."""
+@dataclass(frozen=True)
+class FleetSpec:
+    """Which fleet to simulate: where it polls, how many clients, how often, how many canaries.
+    `Fleet` runs it in this process, `FleetProcess` in a child."""
 
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        namespace: str = "default",
-        size: int = 200,
-        interval: float = 0.5,
-        canary_share: float = 0.05,
-        report_interval: float = 3.0,
-        seed: int = 7,
-    ) -> None:
-        self.size = size
-        self.api_url = api_url.rstrip("/")
-        self.path = path
-        self.namespace = namespace
-        self.interval = interval
+    api_url: str
+    path: str
+    namespace: str = "default"
+    size: int = 200
+    interval: float = 0.5
+    canary_share: float = 0.05
+
+    def arguments(self) -> list[str]:
+        """The child's command line (`python -m tempoconf.cli.fleet ...`, see main)."""
+        return [
+            "--api-url", self.api_url,
+            "--path", self.path,
+            "--namespace", self.namespace,
+            "--clients", str(self.size),
+            "--interval", str(self.interval),
+            "--canary-share", str(self.canary_share),
+        ]  # fmt: skip
+
+
+class Fleet(AsyncRunning):
+    """`async with Fleet(FleetSpec(api_url, path, size=200)) as fleet:` runs the clients;
+    `counts()` tallies them."""
+
+    def __init__(self, spec: FleetSpec, *, report_interval: float = 3.0, seed: int = 7) -> None:
+        self.size = spec.size
+        self.api_url = spec.api_url.rstrip("/")
+        self.path = spec.path
+        self.namespace = spec.namespace
+        self.interval = spec.interval
         self.report_interval = report_interval
         # Spread the canaries evenly (every 1/share-th client, starting with host-0001) so even a
         # tiny fleet has one.
-        every = max(1, round(1 / canary_share)) if canary_share > 0 else 0
+        every = max(1, round(1 / spec.canary_share)) if spec.canary_share > 0 else 0
         self.clients = [
             SimulatedClient(
                 client_id=f"host-{number:04d}",
                 channel="canary" if every and (number - 1) % every == 0 else None,
             )
-            for number in range(1, size + 1)
+            for number in range(1, spec.size + 1)
         ]
         self.seen: dict[str, VersionSeen] = {}
         self._random = random.Random(seed)
@@ -134,7 +150,7 @@ class Fleet:
         self._tasks: list[asyncio.Task[None]] = []
         self._reports_supported = True
 
-    async def __aenter__(self) -> Fleet:
+    async def _start(self) -> None:
         self._http = httpx.AsyncClient(
             base_url=self.api_url,
             timeout=10.0,
@@ -144,14 +160,8 @@ class Fleet:
             asyncio.create_task(self._run(client), name=f"fleet-{client.client_id}")
             for client in self.clients
         ]
-        return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -286,49 +296,26 @@ class Fleet:
                 self.seen[client.version].error_hosts.add(client.client_id)
 
 
-class FleetProcess:
+class FleetProcess(AsyncRunning):
     """`Fleet` in a child process, with the same reading interface (`counts`, `served`, ...)."""
 
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        namespace: str = "default",
-        size: int = 200,
-        interval: float = 0.5,
-        canary_share: float = 0.05,
-    ) -> None:
-        self.size = size
-        self.interval = interval
-        self._arguments = [
-            sys.executable, "-m", "tempoconf.cli.fleet",
-            "--api-url", api_url,
-            "--path", path,
-            "--namespace", namespace,
-            "--clients", str(size),
-            "--interval", str(interval),
-            "--canary-share", str(canary_share),
-        ]  # fmt: skip
+    def __init__(self, spec: FleetSpec) -> None:
+        self.size = spec.size
+        self.interval = spec.interval
+        self._arguments = [sys.executable, "-m", "tempoconf.cli.fleet", *spec.arguments()]
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._snapshot: dict[str, Any] = {
             "counts": [], "served": 0, "canaries": 0, "canary_ids": [], "errors": [], "seen": {},
         }  # fmt: skip
 
-    async def __aenter__(self) -> FleetProcess:
+    async def _start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
             *self._arguments, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
         )
         self._reader = asyncio.create_task(self._read())
-        return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _stop(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
         process, self._process = self._process, None
@@ -392,14 +379,7 @@ class FleetProcess:
 
 async def _run_child(args: argparse.Namespace) -> None:
     """The child side of FleetProcess: run a Fleet, print its counts as JSON lines until stdin closes."""
-    fleet = Fleet(
-        args.api_url,
-        args.path,
-        namespace=args.namespace,
-        size=args.clients,
-        interval=args.interval,
-        canary_share=args.canary_share,
-    )
+    fleet = Fleet(FleetSpec(**vars(args)))  # main() names each argument after its field
     loop = asyncio.get_running_loop()
     # The parent holds our stdin: EOF means it is gone, and so should we be.
     stdin_closed = loop.run_in_executor(None, sys.stdin.buffer.read)
@@ -424,12 +404,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m tempoconf.cli.fleet", description="a simulated fleet (for FleetProcess)"
     )
-    parser.add_argument("--api-url", required=True)
-    parser.add_argument("--path", required=True)
-    parser.add_argument("--namespace", default="default")
-    parser.add_argument("--clients", type=int, default=200)
-    parser.add_argument("--interval", type=float, default=0.5)
-    parser.add_argument("--canary-share", type=float, default=0.05)
+    parser.add_argument("--api-url", dest="api_url", required=True)
+    parser.add_argument("--path", dest="path", required=True)
+    parser.add_argument("--namespace", dest="namespace", default="default")
+    parser.add_argument("--clients", dest="size", type=int, default=200)
+    parser.add_argument("--interval", dest="interval", type=float, default=0.5)
+    parser.add_argument("--canary-share", dest="canary_share", type=float, default=0.05)
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         asyncio.run(_run_child(parser.parse_args()))
 

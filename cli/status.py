@@ -20,6 +20,8 @@ from tempoconf.cli._common import (
     die,
     path_args,
     settings_from_args,
+    tempoconf_command,
+    temporal_command,
     workflow_ui_url,
 )
 from tempoconf.cli._format import duration_text, relative_text, table, utc_text, zoned_text
@@ -58,8 +60,6 @@ def steering_commands(
     The approve commands name the plan's `digest` (a stage with approvals refuses one without);
     `approvals` is who may still approve such a stage (tempoconf.rollout.approvals.approvals_wanted),
     whose Temporal CLI command then carries a `by` to fill in."""
-    from tempoconf.cli.devstack import tempoconf_command, temporal_command
-
     tempoconf, temporal = tempoconf_command(), temporal_command()
     target = path_args(namespace, path)
     if workflow_id != rollout_workflow_id(namespace, path):

@@ -44,7 +44,7 @@ from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.heartbeats import HEARTBEAT_THROTTLE, StoreHeartbeats
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
-from tempoconf.cli.devstack import temporal_command
+from tempoconf.cli._common import temporal_command
 from tempoconf.gates.freezes import FREEZE_RECHECK_SECONDS
 from tempoconf.rollout.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.settings import Settings

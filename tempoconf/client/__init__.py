@@ -14,6 +14,9 @@ Depends on httpx and prometheus-client only (it runs on fleet hosts). Blocking::
 asyncio: `AsyncConfigClient`, same arguments; `await client.get()`, and
 `async with client:` runs the watch task.
 
+Settings: every constructor takes `options=ClientOptions(...)` and, over it, any of its fields as a
+keyword argument (`cache_dir=...` above): one set of options serves several clients.
+
 Behaviour (docs/contract.md, Leases; docs/how-to/clients.md): long-poll with ETag (304 keeps
 the value), one request in flight per config, exponential backoff with full jitter on errors; the
 last good value is written atomically to `cache_dir` and served at start and while the API is
@@ -53,6 +56,7 @@ from tempoconf.client._model import (
     ConfigUnavailableError,
     ConfigValue,
 )
+from tempoconf.client._options import ClientOptions
 from tempoconf.client._sync import ConfigClient
 
 if TYPE_CHECKING:
@@ -63,6 +67,7 @@ __all__ = [
     "STABLE",
     "AsyncConfigClient",
     "AsyncLocalConfig",
+    "ClientOptions",
     "ConfigClient",
     "ConfigClientError",
     "ConfigRequestError",

@@ -6,22 +6,21 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
-from collections.abc import Awaitable, Callable, Mapping
-from types import TracebackType
+from collections.abc import Awaitable, Callable
 
 import httpx
-from prometheus_client import CollectorRegistry
 
-from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
-from tempoconf.client._common import StateReads, build_state
+from tempoconf.client._common import ClientBase
 from tempoconf.client._core import (
+    ReportRequest,
     WatchState,
     apply_error_text,
     check_report_answer,
     report_unreachable,
 )
+from tempoconf.client._lifecycle import AsyncWatching
 from tempoconf.client._model import ConfigClientError, ConfigValue
+from tempoconf.client._options import ClientOptions
 
 __all__ = ["AsyncConfigClient", "fetch_async", "watch_loop"]
 
@@ -86,55 +85,15 @@ async def watch_loop(
             await deliver(changed)
 
 
-class AsyncConfigClient(StateReads):
+class AsyncConfigClient(ClientBase, AsyncWatching):
     """One config for one client identity, for asyncio programs.
 
     `await get()` reads once; `async with client:` (or `start()` / `aclose()`) runs a watch task
     that long-polls and calls every subscriber on change. Same arguments as `ConfigClient`.
     """
 
-    _build_state = staticmethod(build_state)
-    """What builds the state (local evaluation's watcher builds a bundle's)."""
-
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        namespace: str = "default",
-        client_id: str | None = None,
-        channel: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        long_poll_seconds: float = 30.0,
-        poll_interval: float = 5.0,
-        min_interval: float = 0.5,
-        timeout: float = 10.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
-        registry: CollectorRegistry | None = None,
-        report_applied: bool = True,
-    ) -> None:
-        self._state = self._build_state(
-            api_url,
-            path,
-            namespace=namespace,
-            client_id=client_id,
-            channel=channel,
-            labels=labels,
-            token=token,
-            cache_dir=cache_dir,
-            long_poll_seconds=long_poll_seconds,
-            poll_interval=poll_interval,
-            min_interval=min_interval,
-            timeout=timeout,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            registry=registry,
-        )
-        self._http = httpx.AsyncClient(timeout=timeout)
-        self._report_applied = report_applied
+    def _open(self, options: ClientOptions) -> None:
+        self._http = httpx.AsyncClient(timeout=options.timeout)
         self._callbacks: list[AsyncCallback] = []
         self._task: asyncio.Task[None] | None = None
         self._request_lock = asyncio.Lock()
@@ -191,7 +150,7 @@ class AsyncConfigClient(StateReads):
                 attempted=self._attempted.set,
                 exclusive=self._request_lock,
             ),
-            name=f"tempoconf-watch:{self._state.options.path}",
+            name=f"tempoconf-watch:{self._state.path}",
         )
 
     async def stop(self) -> None:
@@ -209,39 +168,22 @@ class AsyncConfigClient(StateReads):
         await self._http.aclose()
         self._state.close()
 
-    async def __aenter__(self) -> AsyncConfigClient:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     # -- reporting -----------------------------------------------------------------------------
     async def report(self, ok: int, failed: int, error: str | None = None) -> None:
         """POST a health report for the version in use: counts of ok and failed operations
         since the last report, with this client's id, channel and labels (so a stage's health
         check counts it for the cohort the client is in). Raises ConfigRequestError /
         ConfigUnavailableError on failure."""
-        request = self._state.report_request(ok, failed, error)
-        try:
-            response = await self._http.post(
-                request.url, json=request.json, headers=request.headers
-            )
-        except httpx.HTTPError as exc:
-            raise report_unreachable(request.url, exc) from exc
-        check_report_answer(request.url, response.status_code, response.content)
+        await self._send(self._state.report_request(ok, failed, error))
 
     async def report_applied(self, version: str, error: str | None = None) -> None:
         """Tell the API this client applied `version` (error None) or failed to (`error`): what
         a stage's `min_applied` gate counts. After each change the subscribers handled, the
         client does this itself unless `report_applied=False` (as `tempoconf agent`, which
         reports once its --exec command succeeded). Raises as `report` does."""
-        request = self._state.applied_request(version, error)
+        await self._send(self._state.applied_request(version, error))
+
+    async def _send(self, request: ReportRequest) -> None:
         try:
             response = await self._http.post(
                 request.url, json=request.json, headers=request.headers

@@ -1,70 +1,73 @@
-"""What both flavours share: construction (options, cache, gauge and backoff from keyword
-arguments) and the read-only properties over the state."""
+"""What both flavours share: construction (the state, its cache, gauge and backoff from the
+options) and the read-only properties over the state."""
 
 from __future__ import annotations
 
-import os
-import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from prometheus_client import CollectorRegistry
 
-from tempoconf.client._backoff import Backoff
+from tempoconf.backoff import Backoff
 from tempoconf.client._cache import DiskCache, identity_key
-from tempoconf.client._core import ClientOptions, WatchState
+from tempoconf.client._core import WatchState
 from tempoconf.client._metrics import VersionGauge
 from tempoconf.client._model import ConfigClientError, ConfigValue, Source
+from tempoconf.client._options import ClientOptions, ClientSettings, client_id_of, client_options
 
-__all__ = ["StateReads", "build_state"]
+__all__ = ["ClientBase", "StateParts", "build_state", "state_parts"]
 
 
-def build_state(
-    api_url: str,
-    path: str,
-    *,
-    namespace: str,
-    client_id: str | None,
-    channel: str | None,
-    labels: Mapping[str, str] | None,
-    token: str | None,
-    cache_dir: str | os.PathLike[str] | None,
-    long_poll_seconds: float,
-    poll_interval: float,
-    min_interval: float,
-    timeout: float,
-    backoff_base: float,
-    backoff_cap: float,
-    registry: CollectorRegistry | None,
-) -> WatchState:
-    options = ClientOptions(
-        api_url=api_url,
-        path=path,
-        namespace=namespace,
-        client_id=socket.gethostname() if client_id is None else client_id,
-        channel=channel or None,
-        labels=dict(labels or {}),
-        token=token or None,
-        long_poll_seconds=long_poll_seconds,
-        poll_interval=poll_interval,
-        min_interval=min_interval,
-        timeout=timeout,
-    )
+def build_state(api_url: str, path: str, options: ClientOptions) -> WatchState:
+    """The state of one config for one identity: its cache file, its gauge, its backoff."""
     cache = None
-    if cache_dir is not None:
-        identity = identity_key(namespace, path, options.client_id, options.channel, options.labels)
-        cache = DiskCache(Path(cache_dir), identity)
+    if options.cache_dir is not None:
+        identity = identity_key(
+            options.namespace, path, client_id_of(options), options.channel, options.labels or {}
+        )
+        cache = DiskCache(Path(options.cache_dir), identity)
+    return WatchState(api_url, path, options, cache=cache, **state_parts(options))
+
+
+def state_parts(options: ClientOptions) -> StateParts:
+    """The gauge and backoff `options` ask for."""
     # A private registry by default: two clients in one process must not collide in the global one.
-    gauge = VersionGauge(registry if registry is not None else CollectorRegistry())
-    return WatchState(
-        options, cache=cache, gauge=gauge, backoff=Backoff(base=backoff_base, cap=backoff_cap)
-    )
+    registry = options.registry if options.registry is not None else CollectorRegistry()
+    return {
+        "gauge": VersionGauge(registry),
+        "backoff": Backoff(base=options.backoff_base, cap=options.backoff_cap),
+    }
 
 
-class StateReads:
-    """The reads both clients answer from their state alone, without a request."""
+class StateParts(TypedDict):
+    gauge: VersionGauge
+    backoff: Backoff
 
-    _state: WatchState
+
+class ClientBase:
+    """What both flavours of the client share: construction from the options, and the reads they
+    answer from their state alone, without a request."""
+
+    _build_state = staticmethod(build_state)
+    """What builds the state (local evaluation's watcher builds a bundle's)."""
+
+    def __init__(
+        self,
+        api_url: str,
+        path: str,
+        *,
+        options: ClientOptions | None = None,
+        **overrides: Unpack[ClientSettings],
+    ) -> None:
+        options = client_options(options, overrides)
+        self._state = self._build_state(api_url, path, options)
+        self._report_applied = options.report_applied
+        self._open(options)
+
+    def _open(self, options: ClientOptions) -> None:
+        """The flavour's own: its HTTP client, its locks, its watcher's slots."""
+        raise NotImplementedError
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -74,7 +77,7 @@ class StateReads:
     @property
     def client_id(self) -> str:
         """The id this client polls as (it decides its percentile bucket)."""
-        return self._state.options.client_id
+        return self._state.client_id
 
     @property
     def last_error(self) -> ConfigClientError | None:

@@ -14,13 +14,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from tempoconf.client._backoff import Backoff
+from tempoconf.backoff import Backoff
 from tempoconf.client._cache import DiskCache
 from tempoconf.client._hold import decide
 from tempoconf.client._metrics import VersionGauge
@@ -32,9 +32,9 @@ from tempoconf.client._model import (
     ConfigValue,
     Source,
 )
+from tempoconf.client._options import ClientOptions, check_path, client_id_of
 
 __all__ = [
-    "ClientOptions",
     "ConfigRequest",
     "ReportRequest",
     "MAX_APPLY_ERROR_LENGTH",
@@ -48,55 +48,9 @@ logger = logging.getLogger("tempoconf.client")
 
 MAX_APPLY_ERROR_LENGTH = 1000
 """The API keeps an apply error up to this long; a longer one is cut, not refused."""
-MAX_LONG_POLL_SECONDS = 60
-"""The API holds a poll at most this long."""
 _E = TypeVar("_E", bound=ConfigClientError)
 _CONFIRM_WRITE_INTERVAL = 60.0
 """A 304 refreshes the cache file's confirmation time at most this often (not on every poll)."""
-
-
-@dataclass(frozen=True)
-class ClientOptions:
-    """Who asks for which config, and how often (see ConfigClient for each field)."""
-
-    api_url: str
-    path: str
-    namespace: str = "default"
-    client_id: str = ""
-    channel: str | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    token: str | None = None
-    long_poll_seconds: float = 30.0
-    poll_interval: float = 5.0
-    min_interval: float = 0.5
-    timeout: float = 10.0
-
-    def __post_init__(self) -> None:
-        if not self.path or self.path.startswith("/"):
-            raise ValueError(
-                f"a config path like 'myproject/server_config' is needed, not {self.path!r}"
-            )
-        if not 0 <= self.long_poll_seconds <= MAX_LONG_POLL_SECONDS:
-            raise ValueError(
-                f"long_poll_seconds must be 0 (off) to {MAX_LONG_POLL_SECONDS}, "
-                f"not {self.long_poll_seconds}"
-            )
-        if self.poll_interval <= 0 or self.min_interval <= 0 or self.timeout <= 0:
-            raise ValueError("poll_interval, min_interval and timeout must be positive")
-        for key in self.labels:
-            if not key or "=" in key:
-                raise ValueError(f"a label key must be non-empty and without '=', not {key!r}")
-
-    @property
-    def config_url(self) -> str:
-        return f"{self.api_url.rstrip('/')}/v1/configs/{self.path}"
-
-    @property
-    def reports_url(self) -> str:
-        return f"{self.api_url.rstrip('/')}/v1/reports"
-
-    def auth_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
 @dataclass(frozen=True)
@@ -123,6 +77,8 @@ class WatchState:
 
     def __init__(
         self,
+        api_url: str,
+        path: str,
         options: ClientOptions,
         *,
         cache: DiskCache | None,
@@ -131,7 +87,13 @@ class WatchState:
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        check_path(path)
+        self.api_url = api_url
+        self.path = path
         self.options = options
+        self.client_id = client_id_of(options)
+        """The id this state polls as (it decides the percentile bucket)."""
+        self.labels = dict(options.labels or {})
         self._cache = cache
         self._gauge = gauge
         self._backoff = backoff
@@ -159,6 +121,18 @@ class WatchState:
                 self._seen_etag = cached.etag
                 self._cache_confirmed_at = cached.confirmed_at
                 self._gauge.set(cached)
+
+    @property
+    def config_url(self) -> str:
+        return f"{self.api_url.rstrip('/')}/v1/configs/{self.path}"
+
+    @property
+    def reports_url(self) -> str:
+        return f"{self.api_url.rstrip('/')}/v1/reports"
+
+    def auth_headers(self) -> dict[str, str]:
+        token = self.options.token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     # -- reading -------------------------------------------------------------------------------
     def current(self) -> ConfigValue | None:
@@ -203,7 +177,7 @@ class WatchState:
         if isinstance(error, ConfigRequestError):
             raise ConfigRequestError(error.status, error.message, url=error.url) from error
         raise ConfigUnavailableError(
-            f"no value for {self.options.namespace}/{self.options.path}: "
+            f"no value for {self.options.namespace}/{self.path}: "
             f"{error or 'the API has not answered yet'}, and no cached value"
         ) from error
 
@@ -232,18 +206,18 @@ class WatchState:
                     wait = max(1, min(wait, math.ceil(hold)))
             params: list[tuple[str, str]] = [
                 ("namespace", options.namespace),
-                ("client", options.client_id),
+                ("client", self.client_id),
             ]
             if options.channel:
                 params.append(("channel", options.channel))
-            params += [("label", f"{key}={value}") for key, value in sorted(options.labels.items())]
+            params += [("label", f"{key}={value}") for key, value in sorted(self.labels.items())]
             if wait:
                 params.append(("wait", str(wait)))
-            headers = {"Accept": "application/json", **options.auth_headers()}
+            headers = {"Accept": "application/json", **self.auth_headers()}
             if self._seen_etag is not None:
                 headers["If-None-Match"] = self._seen_etag
         return ConfigRequest(
-            url=options.config_url,
+            url=self.config_url,
             params=tuple(params),
             headers=headers,
             wait=wait,
@@ -284,52 +258,43 @@ class WatchState:
         (an answer that is not the documented JSON), after recording the failure.
         """
         try:
-            return self._take_response(request, status, headers, content, started=started)
+            now = self._wall()
+            with self._lock:
+                if status == 304:
+                    if self._seen_etag is None:
+                        raise self._failed(ConfigResponseError("304 without a prior ETag"))
+                    # A poll the API held until its deadline is followed at once (min_interval); one
+                    # answered at once (long-poll off, or an API that ignores `wait`) waits out
+                    # poll_interval: never spin.
+                    held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
+                    options = self.options
+                    quick = held or request.probe  # a probe answered: back to long-polls at once
+                    self._succeeded(
+                        started, options.min_interval if quick else options.poll_interval
+                    )
+                    self._confirm(now)
+                    return None
+                if status == 200:
+                    incoming = self._parse(content, headers, now)
+                    self._succeeded(started, self.options.min_interval)
+                    return self._receive(incoming, now)
+                message = _error_message(content)
+                if 400 <= status < 500:
+                    raise self._failed(ConfigRequestError(status, message, url=request.url))
+                if status >= 500:
+                    raise self._failed(
+                        ConfigUnavailableError(f"{status} from {request.url}: {message}")
+                    )
+                raise self._failed(
+                    ConfigResponseError(f"unexpected {status} from {request.url}: {message}")
+                )
         finally:
             self._tell_source_listeners()
-
-    def _take_response(
-        self,
-        request: ConfigRequest,
-        status: int,
-        headers: Mapping[str, str],
-        content: bytes,
-        *,
-        started: float,
-    ) -> ConfigValue | None:
-        now = self._wall()
-        with self._lock:
-            if status == 304:
-                if self._seen_etag is None:
-                    raise self._failed(ConfigResponseError("304 without a prior ETag"))
-                # A poll the API held until its deadline is followed at once (min_interval); one
-                # answered at once (long-poll off, or an API that ignores `wait`) waits out
-                # poll_interval: never spin.
-                held = request.wait > 0 and self.monotonic() - started >= request.wait / 2
-                options = self.options
-                quick = held or request.probe  # a probe answered: back to long-polls at once
-                self._succeeded(started, options.min_interval if quick else options.poll_interval)
-                self._confirm(now)
-                return None
-            if status == 200:
-                incoming = self._parse(content, headers, now)
-                self._succeeded(started, self.options.min_interval)
-                return self._receive(incoming, now)
-            message = _error_message(content)
-            if 400 <= status < 500:
-                raise self._failed(ConfigRequestError(status, message, url=request.url))
-            if status >= 500:
-                raise self._failed(
-                    ConfigUnavailableError(f"{status} from {request.url}: {message}")
-                )
-            raise self._failed(
-                ConfigResponseError(f"unexpected {status} from {request.url}: {message}")
-            )
 
     def on_transport_error(self, exc: Exception) -> ConfigUnavailableError:
         """Record a request that got no answer; returns the error to raise (cause: `exc`)."""
         error = ConfigUnavailableError(
-            f"cannot reach the API at {self.options.api_url}: {type(exc).__name__}: {exc}"
+            f"cannot reach the API at {self.api_url}: {type(exc).__name__}: {exc}"
         )
         error.__cause__ = exc
         with self._lock:
@@ -345,43 +310,35 @@ class WatchState:
         value = self.current()
         if value is None:
             raise ConfigUnavailableError("no value in use yet: nothing to report health about")
-        body: dict[str, Any] = {
-            "path": self.options.path,
-            "namespace": self.options.namespace,
-            "client": self.options.client_id,
-            "version": value.version,
-            "ok": ok,
-            "failed": failed,
-            # The identity it polls with: the health check counts the report for the stage whose
-            # cohort this client is in, and only for that one.
-            "channel": self.options.channel,
-            "labels": dict(self.options.labels),
-        }
-        if error is not None:
-            body["error"] = error
-        headers = {"Accept": "application/json", **self.options.auth_headers()}
-        return ReportRequest(url=self.options.reports_url, json=body, headers=headers)
+        extra = {} if error is None else {"error": error}
+        return self._report(value.version, ok=ok, failed=failed, **extra)
 
     def applied_request(self, version: str, error: str | None) -> ReportRequest:
         """The POST /v1/reports body saying this client applied `version` (error None) or failed
         to (the gate on applied versions counts it): no operations, so no health report."""
         if not isinstance(version, str) or not version:
             raise ValueError(f"version must be a version id, not {version!r}")
-        body: dict[str, Any] = {
-            "path": self.options.path,
-            "namespace": self.options.namespace,
-            "client": self.options.client_id,
-            "version": version,
-            "ok": 0,
-            "failed": 0,
-            "channel": self.options.channel,
-            "labels": dict(self.options.labels),
-            "applied": error is None,
-        }
+        extra: dict[str, Any] = {"applied": error is None}
         if error is not None:
-            body["apply_error"] = error[:MAX_APPLY_ERROR_LENGTH] or "apply failed"
-        headers = {"Accept": "application/json", **self.options.auth_headers()}
-        return ReportRequest(url=self.options.reports_url, json=body, headers=headers)
+            extra["apply_error"] = error[:MAX_APPLY_ERROR_LENGTH] or "apply failed"
+        return self._report(version, ok=0, failed=0, **extra)
+
+    def _report(self, version: str, *, ok: int, failed: int, **extra: Any) -> ReportRequest:
+        body: dict[str, Any] = {
+            "path": self.path,
+            "namespace": self.options.namespace,
+            "client": self.client_id,
+            "version": version,
+            "ok": ok,
+            "failed": failed,
+            # The identity it polls with: the health check counts the report for the stage whose
+            # cohort this client is in, and only for that one.
+            "channel": self.options.channel,
+            "labels": dict(self.labels),
+            **extra,
+        }
+        headers = {"Accept": "application/json", **self.auth_headers()}
+        return ReportRequest(url=self.reports_url, json=body, headers=headers)
 
     def close(self) -> None:
         """Remove this client's series from the gauge."""
@@ -451,7 +408,7 @@ class WatchState:
             raise self._failed(ConfigResponseError(f"answer is not JSON: {exc}")) from exc
         except ConfigResponseError as exc:
             raise self._failed(exc) from None
-        if (incoming.namespace, incoming.path) != (self.options.namespace, self.options.path):
+        if (incoming.namespace, incoming.path) != (self.options.namespace, self.path):
             raise self._failed(
                 ConfigResponseError(f"answer is for {incoming.namespace}/{incoming.path}")
             )
@@ -491,7 +448,7 @@ class WatchState:
         return self._applied.expires_at.timestamp() - self._wall()
 
     def _describe(self) -> str:
-        return f"config {self.options.namespace}/{self.options.path}"
+        return f"config {self.options.namespace}/{self.path}"
 
 
 def _error_message(content: bytes) -> str:

@@ -12,21 +12,19 @@ function the API resolves with, and applies the hold rule across bundles.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from types import MappingProxyType, TracebackType
-
-from prometheus_client import CollectorRegistry
+from types import MappingProxyType
+from typing import Generic, TypeVar, Unpack
 
 from tempoconf.client._async import AsyncConfigClient
-from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP, Backoff
 from tempoconf.client._cache import DiskCache, identity_key
-from tempoconf.client._core import ClientOptions, ConfigRequest, WatchState
+from tempoconf.client._common import state_parts
+from tempoconf.client._core import ConfigRequest, WatchState
 from tempoconf.client._hold import decide
-from tempoconf.client._metrics import VersionGauge
+from tempoconf.client._lifecycle import AsyncWatching, Watching
 from tempoconf.client._model import (
     STABLE,
     ConfigClientError,
@@ -34,6 +32,12 @@ from tempoconf.client._model import (
     ConfigResponseError,
     ConfigValue,
     Source,
+)
+from tempoconf.client._options import (
+    IDENTITY_AND_REPORTING,
+    ClientOptions,
+    WatchSettings,
+    client_options,
 )
 from tempoconf.client._sync import ConfigClient
 from tempoconf.resolution import ClientIdentity, ConfigSnapshot, resolve, stage_kind
@@ -55,12 +59,11 @@ class BundleState(WatchState):
 
     def config_request(self, *, long_poll: bool) -> ConfigRequest:
         request = super().config_request(long_poll=long_poll)
-        options = self.options
         # The bundle is the same for everyone: no identity in the request, only where and how long.
         params = tuple(
             (name, value) for name, value in request.params if name in ("namespace", "wait")
         )
-        url = f"{options.api_url.rstrip('/')}{BUNDLES_PREFIX}{options.path}"
+        url = bundle_url(self.api_url, self.path)
         return dataclasses.replace(request, url=url, params=params)
 
     def _parse(self, content: bytes, headers: Mapping[str, str], now: float) -> ConfigValue:
@@ -68,7 +71,7 @@ class BundleState(WatchState):
             snapshot = parse_bundle_body(content)
         except BundleError as exc:
             raise self._failed(ConfigResponseError(str(exc))) from None
-        if (snapshot.namespace, snapshot.path) != (self.options.namespace, self.options.path):
+        if (snapshot.namespace, snapshot.path) != (self.options.namespace, self.path):
             raise self._failed(
                 ConfigResponseError(f"bundle is for {snapshot.namespace}/{snapshot.path}")
             )
@@ -94,44 +97,28 @@ def bundle_value(
     )
 
 
-def build_bundle_state(
-    api_url: str,
-    path: str,
-    *,
-    namespace: str,
-    client_id: str | None,
-    channel: str | None,
-    labels: Mapping[str, str] | None,
-    token: str | None,
-    cache_dir: str | os.PathLike[str] | None,
-    long_poll_seconds: float,
-    poll_interval: float,
-    min_interval: float,
-    timeout: float,
-    backoff_base: float,
-    backoff_cap: float,
-    registry: CollectorRegistry | None,
-) -> WatchState:
+def bundle_url(api_url: str, path: str) -> str:
+    return f"{api_url.rstrip('/')}{BUNDLES_PREFIX}{path}"
+
+
+def build_bundle_state(api_url: str, path: str, options: ClientOptions) -> WatchState:
     """`build_state` for a bundle: no identity (the bundle is everyone's), its own cache file."""
-    options = ClientOptions(
-        api_url=api_url,
-        path=path,
-        namespace=namespace,
-        token=token or None,
-        long_poll_seconds=long_poll_seconds,
-        poll_interval=poll_interval,
-        min_interval=min_interval,
-        timeout=timeout,
-    )
     cache = None
-    if cache_dir is not None:
+    if options.cache_dir is not None:
         # "bundle" in the identity: never the file of a ConfigClient of the same config.
-        identity = {**identity_key(namespace, path, "", None, {}), "bundle": True}
-        cache = DiskCache(Path(cache_dir), identity)
-    # A private registry: the agent's version gauge would show the bundle's digest, not a version.
-    gauge = VersionGauge(registry if registry is not None else CollectorRegistry())
-    return BundleState(
-        options, cache=cache, gauge=gauge, backoff=Backoff(base=backoff_base, cap=backoff_cap)
+        identity = {**identity_key(options.namespace, path, "", None, {}), "bundle": True}
+        cache = DiskCache(Path(options.cache_dir), identity)
+    return BundleState(api_url, path, options, cache=cache, **state_parts(options))
+
+
+def local_options(
+    options: ClientOptions | None, overrides: WatchSettings, owner: str
+) -> ClientOptions:
+    """The options of a bundle's watcher: no identity, no reports, a private registry (the agent's
+    version gauge would show the bundle's digest, not a version)."""
+    options = client_options(options, overrides, refused=IDENTITY_AND_REPORTING, owner=owner)
+    return dataclasses.replace(
+        options, client_id="", channel=None, labels=None, registry=None, report_applied=False
     )
 
 
@@ -274,72 +261,29 @@ def _identity(
     return ClientIdentity(client_id=client_id, channel=channel or None, labels=dict(labels or {}))
 
 
-class LocalConfig:
-    """One config for any number of client identities, resolved in this process
-    (docs/how-to/clients.md): for a server-side application that serves many users or tenants
-    from one process, where a ConfigClient per identity would be a watch (and a long-poll) per
-    identity.
+_W = TypeVar("_W", _BundleWatcher, _AsyncBundleWatcher)
 
-    - `get(client_id, channel=None, labels=None)`: the ConfigValue that identity gets, exactly
-      what `GET /v1/configs/{path}` answers it (the same resolution, the same bucketing), from
-      the bundle in use: no request while watching, one bundle request otherwise.
-    - `start()` (or `with config:`): a background thread long-polls the bundle.
-    - `snapshot`: the bundle in use, as a tempoconf.resolution.ConfigSnapshot.
 
-    Arguments as ConfigClient's, less the identity (`client_id`, `channel`, `labels` are given
-    to `get`) and reporting: `namespace`, `token`, `cache_dir` (the last good bundle, so a start
-    while the API is unreachable serves every identity, `source == "cache"`),
-    `long_poll_seconds`, `poll_interval`, `min_interval`, `timeout`, `backoff_base`,
-    `backoff_cap`.
-    """
+class _Local(Generic[_W]):
+    """What both flavours of local evaluation share: the watch of the bundle, its resolver."""
 
     def __init__(
         self,
         api_url: str,
         path: str,
         *,
-        namespace: str = "default",
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        long_poll_seconds: float = 30.0,
-        poll_interval: float = 5.0,
-        min_interval: float = 0.5,
-        timeout: float = 10.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
+        options: ClientOptions | None = None,
+        **overrides: Unpack[WatchSettings],
     ) -> None:
-        self._watcher = _BundleWatcher(
-            api_url,
-            path,
-            namespace=namespace,
-            client_id="",
-            token=token,
-            cache_dir=cache_dir,
-            long_poll_seconds=long_poll_seconds,
-            poll_interval=poll_interval,
-            min_interval=min_interval,
-            timeout=timeout,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            report_applied=False,
-        )
+        options = local_options(options, overrides, type(self).__name__)
+        self._watcher: _W = self._watch(api_url, path, options)
         self._resolver = LocalResolver()
         # Every bundle the watcher takes, not only those a get() sees: the hold rule needs each.
         self._watcher.subscribe(self._take)
-        self._url = f"{api_url.rstrip('/')}{BUNDLES_PREFIX}{path}"
+        self._url = bundle_url(api_url, path)
 
-    def get(
-        self, client_id: str, channel: str | None = None, labels: Mapping[str, str] | None = None
-    ) -> ConfigValue:
-        """The value `client_id` (with `channel`, `labels`) gets now; from the last good bundle
-        (`source == "cache"`) while the API is unreachable. Raises ConfigRequestError (4xx, and
-        404 when nothing serves this identity), ConfigUnavailableError (no bundle known)."""
-        identity = _identity(client_id, channel, labels)
-        # While watching, the bundle in use is current: read it without get()'s request lock.
-        bundle = self._watcher.current if self._watcher.watching else None
-        if bundle is None:
-            bundle = self._watcher.get()
-        return self._resolver.value_for(bundle, identity, datetime.now(UTC), url=self._url)
+    def _watch(self, api_url: str, path: str, options: ClientOptions) -> _W:
+        raise NotImplementedError
 
     @property
     def snapshot(self) -> ConfigSnapshot | None:
@@ -365,8 +309,51 @@ class LocalConfig:
         return self._watcher.watching
 
     def start(self) -> None:
-        """Start the watcher thread (idempotent)."""
+        """Start watching (idempotent): the sync flavour's thread, the asyncio flavour's task in
+        the running loop."""
         self._watcher.start()
+
+    def _watched(self) -> ConfigValue | None:
+        # While watching, the bundle in use is current: read it without get()'s request lock.
+        return self._watcher.current if self._watcher.watching else None
+
+    def _value_for(self, bundle: ConfigValue, identity: ClientIdentity) -> ConfigValue:
+        return self._resolver.value_for(bundle, identity, datetime.now(UTC), url=self._url)
+
+    def _take(self, bundle: ConfigValue) -> None:
+        self._resolver.take(bundle)
+
+
+class LocalConfig(_Local[_BundleWatcher], Watching):
+    """One config for any number of client identities, resolved in this process
+    (docs/how-to/clients.md): for a server-side application that serves many users or tenants
+    from one process, where a ConfigClient per identity would be a watch (and a long-poll) per
+    identity.
+
+    - `get(client_id, channel=None, labels=None)`: the ConfigValue that identity gets, exactly
+      what `GET /v1/configs/{path}` answers it (the same resolution, the same bucketing), from
+      the bundle in use: no request while watching, one bundle request otherwise.
+    - `start()` (or `with config:`): a background thread long-polls the bundle.
+    - `snapshot`: the bundle in use, as a tempoconf.resolution.ConfigSnapshot.
+
+    Settings as ConfigClient's (`options`, a ClientOptions, and its fields as keyword arguments),
+    less the identity (`client_id`, `channel`, `labels` are given to `get`) and reporting:
+    `namespace`, `token`, `cache_dir` (the last good bundle, so a start while the API is
+    unreachable serves every identity, `source == "cache"`), `long_poll_seconds`,
+    `poll_interval`, `min_interval`, `timeout`, `backoff_base`, `backoff_cap`.
+    """
+
+    def _watch(self, api_url: str, path: str, options: ClientOptions) -> _BundleWatcher:
+        return _BundleWatcher(api_url, path, options=options)
+
+    def get(
+        self, client_id: str, channel: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> ConfigValue:
+        """The value `client_id` (with `channel`, `labels`) gets now; from the last good bundle
+        (`source == "cache"`) while the API is unreachable. Raises ConfigRequestError (4xx, and
+        404 when nothing serves this identity), ConfigUnavailableError (no bundle known)."""
+        identity = _identity(client_id, channel, labels)
+        return self._value_for(self._watched() or self._watcher.get(), identity)
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Stop the watcher and wait for its thread (idempotent)."""
@@ -376,95 +363,20 @@ class LocalConfig:
         """Stop watching and close the HTTP connections."""
         self._watcher.close()
 
-    def __enter__(self) -> LocalConfig:
-        self.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _take(self, bundle: ConfigValue) -> None:
-        self._resolver.take(bundle)
-
-
-class AsyncLocalConfig:
+class AsyncLocalConfig(_Local[_AsyncBundleWatcher], AsyncWatching):
     """LocalConfig for asyncio programs: `await get(client_id, ...)`; `async with config:` (or
     `start()` / `aclose()`) runs the watch task. Same arguments as LocalConfig."""
 
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        namespace: str = "default",
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        long_poll_seconds: float = 30.0,
-        poll_interval: float = 5.0,
-        min_interval: float = 0.5,
-        timeout: float = 10.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
-    ) -> None:
-        self._watcher = _AsyncBundleWatcher(
-            api_url,
-            path,
-            namespace=namespace,
-            client_id="",
-            token=token,
-            cache_dir=cache_dir,
-            long_poll_seconds=long_poll_seconds,
-            poll_interval=poll_interval,
-            min_interval=min_interval,
-            timeout=timeout,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            report_applied=False,
-        )
-        self._resolver = LocalResolver()
-        self._watcher.subscribe(self._take)
-        self._url = f"{api_url.rstrip('/')}{BUNDLES_PREFIX}{path}"
+    def _watch(self, api_url: str, path: str, options: ClientOptions) -> _AsyncBundleWatcher:
+        return _AsyncBundleWatcher(api_url, path, options=options)
 
     async def get(
         self, client_id: str, channel: str | None = None, labels: Mapping[str, str] | None = None
     ) -> ConfigValue:
         """As LocalConfig.get."""
         identity = _identity(client_id, channel, labels)
-        bundle = self._watcher.current if self._watcher.watching else None
-        if bundle is None:
-            bundle = await self._watcher.get()
-        return self._resolver.value_for(bundle, identity, datetime.now(UTC), url=self._url)
-
-    @property
-    def snapshot(self) -> ConfigSnapshot | None:
-        """The bundle in use (None before the first one)."""
-        current = self._watcher.current
-        if current is None:
-            return None
-        return self._resolver.take(current)[0]
-
-    @property
-    def last_error(self) -> ConfigClientError | None:
-        return self._watcher.last_error
-
-    def on_source_change(self, callback: Callable[[Source], None]) -> Callable[[], None]:
-        """Call `callback("cache")` when the API stops answering (every identity is then resolved
-        from the last good bundle) and `callback("api")` when it answers again, as
-        ConfigClient.on_source_change. Returns a function that removes it."""
-        return self._watcher.on_source_change(callback)
-
-    @property
-    def watching(self) -> bool:
-        return self._watcher.watching
-
-    def start(self) -> None:
-        """Start the watch task (idempotent); needs a running event loop."""
-        self._watcher.start()
+        return self._value_for(self._watched() or await self._watcher.get(), identity)
 
     async def stop(self) -> None:
         await self._watcher.stop()
@@ -472,18 +384,3 @@ class AsyncLocalConfig:
     async def aclose(self) -> None:
         """Stop watching and close the HTTP connections."""
         await self._watcher.aclose()
-
-    async def __aenter__(self) -> AsyncLocalConfig:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _take(self, bundle: ConfigValue) -> None:
-        self._resolver.take(bundle)

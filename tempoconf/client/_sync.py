@@ -6,24 +6,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
-from collections.abc import Callable, Mapping
-from types import TracebackType
+from collections.abc import Callable
 
 import httpx
-from prometheus_client import CollectorRegistry
 
 from tempoconf.client._async import watch_loop
-from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
-from tempoconf.client._common import StateReads, build_state
+from tempoconf.client._common import ClientBase
 from tempoconf.client._core import (
+    ReportRequest,
     WatchState,
     apply_error_text,
     check_report_answer,
     report_unreachable,
 )
+from tempoconf.client._lifecycle import Watching
 from tempoconf.client._model import ConfigClientError, ConfigValue
+from tempoconf.client._options import ClientOptions
 
 __all__ = ["ConfigClient"]
 
@@ -50,7 +49,7 @@ def fetch_sync(state: WatchState, http: httpx.Client) -> ConfigValue | None:
     )
 
 
-class ConfigClient(StateReads):
+class ConfigClient(ClientBase, Watching):
     """One config for one client identity (docs/how-to/clients.md).
 
     - `get()`: the value to use, from the API, else the last good value (`source == "cache"`,
@@ -59,61 +58,15 @@ class ConfigClient(StateReads):
       and calls `callback(value)` with the value in use, then on every version change.
     - `report(ok, failed, error=None)`: a health report for the version in use.
 
-    Arguments: `namespace` (default "default"); `client_id` (default the hostname: it decides
-    the percentile bucket); `channel`, `labels`: the rest of the identity; `token`: bearer token
-    when the API requires one; `cache_dir`: where the last good value is kept (None: memory
-    only); `long_poll_seconds` (default 30, 0 to poll); `poll_interval` (default 5 s: the pause
-    after an answer that came back at once, so an API that does not hold polls is not hammered);
-    `min_interval` (0.5 s: the least time between two requests after a change); `timeout`
-    (10 s, on top of the long-poll); `backoff_base`, `backoff_cap` (0.5 s, 5 s: exponential
-    backoff with full jitter after failures); `registry`: the prometheus CollectorRegistry for
-    `tempoconf_agent_config_version` (default a private one; see the package docstring);
-    `report_applied` (default True): after the subscribers handled a new value, report it
-    applied, or the first subscriber's exception as the apply error (`report_applied()`).
+    Settings: `options`, a ClientOptions, and (over it) any of its fields as keyword arguments:
+    `namespace`, `client_id` (default the hostname: it decides the percentile bucket),
+    `channel`, `labels`, `token`, `cache_dir`, `long_poll_seconds`, `poll_interval`,
+    `min_interval`, `timeout`, `backoff_base`, `backoff_cap`, `registry`, `report_applied`
+    (ClientOptions says what each does).
     """
 
-    _build_state = staticmethod(build_state)
-    """What builds the state (local evaluation's watcher builds a bundle's)."""
-
-    def __init__(
-        self,
-        api_url: str,
-        path: str,
-        *,
-        namespace: str = "default",
-        client_id: str | None = None,
-        channel: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        long_poll_seconds: float = 30.0,
-        poll_interval: float = 5.0,
-        min_interval: float = 0.5,
-        timeout: float = 10.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
-        registry: CollectorRegistry | None = None,
-        report_applied: bool = True,
-    ) -> None:
-        self._state = self._build_state(
-            api_url,
-            path,
-            namespace=namespace,
-            client_id=client_id,
-            channel=channel,
-            labels=labels,
-            token=token,
-            cache_dir=cache_dir,
-            long_poll_seconds=long_poll_seconds,
-            poll_interval=poll_interval,
-            min_interval=min_interval,
-            timeout=timeout,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            registry=registry,
-        )
-        self._http = httpx.Client(timeout=timeout)
-        self._report_applied = report_applied
+    def _open(self, options: ClientOptions) -> None:
+        self._http = httpx.Client(timeout=options.timeout)
         self._callbacks: list[Callback] = []
         self._request_lock = threading.Lock()
         self._lifecycle = threading.Lock()
@@ -168,7 +121,7 @@ class ConfigClient(StateReads):
             self._thread = threading.Thread(
                 target=self._run,
                 args=(ready,),
-                name=f"tempoconf-watch:{self._state.options.path}",
+                name=f"tempoconf-watch:{self._state.path}",
                 daemon=True,  # never keeps the process alive on its own
             )
             self._thread.start()
@@ -194,44 +147,29 @@ class ConfigClient(StateReads):
         self._http.close()
         self._state.close()
 
-    def __enter__(self) -> ConfigClient:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- reporting -----------------------------------------------------------------------------
     def report(self, ok: int, failed: int, error: str | None = None) -> None:
         """POST a health report for the version in use: counts of ok and failed operations
         since the last report, with this client's id, channel and labels (so a stage's health
         check counts it for the cohort the client is in). Raises ConfigRequestError /
         ConfigUnavailableError on failure."""
-        request = self._state.report_request(ok, failed, error)
-        try:
-            response = self._http.post(request.url, json=request.json, headers=request.headers)
-        except httpx.HTTPError as exc:
-            raise report_unreachable(request.url, exc) from exc
-        check_report_answer(request.url, response.status_code, response.content)
+        self._send(self._state.report_request(ok, failed, error))
 
     def report_applied(self, version: str, error: str | None = None) -> None:
         """Tell the API this client applied `version` (error None) or failed to (`error`): what
         a stage's `min_applied` gate counts. After each change the subscribers handled, the
         client does this itself unless `report_applied=False` (as `tempoconf agent`, which
         reports once its --exec command succeeded). Raises as `report` does."""
-        request = self._state.applied_request(version, error)
+        self._send(self._state.applied_request(version, error))
+
+    # -- internals -----------------------------------------------------------------------------
+    def _send(self, request: ReportRequest) -> None:
         try:
             response = self._http.post(request.url, json=request.json, headers=request.headers)
         except httpx.HTTPError as exc:
             raise report_unreachable(request.url, exc) from exc
         check_report_answer(request.url, response.status_code, response.content)
 
-    # -- internals -----------------------------------------------------------------------------
     def _run(self, ready: threading.Event) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
@@ -247,7 +185,7 @@ class ConfigClient(StateReads):
         except asyncio.CancelledError:
             pass  # stop()
         except Exception:  # a bug, not a failed poll (those are retried): say so, end the thread
-            logger.exception("the config watcher of %s died", self._state.options.path)
+            logger.exception("the config watcher of %s died", self._state.path)
         finally:
             ready.set()
 

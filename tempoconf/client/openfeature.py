@@ -31,18 +31,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Generic, Literal, TypeVar, Unpack
 
 from prometheus_client import CollectorRegistry
 
 from tempoconf.client._async import AsyncConfigClient
-from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP
-from tempoconf.client._common import StateReads
 from tempoconf.client._flagkeys import (
     MISSING,
     FlagKey,
@@ -51,6 +48,8 @@ from tempoconf.client._flagkeys import (
     lookup,
     parse_flag_key,
 )
+from tempoconf.client._flagvalues import FlagType, flag_metadata, json_type, short, typed
+from tempoconf.client._lifecycle import AsyncClosing
 from tempoconf.client._model import (
     STABLE,
     ConfigClientError,
@@ -58,6 +57,7 @@ from tempoconf.client._model import (
     ConfigValue,
     Source,
 )
+from tempoconf.client._options import ClientOptions, ClientSettings, client_options
 from tempoconf.client._stagekind import stage_kind
 from tempoconf.client._sync import ConfigClient
 
@@ -83,10 +83,10 @@ logger = logging.getLogger("tempoconf.client")
 PROVIDER_NAME = "tempoconf"
 """`get_metadata().name`, what OpenFeature's events and hooks name this provider by."""
 
-FlagType = Literal["boolean", "string", "integer", "float", "object"]
 Status = Literal["not_ready", "ready", "stale", "error"]
 ObjectValue = Sequence[FlagValueType] | Mapping[str, FlagValueType]
 _T = TypeVar("_T")
+_Client = TypeVar("_Client", ConfigClient, AsyncConfigClient)
 
 _REASONS = {"stable": Reason.STATIC, "targeting": Reason.TARGETING_MATCH, "split": Reason.SPLIT}
 
@@ -103,26 +103,37 @@ class _FatalError(ProviderFatalError):
         return self.error_message or "provider fatal error"
 
 
-class _ProviderBase(AbstractProvider):
-    """Resolution and events over one client per config; the flavours add the lifecycle."""
+class _ProviderBase(AbstractProvider, Generic[_Client]):
+    """Resolution and events over one client per config; the flavours add the lifecycle.
+
+    Settings as ConfigClient's (`options`, a ClientOptions, and its fields as keyword arguments),
+    the same for every config.
+    """
 
     def __init__(
         self,
+        api_url: str,
         paths: Sequence[str],
         *,
-        namespace: str,
-        client_id: str,
-        channel: str | None,
-        labels: Mapping[str, str],
-        clients: Mapping[str, StateReads],
+        options: ClientOptions | None = None,
+        **overrides: Unpack[ClientSettings],
     ) -> None:
+        unique = _check_paths(paths)
+        options = client_options(options, overrides)
+        # One registry (default a private one) for the series of every config.
+        registry = options.registry if options.registry is not None else CollectorRegistry()
+        options = dataclasses.replace(options, registry=registry)
+        self._clients: dict[str, _Client] = {
+            path: self._client(api_url, path, options) for path in unique
+        }
+        self.registry = registry
+        """The registry holding `tempoconf_agent_config_version` for every config."""
         super().__init__()
-        self._paths = tuple(paths)
-        self._namespace = namespace
-        self._client_id = client_id
-        self._channel = channel
-        self._labels = dict(labels)
-        self._clients = dict(clients)
+        self._paths = unique
+        self._namespace = options.namespace
+        self._client_id: str = self._clients[unique[0]].client_id
+        self._channel = options.channel
+        self._labels = dict(options.labels or {})
         # Re-entrant: an event emitted under it may run a handler of ours in the same thread.
         self._lock = threading.RLock()
         self._last: dict[str, ConfigValue] = {}
@@ -135,6 +146,12 @@ class _ProviderBase(AbstractProvider):
         """The status the SDK was last told (READY by the SDK itself when initialize returns)."""
         self._removers: list[Callable[[], None]] = []
         self._ready_handler_added = False
+        self._lifecycle = threading.Lock()
+        """Held by the blocking flavour's initialize and shutdown (initialize does I/O under it)."""
+
+    def _client(self, api_url: str, path: str, options: ClientOptions) -> _Client:
+        """The client of one config (the flavour's)."""
+        raise NotImplementedError
 
     # -- OpenFeature ---------------------------------------------------------------------------
     def get_metadata(self) -> Metadata:
@@ -240,19 +257,19 @@ class _ProviderBase(AbstractProvider):
                 f"{key.pointer!r} names nothing in {self._namespace}/{key.path} "
                 f"version {value.version}",
             )
-        typed = _typed(found, flag_type)
-        if typed is MISSING:
+        flag_value = typed(found, flag_type)
+        if flag_value is MISSING:
             return _error(
                 default,
                 ErrorCode.TYPE_MISMATCH,
-                f"{key.text} is {_json_type(found)} {_short(found)}, not {flag_type} "
+                f"{key.text} is {json_type(found)} {short(found)}, not {flag_type} "
                 f"(version {value.version})",
             )
         return FlagResolutionDetails(
-            value=typed,
+            value=flag_value,
             reason=self._reason(value),
             variant=value.version,
-            flag_metadata=_flag_metadata(value),
+            flag_metadata=flag_metadata(value),
         )
 
     def _no_value(
@@ -278,7 +295,7 @@ class _ProviderBase(AbstractProvider):
         return _REASONS[stage_kind(value.stage, channel=self._channel, labels=self._labels)]
 
     # -- events --------------------------------------------------------------------------------
-    def _watch(self, path: str, client: StateReads) -> None:
+    def _watch(self, path: str, client: _Client) -> None:
         """Track the value in use of `path` and the API's reachability (before watching starts)."""
         with self._lock:
             current = client.current
@@ -399,7 +416,7 @@ class _ProviderBase(AbstractProvider):
         return "no value from the API and none cached for " + "; ".join(missing)
 
 
-class TempoconfProvider(_ProviderBase):
+class TempoconfProvider(_ProviderBase[ConfigClient]):
     """The blocking flavour: one `ConfigClient` per config of `paths`, watching in its thread.
 
     `openfeature.api.set_provider(provider)` (or `set_provider_and_wait`) calls `initialize()`:
@@ -408,68 +425,16 @@ class TempoconfProvider(_ProviderBase):
     `api.shutdown()`) stops the watchers and closes the connections; a provider is initialised
     once.
 
-    The identity (`client_id`, default the hostname; `channel`; `labels`) and the other keyword
-    arguments are `ConfigClient`'s, the same for every config. One `registry` (default a private
-    one) holds the `tempoconf_agent_config_version` series of all of them.
+    The identity (`client_id`, default the hostname; `channel`; `labels`) and the other settings
+    (`options`, a ClientOptions, and its fields as keyword arguments) are `ConfigClient`'s, the
+    same for every config. One `registry` (default a private one) holds the
+    `tempoconf_agent_config_version` series of all of them.
     """
 
-    def __init__(
-        self,
-        api_url: str,
-        paths: Sequence[str],
-        *,
-        namespace: str = "default",
-        client_id: str | None = None,
-        channel: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        long_poll_seconds: float = 30.0,
-        poll_interval: float = 5.0,
-        min_interval: float = 0.5,
-        timeout: float = 10.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
-        registry: CollectorRegistry | None = None,
-        report_applied: bool = True,
-    ) -> None:
-        unique = _check_paths(paths)
-        registry = registry if registry is not None else CollectorRegistry()
-        clients = {
-            path: ConfigClient(
-                api_url,
-                path,
-                namespace=namespace,
-                client_id=client_id,
-                channel=channel,
-                labels=labels,
-                token=token,
-                cache_dir=cache_dir,
-                long_poll_seconds=long_poll_seconds,
-                poll_interval=poll_interval,
-                min_interval=min_interval,
-                timeout=timeout,
-                backoff_base=backoff_base,
-                backoff_cap=backoff_cap,
-                registry=registry,
-                report_applied=report_applied,
-            )
-            for path in unique
-        }
-        first = clients[unique[0]]
-        super().__init__(
-            unique,
-            namespace=namespace,
-            client_id=first.client_id,
-            channel=channel or None,
-            labels=labels or {},
-            clients=clients,
-        )
-        self._sync_clients = clients
-        self.registry = registry
-        """The registry holding `tempoconf_agent_config_version` for every config."""
-        self._lifecycle = threading.Lock()
-        self._started = False
+    def _client(self, api_url: str, path: str, options: ClientOptions) -> ConfigClient:
+        return ConfigClient(api_url, path, options=options)
+
+    _started = False
 
     def initialize(self, evaluation_context: EvaluationContext) -> None:
         """Get every config (API, else disk cache), start watching; raises (the SDK says ERROR)
@@ -483,8 +448,8 @@ class TempoconfProvider(_ProviderBase):
                 with concurrent.futures.ThreadPoolExecutor(
                     max_workers=len(self._paths), thread_name_prefix="tempoconf-provider-init"
                 ) as pool:
-                    list(pool.map(_first_value, self._sync_clients.values()))
-                for path, client in self._sync_clients.items():
+                    list(pool.map(_first_value, self._clients.values()))
+                for path, client in self._clients.items():
                     self._watch(path, client)
                     client.subscribe(_bind(self._on_value, path))
                     client.start()
@@ -495,11 +460,11 @@ class TempoconfProvider(_ProviderBase):
         """Stop watching, close the HTTP connections, remove the gauge series (idempotent)."""
         with self._lifecycle:
             self._end()
-            for client in self._sync_clients.values():
+            for client in self._clients.values():
                 client.close()
 
 
-class AsyncTempoconfProvider(_ProviderBase):
+class AsyncTempoconfProvider(_ProviderBase[AsyncConfigClient], AsyncClosing):
     """The asyncio flavour: one `AsyncConfigClient` per config, watch tasks in your event loop.
 
     OpenFeature initialises a provider from a thread of its own, outside any loop, so the watch
@@ -512,64 +477,12 @@ class AsyncTempoconfProvider(_ProviderBase):
     `start()` / `aclose()` do what `async with` does. Same arguments as `TempoconfProvider`.
     """
 
-    def __init__(
-        self,
-        api_url: str,
-        paths: Sequence[str],
-        *,
-        namespace: str = "default",
-        client_id: str | None = None,
-        channel: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        long_poll_seconds: float = 30.0,
-        poll_interval: float = 5.0,
-        min_interval: float = 0.5,
-        timeout: float = 10.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
-        registry: CollectorRegistry | None = None,
-        report_applied: bool = True,
-    ) -> None:
-        unique = _check_paths(paths)
-        registry = registry if registry is not None else CollectorRegistry()
-        clients = {
-            path: AsyncConfigClient(
-                api_url,
-                path,
-                namespace=namespace,
-                client_id=client_id,
-                channel=channel,
-                labels=labels,
-                token=token,
-                cache_dir=cache_dir,
-                long_poll_seconds=long_poll_seconds,
-                poll_interval=poll_interval,
-                min_interval=min_interval,
-                timeout=timeout,
-                backoff_base=backoff_base,
-                backoff_cap=backoff_cap,
-                registry=registry,
-                report_applied=report_applied,
-            )
-            for path in unique
-        }
-        first = clients[unique[0]]
-        super().__init__(
-            unique,
-            namespace=namespace,
-            client_id=first.client_id,
-            channel=channel or None,
-            labels=labels or {},
-            clients=clients,
-        )
-        self._async_clients = clients
-        self.registry = registry
-        """The registry holding `tempoconf_agent_config_version` for every config."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._closing: asyncio.Future[None] | concurrent.futures.Future[None] | None = None
-        """The closing of the clients, once shutdown() or aclose() started it."""
+    def _client(self, api_url: str, path: str, options: ClientOptions) -> AsyncConfigClient:
+        return AsyncConfigClient(api_url, path, options=options)
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _closing: asyncio.Future[None] | concurrent.futures.Future[None] | None = None
+    """The closing of the clients, once shutdown() or aclose() started it."""
 
     async def start(self) -> None:
         """Get every config (API, else disk cache) at once, then start the watch tasks in the
@@ -579,8 +492,8 @@ class AsyncTempoconfProvider(_ProviderBase):
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
-        await asyncio.gather(*(_first_value_async(c) for c in self._async_clients.values()))
-        for path, client in self._async_clients.items():
+        await asyncio.gather(*(_first_value_async(c) for c in self._clients.values()))
+        for path, client in self._clients.items():
             self._watch(path, client)
             client.subscribe(_bind(self._on_value, path))
             client.start()
@@ -626,20 +539,12 @@ class AsyncTempoconfProvider(_ProviderBase):
             await self._closing
 
     async def _close_clients(self) -> None:
-        for client in self._async_clients.values():
+        for client in self._clients.values():
             await client.aclose()
 
     async def __aenter__(self) -> AsyncTempoconfProvider:
         await self.start()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -667,50 +572,6 @@ async def _first_value_async(client: AsyncConfigClient) -> None:
 
 def _bind(callback: Callable[[str, ConfigValue], None], path: str) -> Callable[[ConfigValue], None]:
     return lambda value: callback(path, value)
-
-
-def _typed(value: Any, flag_type: FlagType) -> Any:
-    """`value` as a flag of `flag_type`, or MISSING. JSON has one number type: an integer is a
-    float flag's value too (as a float), a fractional number is no integer, a boolean no number."""
-    if flag_type == "boolean":
-        return value if isinstance(value, bool) else MISSING
-    if flag_type == "string":
-        return value if isinstance(value, str) else MISSING
-    if isinstance(value, bool):
-        return MISSING
-    if flag_type == "integer":
-        return value if isinstance(value, int) else MISSING
-    if flag_type == "float":
-        return float(value) if isinstance(value, int | float) else MISSING
-    return value if isinstance(value, dict | list) else MISSING
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    return "an array" if isinstance(value, list) else "an object"
-
-
-def _short(value: Any) -> str:
-    text = json_text(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _flag_metadata(value: ConfigValue) -> dict[str, str]:
-    metadata = {"stage": value.stage, "version": value.version}
-    for name in ("commit", "author"):
-        found = value.metadata.get(name)
-        if isinstance(found, str) and found:
-            metadata[name] = found
-    return metadata
 
 
 def _error(default: _T, code: ErrorCode, message: str) -> FlagResolutionDetails[_T]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -11,11 +12,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tempoconf.client import ConfigResponseError, ConfigUnavailableError, ConfigValue
-from tempoconf.client._backoff import Backoff
-from tempoconf.client._core import ClientOptions, WatchState
+from tempoconf.backoff import Backoff
+from tempoconf.client import (
+    ClientOptions,
+    ConfigClient,
+    ConfigResponseError,
+    ConfigUnavailableError,
+    ConfigValue,
+    LocalConfig,
+)
+from tempoconf.client._core import WatchState
 from tempoconf.client._hold import decide
 from tempoconf.client._metrics import VersionGauge
+from tempoconf.client._options import ClientSettings
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -77,11 +86,31 @@ def test_hold_rule(current: ConfigValue | None, incoming: ConfigValue, apply: bo
 
 def test_options_refuse_bad_values() -> None:
     with pytest.raises(ValueError, match="long_poll_seconds"):
-        ClientOptions(api_url="http://x", path="p", long_poll_seconds=61)
-    with pytest.raises(ValueError, match="config path"):
-        ClientOptions(api_url="http://x", path="")
+        ClientOptions(long_poll_seconds=61)
     with pytest.raises(ValueError, match="label key"):
-        ClientOptions(api_url="http://x", path="p", labels={"a=b": "c"})
+        ClientOptions(labels={"a=b": "c"})
+    with pytest.raises(ValueError, match="config path"):
+        ConfigClient("http://x", "")
+    with pytest.raises(ValueError, match="long_poll_seconds"):
+        ConfigClient("http://x", "p", long_poll_seconds=61)
+
+
+def test_keywords_and_options_are_one_setting() -> None:
+    # Every ClientOptions field is a keyword argument of the constructors, with its type.
+    fields = {field.name: field.type for field in dataclasses.fields(ClientOptions)}
+    assert fields == {
+        name: kind.__forward_arg__ if hasattr(kind, "__forward_arg__") else kind
+        for name, kind in ClientSettings.__annotations__.items()
+    }
+    base = ClientOptions(channel="canary", timeout=3.0)
+    client = ConfigClient("http://x", "p", options=base, client_id="h1", timeout=4.0)
+    try:
+        assert client._state.options == ClientOptions(channel="canary", client_id="h1", timeout=4.0)
+        assert client.client_id == "h1"
+    finally:
+        client.close()
+    with pytest.raises(TypeError, match="client_id"):
+        LocalConfig("http://x", "p", client_id="h1")  # type: ignore[call-arg]
 
 
 FORBIDDEN = (
@@ -151,15 +180,10 @@ def body(version: str, stage: str = "stable", expires_in: float | None = None) -
 
 
 def make_state(clock: Clock) -> WatchState:
-    options = ClientOptions(
-        api_url="http://api",
-        path="p",
-        client_id="h1",
-        long_poll_seconds=30,
-        poll_interval=5,
-        min_interval=0.5,
-    )
+    options = ClientOptions(client_id="h1", long_poll_seconds=30, poll_interval=5, min_interval=0.5)
     return WatchState(
+        "http://api",
+        "p",
         options,
         cache=None,
         gauge=VersionGauge(CollectorRegistry()),

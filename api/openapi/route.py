@@ -1,4 +1,5 @@
-"""`GET /openapi.json`."""
+"""`GET /openapi.json`: the document is built on the first request, from the routes the app
+serves (the document's modules import them)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ __all__ = ["routes"]
 
 
 async def openapi(request: Request) -> JSONResponse:
-    from tempoconf.api.openapi import (
-        openapi_document,  # it imports the routes: load it once they exist
-    )
+    from tempoconf.api.openapi import openapi_document
 
     return JSONResponse(openapi_document())
 

@@ -1,4 +1,8 @@
-"""Exponential backoff with full jitter (AWS Architecture Blog, "Exponential Backoff And Jitter")."""
+"""Exponential backoff with full jitter (AWS Architecture Blog, "Exponential Backoff And Jitter").
+
+The SDK's clients retry the API with it, and the edge relay retries its upstream: one policy, so
+a fleet behind an edge backs off as one behind the API does.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,36 @@
+"""What the operator backends answer, in either mode (cli/_backend.py, cli/_api_backend.py): the
+records the commands format, so both modes print the same."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tempoconf.operations.errors import Refused
+from tempoconf.operations.preview import RolloutPreview
+
+__all__ = ["CommandRefused", "Ending", "Prepared", "ViewUnavailable"]
+
+# What `prepare` answers: the domain's preview, under the name the commands use.
+Prepared = RolloutPreview
+# The rollout refused an operator command: the message says so in the operator's words.
+CommandRefused = Refused
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a rollout ended: its result, or why it ended without one."""
+
+    result: dict[str, Any] | None = None
+    failure: str = ""
+
+
+class ViewUnavailable(Exception):
+    """Temporal could not tell the rollout's state (`kind` as in SnapshotUnavailable, or
+    `unavailable`: the API could not reach Temporal)."""
+
+    def __init__(self, workflow_id: str, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.workflow_id = workflow_id
+        self.kind = kind
+        self.detail = detail
