@@ -25,12 +25,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 
 from tempoconf.canonical import version_id
-from tempoconf.cli._common import (
-    SUCCESSFUL_OUTCOMES,
-    die,
-    example_path,
-    workflow_ui_url,
-)
+from tempoconf.cli._common import SUCCESSFUL_OUTCOMES, die, example_path, workflow_ui_url
 from tempoconf.cli.components import run_dev_stack
 from tempoconf.cli.demo_view import FleetDisplay, LiveView
 from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
