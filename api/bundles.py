@@ -19,11 +19,7 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.auth import client_if_none_match
-from tempoconf.api.distribution import (
-    ConfigQuery,
-    header_lines,
-    json_headers,
-)
+from tempoconf.api.distribution import ConfigQuery, header_lines, json_headers
 from tempoconf.api.errors import ApiError, error_parts, send_error
 from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnected
