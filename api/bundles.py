@@ -20,11 +20,11 @@ from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import ConfigQuery, header_lines, json_headers
-from tempoconf.api.errors import ApiError, error_parts, send_error
+from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnected
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshot_polls import SnapshotPolls
+from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import DEADLINE, RECHECK
@@ -226,13 +226,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
             try:
                 bundle = self._prepared_bundle(waiter.query)
             except Exception as exc:  # deleted meanwhile (404), the snapshots lost (503), a bug
-                if isinstance(exc, ApiError):
-                    error = exc
-                else:
-                    logger.exception("unexpected error answering a bundle long-poll")
-                    error = ApiError(500, "internal error")
-                status, headers, body = error_parts(error)
-                answer = (status, header_lines(headers) + body)
+                answer = failed_answer(exc, logger, "a bundle long-poll")
             else:
                 if not if_none_match(waiter.if_none, bundle.etag):
                     answer = (200, bundle.wire)

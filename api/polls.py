@@ -22,15 +22,14 @@ from tempoconf.api.distribution import (
     ConfigQuery,
     PreparedAnswer,
     PreparedConfig,
-    header_lines,
     parse_config_query,
     prepare_config,
 )
-from tempoconf.api.errors import ApiError, error_parts, send_error
+from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch, disconnected
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshot_polls import SnapshotPolls
+from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Waiter
@@ -210,16 +209,9 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
                 return
         except Exception as exc:
             self._wait_end(waiter)
-            if isinstance(exc, ApiError):
-                error = exc
-            else:  # a bug: as in `__call__`, the client still gets an answer
-                logger.exception(
-                    "unexpected error answering a long-poll of %s", _where(waiter.query)
-                )
-                error = ApiError(500, "internal error")
-            self._metrics.polls[("", "", "", error.status)] += 1
-            status, headers, body = error_parts(error)
-            connection.answer(status, header_lines(headers) + body)
+            status, wire = failed_answer(exc, logger, "a long-poll of %s", _where(waiter.query))
+            self._metrics.polls[("", "", "", status)] += 1
+            connection.answer(status, wire)
             return
         self._wait_end(waiter)
         polled, modified = outcome

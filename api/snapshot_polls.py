@@ -4,6 +4,7 @@ the ASGI callable of `GET|HEAD {prefix}{path}` over a snapshot source, and the p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Generic
 
@@ -14,15 +15,17 @@ from tempoconf.api.distribution import (
     ParsedQueries,
     PerSnapshot,
     Prepared,
+    header_lines,
     parse_config_query,
 )
+from tempoconf.api.errors import ApiError, error_parts
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.waiters import Deadlines
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
-__all__ = ["SnapshotPolls"]
+__all__ = ["SnapshotPolls", "failed_answer"]
 
 
 class SnapshotPolls(Generic[Prepared]):
@@ -66,3 +69,18 @@ class SnapshotPolls(Generic[Prepared]):
     def _params(self, query_string: bytes) -> QueryParams:
         """The query parameters a poll is read from."""
         return QueryParams(query_string)
+
+
+def failed_answer(
+    exc: Exception, logger: logging.Logger, what: str, *args: object
+) -> tuple[int, bytes]:
+    """(status, header lines and body) for a long-poll answered on its connection whose answer
+    failed: an ApiError as it says; anything else is a bug, logged (`unexpected error answering`
+    `what`), and a 500, so the client still gets an answer, as `__call__` gives it."""
+    if isinstance(exc, ApiError):
+        error = exc
+    else:
+        logger.exception("unexpected error answering " + what, *args)
+        error = ApiError(500, "internal error")
+    status, headers, body = error_parts(error)
+    return status, header_lines(headers) + body
