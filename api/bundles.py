@@ -19,21 +19,15 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.auth import client_if_none_match
-from tempoconf.api.distribution import (
-    ConfigQuery,
-    ParsedQueries,
-    PerSnapshot,
-    header_lines,
-    json_headers,
-    parse_config_query,
-)
-from tempoconf.api.errors import ApiError, error_parts, send_error
+from tempoconf.api.distribution import ConfigQuery, header_lines, json_headers
+from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnected
 from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
-from tempoconf.api.waiters import DEADLINE, RECHECK, Deadlines
+from tempoconf.api.waiters import DEADLINE, RECHECK
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.resolution.bundles import (
     BUNDLES_PREFIX,
@@ -87,24 +81,17 @@ def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:
     )
 
 
-class BundlePolls:
+class BundlePolls(SnapshotPolls[PreparedBundle]):
     """The ASGI callable that answers `GET|HEAD /v1/bundles/{path}`, and the protocol's
     `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
 
     prefix = BUNDLES_PREFIX.encode()
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
-        self._cache = cache
-        self._settings = settings
-        self._metrics = metrics
-        self._prepared = PerSnapshot(prepare_bundle)
-        self._queries = ParsedQueries()
+        super().__init__(cache, settings, metrics, prepare_bundle)
         self._waiting: dict[tuple[str, str], dict[_BundleWaiter, None]] = {}
         """Long-polls answered on their connection, per config (the ASGI path's wait on the
         config's change event instead)."""
-        self._deadlines = Deadlines()
-        self._closing = False
-        cache.on_change(self._snapshots_changed)
 
     def close(self) -> None:
         """Shutting down: waiting long-polls answer now, and new ones at once (as ConfigPolls):
@@ -239,13 +226,7 @@ class BundlePolls:
             try:
                 bundle = self._prepared_bundle(waiter.query)
             except Exception as exc:  # deleted meanwhile (404), the snapshots lost (503), a bug
-                if isinstance(exc, ApiError):
-                    error = exc
-                else:
-                    logger.exception("unexpected error answering a bundle long-poll")
-                    error = ApiError(500, "internal error")
-                status, headers, body = error_parts(error)
-                answer = (status, header_lines(headers) + body)
+                answer = failed_answer(exc, logger, "a bundle long-poll")
             else:
                 if not if_none_match(waiter.if_none, bundle.etag):
                     answer = (200, bundle.wire)
@@ -276,18 +257,12 @@ class BundlePolls:
                 for waiter in list(waiters):
                     waiter.wake(RECHECK)
 
-    def _query(self, path: str, query_string: bytes) -> ConfigQuery:
-        """The parsed query of a poll of `path` (the whole `/v1/bundles/...`)."""
-        query = self._queries.get((path, query_string))
-        if query is None:
-            # The configs route's parsing: the same namespace and `wait` rules, the same 400s.
-            # Only those two: an identity sent along is none of the bundle's business.
-            params = QueryParams(
-                [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
-            )
-            parsed = parse_config_query(path[len(BUNDLES_PREFIX) :], params, query_string)
-            query = self._queries.keep((path, query_string), parsed)
-        return query
+    def _params(self, query_string: bytes) -> QueryParams:
+        # The configs route's parsing: the same namespace and `wait` rules, the same 400s.
+        # Only those two: an identity sent along is none of the bundle's business.
+        return QueryParams(
+            [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
+        )
 
     def _prepared_bundle(self, query: ConfigQuery) -> PreparedBundle:
         key = (query.namespace, query.path)

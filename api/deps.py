@@ -6,11 +6,11 @@ import re
 
 from starlette.requests import Request
 
+from tempoconf.api.distribution import config_name_from
 from tempoconf.api.errors import ApiError
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.temporal_client import TemporalConnector
-from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
@@ -52,15 +52,7 @@ def temporal_of(request: Request) -> TemporalConnector:
 
 def config_name(request: Request) -> tuple[str, str]:
     """(namespace, path) from `{path}` and `?namespace=`; ApiError(400) when either is invalid."""
-    path = request.path_params["path"]
-    problem = path_problem(path)
-    if problem is not None:
-        raise ApiError(400, f"invalid config path in the URL: {problem}")
-    namespace = request.query_params.get("namespace", DEFAULT_NAMESPACE)
-    problem = namespace_problem(namespace)
-    if problem is not None:
-        raise ApiError(400, f"invalid query parameter namespace: {problem}")
-    return namespace, path
+    return config_name_from(request.path_params["path"], request.query_params)
 
 
 # ASCII digits only: str.isdigit() and int() also take other scripts' digits ('٣'), and

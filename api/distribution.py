@@ -40,6 +40,7 @@ __all__ = [
     "PerSnapshot",
     "PreparedAnswer",
     "PreparedConfig",
+    "config_name_from",
     "header_lines",
     "json_headers",
     "parse_config_query",
@@ -274,6 +275,19 @@ def header_lines(headers: list[tuple[bytes, bytes]]) -> bytes:
     return b"".join(name + b": " + value + b"\r\n" for name, value in headers) + b"\r\n"
 
 
+def config_name_from(path: str, params: QueryParams) -> tuple[str, str]:
+    """(namespace, path) of a request on one config: `{path}` in the URL and `?namespace=`;
+    ApiError(400) when either is invalid."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise ApiError(400, f"invalid config path in the URL: {problem}")
+    namespace = params.get("namespace", DEFAULT_NAMESPACE)
+    problem = namespace_problem(namespace)
+    if problem is not None:
+        raise ApiError(400, f"invalid query parameter namespace: {problem}")
+    return namespace, path
+
+
 def parse_config_query(path: str, params: QueryParams, raw_query: bytes = b"") -> ConfigQuery:
     """Read a poll from its path and query parameters (`raw_query`: the query string as sent).
 
@@ -285,13 +299,7 @@ def parse_config_query(path: str, params: QueryParams, raw_query: bytes = b"") -
             400,
             f"invalid query parameter {undecodable}: not valid UTF-8 once percent-decoded",
         )
-    problem = path_problem(path)
-    if problem is not None:
-        raise ApiError(400, f"invalid config path in the URL: {problem}")
-    namespace = params.get("namespace", DEFAULT_NAMESPACE)
-    problem = namespace_problem(namespace)
-    if problem is not None:
-        raise ApiError(400, f"invalid query parameter namespace: {problem}")
+    namespace, path = config_name_from(path, params)
     client_id = params.get("client") or ""
     channel = params.get("channel") or None
     labels = _parse_labels(params.getlist("label"))

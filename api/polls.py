@@ -20,21 +20,19 @@ from starlette.types import Receive, Scope, Send
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import (
     ConfigQuery,
-    ParsedQueries,
-    PerSnapshot,
     PreparedAnswer,
     PreparedConfig,
-    header_lines,
     parse_config_query,
     prepare_config,
 )
-from tempoconf.api.errors import ApiError, error_parts, send_error
+from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch, disconnected
 from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
-from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Deadlines, Waiter
+from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Waiter
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
@@ -54,23 +52,16 @@ PendingSeen = dict[ConfigQuery, PreparedAnswer]
 """Named clients seen polling: the parsed query (config and identity) → the answer it got."""
 
 
-class ConfigPolls:
+class ConfigPolls(SnapshotPolls[PreparedConfig]):
     """The ASGI callable that answers `GET|HEAD /v1/configs/{path}`, and the protocol's
     `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
 
     prefix = CONFIGS_PREFIX.encode()
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
-        self._cache = cache
-        self._settings = settings
-        self._metrics = metrics
-        self._prepared = PerSnapshot(prepare_config)
-        self._queries = ParsedQueries()
+        super().__init__(cache, settings, metrics, prepare_config)
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
-        self._deadlines = Deadlines()
-        self._closing = False
-        cache.on_change(self._snapshots_changed)
 
     def take_seen(self) -> PendingSeen:
         """The clients seen polling since the last call (api/seen.py writes them to the store)."""
@@ -218,16 +209,9 @@ class ConfigPolls:
                 return
         except Exception as exc:
             self._wait_end(waiter)
-            if isinstance(exc, ApiError):
-                error = exc
-            else:  # a bug: as in `__call__`, the client still gets an answer
-                logger.exception(
-                    "unexpected error answering a long-poll of %s", _where(waiter.query)
-                )
-                error = ApiError(500, "internal error")
-            self._metrics.polls[("", "", "", error.status)] += 1
-            status, headers, body = error_parts(error)
-            connection.answer(status, header_lines(headers) + body)
+            status, wire = failed_answer(exc, logger, "a long-poll of %s", _where(waiter.query))
+            self._metrics.polls[("", "", "", status)] += 1
+            connection.answer(status, wire)
             return
         self._wait_end(waiter)
         polled, modified = outcome
@@ -238,16 +222,6 @@ class ConfigPolls:
             connection.answer(200, polled.wire)
         else:
             connection.answer(304, polled.not_modified_wire)
-
-    def _query(self, path: str, query_string: bytes) -> ConfigQuery:
-        """The parsed query of a poll of `path` (the whole `/v1/configs/...`)."""
-        query = self._queries.get((path, query_string))
-        if query is None:
-            parsed = parse_config_query(
-                path[len(CONFIGS_PREFIX) :], QueryParams(query_string), query_string
-            )
-            query = self._queries.keep((path, query_string), parsed)
-        return query
 
     def _answered(self, query: ConfigQuery, answer: PreparedAnswer, modified: bool) -> None:
         self._metrics.polls[
