@@ -319,48 +319,6 @@ class RolloutsMixin(StoreBase):
                 bump_revision(conn)
         return count
 
-    def set_rollout_state(
-        self,
-        namespace: str,
-        path: str,
-        *,
-        run_id: str,
-        state: str,
-        actor: str,
-        reason: str,
-        event_key: str,
-        details: dict[str, Any] | None = None,
-    ) -> bool:
-        """Record a transition of this run's rollout (audit action `rollout.<state>`).
-
-        False (nothing written) when the config's rollout is not this run's. Not a client-visible
-        change: revision is not bumped."""
-        now = self.now()
-        with self._write() as conn:
-            rollout = _get_rollout(conn, namespace, path, for_update=True)
-            if rollout is None or rollout.run_id != run_id:
-                return False
-            if not write_audit(
-                conn,
-                namespace,
-                path,
-                at=now,
-                action=f"rollout.{state}",
-                actor=actor,
-                reason=reason,
-                version=rollout.version,
-                workflow_id=rollout.workflow_id,
-                event_key=event_key,
-                details=details,
-            ):
-                return False
-            conn.execute(
-                update(ROLLOUT)
-                .where(*config_is(ROLLOUT, namespace, path), ROLLOUT.c.run_id == run_id)
-                .values(state=state, updated_at=now)
-            )
-        return True
-
     def promote(
         self,
         namespace: str,

@@ -23,7 +23,7 @@ from tempoconf.store.catalogue import CatalogueMixin
 from tempoconf.store.changesets import ChangesetsMixin
 from tempoconf.store.clients import ClientsMixin
 from tempoconf.store.distribution import DistributionMixin
-from tempoconf.store.engine import CHANGE_CHANNEL, MIGRATIONS
+from tempoconf.store.engine import CHANGE_CHANNEL
 from tempoconf.store.errors import (
     LockError,
     LockHeldError,
@@ -45,9 +45,6 @@ __all__ = [
     "StoreSchemaError",
     "UnknownVersionError",
 ]
-
-_MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrate with it)
-
 
 class Store(
     CatalogueMixin,

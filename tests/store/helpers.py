@@ -12,7 +12,7 @@ from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
 from tempoconf.canonical import version_id
-from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
 from tempoconf.store.store import Store
 from tempoconf.store.tables import table
 
@@ -70,6 +70,16 @@ def start(
     )
 
 
+def snapshots_of(store: Store) -> dict[tuple[str, str], ConfigSnapshot]:
+    """Every known config as clients see it, read as the API reads them."""
+    return store.load_snapshots_with_revision()[1]
+
+
+def snapshot_of(store: Store, namespace: str = NS, path: str = PATH) -> ConfigSnapshot | None:
+    """One config as clients see it (stable, staged version, published stages); None if unknown."""
+    return snapshots_of(store).get((namespace, path))
+
+
 def count_rows(store: Store, model: type[SQLModel]) -> int:
     """Rows in a table, read on a separate connection (what another process would see)."""
     engine = create_engine(store.url, poolclass=NullPool)
@@ -86,7 +96,7 @@ def migrate_to(database_url: str, revision: str, *, down: bool = False) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from tempoconf.store.store import _MIGRATIONS
+    from tempoconf.store.engine import MIGRATIONS
 
     sqlite_file = make_url(database_url).database
     if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
@@ -94,7 +104,7 @@ def migrate_to(database_url: str, revision: str, *, down: bool = False) -> None:
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
+        config.set_main_option("script_location", str(MIGRATIONS))
         with engine.begin() as conn:
             config.attributes["connection"] = conn
             (command.downgrade if down else command.upgrade)(config, revision)

@@ -11,6 +11,7 @@ from tempoconf.resolution import PublishedStage
 from tempoconf.store.store import LockHeldError, Store
 from tempoconf.validation import validate_rollout
 from tests.api.helpers import make_stable
+from tests.store.helpers import snapshot_of
 
 NS = "default"
 PATHS = ["cs/a", "cs/b", "cs/c"]
@@ -74,7 +75,7 @@ def test_publish_and_revert_of_a_changeset_write_every_config_in_one_step(store:
         store, configs, run_id="run-cs", stage=stage, actor="workflow", event_key="run-cs:publish:0"
     )
     for path in PATHS[:2]:
-        snapshot = store.load_snapshot(NS, path)
+        snapshot = snapshot_of(store, NS, path)
         assert snapshot is not None and snapshot.stages[0].bucket_key == "changeset:k"
     # retried: nothing written twice
     assert not publish_run(
@@ -85,7 +86,7 @@ def test_publish_and_revert_of_a_changeset_write_every_config_in_one_step(store:
         outcome="halted", event_key="run-cs:revert", audit_always=False,
     )  # fmt: skip
     for path in PATHS[:2]:
-        snapshot = store.load_snapshot(NS, path)
+        snapshot = snapshot_of(store, NS, path)
         assert snapshot is not None and snapshot.staged is None
         assert store.get_lock(NS, path) is None
         assert [entry.action for entry in store.history(NS, path)][-1] == "rollout.halted"

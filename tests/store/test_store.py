@@ -16,7 +16,16 @@ from tempoconf.store.store import (
     UnknownVersionError,
 )
 from tempoconf.store.tables import ConfigLock, Rollout, RolloutStage, StableHistory
-from tests.store.helpers import NS, PATH, count_rows, put, stage, start
+from tests.store.helpers import (
+    NS,
+    PATH,
+    count_rows,
+    put,
+    snapshot_of,
+    snapshots_of,
+    stage,
+    start,
+)
 
 
 def _is_utc(value: datetime) -> bool:
@@ -32,8 +41,8 @@ def _actions(store: Store, namespace: str = NS, path: str = PATH) -> list[str]:
 
 def test_fresh_store_has_revision_zero_and_no_configs(store: Store) -> None:
     assert store.revision() == 0
-    assert store.load_snapshots() == {}
-    assert store.load_snapshot(NS, PATH) is None
+    assert snapshots_of(store) == {}
+    assert snapshot_of(store, NS, PATH) is None
     assert store.get_stable(NS, PATH) is None
     assert store.get_rollout(NS, PATH) is None
     assert store.get_lock(NS, PATH) is None
@@ -282,7 +291,7 @@ def test_begin_rollout_creates_the_row_once(store: Store) -> None:
     assert _is_utc(rollout.started_at) and _is_utc(rollout.updated_at)
     assert _actions(store) == ["rollout.started"]
     assert store.revision() == revision + 1
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and snapshot.staged is not None and snapshot.stages == ()
 
 
@@ -305,7 +314,7 @@ def test_publish_stage_is_idempotent_and_visible(store: Store) -> None:
     assert store.publish_stage(NS, PATH, run_id="r1", stage=ten, actor="w", event_key="p1") is True
     rollout = store.get_rollout(NS, PATH)
     assert rollout is not None and (rollout.state, rollout.stage_index) == ("stage.published", 1)
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None
     assert snapshot.stable is not None and snapshot.stable.version == stable
     assert snapshot.staged is not None and snapshot.staged.value == {"n": 2}
@@ -329,7 +338,7 @@ def test_republishing_a_stage_replaces_its_row(store: Store) -> None:
     store.publish_stage(
         NS, PATH, run_id="r1", stage=stage(0, channel="b"), actor="w", event_key="p0b"
     )
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and [s.channel for s in snapshot.stages] == ["b"]
 
 
@@ -367,7 +376,7 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
         event_key="n-begin",
     )
     # The new run's rollout replaced the dead run's row and its stages.
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and snapshot.staged is not None and snapshot.staged.version == v2
     assert snapshot.stages == ()
     before = (store.revision(), len(store.history(NS, PATH)))
@@ -377,12 +386,6 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
         )
     assert (store.revision(), len(store.history(NS, PATH))) == before
     assert store.renew_leases(NS, PATH, run_id="old", leases=[StageLease(0, store.now())]) == 0
-    assert (
-        store.set_rollout_state(
-            NS, PATH, run_id="old", state="paused", actor="w", reason="", event_key="o-pause"
-        )
-        is False
-    )
     assert (
         store.revert(
             NS,
@@ -453,7 +456,7 @@ def test_renew_leases_of_this_runs_stages(store: Store) -> None:
     ]
     assert store.renew_leases(NS, PATH, run_id="r1", leases=leases) == 2
     assert store.revision() == revision + 1
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None
     assert [s.expires_at for s in snapshot.stages] == [later, later + timedelta(minutes=1)]
     assert store.renew_leases(NS, PATH, run_id="r1", leases=[]) == 0
@@ -462,33 +465,6 @@ def test_renew_leases_of_this_runs_stages(store: Store) -> None:
     assert "lease" not in " ".join(_actions(store)), "renewals are not audited"
     with pytest.raises(ValueError, match="timezone-aware"):
         store.renew_leases(NS, PATH, run_id="r1", leases=[StageLease(0, datetime(2099, 1, 1))])
-
-
-def test_set_rollout_state_records_transitions(store: Store) -> None:
-    version = put(store, 1)
-    assert (
-        store.set_rollout_state(
-            NS, PATH, run_id="r1", state="holding", actor="w", reason="", event_key="x"
-        )
-        is False
-    )
-    start(store, version, run_id="r1", workflow_id="w")
-    revision = store.revision()
-    kwargs = dict(run_id="r1", state="paused", actor="bob", reason="look", details={"by": "signal"})
-    assert store.set_rollout_state(NS, PATH, event_key="t1", **kwargs) is True
-    assert store.set_rollout_state(NS, PATH, event_key="t1", **kwargs) is False
-    rollout = store.get_rollout(NS, PATH)
-    assert rollout is not None and rollout.state == "paused"
-    entry = store.history(NS, PATH)[-1]
-    assert (entry.action, entry.actor, entry.reason, entry.details) == (
-        "rollout.paused",
-        "bob",
-        "look",
-        {"by": "signal"},
-    )
-    assert (entry.version, entry.workflow_id) == (version, "w")
-    assert _actions(store).count("rollout.paused") == 1
-    assert store.revision() == revision
 
 
 def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
@@ -515,8 +491,7 @@ def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
         == count_rows(store, ConfigLock)
         == 0
     )
-    assert store.load_snapshot(NS, PATH) == store.load_snapshots()[(NS, PATH)]
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
     assert _actions(store).count("rollout.promoted") == 1
     infos = {info.version: info for info in store.list_versions(NS, PATH)}
@@ -587,8 +562,9 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
             NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0"
         )
     if state == "paused":
-        store.set_rollout_state(
-            NS, PATH, run_id="r1", state="paused", actor="w", reason="", event_key="pause"
+        # As the workflow's record_transition activity records a pause: an audit row only.
+        store.record_event(
+            NS, PATH, action="rollout.paused", actor="w", version=version, event_key="pause"
         )
     if state == "other_holds":
         start(store, version, run_id="r2", workflow_id="w2")
@@ -637,7 +613,7 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
         assert store.get_lock(NS, PATH) is None
         assert store.get_rollout(NS, PATH) is None
         assert count_rows(store, RolloutStage) == 0
-        snapshot = store.load_snapshot(NS, PATH)
+        snapshot = snapshot_of(store, NS, PATH)
         assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
     expected_stable = version if state == "promoted" else stable
     current = store.get_stable(NS, PATH)
@@ -745,9 +721,7 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
         NS, PATH, run_id="r", leases=[StageLease(0, store.now() + timedelta(hours=2))]
     )
     assert grew()
-    store.set_rollout_state(
-        NS, PATH, run_id="r", state="holding", actor="w", reason="", event_key="h"
-    )
+    store.record_event(NS, PATH, action="rollout.holding", actor="w", event_key="h")
     assert same()
     store.record_event(NS, PATH, action="note", actor="op")
     assert same()
@@ -793,7 +767,6 @@ def test_load_snapshots_of_several_configs(store: Store) -> None:
 
     revision, snapshots = store.load_snapshots_with_revision()
     assert revision == store.revision()
-    assert snapshots == store.load_snapshots()
     assert set(snapshots) == {(NS, "a"), (NS, "team/b"), ("staging", "c")}
     a = snapshots[(NS, "a")]
     assert (
@@ -807,9 +780,6 @@ def test_load_snapshots_of_several_configs(store: Store) -> None:
     assert dict(b.stages[1].labels) == {"zone": "z1"} and b.stages[1].percentile == 10
     c = snapshots[("staging", "c")]
     assert (c.namespace, c.path, c.stable, c.staged, c.stages) == ("staging", "c", None, None, ())
-    for key, snapshot in snapshots.items():
-        assert store.load_snapshot(*key) == snapshot
-    assert store.load_snapshot(NS, "schema/only") is None
     assert all(
         _is_utc(t)
         for s in snapshots.values()
@@ -830,10 +800,10 @@ def test_load_snapshots_query_count_does_not_grow_with_configs(store: Store) -> 
             nonlocal count
             count += 1
 
-        engine = store._engine  # white-box: count the statements one load_snapshots issues
+        engine = store._engine  # white-box: count the statements one load issues
         event.listen(engine, "before_cursor_execute", on_execute)
         try:
-            store.load_snapshots()
+            snapshots_of(store)
         finally:
             event.remove(engine, "before_cursor_execute", on_execute)
         return count
@@ -853,7 +823,7 @@ def test_load_snapshots_query_count_does_not_grow_with_configs(store: Store) -> 
     few = statements_for_load()
     add_configs(2, 25)
     many = statements_for_load()
-    assert len(store.load_snapshots()) == 25
+    assert len(snapshots_of(store)) == 25
     assert many == few <= 8
 
 
