@@ -14,6 +14,7 @@ __all__ = [
     "ReportStats",
     "ReportTotals",
     "RolloutRecord",
+    "RunConfig",
     "SeenClient",
     "StageLease",
     "VersionInfo",
@@ -46,6 +47,16 @@ class RolloutRecord:
     """Index of the highest published stage; -1 before the first."""
     started_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One config a run changes, and the version its lock was taken for (None: the run does not
+    hold that config's lock)."""
+
+    namespace: str
+    path: str
+    version: str | None
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def start(
     path: str = PATH,
 ) -> None:
     """Lock and begin a rollout of `version` for run_id."""
-    store.acquire_lock(namespace, path, workflow_id=workflow_id, run_id=run_id, version=version)
+    store.acquire_locks({(namespace, path): version}, workflow_id=workflow_id, run_id=run_id)
     store.begin_rollout(
         namespace,
         path,

@@ -181,35 +181,33 @@ def test_set_stable_of_unknown_version_writes_nothing(store: Store) -> None:
 
 def test_acquire_lock_when_free_and_again_by_the_same_run(store: Store) -> None:
     version = put(store, 1)
-    lock = store.acquire_lock(
-        NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version
+    (lock,) = store.acquire_locks(
+        {(NS, PATH): version}, workflow_id="rollout:default/x", run_id="r1"
     )
     assert (lock.workflow_id, lock.run_id, lock.version) == ("rollout:default/x", "r1", version)
     assert _is_utc(lock.acquired_at)
-    again = store.acquire_lock(
-        NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version
-    )
+    again = store.acquire_locks(
+        {(NS, PATH): version}, workflow_id="rollout:default/x", run_id="r1"
+    )[0]
     assert again == lock
     assert store.get_lock(NS, PATH) == lock
-    other = store.acquire_lock(NS, "another/config", workflow_id="w2", run_id="r2", version=version)
+    other = store.acquire_locks({(NS, "another/config"): version}, workflow_id="w2", run_id="r2")[0]
     assert other.run_id == "r2"
 
 
 def test_lock_held_by_another_run_names_the_holder(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="rollout:default/held", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="rollout:default/held", run_id="r1")
     with pytest.raises(LockHeldError, match="rollout:default/held") as raised:
-        store.acquire_lock(NS, PATH, workflow_id="other-workflow", run_id="r2", version=version)
+        store.acquire_locks({(NS, PATH): version}, workflow_id="other-workflow", run_id="r2")
     assert raised.value.holder.run_id == "r1"
     assert "r1" in str(raised.value)
     with pytest.raises(LockHeldError):  # naming a run that is not the holder takes nothing over
-        store.acquire_lock(
-            NS,
-            PATH,
+        store.acquire_locks(
+            {(NS, PATH): version},
             workflow_id="other-workflow",
             run_id="r2",
-            version=version,
-            replace_run_id="r0",
+            replace={(NS, PATH): "r0"},
         )
     lock = store.get_lock(NS, PATH)
     assert lock is not None and lock.run_id == "r1"
@@ -217,25 +215,25 @@ def test_lock_held_by_another_run_names_the_holder(store: Store) -> None:
 
 def test_lock_reclaim_with_replace_run_id(store: Store) -> None:
     v1, v2 = put(store, 1), put(store, 2)
-    store.acquire_lock(NS, PATH, workflow_id="dead", run_id="r1", version=v1)
-    lock = store.acquire_lock(
-        NS, PATH, workflow_id="alive", run_id="r2", version=v2, replace_run_id="r1"
-    )
+    store.acquire_locks({(NS, PATH): v1}, workflow_id="dead", run_id="r1")
+    lock = store.acquire_locks(
+        {(NS, PATH): v2}, workflow_id="alive", run_id="r2", replace={(NS, PATH): "r1"}
+    )[0]
     assert (lock.workflow_id, lock.run_id, lock.version) == ("alive", "r2", v2)
     assert store.get_lock(NS, PATH) == lock
     # A second reclaim of the same dead run finds it no longer holds the lock.
     with pytest.raises(LockHeldError, match="alive"):
-        store.acquire_lock(
-            NS, PATH, workflow_id="third", run_id="r3", version=v2, replace_run_id="r1"
+        store.acquire_locks(
+            {(NS, PATH): v2}, workflow_id="third", run_id="r3", replace={(NS, PATH): "r1"}
         )
     assert store.history(NS, PATH) == [], "the caller audits the reclaim (it knows why)"
 
 
 def test_replace_run_id_on_a_free_lock_just_takes_it(store: Store) -> None:
     version = put(store, 1)
-    lock = store.acquire_lock(
-        NS, PATH, workflow_id="w", run_id="r2", version=version, replace_run_id="r1"
-    )
+    lock = store.acquire_locks(
+        {(NS, PATH): version}, workflow_id="w", run_id="r2", replace={(NS, PATH): "r1"}
+    )[0]
     assert lock.run_id == "r2"
 
 
@@ -255,7 +253,7 @@ def test_begin_rollout_requires_the_lock(store: Store) -> None:
             reason="",
             event_key="b1",
         )
-    store.acquire_lock(NS, PATH, workflow_id="holder-wf", run_id="r0", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="holder-wf", run_id="r0")
     with pytest.raises(LockHeldError, match="holder-wf"):
         store.begin_rollout(
             NS,
@@ -273,7 +271,7 @@ def test_begin_rollout_requires_the_lock(store: Store) -> None:
 
 def test_begin_rollout_creates_the_row_once(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="w", run_id="r1")
     revision = store.revision()
     kwargs = dict(workflow_id="w", run_id="r1", version=version, actor="alice", reason="go")
     assert store.begin_rollout(NS, PATH, event_key="b1", **kwargs) is True
@@ -344,7 +342,7 @@ def test_republishing_a_stage_replaces_its_row(store: Store) -> None:
 
 def test_publish_without_begin_rollout_creates_the_rollout_from_the_lock(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="w", run_id="r1")
     assert store.publish_stage(
         NS, PATH, run_id="r1", stage=stage(0, percentile=5), actor="w", event_key="p0"
     )
@@ -362,8 +360,8 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
     store.publish_stage(
         NS, PATH, run_id="old", stage=stage(0, channel="c"), actor="w", event_key="o0"
     )
-    store.acquire_lock(
-        NS, PATH, workflow_id="w-new", run_id="new", version=v2, replace_run_id="old"
+    store.acquire_locks(
+        {(NS, PATH): v2}, workflow_id="w-new", run_id="new", replace={(NS, PATH): "old"}
     )
     store.begin_rollout(
         NS,
@@ -497,12 +495,12 @@ def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
     infos = {info.version: info for info in store.list_versions(NS, PATH)}
     assert infos[new].is_stable and len(infos[new].stable_since) == 1
     # The lock is free again: the next rollout may start.
-    store.acquire_lock(NS, PATH, workflow_id="w2", run_id="r2", version=old)
+    store.acquire_locks({(NS, PATH): old}, workflow_id="w2", run_id="r2")
 
 
 def test_promote_without_stages_right_after_the_lock(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="w", run_id="r1")
     assert store.promote(
         NS,
         PATH,
@@ -554,7 +552,7 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
     version = put(store, {"n": 2})
     run = dict(run_id="r1", workflow_id="w")
     if state in ("locked", "begun", "published", "paused", "reverted", "promoted"):
-        store.acquire_lock(NS, PATH, version=version, **run)
+        store.acquire_locks({(NS, PATH): version}, **run)
     if state in ("begun", "published", "paused", "reverted", "promoted"):
         store.begin_rollout(NS, PATH, version=version, actor="w", reason="", event_key="b", **run)
     if state in ("published", "paused", "reverted", "promoted"):
@@ -626,7 +624,9 @@ def test_revert_clears_a_dead_runs_rollout_when_this_run_holds_the_lock(store: S
     store.publish_stage(
         NS, PATH, run_id="dead", stage=stage(0, channel="c"), actor="w", event_key="d0"
     )
-    store.acquire_lock(NS, PATH, workflow_id="w2", run_id="r2", version=v2, replace_run_id="dead")
+    store.acquire_locks(
+        {(NS, PATH): v2}, workflow_id="w2", run_id="r2", replace={(NS, PATH): "dead"}
+    )
     assert (
         store.revert(
             NS,
@@ -709,7 +709,7 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
     assert grew()
     v2 = put(store, 2)
     assert grew()
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r", version=v2)
+    store.acquire_locks({(NS, PATH): v2}, workflow_id="w", run_id="r")
     assert same()
     store.begin_rollout(
         NS, PATH, workflow_id="w", run_id="r", version=v2, actor="w", reason="", event_key="b"
@@ -729,7 +729,7 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
         NS, PATH, run_id="r", workflow_id="w", version=v2, actor="w", reason="", event_key="pr"
     )
     assert grew()
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r3", version=v1)
+    store.acquire_locks({(NS, PATH): v1}, workflow_id="w", run_id="r3")
     store.publish_stage(
         NS, PATH, run_id="r3", stage=stage(0, channel="c"), actor="w", event_key="p3"
     )
