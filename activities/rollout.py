@@ -17,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempoconf.activities.abandoned import holder_ending
+from tempoconf.activities.abandoned import end_run, holder_ending
 from tempoconf.activities.prepare import begin_run, prepared_plan
 from tempoconf.activity_io import (
     INVALID_REQUEST_ERROR,
@@ -193,10 +193,8 @@ class RolloutActivities:
                 replace_ids[(holder.namespace, holder.path)] = holder.run_id
                 reclaimed = holder
         else:
-            raise ApplicationError(
-                f"the {'changeset' if changeset else 'config'}'s locks kept changing hands; "
-                "trying again"
-            )
+            locks = "the changeset's locks" if changeset else "the config's lock"
+            raise ApplicationError(f"{locks} kept changing hands; trying again")
         if reclaimed is not None and not changeset:
             await asyncio.to_thread(
                 self._store.record_event,
@@ -220,25 +218,13 @@ class RolloutActivities:
         ending = await holder_ending(activity.client(), holder)
         if ending is None:
             return
-        event_key = f"{holder.run_id}:revert"
+        several = False
         if changeset:
-            holders = await asyncio.to_thread(
+            configs = await asyncio.to_thread(
                 self._store.run_configs, holder.namespace, holder.path, holder.run_id
             )
-            event_key = change_event_key(
-                event_key, holder.namespace, holder.path, changeset=len(holders) > 1
-            )
-        await asyncio.to_thread(
-            self._store.end_abandoned_run,
-            holder.namespace,
-            holder.path,
-            run_id=holder.run_id,
-            workflow_id=holder.workflow_id,
-            outcome=ending.outcome,
-            actor=ending.actor,
-            reason=ending.reason,
-            event_key=event_key,
-        )
+            several = len(configs) > 1
+        await asyncio.to_thread(end_run, self._store, holder, ending, changeset=several)
 
     async def _paths_attribute(self) -> bool:
         """Whether the workflow may upsert `TempoconfPaths`: only where it is registered, since an

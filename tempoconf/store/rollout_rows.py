@@ -4,18 +4,19 @@ inside a caller's transaction; rollouts.py and steps.py build the store's method
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Table, delete, insert, select
 
 from tempoconf.changesets import change_event_key
-from tempoconf.store._base import LOCK, ROLLOUT, STAGE, config_is
+from tempoconf.store._base import LOCK, ROLLOUT, STAGE, config_is, write_audit
 from tempoconf.store.errors import LockHeldError, LockLostError
 from tempoconf.store.records import LockRecord, RolloutRecord, RunConfig
 
 __all__ = [
+    "ConfigWrite",
     "clear_rollout",
     "get_lock",
     "get_rollout",
@@ -28,6 +29,47 @@ __all__ = [
 ]
 
 _R = TypeVar("_R", LockRecord, RolloutRecord)
+
+
+@dataclass(frozen=True)
+class ConfigWrite:
+    """One config's part of a run's write (a step, or its start): its transaction, the config, who
+    writes it, when, and the key of its audit row."""
+
+    conn: Connection
+    namespace: str
+    path: str
+    locked_version: str | None
+    """The version the run's lock of this config was taken for (None: it holds none, or the write
+    does not need it)."""
+    run_id: str
+    actor: str
+    event_key: str
+    at: datetime
+
+    def audit(
+        self,
+        action: str,
+        *,
+        reason: str,
+        version: str | None,
+        workflow_id: str | None,
+        details: Mapping[str, Any],
+    ) -> bool:
+        """The write's audit row of this config; False (nothing written) when its key exists."""
+        return write_audit(
+            self.conn,
+            self.namespace,
+            self.path,
+            at=self.at,
+            action=action,
+            actor=self.actor,
+            reason=reason,
+            version=version,
+            workflow_id=workflow_id,
+            event_key=self.event_key,
+            details=details,
+        )
 
 
 def _record(kind: type[_R], values: Mapping[Any, Any]) -> _R:

@@ -16,12 +16,12 @@ from tempoconf.store._base import (
     config_is,
     dialect_insert,
     require_version,
-    write_audit,
 )
 from tempoconf.store.engine import bump_revision
 from tempoconf.store.errors import LockHeldError
 from tempoconf.store.records import LockRecord, RolloutRecord, RunConfig
 from tempoconf.store.rollout_rows import (
+    ConfigWrite,
     get_lock,
     get_rollout,
     lock_record,
@@ -114,17 +114,12 @@ class RolloutsMixin(StoreBase):
             lock = get_lock(conn, namespace, path, for_update=True)
             if lock is None or lock.run_id != run_id:
                 return False
-            if not write_audit(
-                conn,
-                namespace,
-                path,
-                at=now,
-                action=f"rollout.{outcome}",
-                actor=actor,
+            write = ConfigWrite(conn, namespace, path, lock.version, run_id, actor, event_key, now)
+            if not write.audit(
+                f"rollout.{outcome}",
                 reason=reason,
                 version=lock.version,
                 workflow_id=workflow_id,
-                event_key=event_key,
                 details={"run_id": run_id},
             ):
                 return False
@@ -163,17 +158,12 @@ class RolloutsMixin(StoreBase):
             current = get_rollout(conn, namespace, path, for_update=True)
             if current is not None and current.run_id == run_id:
                 return False
-            if not write_audit(
-                conn,
-                namespace,
-                path,
-                at=now,
-                action="rollout.started",
-                actor=actor,
+            write = ConfigWrite(conn, namespace, path, None, run_id, actor, event_key, now)
+            if not write.audit(
+                "rollout.started",
                 reason=reason,
                 version=version,
                 workflow_id=workflow_id,
-                event_key=event_key,
                 details={**(details or {}), "run_id": run_id},
             ):
                 return False

@@ -19,11 +19,11 @@ from tempoconf.store._base import (
     make_stable,
     require_version,
     upsert,
-    write_audit,
 )
 from tempoconf.store.engine import bump_revision
-from tempoconf.store.records import RunConfig, StageLease
+from tempoconf.store.records import StageLease
 from tempoconf.store.rollout_rows import (
+    ConfigWrite,
     clear_rollout,
     get_lock,
     get_rollout,
@@ -37,12 +37,31 @@ from tempoconf.store.rollout_rows import (
 __all__ = ["StepsMixin"]
 
 
+def _config_steps(
+    conn: Connection,
+    namespace: str,
+    path: str,
+    *,
+    run_id: str,
+    actor: str,
+    event_key: str,
+    at: datetime,
+) -> list[ConfigWrite]:
+    """The run's configs (`run_configs`), each with its key of the step (`keyed`)."""
+    return [
+        ConfigWrite(conn, config.namespace, config.path, config.version, run_id, actor, key, at)
+        for config, key in keyed(run_configs(conn, namespace, path, run_id), event_key)
+    ]
+
+
 class StepsMixin(StoreBase):
     """The steps of a run, over each config it changes (a part of Store).
 
     `namespace` and `path` name the config the run was started for; a changeset's run also
     writes every other config whose lock it holds. Idempotent by event key: a config's row of a
-    step is keyed `event_key` (a single config) or `event_key@namespace/path` (a changeset's)."""
+    step is keyed `event_key` (a single config) or `event_key@namespace/path` (a changeset's).
+    Each returns True when any config was written (a list, not a generator, under any(): every
+    config is written)."""
 
     def publish_stage(
         self,
@@ -56,24 +75,24 @@ class StepsMixin(StoreBase):
     ) -> bool:
         """Upsert one stage of the run's rollout of each config (its lease is stage.expires_at),
         set the rollout's stage_index and state `stage.published`, audit `stage.published`, bump
-        revision. True when any config was written.
+        revision.
 
         Raises LockHeldError when the run no longer holds a config's lock (LockLostError, a
         LockHeldError, when nobody holds it): nothing is written. If begin_rollout was skipped,
         the rollout row is created here from the lock."""
         expires_at = aware(stage.expires_at, "expires_at")
         now = self.now()
-        wrote = False
         with self._write() as conn:
-            for config, key in keyed(run_configs(conn, namespace, path, run_id), event_key):
-                wrote = _publish(conn, config, run_id, stage, expires_at, actor, key, now) or wrote
-        return wrote
+            steps = _config_steps(
+                conn, namespace, path, run_id=run_id, actor=actor, event_key=event_key, at=now
+            )
+            return any([_publish(step, stage, expires_at) for step in steps])
 
     def renew_leases(
         self, namespace: str, path: str, *, run_id: str, leases: list[StageLease]
     ) -> int:
         """Set expires_at of the run's published stages of each config; returns rows updated. Not
-        audited (renewals are routine); bumps revision."""
+        audited (renewals are routine); bumps revision once per config renewed."""
         renewed = [(lease.index, aware(lease.expires_at, "expires_at")) for lease in leases]
         if not renewed:
             return 0
@@ -91,7 +110,7 @@ class StepsMixin(StoreBase):
                         )
                         .values(expires_at=expires_at)
                     ).rowcount
-                if renewed_here:  # a revision per config changed, as for every other step
+                if renewed_here:
                     bump_revision(conn)
                 count += renewed_here
         return count
@@ -115,16 +134,19 @@ class StepsMixin(StoreBase):
         Requires the run to hold each lock (LockHeldError otherwise, LockLostError when free;
         nothing written), so a stale run can never overwrite stable after a newer run took over."""
         now = self.now()
-        wrote = False
         with self._write() as conn:
-            configs = run_configs(conn, namespace, path, run_id)
-            for config, key in keyed(configs, event_key):
-                promoted = version if config is configs[0] else (config.version or version)
-                wrote = (
-                    _promote(conn, config, run_id, workflow_id, promoted, actor, reason, key, now)
-                    or wrote
-                )
-        return wrote
+            first, *others = _config_steps(
+                conn, namespace, path, run_id=run_id, actor=actor, event_key=event_key, at=now
+            )
+            return any(
+                [
+                    _promote(first, workflow_id, version, reason),
+                    *(
+                        _promote(step, workflow_id, step.locked_version or version, reason)
+                        for step in others
+                    ),
+                ]
+            )
 
     def revert(
         self,
@@ -147,50 +169,25 @@ class StepsMixin(StoreBase):
         neither the lock nor the rollout (already reverted, or it never got the lock), except
         the audit row with `audit_always` (a failed prepare, which may have taken nothing)."""
         now = self.now()
-        wrote = False
         with self._write() as conn:
-            for config, key in keyed(run_configs(conn, namespace, path, run_id), event_key):
-                reverted = _revert(
-                    conn,
-                    config,
-                    run_id=run_id,
-                    workflow_id=workflow_id,
-                    actor=actor,
-                    reason=reason,
-                    outcome=outcome,
-                    event_key=key,
-                    audit_always=audit_always,
-                    at=now,
-                )
-                wrote = reverted or wrote
-        return wrote
+            steps = _config_steps(
+                conn, namespace, path, run_id=run_id, actor=actor, event_key=event_key, at=now
+            )
+            return any(
+                [_revert(step, workflow_id, reason, outcome, audit_always) for step in steps]
+            )
 
 
-def _publish(
-    conn: Connection,
-    config: RunConfig,
-    run_id: str,
-    stage: PublishedStage,
-    expires_at: datetime,
-    actor: str,
-    event_key: str,
-    now: datetime,
-) -> bool:
-    namespace, path = config.namespace, config.path
+def _publish(step: ConfigWrite, stage: PublishedStage, expires_at: datetime) -> bool:
+    conn, namespace, path = step.conn, step.namespace, step.path
     lock = get_lock(conn, namespace, path, for_update=True)
-    if not write_audit(
-        conn,
-        namespace,
-        path,
-        at=now,
-        action="stage.published",
-        actor=actor,
+    if not step.audit(
+        "stage.published",
         reason=f"stage {stage.index + 1} {stage.name!r} published",  # 1-based, as status counts
         version=lock.version if lock else None,
         workflow_id=lock.workflow_id if lock else None,
-        event_key=event_key,
         details={
-            "run_id": run_id,
+            "run_id": step.run_id,
             "index": stage.index,
             "name": stage.name,
             "channel": stage.channel,
@@ -200,18 +197,18 @@ def _publish(
         },
     ):
         return False
-    lock = require_holder(lock, namespace, path, run_id)
+    lock = require_holder(lock, namespace, path, step.run_id)
     rollout = get_rollout(conn, namespace, path, for_update=True)
-    if rollout is None or rollout.run_id != run_id:
+    if rollout is None or rollout.run_id != step.run_id:
         require_version(conn, namespace, path, lock.version)
         rollout = replace_rollout(
             conn,
             namespace,
             path,
             workflow_id=lock.workflow_id,
-            run_id=run_id,
+            run_id=step.run_id,
             version=lock.version,
-            at=now,
+            at=step.at,
         )
     upsert(
         conn,
@@ -220,13 +217,13 @@ def _publish(
             "namespace": namespace,
             "path": path,
             "stage_index": stage.index,
-            "run_id": run_id,
+            "run_id": step.run_id,
             "name": stage.name,
             "channel": stage.channel,
             "percentile": None if stage.percentile is None else float(stage.percentile),
             "labels": canonical_json(dict(stage.labels)),
             "expires_at": expires_at,
-            "published_at": now,
+            "published_at": step.at,
             "bucket_key": stage.bucket_key,
         },
         keys=("namespace", "path", "stage_index"),
@@ -237,106 +234,69 @@ def _publish(
         .values(
             stage_index=max(rollout.stage_index, stage.index),
             state="stage.published",
-            updated_at=now,
+            updated_at=step.at,
         )
     )
     bump_revision(conn)
     return True
 
 
-def _promote(
-    conn: Connection,
-    config: RunConfig,
-    run_id: str,
-    workflow_id: str,
-    version: str,
-    actor: str,
-    reason: str,
-    event_key: str,
-    now: datetime,
-) -> bool:
-    namespace, path = config.namespace, config.path
+def _promote(step: ConfigWrite, workflow_id: str, version: str, reason: str) -> bool:
+    conn, namespace, path = step.conn, step.namespace, step.path
     lock = get_lock(conn, namespace, path, for_update=True)
-    if not write_audit(
-        conn,
-        namespace,
-        path,
-        at=now,
-        action="rollout.promoted",
-        actor=actor,
+    if not step.audit(
+        "rollout.promoted",
         reason=reason,
         version=version,
         workflow_id=workflow_id,
-        event_key=event_key,
-        details={"run_id": run_id},
+        details={"run_id": step.run_id},
     ):
         return False
-    require_holder(lock, namespace, path, run_id)
+    require_holder(lock, namespace, path, step.run_id)
     require_version(conn, namespace, path, version)
     make_stable(
         conn,
         namespace,
         path,
         version,
-        at=now,
-        actor=actor,
+        at=step.at,
+        actor=step.actor,
         reason=reason,
         workflow_id=workflow_id,
     )
     # The lock holder owns the config: any rollout row here is this run's or a dead run's.
     clear_rollout(conn, namespace, path)
-    release_lock(conn, namespace, path, run_id)
+    release_lock(conn, namespace, path, step.run_id)
     bump_revision(conn)
     return True
 
 
 def _revert(
-    conn: Connection,
-    config: RunConfig,
-    *,
-    run_id: str,
-    workflow_id: str,
-    actor: str,
-    reason: str,
-    outcome: str,
-    event_key: str,
-    audit_always: bool,
-    at: datetime,
+    step: ConfigWrite, workflow_id: str, reason: str, outcome: str, audit_always: bool
 ) -> bool:
-    namespace, path = config.namespace, config.path
+    conn, namespace, path, run_id = step.conn, step.namespace, step.path, step.run_id
     lock = get_lock(conn, namespace, path, for_update=True)
     rollout = get_rollout(conn, namespace, path, for_update=True)
     holds_lock = lock is not None and lock.run_id == run_id
     clears = rollout is not None and (rollout.run_id == run_id or holds_lock)
+    action = f"rollout.{outcome}"
     if not (holds_lock or clears):
         if audit_always:
-            write_audit(
-                conn,
-                namespace,
-                path,
-                at=at,
-                action=f"rollout.{outcome}",
-                actor=actor,
+            step.audit(
+                action,
                 reason=reason,
+                version=None,
                 workflow_id=workflow_id,
-                event_key=event_key,
                 details={"run_id": run_id, "stage_index": None},
             )
         return False
-    version = (
-        rollout.version if rollout is not None and clears else (lock.version if lock else None)
-    )
-    if not write_audit(
-        conn,
-        namespace,
-        path,
-        at=at,
-        action=f"rollout.{outcome}",
-        actor=actor,
+    if not step.audit(
+        action,
         reason=reason,
-        version=version,
+        version=(
+            rollout.version if rollout is not None and clears else (lock.version if lock else None)
+        ),
         workflow_id=workflow_id,
-        event_key=event_key,
         details={
             "run_id": run_id,
             "stage_index": rollout.stage_index if rollout and clears else None,
