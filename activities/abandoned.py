@@ -24,7 +24,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistoryEventFilterType
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempoconf.changesets import change_event_key
+from tempoconf.rollout.changesets import change_event_key
 from tempoconf.storable import storable_text
 from tempoconf.store.records import LockRecord
 from tempoconf.store.store import Store

@@ -1,5 +1,5 @@
 """The gate on applied versions: which share of a stage's cohort applied the rollout's version
-(tempoconf.applied). Reads the store only; the workflow rechecks on a durable timer."""
+(tempoconf.gates.applied_gate). Reads the store only; the workflow rechecks on a durable timer."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import Any
 
 from temporalio import activity
 
-from tempoconf.activity_io import GatedConfig
-from tempoconf.applied import AppliedGate, judge_applied
-from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
+from tempoconf.gates.applied_gate import AppliedGate, judge_applied
+from tempoconf.rollout.activity_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput, GatedConfig
 from tempoconf.store.store import Store
 
 __all__ = ["AppliedGateActivities"]

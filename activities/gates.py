@@ -15,14 +15,14 @@ from typing import Any
 
 from temporalio import activity
 
-from tempoconf.activity_io import (
+from tempoconf.gates.freezes import FREEZE_RECHECK_SECONDS, Freeze, describe_freeze
+from tempoconf.rollout.activity_io import (
     CHECK_FREEZE_ACTIVITY,
     CheckFreezeInput,
     CheckFreezeResult,
     GatedConfig,
 )
-from tempoconf.changesets import change_event_key
-from tempoconf.freezes import FREEZE_RECHECK_SECONDS, Freeze, describe_freeze
+from tempoconf.rollout.changesets import change_event_key
 from tempoconf.store.store import Store
 
 __all__ = ["FREEZE_OVERRIDDEN_ACTION", "GateActivities"]

@@ -27,7 +27,8 @@ from temporalio import activity
 from temporalio.converter import value_to_type
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from tempoconf.activity_io import (
+from tempoconf.gates.check_templates import placeholder_values, render_promql, render_url
+from tempoconf.rollout.activity_io import (
     CHECK_HEALTH_ACTIVITY,
     WATCH_HEALTH_ACTIVITY,
     CheckHealthInput,
@@ -35,7 +36,7 @@ from tempoconf.activity_io import (
     WatchHealthProgress,
     WatchHealthResult,
 )
-from tempoconf.health import (
+from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     UNHEALTHY,
     apply_no_data_policy,
@@ -46,11 +47,10 @@ from tempoconf.health import (
     judge_samples,
     summarize,
 )
-from tempoconf.plan import CheckSpec
-from tempoconf.progress import CheckResult, HealthReport, Verdict
-from tempoconf.promql import placeholder_values, render_promql, render_url
-from tempoconf.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
-from tempoconf.run_state import count_failures
+from tempoconf.rollout.plan import CheckSpec
+from tempoconf.rollout.progress import CheckResult, HealthReport, Verdict
+from tempoconf.rollout.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.rollout.run_state import count_failures
 from tempoconf.store.store import Store
 
 __all__ = [
@@ -233,7 +233,7 @@ class HealthCheckActivities:
             raise SourceUnreachableError(f"cannot read reports from the store: {error}") from error
         evidence = gather_evidence(
             totals,
-            # A changeset's cohorts are bucketed by its key (tempoconf.changesets); its evidence
+            # A changeset's cohorts are bucketed by its key (tempoconf.rollout.changesets); its evidence
             # is every config's reports on that config's new version.
             path=plan.bucket_key or plan.path,
             version={version for _, _, version in plan.configs()},

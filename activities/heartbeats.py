@@ -19,7 +19,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from tempoconf.activity_io import (
+from tempoconf.rollout.activity_io import (
+    CHECK_APPLIED_ACTIVITY,
     CHECK_FREEZE_ACTIVITY,
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,
@@ -28,7 +29,6 @@ from tempoconf.activity_io import (
     RENEW_LEASES_ACTIVITY,
     REVERT_ACTIVITY,
 )
-from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY
 
 __all__ = [
     "HEARTBEAT_THROTTLE",

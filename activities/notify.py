@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tempoconf.activities.failures import short_message
-from tempoconf.activity_io import NOTIFY_ACTIVITY, NotifyInput
+from tempoconf.rollout.activity_io import NOTIFY_ACTIVITY, NotifyInput
 
 __all__ = [
     "WEBHOOK_FAILED_ERROR",

@@ -8,12 +8,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from tempoconf.change import rollout_change
-from tempoconf.changesets import change_event_key
-from tempoconf.plan import RolloutPlan, plan_from_request
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.change import rollout_change
+from tempoconf.rollout.changesets import change_event_key
+from tempoconf.rollout.plan import RolloutPlan, plan_from_request
+from tempoconf.rollout.validation import ValidatedRollout
 from tempoconf.store.store import Store
-from tempoconf.validation import ValidatedRollout
 
 __all__ = ["begin_run", "prepared_plan"]
 

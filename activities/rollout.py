@@ -19,7 +19,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.activities.abandoned import end_run, holder_ending
 from tempoconf.activities.prepare import begin_run, prepared_plan
-from tempoconf.activity_io import (
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.resolution import PublishedStage
+from tempoconf.rollout.activity_io import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,
@@ -38,16 +40,14 @@ from tempoconf.activity_io import (
     RevertInput,
     RevertResult,
 )
-from tempoconf.changesets import change_event_key
-from tempoconf.plan import RolloutPlan
-from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.progress import NOTE
-from tempoconf.request import RolloutRequest
-from tempoconf.resolution import PublishedStage
+from tempoconf.rollout.changesets import change_event_key
+from tempoconf.rollout.plan import RolloutPlan
+from tempoconf.rollout.progress import NOTE
+from tempoconf.rollout.request import RolloutRequest
+from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
 from tempoconf.store.records import LockRecord, RunConfig, StageLease
 from tempoconf.store.store import LockHeldError, Store
-from tempoconf.temporal import PATHS_ATTRIBUTE_NAME, registered_search_attributes
-from tempoconf.validation import ValidatedRollout, validate_rollout
+from tempoconf.temporal.names import PATHS_ATTRIBUTE_NAME, registered_search_attributes
 
 __all__ = ["RolloutActivities"]
 
@@ -355,7 +355,7 @@ class RolloutActivities:
                             "from": transition.from_state,
                             "stage": transition.stage,
                             "at": transition.at,
-                            # an approval's identity, digest and reason (tempoconf.approvals)
+                            # an approval's identity, digest and reason (tempoconf.rollout.approvals)
                             **transition.details,
                         },
                     )

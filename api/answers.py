@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
 
-from tempoconf.progress import CommandResult
 from tempoconf.resolution import StageKind
+from tempoconf.rollout.progress import CommandResult
 
 __all__ = [
     "Accepted",
@@ -134,7 +134,7 @@ class BundleStageAnswer(_Answer):
 
 class BundleAnswer(_Answer):
     """Everything a client needs to resolve the config itself (`GET /v1/bundles/{path}`), the
-    same for every client (tempoconf.bundles)."""
+    same for every client (tempoconf.resolution.bundles)."""
 
     namespace: str
     path: str

@@ -1,7 +1,7 @@
 """`GET|HEAD /v1/bundles/{path}` as a raw ASGI callable, ahead of the framework, like config polls,
 and answered on the connection for plain GETs (api/lean_protocol.py), as config polls are.
 
-A bundle is the same for every client (tempoconf.bundles): one body and one ETag per config
+A bundle is the same for every client (tempoconf.resolution.bundles): one body and one ETag per config
 snapshot, prepared once when the snapshot changes, so a request is a dict lookup and a header
 write. Long-polls (`wait`) sleep until the config's snapshot changes: a lease that ends changes no
 byte of the bundle (clients evaluate leases by their own clock), so there is no lease timer.
@@ -27,8 +27,13 @@ from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import DEADLINE, RECHECK, Deadlines
-from tempoconf.bundles import BUNDLES_PREFIX, bundle_body, bundle_etag, bundle_from_snapshot
 from tempoconf.resolution import ConfigSnapshot
+from tempoconf.resolution.bundles import (
+    BUNDLES_PREFIX,
+    bundle_body,
+    bundle_etag,
+    bundle_from_snapshot,
+)
 from tempoconf.settings import Settings
 
 __all__ = ["BUNDLE_ROUTE", "BUNDLES_PREFIX", "CACHE_CONTROL", "BundlePolls", "PreparedBundle"]

@@ -39,8 +39,8 @@ from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.polls import CONFIGS_PREFIX, QUERIES_KEPT, ConfigPolls
 from tempoconf.api.routes import bundles, config_sets, configs, edge_reports, health, metrics
 from tempoconf.api.routes.config_sets import MAX_PATHS
-from tempoconf.bundles import BUNDLES_PREFIX
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
+from tempoconf.resolution.bundles import BUNDLES_PREFIX
 from tempoconf.settings import Settings
 
 __all__ = ["EdgeApp", "create_edge_app"]

@@ -21,9 +21,9 @@ from urllib.parse import quote
 import httpx
 
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
-from tempoconf.bundles import BundleError, parse_bundle_body
 from tempoconf.client._backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
+from tempoconf.resolution.bundles import BundleError, parse_bundle_body
 
 __all__ = [
     "BundleSnapshots",

@@ -44,7 +44,9 @@ from tempoconf.api.polls import ConfigPolls
 from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
-from tempoconf.ofrep import (
+from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
+from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
+from tempoconf.resolution.ofrep import (
     NAMESPACE_HEADER,
     EvaluationContext,
     OfrepError,
@@ -53,8 +55,6 @@ from tempoconf.ofrep import (
     flag_key_problem,
     parse_request,
 )
-from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
-from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
 from tempoconf.settings import Settings
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tempoconf.ofrep import OfrepErrorCode, Reason
+from tempoconf.resolution.ofrep import OfrepErrorCode, Reason
 
 
 class _Model(BaseModel):

@@ -55,11 +55,11 @@ from tempoconf.api.routes.freezes import (
 from tempoconf.api.routes.reports import ReportBody
 from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
-from tempoconf.commands import COMMAND_NAMES, COMMANDS, OperatorCommand
 from tempoconf.contract_schema import ContractJsonSchema
-from tempoconf.ofrep import NAMESPACE_HEADER
 from tempoconf.paths import DEFAULT_NAMESPACE
-from tempoconf.request import ConfigPath, Namespace, RolloutRequest
+from tempoconf.resolution.ofrep import NAMESPACE_HEADER
+from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS, OperatorCommand
+from tempoconf.rollout.request import ConfigPath, Namespace, RolloutRequest
 
 __all__ = ["ANSWERS", "REF_TEMPLATE", "REQUEST_BODIES", "body_schemas", "openapi_document"]
 
@@ -617,7 +617,7 @@ def _paths() -> dict[str, Any]:
 
 
 def _ofrep_paths() -> dict[str, Any]:
-    """OFREP's evaluation endpoints (tempoconf.ofrep): a flag is a config, its key the path."""
+    """OFREP's evaluation endpoints (tempoconf.resolution.ofrep): a flag is a config, its key the path."""
     namespace = {
         "name": NAMESPACE_HEADER,
         "in": "header",
@@ -697,7 +697,7 @@ def _ofrep_paths() -> dict[str, Any]:
 
 
 def _freeze_paths(admin_errors: dict[str, Any]) -> dict[str, Any]:
-    """Freezes of namespaces (tempoconf.freezes): while one is active no rollout in the
+    """Freezes of namespaces (tempoconf.gates.freezes): while one is active no rollout in the
     namespace widens or promotes."""
     return {
         "/v1/admin/freezes": {

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tempoconf.commands import COMMAND_NAMES
+from tempoconf.rollout.commands import COMMAND_NAMES
 
 __all__ = ["CONFIG_PATH", "ROLLOUT_PATH", "Endpoint", "route", "template_of"]
 

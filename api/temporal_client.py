@@ -15,7 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.api.errors import ApiError
 from tempoconf.settings import Settings
-from tempoconf.temporal_connection import (
+from tempoconf.temporal.connection import (
     TLS_HINT,
     TemporalConnection,
     TemporalSettingsError,

@@ -35,9 +35,10 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.cli.worker import build_worker
-from tempoconf.outcomes import await_rollout_ending
+from tempoconf.rollout.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES, WORKFLOW_TYPE
 
 CLIENTS = 1000
 GOAL_S = 2.0

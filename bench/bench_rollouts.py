@@ -35,10 +35,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tempoconf.cli.worker import build_worker, worker_options
-from tempoconf.outcomes import await_rollout_ending
-from tempoconf.payloads import DATA_CONVERTER
+from tempoconf.rollout.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES, WORKFLOW_TYPE
+from tempoconf.temporal.payloads import DATA_CONVERTER
 
 ROLLOUTS = 200
 GOAL_RATIO = 1.5
@@ -342,7 +343,7 @@ async def main() -> None:
                     dev_server_existing_path=str(temporal_cli_path()),
                     search_attributes=list(SEARCH_ATTRIBUTES),
                     dev_server_extra_args=["--log-level", "error"],
-                    # The converter `tempoconf worker` connects with (tempoconf.payloads).
+                    # The converter `tempoconf worker` connects with (tempoconf.temporal.payloads).
                     data_converter=DATA_CONVERTER,
                 )
                 async with env:

@@ -43,10 +43,11 @@ from _soak_fleet import identity
 from temporalio.client import Client, WorkflowHandle
 
 from tempoconf.canonical import version_id
-from tempoconf.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE, search_attribute_arguments, temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import WORKFLOW_TYPE, search_attribute_arguments
 
 TEMPOCONF = Path(PYTHON).parent / "tempoconf"
 NAMESPACE = "default"
@@ -575,7 +576,7 @@ class Soak:
                 await attempt("bypass signal", handle.signal("bypass", reason))
 
     async def result(self, handle: WorkflowHandle[Any, Any], began: float) -> RolloutEnding | None:
-        """How the rollout ended (tempoconf.outcomes); None once it is wedged (a workflow task
+        """How the rollout ended (tempoconf.rollout.outcomes); None once it is wedged (a workflow task
         failed WEDGED_ATTEMPTS times in a row: it will not end by itself) or ROLLOUT_TIMEOUT
         passed."""
         waiting = asyncio.ensure_future(await_rollout_ending(handle))

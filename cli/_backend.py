@@ -13,16 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-from tempoconf.applied import ClientApplied
 from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
-from tempoconf.commands import command_path
-from tempoconf.freezes import Freeze
-from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import parse_rollout_request
-from tempoconf.resolution import VersionRecord
-from tempoconf.rollout_preview import ChangePreview, RolloutPreview, preview_rollout
-from tempoconf.rollout_view import (
+from tempoconf.gates.applied_gate import ClientApplied
+from tempoconf.gates.freezes import Freeze
+from tempoconf.operations.preview import ChangePreview, RolloutPreview, preview_rollout
+from tempoconf.operations.view import (
     RolloutSnapshot,
     SnapshotUnavailable,
     StoreContext,
@@ -30,9 +26,13 @@ from tempoconf.rollout_view import (
     read_snapshot,
     store_context,
 )
+from tempoconf.problems import InvalidRequestError, Problem
+from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.commands import command_path
+from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.settings import Settings
 from tempoconf.store.records import AuditEntry, LockRecord, VersionInfo
-from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+from tempoconf.temporal.names import WORKFLOW_TYPE, rollout_workflow_id
 
 if TYPE_CHECKING:
     # Both imported where used: a command loads the one its mode needs (each a tenth of a second
@@ -151,14 +151,14 @@ class OperatorBackend(Protocol):
         """The rollout `rollout status` shows. Raises ViewUnavailable."""
         ...
 
-    # Freezes (tempoconf.freezes): `tempoconf freeze start|end|list`.
+    # Freezes (tempoconf.gates.freezes): `tempoconf freeze start|end|list`.
     async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
         """Raises CommandRefused when the namespace is frozen already."""
         ...
 
     async def end_freeze(self, namespace: str, *, reason: str) -> EndedFreeze:
         """End it, then tell the rollouts waiting on a freeze to look again now
-        (tempoconf.freeze_wakeup). Raises CommandRefused when the namespace is not frozen."""
+        (tempoconf.temporal.freeze_wakeup). Raises CommandRefused when the namespace is not frozen."""
         ...
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]: ...
@@ -242,7 +242,7 @@ class DirectBackend:
         return list(self._store().history(namespace, path, limit=limit))
 
     async def prepare(self, raw: Any) -> Prepared:
-        from tempoconf.validation import validate_rollout
+        from tempoconf.rollout.validation import validate_rollout
 
         store = self._store()
         return preview_rollout(validate_rollout(raw, store), store)
@@ -263,7 +263,7 @@ class DirectBackend:
         version: str | None,
         not_applied: bool,
     ) -> list[ClientApplied]:
-        from tempoconf.applied import client_rows
+        from tempoconf.gates.applied_gate import client_rows
 
         store = self._store()
         cutoff = store.now() - since
@@ -298,7 +298,7 @@ class DirectBackend:
     async def wait_result(
         self, namespace: str, path: str, workflow_id: str, run_id: str | None
     ) -> Ending:
-        from tempoconf.outcomes import await_rollout_ending
+        from tempoconf.rollout.outcomes import await_rollout_ending
 
         client = await self._temporal()
         ending = await await_rollout_ending(client.get_workflow_handle(workflow_id, run_id=run_id))
@@ -379,8 +379,8 @@ class DirectBackend:
         """Best effort, bounded: the freeze has ended in the store whatever Temporal answers."""
         from temporalio.service import RPCError
 
-        from tempoconf.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
-        from tempoconf.temporal_connection import TemporalSettingsError, temporal_connection
+        from tempoconf.temporal.connection import TemporalSettingsError, temporal_connection
+        from tempoconf.temporal.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
 
         try:
             connection = temporal_connection(self._settings)

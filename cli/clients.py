@@ -10,12 +10,12 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from tempoconf.applied import ClientApplied
 from tempoconf.cli._backend import operator_backend
 from tempoconf.cli._common import die, settings_from_args
 from tempoconf.cli._format import table, utc_text
 from tempoconf.cli.schema import check_config_name
 from tempoconf.durations import parse_duration
+from tempoconf.gates.applied_gate import ClientApplied
 
 __all__ = ["clients_command"]
 

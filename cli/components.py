@@ -24,7 +24,7 @@ def run_dev_stack(
 ) -> int:
     """Start the dev stack (saying so, then its banner), run `body(stack)` until it returns or
     Ctrl-C; a component that stops prints `tempoconf {command}: why` and the exit code is 1."""
-    from tempoconf.temporal_connection import use_process_runtime
+    from tempoconf.temporal.connection import use_process_runtime
 
     settings = settings_from_args(args)
     # One SDK runtime for the stack's worker and API: Core's logs plain and throttled, as a
@@ -59,7 +59,7 @@ def dev_command(args: argparse.Namespace) -> int:
 
 def worker_command(args: argparse.Namespace) -> int:
     from tempoconf.cli.worker import WorkerSettingsError, deployment_config, run_worker
-    from tempoconf.temporal_connection import TemporalSettingsError, worker_runtime
+    from tempoconf.temporal.connection import TemporalSettingsError, worker_runtime
 
     settings = settings_from_args(args)
     try:
@@ -95,7 +95,7 @@ def worker_command(args: argparse.Namespace) -> int:
 
 
 def api_command(args: argparse.Namespace) -> int:
-    from tempoconf.temporal_connection import (
+    from tempoconf.temporal.connection import (
         TemporalSettingsError,
         temporal_connection,
         use_process_runtime,

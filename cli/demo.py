@@ -26,7 +26,6 @@ from typing import Any, TextIO
 from temporalio.client import WorkflowHandle
 
 from tempoconf.canonical import version_id
-from tempoconf.change import rollout_change, workflow_summary
 from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
     die,
@@ -38,11 +37,12 @@ from tempoconf.cli.components import run_dev_stack
 from tempoconf.cli.devstack import DevStack, tempoconf_command, temporal_command
 from tempoconf.cli.fleet import SERVER_LOAD, UNSERVED, FleetProcess, failure_ratio
 from tempoconf.durations import parse_duration
-from tempoconf.outcomes import RolloutEnding, await_rollout_ending
-from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import STABLE
+from tempoconf.rollout.change import rollout_change, workflow_summary
+from tempoconf.rollout.outcomes import RolloutEnding, await_rollout_ending
+from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.schema_validation import value_problems
-from tempoconf.temporal import WORKFLOW_TYPE, rollout_workflow_id
+from tempoconf.temporal.names import WORKFLOW_TYPE, rollout_workflow_id
 
 __all__ = [
     "LiveView",

@@ -25,9 +25,10 @@ from temporalio.common import SearchAttributeIndexedValueType
 
 from tempoconf.cli._children import die_with_parent
 from tempoconf.cli._common import example_path, shown_path, tempoconf_command, temporal_command
-from tempoconf.payloads import DATA_CONVERTER
 from tempoconf.settings import Settings
-from tempoconf.temporal import SEARCH_ATTRIBUTES, WORKFLOW_TYPE, temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES, WORKFLOW_TYPE
+from tempoconf.temporal.payloads import DATA_CONVERTER
 from tempoconf.tracing import temporal_plugins
 
 __all__ = ["DevStack", "DevStackError", "free_port", "temporal_command", "tempoconf_command"]

@@ -1,4 +1,4 @@
-"""`tempoconf freeze start|end|list`: freezes of namespaces (tempoconf.freezes). While a namespace
+"""`tempoconf freeze start|end|list`: freezes of namespaces (tempoconf.gates.freezes). While a namespace
 is frozen no rollout in it widens or promotes: running ones wait at their stage and say why, new
 ones start and wait; a halt or a revert always goes through, and a request with
 `override_freeze` passes (each pass in the config's audit log)."""
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from tempoconf.cli._common import die, settings_from_args
 from tempoconf.cli._format import table, utc_text
-from tempoconf.freezes import Freeze, describe_freeze, parse_until
+from tempoconf.gates.freezes import Freeze, describe_freeze, parse_until
 from tempoconf.paths import namespace_problem
 
 __all__ = ["add_parser", "end_command", "list_command", "start_command"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 
 from tempoconf.cli._common import CommandError
-from tempoconf.commands import OPERATOR_COMMANDS
+from tempoconf.rollout.commands import OPERATOR_COMMANDS
 
 __all__ = ["build_parser", "main"]
 

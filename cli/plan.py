@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tempoconf.changesets import changeset_key, changeset_workflow_id
 from tempoconf.cli._backend import Prepared, operator_backend
 from tempoconf.cli._clients import KnownClient, clients_from_file
 from tempoconf.cli._common import (
@@ -30,14 +29,15 @@ from tempoconf.cli._common import (
     tempoconf_command,
 )
 from tempoconf.cli._format import duration_text, table
-from tempoconf.details import time_left
-from tempoconf.digest import plan_digest
 from tempoconf.durations import parse_duration
-from tempoconf.plan import PlannedStage, RolloutPlan, plan_from_request
+from tempoconf.gates.windows import ChangeWindow, is_open, next_opening
+from tempoconf.operations.preview import ChangePreview
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches
-from tempoconf.rollout_preview import ChangePreview
-from tempoconf.windows import ChangeWindow, is_open, next_opening
+from tempoconf.rollout.changesets import changeset_key, changeset_workflow_id
+from tempoconf.rollout.details import time_left
+from tempoconf.rollout.digest import plan_digest
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan, plan_from_request
 
 __all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
 
@@ -127,7 +127,7 @@ def plan_command(args: argparse.Namespace) -> int:
     by_id = {client.client: client for client in reported}
     by_id.update({client.client: client for client in listed})
     clients = sorted(by_id.values(), key=lambda client: client.client)
-    # A changeset's percentile stages bucket by its key, not by a path (tempoconf.changesets).
+    # A changeset's percentile stages bucket by its key, not by a path (tempoconf.rollout.changesets).
     reach_key = (
         changeset_key((change.namespace, change.path) for change in prepared.changes)
         if prepared.changes

@@ -32,13 +32,13 @@ from tempoconf.cli._common import (
     workflow_ui_url,
 )
 from tempoconf.cli.schema import check_config_name
-from tempoconf.details import time_left
-from tempoconf.freezes import describe_freeze
+from tempoconf.gates.freezes import describe_freeze
+from tempoconf.gates.windows import next_opening, window_from_spec
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import RolloutRequest
+from tempoconf.rollout.details import time_left
+from tempoconf.rollout.request import RolloutRequest
 from tempoconf.settings import Settings
-from tempoconf.temporal import request_workflow_id
-from tempoconf.windows import next_opening, window_from_spec
+from tempoconf.temporal.names import request_workflow_id
 
 __all__ = [
     "rollback_request",

@@ -14,7 +14,6 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from tempoconf.approvals import approvals_wanted
 from tempoconf.cli._backend import OperatorBackend, ViewUnavailable, operator_backend
 from tempoconf.cli._common import (
     SUCCESSFUL_OUTCOMES,
@@ -25,10 +24,11 @@ from tempoconf.cli._common import (
 )
 from tempoconf.cli._format import duration_text, relative_text, table, utc_text, zoned_text
 from tempoconf.cli.schema import check_config_name
-from tempoconf.details import approve_argument, time_left
-from tempoconf.rollout_view import RolloutSnapshot, StoreContext, unavailable_message
+from tempoconf.operations.view import RolloutSnapshot, StoreContext, unavailable_message
+from tempoconf.rollout.approvals import approvals_wanted
+from tempoconf.rollout.details import approve_argument, time_left
 from tempoconf.settings import Settings
-from tempoconf.temporal import rollout_workflow_id
+from tempoconf.temporal.names import rollout_workflow_id
 
 __all__ = [
     "RolloutSnapshot",
@@ -56,7 +56,7 @@ def steering_commands(
     """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI.
 
     The approve commands name the plan's `digest` (a stage with approvals refuses one without);
-    `approvals` is who may still approve such a stage (tempoconf.approvals.approvals_wanted),
+    `approvals` is who may still approve such a stage (tempoconf.rollout.approvals.approvals_wanted),
     whose Temporal CLI command then carries a `by` to fill in."""
     from tempoconf.cli.devstack import tempoconf_command, temporal_command
 
@@ -154,7 +154,7 @@ def _applied_lines(raw: dict[str, Any] | None) -> list[str]:
     """The current stage's gate on applied versions: figures, then the first stragglers."""
     if not raw:
         return []
-    from tempoconf.applied import describe_gate, gate_from_json, straggler_lines
+    from tempoconf.gates.applied_gate import describe_gate, gate_from_json, straggler_lines
 
     gate = gate_from_json(raw)
     lines = ["", f"  applied    {describe_gate(gate)} (at {zoned_text(gate.checked_at)})"]

@@ -44,12 +44,12 @@ from tempoconf.activities.health import HealthCheckActivities, WatchClock
 from tempoconf.activities.heartbeats import HEARTBEAT_THROTTLE, StoreHeartbeats
 from tempoconf.activities.notify import NotifyActivities, WebhookFailureLogFilter
 from tempoconf.activities.rollout import RolloutActivities
-from tempoconf.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.cli.devstack import temporal_command
-from tempoconf.freezes import FREEZE_RECHECK_SECONDS
+from tempoconf.gates.freezes import FREEZE_RECHECK_SECONDS
+from tempoconf.rollout.activity_io import INVALID_REQUEST_ERROR, ROLLOUT_RUNNING_ERROR
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tempoconf.temporal import SEARCH_ATTRIBUTES, registered_search_attributes
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES, registered_search_attributes
 from tempoconf.workflows.rollout import ConfigRollout
 
 __all__ = [

@@ -1,5 +1,5 @@
 """reference/request.md: every field of the rollout request, from its published JSON Schema
-(docs/rollout-request.schema.json, generated from tempoconf.request and checked against it by
+(docs/rollout-request.schema.json, generated from tempoconf.rollout.request and checked against it by
 tests/domain/test_contract_schema.py)."""
 
 from __future__ import annotations

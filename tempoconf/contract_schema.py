@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
 
-from tempoconf.request import RolloutRequest
+from tempoconf.rollout.request import RolloutRequest
 
 __all__ = ["ROLLOUT_REQUEST_SCHEMA_ID", "ContractJsonSchema", "rollout_request_schema"]
 

@@ -14,7 +14,7 @@ On (`setup_tracing`, once per process, before it connects to Temporal or opens t
 - `temporal_plugins()`: the contrib's `OpenTelemetryPlugin` for `Client.connect`, which traces
   StartWorkflow / RunWorkflow / StartActivity / RunActivity, carries the context in Temporal
   headers and passes `opentelemetry` through the workflow sandbox;
-- the rollout's own step spans (`tempoconf.rollout_spans`), store spans (`store_tracer`, used by
+- the rollout's own step spans (`tempoconf.rollout.spans`), store spans (`store_tracer`, used by
   the store's engine) and httpx spans (Prometheus queries, webhooks, with `traceparent`), the last
   two only inside a span already open (an activity, an admin request), never as traces of their
   own: a poll, a snapshot reload or the client SDK's requests make none.
@@ -138,7 +138,7 @@ def setup_tracing(service: str, environ: Mapping[str, str] | None = None) -> boo
             f"({error.name} is missing): {OTEL_EXTRA_HINT}"
         ) from None
 
-    from tempoconf import rollout_spans
+    from tempoconf.rollout import spans as rollout_spans
 
     processors = [_processor(name) for name in config.exporters]
     given = "OTEL_SERVICE_NAME" in environ or f"{SERVICE_NAME}=" in environ.get(
@@ -218,7 +218,7 @@ def shutdown_tracing() -> None:
     tracing, _active = _active, None
     if tracing is None:
         return
-    from tempoconf import rollout_spans
+    from tempoconf.rollout import spans as rollout_spans
 
     rollout_spans.use_tracer(None)
     # The processors are shared: shutting down the main provider flushes and stops them all.

@@ -23,7 +23,11 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.activity_io import (
+    from tempoconf.gates.applied_gate import APPLY_RECHECK_SECONDS, AppliedGate, describe_gate
+    from tempoconf.gates.windows import next_opening
+    from tempoconf.problems import InvalidRequestError, Problem
+    from tempoconf.rollout.activity_io import (
+        CHECK_APPLIED_ACTIVITY,
         CHECK_FREEZE_ACTIVITY,
         CHECK_HEALTH_ACTIVITY,
         INVALID_REQUEST_ERROR,
@@ -36,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         REVERT_ACTIVITY,
         ROLLOUT_RUNNING_ERROR,
         WATCH_HEALTH_ACTIVITY,
+        CheckAppliedInput,
         CheckFreezeInput,
         CheckFreezeResult,
         CheckHealthInput,
@@ -53,15 +58,17 @@ with workflow.unsafe.imports_passed_through():
         WatchHealthInput,
         WatchHealthResult,
     )
-    from tempoconf.applied import APPLY_RECHECK_SECONDS, AppliedGate, describe_gate
-    from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
-    from tempoconf.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
-    from tempoconf.details import render_current_details, time_left
-    from tempoconf.health import UNHEALTHY, cohort_stages
-    from tempoconf.outcomes import COMPLETED_OUTCOMES, RESULT_MEMO, ending_error, result_json
-    from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.problems import InvalidRequestError, Problem
-    from tempoconf.progress import (
+    from tempoconf.rollout.commands import COMMANDS, AnswerWhen, CommandName, OperatorCommand
+    from tempoconf.rollout.details import render_current_details, time_left
+    from tempoconf.rollout.health_verdicts import UNHEALTHY, cohort_stages
+    from tempoconf.rollout.outcomes import (
+        COMPLETED_OUTCOMES,
+        RESULT_MEMO,
+        ending_error,
+        result_json,
+    )
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.rollout.progress import (
         CheckResult,
         CommandResult,
         HealthReport,
@@ -71,10 +78,10 @@ with workflow.unsafe.imports_passed_through():
         RolloutState,
         StageStatus,
     )
-    from tempoconf.rollout_spans import rollout_step
-    from tempoconf.run_state import APPLY_GATE_STATES, Effect, RolloutRunState, StageStep
+    from tempoconf.rollout.run_state import APPLY_GATE_STATES, Effect, RolloutRunState, StageStep
+    from tempoconf.rollout.spans import rollout_step
     from tempoconf.storable import storable_text, text_problem
-    from tempoconf.temporal import (
+    from tempoconf.temporal.names import (
         FREEZE_ENDED_SIGNAL,
         PATH_ATTRIBUTE,
         PATHS_ATTRIBUTE,
@@ -84,7 +91,6 @@ with workflow.unsafe.imports_passed_through():
         VERSION_ATTRIBUTE,
         WORKFLOW_TYPE,
     )
-    from tempoconf.windows import next_opening
 
 __all__ = ["ConfigRollout"]
 
@@ -161,7 +167,7 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
 
 
 def _stage_attributes(plan: RolloutPlan, stage: PlannedStage) -> dict[str, str | int | float]:
-    """What a step's span says of its stage (tempoconf.rollout_spans)."""
+    """What a step's span says of its stage (tempoconf.rollout.spans)."""
     return {
         "stage": stage.name,
         "stage_number": stage.index + 1,
@@ -200,7 +206,7 @@ class _StopRollout(Exception):
 PREPARE_FAILURE_AUDITED = "prepare-failure-audited"
 
 # workflow.patched: before each stage's publish and before the promote, the rollout waits while
-# it is outside every change window (`windows`) or its namespace is frozen (tempoconf.freezes).
+# it is outside every change window (`windows`) or its namespace is frozen (tempoconf.gates.freezes).
 CHANGE_GATES = "change-windows-and-freezes"
 ROLLBACK_PASSES_FREEZES = "a rollback to a version the config had: freezes never hold one"
 
@@ -213,7 +219,7 @@ CHANGESET_PLAN_DIGEST = "changeset-plan-digest"
 SEARCH_ATTRIBUTE_PATHS = "search-attribute-paths"
 # workflow.patched: a reverted or halted rollout fails (RolloutReverted, RolloutHalted) instead of
 # completing, and a cancelled one keeps its result in the memo before it ends Canceled
-# (tempoconf.outcomes). Promoted and bypassed rollouts complete as before.
+# (tempoconf.rollout.outcomes). Promoted and bypassed rollouts complete as before.
 OUTCOME_STATUSES = "outcomes-as-temporal-statuses"
 
 # What a start with the wrong number of inputs is told (the Temporal CLI's `--input` is one input).
@@ -359,7 +365,7 @@ class ConfigRollout:
             raise
 
     def _end(self, result: RolloutResult, by: str) -> RolloutResult:
-        """A reverted or halted rollout fails (tempoconf.outcomes), its result in the failure's
+        """A reverted or halted rollout fails (tempoconf.rollout.outcomes), its result in the failure's
         details; runs that ended before the patch completed with every outcome, and replay so."""
         if result.outcome in COMPLETED_OUTCOMES or not workflow.patched(OUTCOME_STATUSES):
             return result
@@ -367,7 +373,7 @@ class ConfigRollout:
 
     def _keep_result(self, result: RolloutResult) -> None:
         """A cancelled run ends Canceled, and a cancellation carries no result: keep it in the
-        memo (tempoconf.outcomes) before the workflow ends."""
+        memo (tempoconf.rollout.outcomes) before the workflow ends."""
         if workflow.patched(OUTCOME_STATUSES):
             workflow.upsert_memo({RESULT_MEMO: result_json(result)})
 
@@ -726,7 +732,7 @@ class ConfigRollout:
     async def _await_applied(
         self, plan: RolloutPlan, stage: PlannedStage, *, resumed: bool
     ) -> None:
-        """The gate on applied versions (tempoconf.applied): after the cooldown, hold until the
+        """The gate on applied versions (tempoconf.gates.applied_gate): after the cooldown, hold until the
         stage's `min_applied` share of its cohort reports the version applied, checking through an
         activity and rechecking on a durable timer. Past `apply_timeout` (from the stage's
         publish) it reverts, or with `on_apply_timeout: hold` waits in `apply_timed_out` for an
@@ -1261,7 +1267,7 @@ class ConfigRollout:
         ):
             self._timers_fired_by = deadline
 
-    # -- operator commands (tempoconf.commands): each a signal and an update of the same name ----
+    # -- operator commands (tempoconf.rollout.commands): each a signal and an update of the same name ----
     def _apply(self, command: CommandName, argument: OperatorCommand | None) -> Effect:
         """Act on an operator command, then show its effect."""
         given = argument or OperatorCommand()
@@ -1419,7 +1425,7 @@ class ConfigRollout:
 
     @workflow.signal(name=FREEZE_ENDED_SIGNAL)
     def freeze_ended_signal(self, namespace: str | None = None) -> None:
-        """A freeze ended (`namespace`'s; tempoconf.freeze_wakeup): a rollout waiting on one
+        """A freeze ended (`namespace`'s; tempoconf.temporal.freeze_wakeup): a rollout waiting on one
         looks again now, not at its next look. Not an operator command: it changes nothing
         by itself, so it is neither refused nor audited; the look that follows is."""
         self._freeze_ended = True

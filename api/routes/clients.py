@@ -17,7 +17,7 @@ from tempoconf.api.deps import config_name, store_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION
-from tempoconf.applied import ClientApplied, client_rows
+from tempoconf.gates.applied_gate import ClientApplied, client_rows
 
 __all__ = ["DEFAULT_SINCE_SECONDS", "MAX_SINCE_SECONDS", "routes"]
 

@@ -29,8 +29,8 @@ from tempoconf.api.etag import if_none_match
 from tempoconf.api.routing import route
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
-from tempoconf.request import MAX_CHANGES
 from tempoconf.resolution import ConfigSnapshot
+from tempoconf.rollout.request import MAX_CHANGES
 
 __all__ = ["MAX_PATHS", "configs_etag", "routes"]
 

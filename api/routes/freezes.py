@@ -1,5 +1,5 @@
 """`GET|POST /v1/admin/freezes`, `POST /v1/admin/freezes/{namespace}:end`: freezes of namespaces
-(tempoconf.freezes). While a namespace is frozen no rollout in it widens or promotes."""
+(tempoconf.gates.freezes). While a namespace is frozen no rollout in it widens or promotes."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_
 from tempoconf.api.deps import limit_param, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
-from tempoconf.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
-from tempoconf.freezes import Freeze, parse_until
+from tempoconf.gates.freezes import Freeze, parse_until
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
 from tempoconf.problems import Problem
-from tempoconf.request import Namespace
+from tempoconf.rollout.request import Namespace
 from tempoconf.storable import STORABLE
 from tempoconf.store.store import FreezeActiveError, NotFrozenError
+from tempoconf.temporal.freeze_wakeup import TELL_TIMEOUT_SECONDS, tell_frozen_rollouts
 
 __all__ = [
     "DEFAULT_FREEZE_LIMIT",

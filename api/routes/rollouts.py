@@ -33,24 +33,24 @@ from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.api.temporal_client import rpc_errors, temporal_unavailable
-from tempoconf.commands import COMMAND_NAMES, OperatorCommand, command_path
-from tempoconf.digest import plan_digest
-from tempoconf.plan import plan_from_request
-from tempoconf.problems import InvalidRequestError
-from tempoconf.resolution import VersionRecord
-from tempoconf.rollout_preview import preview_rollout
-from tempoconf.rollout_view import (
+from tempoconf.operations.preview import preview_rollout
+from tempoconf.operations.view import (
     RolloutSnapshot,
     SnapshotUnavailable,
     find_workflow_id,
     read_snapshot,
     store_context,
 )
+from tempoconf.problems import InvalidRequestError
+from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.commands import COMMAND_NAMES, OperatorCommand, command_path
+from tempoconf.rollout.digest import plan_digest
+from tempoconf.rollout.plan import plan_from_request
+from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
 from tempoconf.storable import text_problem
 from tempoconf.store.records import LockRecord, RolloutRecord
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE, request_workflow_id, rollout_workflow_id
-from tempoconf.validation import ValidatedRollout, validate_rollout
+from tempoconf.temporal.names import WORKFLOW_TYPE, request_workflow_id, rollout_workflow_id
 
 __all__ = ["RPC_TIMEOUT", "routes", "stable_answer"]
 
@@ -278,7 +278,7 @@ async def _workflow_state(
     return answer, snapshot
 
 
-# -- operator commands (tempoconf.commands), sent as updates ----------------------------------------------------------
+# -- operator commands (tempoconf.rollout.commands), sent as updates ----------------------------------------------------------
 def _signal_endpoint(name: str) -> Endpoint:
     async def endpoint(request: Request) -> JSONResponse:
         return await _send(request, name)
@@ -323,7 +323,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
     handle = client.get_workflow_handle(workflow_id)
     argument = {"reason": command.reason, "by": caller or command.by or "api"}
     if command.digest:
-        argument["digest"] = command.digest  # only approve reads it (tempoconf.approvals)
+        argument["digest"] = command.digest  # only approve reads it (tempoconf.rollout.approvals)
     try:
         with rpc_errors(connector.where):
             result = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)

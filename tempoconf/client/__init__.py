@@ -75,7 +75,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Local evaluation loads the domain's resolution (tempoconf.resolution, tempoconf.bundles):
+    # Local evaluation loads the domain's resolution (tempoconf.resolution, tempoconf.resolution.bundles):
     # imported on first use, so a host that only polls its own value loads none of it.
     if name in ("LocalConfig", "AsyncLocalConfig"):
         from tempoconf.client import _local

@@ -21,15 +21,6 @@ from types import MappingProxyType, TracebackType
 
 from prometheus_client import CollectorRegistry
 
-from tempoconf.bundles import (
-    BUNDLES_PREFIX,
-    BundleError,
-    bundle_body,
-    bundle_etag,
-    bundle_from_snapshot,
-    parse_bundle_body,
-    snapshot_from_bundle,
-)
 from tempoconf.client._async import AsyncConfigClient
 from tempoconf.client._backoff import DEFAULT_BACKOFF_CAP, Backoff
 from tempoconf.client._cache import DiskCache, identity_key
@@ -46,6 +37,15 @@ from tempoconf.client._model import (
 )
 from tempoconf.client._sync import ConfigClient
 from tempoconf.resolution import ClientIdentity, ConfigSnapshot, resolve, stage_kind
+from tempoconf.resolution.bundles import (
+    BUNDLES_PREFIX,
+    BundleError,
+    bundle_body,
+    bundle_etag,
+    bundle_from_snapshot,
+    parse_bundle_body,
+    snapshot_from_bundle,
+)
 
 __all__ = ["AsyncLocalConfig", "LocalConfig", "LocalResolver"]
 

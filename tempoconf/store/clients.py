@@ -68,7 +68,7 @@ class ClientsMixin(StoreBase):
         """Per client, version and reported identity: the sums of the config's reports received at
         or after `since`, with the identity the client last polled with (client_seen) beside it,
         sorted by client and version. Which of them belong to a stage's cohort is the health
-        check's business (tempoconf.health)."""
+        check's business (tempoconf.rollout.health_verdicts)."""
         scope = (*config_is(REPORT, namespace, path), REPORT.c.received_at >= aware(since, "since"))
         keys = (REPORT.c.client, REPORT.c.version, REPORT.c.channel, REPORT.c.labels)
         grouped = (

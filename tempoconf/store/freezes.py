@@ -1,4 +1,4 @@
-"""Freezes of a namespace (tempoconf.freezes): start, end, the active one, the recent ones.
+"""Freezes of a namespace (tempoconf.gates.freezes): start, end, the active one, the recent ones.
 
 At most one active freeze per namespace: `start_freeze` looks for one in its write transaction
 (SQLite takes the write lock at BEGIN; PostgreSQL takes a transaction-scoped advisory lock on the
@@ -12,7 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Row, insert, or_, select, text, update
 
-from tempoconf.freezes import Freeze, describe_freeze
+from tempoconf.gates.freezes import Freeze, describe_freeze
 from tempoconf.store._base import StoreBase, aware
 from tempoconf.store.tables import NamespaceFreeze, table
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Table, delete, insert, select
 
-from tempoconf.changesets import change_event_key
+from tempoconf.rollout.changesets import change_event_key
 from tempoconf.store._base import LOCK, ROLLOUT, STAGE, config_is, write_audit
 from tempoconf.store.errors import LockHeldError, LockLostError
 from tempoconf.store.records import LockRecord, RolloutRecord, RunConfig

@@ -243,7 +243,7 @@ class ClientSeen(SQLModel, table=True):
 
 
 class NamespaceFreeze(SQLModel, table=True):
-    """A freeze of a namespace (tempoconf.freezes): active while not ended and before `until`."""
+    """A freeze of a namespace (tempoconf.gates.freezes): active while not ended and before `until`."""
 
     __tablename__ = "namespace_freeze"
     __table_args__ = (Index("ix_namespace_freeze_namespace", "namespace", "id"),)

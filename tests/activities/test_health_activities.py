@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import ActivityEnvironment
 
 from tempoconf.activities.health import HealthCheckActivities
-from tempoconf.activity_io import CheckHealthInput
-from tempoconf.plan import PlannedStage, RolloutPlan, plan_check
+from tempoconf.rollout.activity_io import CheckHealthInput
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan, plan_check
 from tempoconf.store.records import SeenClient
 from tempoconf.store.store import Store
 

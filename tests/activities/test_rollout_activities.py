@@ -9,7 +9,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tempoconf.activities.rollout import RolloutActivities
-from tempoconf.activity_io import (
+from tempoconf.rollout.activity_io import (
     PrepareInput,
     PromoteInput,
     PublishStageInput,
@@ -17,7 +17,7 @@ from tempoconf.activity_io import (
     RevertInput,
     RevertResult,
 )
-from tempoconf.progress import Transition
+from tempoconf.rollout.progress import Transition
 from tempoconf.store.store import Store
 from tests.store.helpers import snapshot_of
 

@@ -16,8 +16,8 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
 from tempoconf.activities import heartbeats
 from tempoconf.activities.heartbeats import STORE_ACTIVITIES, StoreHeartbeats
-from tempoconf.activity_io import CHECK_HEALTH_ACTIVITY, PUBLISH_STAGE_ACTIVITY
 from tempoconf.cli.worker import worker_options
+from tempoconf.rollout.activity_io import CHECK_HEALTH_ACTIVITY, PUBLISH_STAGE_ACTIVITY
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_rollout import example_request, unique_path
 

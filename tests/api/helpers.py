@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from tempoconf.bucketing import bucket, percentile_threshold
 from tempoconf.canonical import version_id
 from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.resolution.bucketing import bucket, percentile_threshold
 from tempoconf.store.store import Store
 from tests.fixtures.waiting import eventually
 

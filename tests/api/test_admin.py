@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from tempoconf.api.app import create_app
 from tempoconf.canonical import version_id
-from tempoconf.progress import CommandResult
+from tempoconf.rollout.progress import CommandResult
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable

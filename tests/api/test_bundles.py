@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.bundles import bundle_body, bundle_etag, snapshot_from_bundle
 from tempoconf.resolution import ClientIdentity, resolve
+from tempoconf.resolution.bundles import bundle_body, bundle_etag, snapshot_from_bundle
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import client_in, long_polls_waiting, make_stable, publish, start_rollout

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 
 from tempoconf.canonical import version_id
-from tempoconf.digest import plan_digest
-from tempoconf.plan import plan_from_request
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.digest import plan_digest
+from tempoconf.rollout.plan import plan_from_request
+from tempoconf.rollout.validation import validate_rollout
 from tempoconf.store.store import Store
-from tempoconf.validation import validate_rollout
 
 FRONTEND = {"api": "v2", "timeout_ms": 800}
 BACKEND = {"api": "v2", "accepts": ["v1", "v2"]}

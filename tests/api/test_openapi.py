@@ -56,9 +56,9 @@ from tempoconf.api.routes.freezes import (
 from tempoconf.api.routes.reports import ReportBody
 from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.api.routing import template_of
-from tempoconf.commands import COMMAND_NAMES, OperatorCommand
 from tempoconf.contract_schema import ContractJsonSchema
-from tempoconf.request import RolloutRequest
+from tempoconf.rollout.commands import COMMAND_NAMES, OperatorCommand
+from tempoconf.rollout.request import RolloutRequest
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable

@@ -304,7 +304,7 @@ async def until_listed_frozen(dev: RunningDev, workflow_id: str) -> None:
     (visibility lags the workflow a moment: a rollout frozen just before is not told yet)."""
     from temporalio.client import Client
 
-    from tempoconf.freeze_wakeup import FROZEN_ROLLOUTS_QUERY
+    from tempoconf.temporal.freeze_wakeup import FROZEN_ROLLOUTS_QUERY
     from tests.fixtures.waiting import eventually
 
     client = await Client.connect(dev.temporal_address)

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.changesets import changeset_workflow_id
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.rollout.changesets import changeset_workflow_id
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import RunningDev, run_cli, start_dev
 from tests.fixtures.waiting import eventually_sync
 

@@ -20,7 +20,7 @@ import pytest
 from tempoconf.canonical import version_id
 from tempoconf.cli.demo import StageOrder, fleet_table, second_act_verdict
 from tempoconf.cli.fleet import failure_ratio
-from tempoconf.request import parse_rollout_request
+from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.schema_validation import value_problems
 from tests.cli.conftest import (
     EXAMPLES,

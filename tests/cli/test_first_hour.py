@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import (
     DOCS,
     README,

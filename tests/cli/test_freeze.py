@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from temporalio.client import Client
 
-from tempoconf.temporal import FREEZE_ENDED_SIGNAL, rollout_workflow_id
+from tempoconf.temporal.names import FREEZE_ENDED_SIGNAL, rollout_workflow_id
 from tests.cli.conftest import (
     RunningDev,
     cli_env,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tempoconf.bucketing import bucket
-from tempoconf.changesets import changeset_workflow_id
-from tempoconf.temporal import SEARCH_ATTRIBUTES
+from tempoconf.resolution.bucketing import bucket
+from tempoconf.rollout.changesets import changeset_workflow_id
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES
 from tests.cli.conftest import ROOT, bash, page, shell_blocks, start_dev
 from tests.fixtures.waiting import eventually_sync
 

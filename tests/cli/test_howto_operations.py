@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tempoconf.temporal import SEARCH_ATTRIBUTES, temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import SEARCH_ATTRIBUTES
 from tests.cli.conftest import ROOT, bash, cli_env, page, shell_blocks, start_dev
 from tests.cli.howto import make_clone, ok, quoted, run
 from tests.cli.page_runner import section

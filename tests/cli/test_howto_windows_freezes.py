@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tempoconf.temporal import rollout_workflow_id
-from tempoconf.windows import ChangeWindow, is_open
+from tempoconf.gates.windows import ChangeWindow, is_open
+from tempoconf.temporal.names import rollout_workflow_id
 from tests.cli.conftest import (
     ROOT,
     RunningDev,

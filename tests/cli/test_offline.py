@@ -142,7 +142,7 @@ def test_status_without_temporal_says_so(tmp_path: Path) -> None:
 
 
 def test_examples_are_valid_requests() -> None:
-    from tempoconf.request import parse_rollout_request
+    from tempoconf.rollout.request import parse_rollout_request
     from tempoconf.schema_validation import schema_problems, value_problems
 
     schema = json.loads((EXAMPLES / "server_config.schema.json").read_text())

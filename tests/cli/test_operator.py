@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.bucketing import in_percentile
 from tempoconf.canonical import version_id
+from tempoconf.resolution.bucketing import in_percentile
 from tempoconf.store.store import Store
 from tests.cli.conftest import EXAMPLES, TEMPOCONF, RunningDev, unique_path
 from tests.fixtures.waiting import eventually_sync

@@ -1,4 +1,4 @@
-"""Every outcome as a Temporal close status (tempoconf.outcomes), against a live `tempoconf dev`:
+"""Every outcome as a Temporal close status (tempoconf.rollout.outcomes), against a live `tempoconf dev`:
 rollouts ended promoted, bypassed, reverted by an unhealthy check, halted and cancelled, each
 through `tempoconf rollout start --wait` on either CLI backend (direct: the store and Temporal;
 API mode: the admin API alone). Temporal's own views tell them apart (`temporal workflow describe`,
@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import (
     TEMPOCONF,
     RunningDev,

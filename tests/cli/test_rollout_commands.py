@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import EXAMPLES, TEMPOCONF, RunningDev, unique_path
 from tests.fixtures.waiting import eventually_sync
 

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.resolution.bucketing import bucket
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import ROOT, RunningDev, page
 from tests.cli.page_runner import PageRunner
 from tests.fixtures.waiting import eventually_sync

@@ -18,8 +18,8 @@ import pytest
 
 from tempoconf.cli.devstack import DevStack
 from tempoconf.settings import Settings
-from tempoconf.temporal import temporal_cli_path
-from tempoconf.temporal_connection import temporal_connection
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.connection import temporal_connection
 from tests.cli.conftest import (
     STARTUP_TIMEOUT_SECONDS,
     TEMPOCONF,

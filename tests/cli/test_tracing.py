@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tempoconf.cli.trace import Span, read_spans, render_trace, rollout_traces
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
 from tempoconf.tracing import TracingSettingsError, tracing_config
 from tests.cli.conftest import (
     ROOT,
@@ -552,7 +552,7 @@ from tempoconf.cli.main import _start_tracing
 from tempoconf.cli.worker import build_worker
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tempoconf.temporal_connection import temporal_connection
+from tempoconf.temporal.connection import temporal_connection
 
 async def main() -> None:
     _start_tracing("worker")

@@ -41,7 +41,7 @@ from tempoconf.cli.worker import (
 )
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tempoconf.workflows.rollout import ConfigRollout
 from tests.cli.conftest import bash, cli_env, page, shell_blocks, wait_for_output
 from tests.cli.worker_builds import (

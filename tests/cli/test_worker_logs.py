@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from tempoconf.temporal import temporal_cli_path
-from tempoconf.temporal_connection import CoreLogThrottle
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.connection import CoreLogThrottle
 from tests.cli.conftest import TEMPOCONF, cli_env, free_port, run_cli, wait_for_output
 from tests.fixtures.waiting import eventually_sync
 

@@ -15,8 +15,8 @@ from typing import Any
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from tempoconf.plan import PlannedStage, RolloutPlan
-    from tempoconf.temporal import WORKFLOW_TYPE
+    from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+    from tempoconf.temporal.names import WORKFLOW_TYPE
     from tempoconf.workflows.rollout import ConfigRollout
 
 NEW_STEP_PATCH = "deploys-test-new-step"

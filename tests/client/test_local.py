@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.bucketing import percentile_threshold
 from tempoconf.client import (
     AsyncLocalConfig,
     ConfigRequestError,
@@ -23,6 +22,7 @@ from tempoconf.client import (
 )
 from tempoconf.client._local import LocalResolver, bundle_value
 from tempoconf.resolution import ClientIdentity, ConfigSnapshot, PublishedStage, VersionRecord
+from tempoconf.resolution.bucketing import percentile_threshold
 from tempoconf.settings import Settings
 from tests.api.helpers import client_in, publish, start_rollout
 from tests.api.helpers import make_stable as store_stable

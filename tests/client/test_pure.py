@@ -119,7 +119,7 @@ def test_local_evaluation_adds_the_resolution_and_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     loaded = result.stdout.split()
-    assert "tempoconf.resolution" in loaded and "tempoconf.bundles" in loaded
+    assert "tempoconf.resolution" in loaded and "tempoconf.resolution.bundles" in loaded
     heavy = [f for f in FORBIDDEN if f not in ("tempoconf.resolution",)]
     bad = [m for m in loaded if any(m == f or m.startswith(f"{f}.") for f in heavy)]
     assert bad == []

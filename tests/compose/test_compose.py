@@ -35,9 +35,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
-from tempoconf.temporal import SEARCH_ATTRIBUTE_TYPES, temporal_cli_path
+from tempoconf.resolution.bucketing import bucket
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import SEARCH_ATTRIBUTE_TYPES
 from tests.cli.conftest import (
     ROOT,
     TEMPOCONF,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tempoconf.applied import (
+from tempoconf.gates.applied_gate import (
     MAX_STRAGGLERS_SHOWN,
     client_rows,
     describe_gate,
@@ -16,10 +16,10 @@ from tempoconf.applied import (
     judge_applied,
     straggler_lines,
 )
-from tempoconf.bucketing import in_percentile
-from tempoconf.plan import PlannedStage, plan_from_request
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import parse_rollout_request
+from tempoconf.resolution.bucketing import in_percentile
+from tempoconf.rollout.plan import PlannedStage, plan_from_request
+from tempoconf.rollout.request import parse_rollout_request
 
 PATH = "myproject/server_config"
 V = "aaaaaaaaaaaaaaaa"
@@ -190,8 +190,8 @@ def test_status_and_the_web_ui_details_list_the_stragglers() -> None:
     from dataclasses import asdict
 
     from tempoconf.cli.status import _applied_lines
-    from tempoconf.details import render_current_details
-    from tempoconf.progress import RolloutProgress, RolloutState, describe_phase
+    from tempoconf.rollout.details import render_current_details
+    from tempoconf.rollout.progress import RolloutProgress, RolloutState, describe_phase
 
     canaries = [Seen(f"c-{n:02d}", channel="canary") for n in range(25)]
     applied = [Applied("c-00"), Applied("c-01", version=OLD, error="exit 3", error_version=V)]

@@ -1,5 +1,5 @@
-"""Four-eyes approvals in the request (tempoconf.request) and who counts as whom
-(tempoconf.approvals); the rollout itself is tested live in tests/workflows/test_approvals.py."""
+"""Four-eyes approvals in the request (tempoconf.rollout.request) and who counts as whom
+(tempoconf.rollout.approvals); the rollout itself is tested live in tests/workflows/test_approvals.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tempoconf.approvals import same_identity
 from tempoconf.cli.status import approval_cell
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import parse_rollout_request
+from tempoconf.rollout.approvals import same_identity
+from tempoconf.rollout.request import parse_rollout_request
 
 
 def request(stage: dict[str, Any], **fields: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The approve hints of `rollout status` and of the Web UI's current details on a four-eyes stage:
 they name the plan's digest (such a stage refuses an approval without it) and who may still
-approve (not the author, not whoever approved already), as tempoconf.approvals decides."""
+approve (not the author, not whoever approved already), as tempoconf.rollout.approvals decides."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from tempoconf.approvals import approvals_wanted
 from tempoconf.canonical import version_id
 from tempoconf.cli.status import format_view
-from tempoconf.commands import CommandName, OperatorCommand
-from tempoconf.details import render_current_details
-from tempoconf.plan import RolloutPlan, plan_from_request
-from tempoconf.progress import RolloutState
-from tempoconf.request import parse_rollout_request
-from tempoconf.rollout_view import RolloutSnapshot
-from tempoconf.run_state import RolloutRunState
+from tempoconf.operations.view import RolloutSnapshot
+from tempoconf.rollout.approvals import approvals_wanted
+from tempoconf.rollout.commands import CommandName, OperatorCommand
+from tempoconf.rollout.details import render_current_details
+from tempoconf.rollout.plan import RolloutPlan, plan_from_request
+from tempoconf.rollout.progress import RolloutState
+from tempoconf.rollout.request import parse_rollout_request
+from tempoconf.rollout.run_state import RolloutRunState
 from tempoconf.settings import Settings
 
 NOW = datetime(2026, 12, 4, 13, 55, 4, tzinfo=UTC)

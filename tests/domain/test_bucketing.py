@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from tempoconf.bucketing import BUCKETS, bucket, in_percentile, percentile_threshold
+from tempoconf.resolution.bucketing import BUCKETS, bucket, in_percentile, percentile_threshold
 
 
 def published_bucket(path: str, client_id: str) -> int:
@@ -142,7 +142,7 @@ def published_changeset_key(configs: list[str]) -> str:
 def test_changeset_keys_and_buckets_match_the_vectors(
     configs: list[str], key: str, buckets: list[tuple[str, int]]
 ) -> None:
-    from tempoconf.changesets import changeset_key, changeset_workflow_id
+    from tempoconf.rollout.changesets import changeset_key, changeset_workflow_id
 
     pairs = [tuple(config.split("/", 1)) for config in configs]
     assert published_changeset_key(configs) == key

@@ -1,4 +1,4 @@
-"""tempoconf.bundles: a snapshot survives the bundle both ways, byte for byte, and a malformed
+"""tempoconf.resolution.bundles: a snapshot survives the bundle both ways, byte for byte, and a malformed
 bundle is refused naming the field that is wrong."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tempoconf.bundles import (
+from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
+from tempoconf.resolution.bundles import (
     BundleError,
     bundle_body,
     bundle_etag,
@@ -17,7 +18,6 @@ from tempoconf.bundles import (
     parse_bundle_body,
     snapshot_from_bundle,
 )
-from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
 
 LEASE = datetime(2026, 12, 1, 6, 30, 0, 123456, tzinfo=UTC)
 SNAPSHOT = ConfigSnapshot(

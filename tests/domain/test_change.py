@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tempoconf.change import (
+from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.change import (
     MAX_CHANGE_LENGTH,
     MAX_SUMMARY_BYTES,
     change_summary,
@@ -14,7 +15,6 @@ from tempoconf.change import (
     value_changes,
     workflow_summary,
 )
-from tempoconf.resolution import VersionRecord
 
 STABLE = {"is_debug": False, "max_connections": 1000}
 

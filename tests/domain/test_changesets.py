@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from tempoconf.change import MAX_SUMMARY_BYTES, workflow_details, workflow_summary
-from tempoconf.details import render_current_details
-from tempoconf.plan import PlannedChange, plan_from_request
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import parse_rollout_request
 from tempoconf.resolution import VersionRecord
-from tempoconf.run_state import RolloutRunState
-from tempoconf.temporal import request_workflow_id
-from tempoconf.validation import validate_rollout
+from tempoconf.rollout.change import MAX_SUMMARY_BYTES, workflow_details, workflow_summary
+from tempoconf.rollout.details import render_current_details
+from tempoconf.rollout.plan import PlannedChange, plan_from_request
+from tempoconf.rollout.request import parse_rollout_request
+from tempoconf.rollout.run_state import RolloutRunState
+from tempoconf.rollout.validation import validate_rollout
+from tempoconf.temporal.names import request_workflow_id
 
 CHANGES = [
     {"path": "a/x", "value": {"n": 1}},

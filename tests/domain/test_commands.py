@@ -1,4 +1,4 @@
-"""The operator commands' registry and their argument (tempoconf.commands)."""
+"""The operator commands' registry and their argument (tempoconf.rollout.commands)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 from temporalio.converter import DataConverter
 
-from tempoconf.commands import COMMAND_NAMES, COMMANDS, AnswerWhen, OperatorCommand
-from tempoconf.request import problems_from_validation_error
+from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS, AnswerWhen, OperatorCommand
+from tempoconf.rollout.request import problems_from_validation_error
 
 ADAPTER = TypeAdapter(OperatorCommand)
 

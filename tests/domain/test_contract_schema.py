@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from tempoconf.contract_schema import ROLLOUT_REQUEST_SCHEMA_ID, rollout_request_schema
 from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import DEFAULT_COOLDOWN, DEFAULT_EXPIRATION, parse_rollout_request
+from tempoconf.rollout.request import DEFAULT_COOLDOWN, DEFAULT_EXPIRATION, parse_rollout_request
 from tests.domain.test_request import DESIGN_EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tempoconf.details import render_current_details, steering_command, time_left
-from tempoconf.plan import PlannedStage, RolloutPlan, plan_check
-from tempoconf.progress import RolloutProgress, RolloutState, StageProgress, describe_phase
+from tempoconf.rollout.details import render_current_details, steering_command, time_left
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan, plan_check
+from tempoconf.rollout.progress import RolloutProgress, RolloutState, StageProgress, describe_phase
 
 NOW = datetime(2026, 11, 29, 12, 51, 23, 400000, tzinfo=UTC)
 WORKFLOW_ID = "rollout:default/myproject/server_config"

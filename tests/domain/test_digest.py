@@ -1,4 +1,4 @@
-"""The plan digest (tempoconf.digest, docs/contract.md Plan digest): pinned by a vector computed
+"""The plan digest (tempoconf.rollout.digest, docs/contract.md Plan digest): pinned by a vector computed
 from the definition, every field of what the rollout does in it, worker settings out of it."""
 
 from __future__ import annotations
@@ -10,10 +10,15 @@ from typing import Any
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.changesets import changeset_key
-from tempoconf.digest import EXCLUDED_PLAN_FIELDS, digest_problem, plan_digest, plan_document
-from tempoconf.plan import RolloutPlan, plan_from_request
-from tempoconf.request import parse_rollout_request
+from tempoconf.rollout.changesets import changeset_key
+from tempoconf.rollout.digest import (
+    EXCLUDED_PLAN_FIELDS,
+    digest_problem,
+    plan_digest,
+    plan_document,
+)
+from tempoconf.rollout.plan import RolloutPlan, plan_from_request
+from tempoconf.rollout.request import parse_rollout_request
 
 REQUEST: dict[str, Any] = {
     "path": "myproject/server_config",

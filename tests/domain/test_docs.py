@@ -13,10 +13,10 @@ import yaml
 
 from docs_gen.pages import GENERATED, generated_pages
 from tempoconf.api.openapi import openapi_document
-from tempoconf.bucketing import bucket, percentile_threshold
 from tempoconf.cli.main import build_parser
 from tempoconf.contract_schema import rollout_request_schema
-from tempoconf.request import parse_rollout_request
+from tempoconf.resolution.bucketing import bucket, percentile_threshold
+from tempoconf.rollout.request import parse_rollout_request
 from tests.domain.test_bucketing import VECTORS
 from tests.domain.test_request import DESIGN_EXAMPLE
 
@@ -158,7 +158,7 @@ def test_every_field_of_the_request_schema_has_a_description() -> None:
         for field, field_schema in node.get("properties", {}).items()
         if not field_schema.get("description")
     ]
-    assert missing == [], "give these a docstring in tempoconf/request.py"
+    assert missing == [], "give these a docstring in tempoconf/rollout/request.py"
 
 
 def test_the_request_page_documents_every_field_of_every_object() -> None:

@@ -1,13 +1,13 @@
 """What `status`, the phase and the Web UI's details say while a rollout waits for a change window
-or a freeze (pure: tempoconf.progress, tempoconf.details)."""
+or a freeze (pure: tempoconf.rollout.progress, tempoconf.rollout.details)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from tempoconf.details import render_current_details
-from tempoconf.progress import RolloutProgress, RolloutState, describe_phase
+from tempoconf.rollout.details import render_current_details
+from tempoconf.rollout.progress import RolloutProgress, RolloutState, describe_phase
 
 
 def progress(state: RolloutState, gate: str, until: str | None) -> RolloutProgress:
@@ -49,7 +49,7 @@ def test_a_pause_during_the_wait_is_shown_as_a_pause() -> None:
 
 def test_rollout_status_says_how_long_until_the_window_opens() -> None:
     from tempoconf.cli.status import format_view
-    from tempoconf.rollout_view import RolloutSnapshot
+    from tempoconf.operations.view import RolloutSnapshot
 
     waiting = progress(
         RolloutState.WAITING_FOR_WINDOW,

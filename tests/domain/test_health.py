@@ -1,12 +1,14 @@
-"""Which reports are a stage's evidence, and what a check says about them (tempoconf.health), and
-the `{since}`/`{elapsed}` placeholders of query and URL templates (tempoconf.promql)."""
+"""Which reports are a stage's evidence, and what a check says about them (tempoconf.rollout.health_verdicts), and
+the `{since}`/`{elapsed}` placeholders of query and URL templates (tempoconf.gates.check_templates)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tempoconf.bucketing import bucket
-from tempoconf.health import (
+from tempoconf.gates.check_templates import placeholder_values, render_promql, render_url
+from tempoconf.resolution import ClientIdentity
+from tempoconf.resolution.bucketing import bucket
+from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     NO_DATA,
     UNHEALTHY,
@@ -18,10 +20,8 @@ from tempoconf.health import (
     judge_reports,
     reporting_identity,
 )
-from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.promql import placeholder_values, render_promql, render_url
-from tempoconf.request import ReportsCheckSpec
-from tempoconf.resolution import ClientIdentity
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+from tempoconf.rollout.request import ReportsCheckSpec
 from tempoconf.store.records import ReportTotals
 
 PATH = "myproject/server_config"

@@ -1,6 +1,6 @@
-"""tempoconf.outcomes: the failure a reverted or halted run ends with, and the one function that
+"""tempoconf.rollout.outcomes: the failure a reverted or halted run ends with, and the one function that
 reads any closed run back into its result. The failure goes through the worker's own data
-converter both ways (tempoconf.payloads), as Temporal stores it and a client decodes it; the
+converter both ways (tempoconf.temporal.payloads), as Temporal stores it and a client decodes it; the
 end-to-end statuses are tests/cli/test_outcome_statuses.py's."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 
-from tempoconf.outcomes import (
+from tempoconf.rollout.outcomes import (
     COMPLETED_OUTCOMES,
     RESULT_MEMO,
     RolloutEnding,
@@ -26,8 +26,8 @@ from tempoconf.outcomes import (
     result_json,
     rollout_ending,
 )
-from tempoconf.payloads import DATA_CONVERTER
-from tempoconf.progress import Outcome, RolloutResult
+from tempoconf.rollout.progress import Outcome, RolloutResult
+from tempoconf.temporal.payloads import DATA_CONVERTER
 
 HALTED = RolloutResult(Outcome.HALTED, "aaaa", "error rate up", "bbbb")
 REVERTED = RolloutResult(Outcome.REVERTED, "aaaa", "stage canary is unhealthy: 5xx", None)

@@ -14,12 +14,12 @@ from google.protobuf import json_format
 from temporalio.api.history.v1 import History
 from temporalio.converter import DataConverter
 
-from tempoconf import activity_io
-from tempoconf.applied import AppliedGate
-from tempoconf.applied_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
-from tempoconf.payloads import DATA_CONVERTER, StrictDataclassDecoder
-from tempoconf.plan import RolloutPlan
-from tempoconf.progress import HealthReport
+from tempoconf.gates.applied_gate import AppliedGate
+from tempoconf.rollout import activity_io
+from tempoconf.rollout.activity_io import CHECK_APPLIED_ACTIVITY, CheckAppliedInput
+from tempoconf.rollout.plan import RolloutPlan
+from tempoconf.rollout.progress import HealthReport
+from tempoconf.temporal.payloads import DATA_CONVERTER, StrictDataclassDecoder
 from tests.workflows.histories.generate import HISTORIES
 
 INPUTS: dict[str, type] = {

@@ -8,8 +8,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tempoconf.plan import PlannedCheck, PlannedStage, RolloutPlan, plan_check, plan_from_request
-from tempoconf.request import HealthCheckSpec, parse_rollout_request
+from tempoconf.rollout.plan import (
+    PlannedCheck,
+    PlannedStage,
+    RolloutPlan,
+    plan_check,
+    plan_from_request,
+)
+from tempoconf.rollout.request import HealthCheckSpec, parse_rollout_request
 
 REPORTS = {"kind": "reports", "max_error_ratio": 0.05, "min_clients": 1}
 HTTP = {"kind": "http", "url": "https://judge.example/ok", "timeout": "2s"}

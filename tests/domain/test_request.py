@@ -11,7 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
-from tempoconf.request import (
+from tempoconf.rollout.request import (
     DEFAULT_COOLDOWN,
     DEFAULT_EXPIRATION,
     HealthCheckSpec,

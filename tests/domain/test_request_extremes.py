@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import RolloutRequest, parse_rollout_request
+from tempoconf.rollout.request import RolloutRequest, parse_rollout_request
 from tests.fixtures.extremes import EXTREMES, parts, replaced
 
 EXAMPLES = sorted(Path(__file__).parents[2].joinpath("examples").glob("rollout*.json"))

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tempoconf.bucketing import bucket
 from tempoconf.resolution import (
     STABLE,
     ClientIdentity,
@@ -16,6 +15,7 @@ from tempoconf.resolution import (
     resolve,
     stage_matches,
 )
+from tempoconf.resolution.bucketing import bucket
 
 PATH = "myproject/server_config"
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The rollout's whole run state (tempoconf.run_state): carried by Temporal's default converter,
+"""The rollout's whole run state (tempoconf.rollout.run_state): carried by Temporal's default converter,
 and the bookkeeping the workflow does on it, without Temporal."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.converter import DataConverter
 
-from tempoconf.commands import CommandName, OperatorCommand
-from tempoconf.plan import RolloutPlan, plan_from_request
-from tempoconf.progress import (
+from tempoconf.rollout.commands import CommandName, OperatorCommand
+from tempoconf.rollout.plan import RolloutPlan, plan_from_request
+from tempoconf.rollout.progress import (
     CheckResult,
     HealthReport,
     Outcome,
@@ -19,8 +19,8 @@ from tempoconf.progress import (
     StageStatus,
     Verdict,
 )
-from tempoconf.request import parse_rollout_request
-from tempoconf.run_state import RolloutRunState
+from tempoconf.rollout.request import parse_rollout_request
+from tempoconf.rollout.run_state import RolloutRunState
 
 AT = "2026-11-29T12:00:00+00:00"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

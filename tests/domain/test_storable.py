@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from tempoconf.commands import OperatorCommand
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import parse_rollout_request
+from tempoconf.rollout.commands import OperatorCommand
+from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.schema_validation import schema_problems
 from tempoconf.storable import (
     MAX_TEXT_PROBLEMS,

@@ -9,7 +9,7 @@ import pytest
 from temporalio.service import TLSConfig
 
 from tempoconf.settings import Settings
-from tempoconf.temporal_connection import (
+from tempoconf.temporal.connection import (
     TemporalConnection,
     TemporalSettingsError,
     sdk_metrics_runtime,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tempoconf.settings import Settings
-from tempoconf.temporal import temporal_cli_path
-from tempoconf.temporal_connection import temporal_connection
-from tempoconf.temporal_profile import config_file
+from tempoconf.settings.temporal_profile import config_file
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.connection import temporal_connection
 from tests.fixtures.temporal_config import temporal_config_set
 
 

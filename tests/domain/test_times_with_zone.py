@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 from tempoconf.cli._format import utc_text, zoned_text
 from tempoconf.cli.status import format_view
-from tempoconf.freezes import Freeze, describe_freeze
-from tempoconf.progress import HealthReport, RolloutState
-from tempoconf.rollout_view import RolloutSnapshot, StoreContext
+from tempoconf.gates.freezes import Freeze, describe_freeze
+from tempoconf.operations.view import RolloutSnapshot, StoreContext
+from tempoconf.rollout.progress import HealthReport, RolloutState
 from tempoconf.settings import Settings
 from tests.domain.test_approve_hints import FOUR_EYES, awaiting_approval
 

@@ -9,8 +9,8 @@ import pytest
 from tempoconf.canonical import version_id
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.validation import validate_rollout
 from tempoconf.store.store import Store
-from tempoconf.validation import validate_rollout
 
 PATH = "myproject/server_config"
 SCHEMA = {

@@ -1,4 +1,4 @@
-"""Change windows (tempoconf.windows): openings across weekends, overnight windows and daylight
+"""Change windows (tempoconf.gates.windows): openings across weekends, overnight windows and daylight
 saving time in Europe/Berlin and America/New_York (2026: Berlin springs forward on 29 March and
 falls back on 25 October; New York on 8 March and 1 November)."""
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tempoconf.gates.windows import ChangeWindow, is_open, next_opening
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import parse_rollout_request
-from tempoconf.windows import ChangeWindow, is_open, next_opening
+from tempoconf.rollout.request import parse_rollout_request
 
 BERLIN = "Europe/Berlin"
 NEW_YORK = "America/New_York"
@@ -205,7 +205,7 @@ def test_equal_from_and_to_and_a_from_of_24_are_refused() -> None:
 
 
 def test_good_windows_reach_the_plan() -> None:
-    from tempoconf.plan import plan_from_request
+    from tempoconf.rollout.plan import plan_from_request
 
     request = parse_rollout_request(
         {

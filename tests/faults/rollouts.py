@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tempoconf.activity_io import PREPARE_ACTIVITY, PROMOTE_ACTIVITY, PUBLISH_STAGE_ACTIVITY
+from tempoconf.rollout.activity_io import PREPARE_ACTIVITY, PROMOTE_ACTIVITY, PUBLISH_STAGE_ACTIVITY
 from tempoconf.store.store import Store
 from tests.faults.stack import Stack, audit, completed_activities, wait_until
 from tests.fixtures.temporal import rollout_result

@@ -32,7 +32,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from tempoconf.store.records import AuditEntry
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE, search_attribute_arguments, temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import WORKFLOW_TYPE, search_attribute_arguments
 from tests.fixtures.waiting import eventually as wait_until_async
 from tests.fixtures.waiting import eventually_sync as wait_until
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tempoconf.outcomes import await_rollout_ending
+from tempoconf.rollout.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
-from tempoconf.temporal import temporal_cli_path
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.faults.rollouts import ROLLOUT_TIMEOUT_SECONDS, establish_stable, staged
 from tests.faults.stack import TEMPOCONF, Stack, actions, unique_path
 from tests.fixtures.temporal import rollout_result

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHandle
 
-from tempoconf.activity_io import (
+from tempoconf.rollout.activity_io import (
     CHECK_HEALTH_ACTIVITY,
     PREPARE_ACTIVITY,
     PROMOTE_ACTIVITY,

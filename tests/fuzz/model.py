@@ -4,7 +4,7 @@ and what every client of a config must be served, from the commands sent so far 
 Pure (no I/O, no clock of its own) and small on purpose: it re-derives the contract
 (docs/explanation/resolution.md; docs/contract.md: the `reports` check, the commands) instead of
 calling the code under test. The one thing it reuses is the published bucketing formula
-(`tempoconf.bucketing`), which is the contract itself.
+(`tempoconf.resolution.bucketing`), which is the contract itself.
 
 Every rollout the model starts holds each stage for an hour and checks `reports` only at the end
 of the hold, so nothing moves unless the model says so: `advance` ends a hold, `approve` lets a
@@ -19,7 +19,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from tempoconf.bucketing import bucket, in_percentile
+from tempoconf.resolution.bucketing import bucket, in_percentile
 
 __all__ = [
     "COMMANDS",
@@ -192,7 +192,7 @@ class RolloutModel:
         return self.stages[: self.published]
 
     def refusal(self, command: str) -> bool:
-        """Whether the workflow refuses this update (tempoconf.run_state.refusal, as the contract
+        """Whether the workflow refuses this update (tempoconf.rollout.run_state.refusal, as the contract
         states it): only the commands that would change nothing are refused."""
         if command == "advance":
             return self.phase is not Phase.HOLDING

@@ -31,12 +31,12 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from tempoconf.activity_io import INVALID_REQUEST_ERROR
 from tempoconf.problems import InvalidRequestError
-from tempoconf.request import parse_rollout_request
+from tempoconf.rollout.activity_io import INVALID_REQUEST_ERROR
+from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.storable import MAX_JSON_DEPTH
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.temporal import rollout_result
 from tests.store.helpers import snapshot_of
 

@@ -8,9 +8,9 @@ import pytest
 
 from tempoconf.activities.prepare import begin_run
 from tempoconf.resolution import PublishedStage
+from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
 from tempoconf.store.records import LockRecord
 from tempoconf.store.store import LockHeldError, Store
-from tempoconf.validation import ValidatedRollout, validate_rollout
 from tests.api.helpers import make_stable
 from tests.store.helpers import snapshot_of
 

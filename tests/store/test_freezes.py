@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tempoconf.freezes import describe_freeze, parse_until
+from tempoconf.gates.freezes import describe_freeze, parse_until
 from tempoconf.store.store import FreezeActiveError, NotFrozenError, Store
 
 

@@ -11,9 +11,9 @@ import asyncio
 import json
 from typing import Any
 
-from tempoconf.applied import APPLY_RECHECK_SECONDS
 from tempoconf.canonical import version_id
 from tempoconf.client import AsyncConfigClient, ConfigValue
+from tempoconf.gates.applied_gate import APPLY_RECHECK_SECONDS
 from tempoconf.store import AppliedReport
 from tests.cli.conftest import cli_env, run_cli
 from tests.fixtures.services import live_api

@@ -15,11 +15,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tempoconf.canonical import version_id
-from tempoconf.digest import plan_digest
-from tempoconf.plan import plan_from_request
-from tempoconf.request import parse_rollout_request
+from tempoconf.rollout.digest import plan_digest
+from tempoconf.rollout.plan import plan_from_request
+from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.temporal import rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import status, wait_for_state

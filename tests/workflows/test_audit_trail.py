@@ -20,7 +20,7 @@ from tempoconf.activities.abandoned import sweep_abandoned, sweep_once
 from tempoconf.canonical import version_id
 from tempoconf.store.records import AuditEntry
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_rollout import (

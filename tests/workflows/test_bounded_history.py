@@ -31,7 +31,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.testing._timeskipping import TimeSkipper, TimeSkippingConfig
 
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.services import http_judge
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually

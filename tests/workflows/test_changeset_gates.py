@@ -8,13 +8,12 @@ from datetime import UTC, datetime
 from temporalio.testing import ActivityEnvironment
 
 from tempoconf.activities.applied import AppliedGateActivities
-from tempoconf.activity_io import GatedConfig
-from tempoconf.applied import AppliedGate
-from tempoconf.applied_io import CheckAppliedInput
 from tempoconf.canonical import version_id
-from tempoconf.changesets import changeset_key, changeset_workflow_id
-from tempoconf.plan import PlannedStage
+from tempoconf.gates.applied_gate import AppliedGate
 from tempoconf.resolution import STABLE, ClientIdentity, resolve
+from tempoconf.rollout.activity_io import CheckAppliedInput, GatedConfig
+from tempoconf.rollout.changesets import changeset_key, changeset_workflow_id
+from tempoconf.rollout.plan import PlannedStage
 from tempoconf.store.records import AppliedReport, SeenClient
 from tempoconf.store.store import Store
 from tests.fixtures.temporal import RolloutHarness, rollout_result

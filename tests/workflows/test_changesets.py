@@ -21,21 +21,21 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
-from tempoconf.changesets import changeset_key, changeset_workflow_id
 from tempoconf.cli.worker import ensure_search_attributes
-from tempoconf.digest import plan_digest
-from tempoconf.plan import plan_from_request
+from tempoconf.resolution.bucketing import bucket
+from tempoconf.rollout.changesets import changeset_key, changeset_workflow_id
+from tempoconf.rollout.digest import plan_digest
+from tempoconf.rollout.plan import plan_from_request
+from tempoconf.rollout.validation import validate_rollout
 from tempoconf.store.store import Store
-from tempoconf.temporal import (
+from tempoconf.temporal.binaries import temporal_cli_path
+from tempoconf.temporal.names import (
     PATHS_ATTRIBUTE_NAME,
     SEARCH_ATTRIBUTES,
     WORKFLOW_TYPE,
     registered_search_attributes,
-    temporal_cli_path,
 )
-from tempoconf.validation import validate_rollout
 from tests.fixtures.services import live_api
 from tests.fixtures.temporal import (
     RolloutHarness,

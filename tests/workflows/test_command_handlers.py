@@ -1,4 +1,4 @@
-"""Every consumer of the operator commands' registry (tempoconf.commands) lists all of them: the
+"""Every consumer of the operator commands' registry (tempoconf.rollout.commands) lists all of them: the
 workflow's signals and updates, the API's routes, the CLI's `rollout` subcommands."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from temporalio import workflow
 
 from tempoconf.api.routes.rollouts import routes
 from tempoconf.cli.main import build_parser
-from tempoconf.commands import COMMAND_NAMES, COMMANDS
-from tempoconf.temporal import FREEZE_ENDED_SIGNAL
+from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS
+from tempoconf.temporal.names import FREEZE_ENDED_SIGNAL
 from tempoconf.workflows.rollout import ConfigRollout
 
 

@@ -15,7 +15,7 @@ from temporalio.worker import Replayer, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from tempoconf.cli.worker import worker_options
-from tempoconf.payloads import DATA_CONVERTER
+from tempoconf.temporal.payloads import DATA_CONVERTER
 from tempoconf.workflows.rollout import ConfigRollout
 from tests.workflows.histories.generate import HISTORIES, SCENARIOS, scenario_of, workflow_id_of
 
@@ -50,7 +50,7 @@ async def test_saved_history_replays_on_the_current_workflow_code(
     history = WorkflowHistory.from_json(
         workflow_id_of(scenario_of(file)), file.read_text(encoding="utf-8")
     )
-    # The converter the worker runs with (tempoconf.payloads), as a running rollout replays.
+    # The converter the worker runs with (tempoconf.temporal.payloads), as a running rollout replays.
     replayer = Replayer(
         workflows=[ConfigRollout], data_converter=DATA_CONVERTER, workflow_runner=runner
     )

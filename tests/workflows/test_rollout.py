@@ -15,9 +15,9 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpda
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
-from tempoconf.bucketing import bucket
 from tempoconf.canonical import version_id
 from tempoconf.resolution import STABLE, ClientIdentity, resolve
+from tempoconf.resolution.bucketing import bucket
 from tempoconf.store.store import Store
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from tempoconf.canonical import version_id
-from tempoconf.progress import CommandResult
+from tempoconf.rollout.progress import CommandResult
 from tests.fixtures.services import http_judge
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.workflows.test_rollout import (

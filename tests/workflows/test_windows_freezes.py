@@ -14,9 +14,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
-from tempoconf.freeze_wakeup import FROZEN_ROLLOUTS_QUERY, tell_frozen_rollouts
 from tempoconf.resolution import STABLE
-from tempoconf.temporal import FREEZE_ENDED_SIGNAL
+from tempoconf.temporal.freeze_wakeup import FROZEN_ROLLOUTS_QUERY, tell_frozen_rollouts
+from tempoconf.temporal.names import FREEZE_ENDED_SIGNAL
 from tests.fixtures.temporal import RolloutHarness, rollout_result, sqlite_harness
 from tests.fixtures.waiting import eventually
 from tests.workflows.test_current_details import current_details

@@ -19,9 +19,9 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from tempoconf.activity_io import INVALID_REQUEST_ERROR
+from tempoconf.rollout.activity_io import INVALID_REQUEST_ERROR
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.temporal import rollout_result
 
 NAMESPACE = "default"

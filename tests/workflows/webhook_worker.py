@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from tempoconf.cli.worker import build_worker, quiet_activity_logs
 from tempoconf.store.store import Store
-from tempoconf.temporal import WORKFLOW_TYPE
+from tempoconf.temporal.names import WORKFLOW_TYPE
 
 TIMEOUT_SECONDS = 60.0
 

@@ -42,9 +42,9 @@ from temporalio.exceptions import ApplicationError, CancelledError, TerminatedEr
 from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.canonical import version_id
-from tempoconf.outcomes import await_rollout_ending
+from tempoconf.rollout.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
-from tempoconf.temporal import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
+from tempoconf.temporal.names import FREEZE_ENDED_SIGNAL, WORKFLOW_TYPE
 from tests.fixtures.services import http_judge, webhook_receiver
 from tests.fixtures.temporal import rollout_result, start_test_server
 from tests.fixtures.waiting import eventually
@@ -690,7 +690,7 @@ async def changeset_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
 
 
 # Each outcome as a Temporal close status (patch `outcomes-as-temporal-statuses`,
-# tempoconf.outcomes): promoted and bypassed complete, reverted and halted fail with the result in
+# tempoconf.rollout.outcomes): promoted and bypassed complete, reverted and halted fail with the result in
 # their failure's details, cancelled keeps it in its memo and ends Canceled. The older histories
 # above that end reverted, halted or cancelled were saved before the patch and replay as they were.
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tempoconf.applied import AppliedGate, describe_gate
-from tempoconf.commands import CommandName
+from tempoconf.gates.applied_gate import AppliedGate, describe_gate
+from tempoconf.rollout.commands import CommandName
 
 __all__ = [
     "Approval",
@@ -45,7 +45,7 @@ class RolloutState(StrEnum):
     WAITING_FOR_WINDOW = "waiting_for_window"
     """Outside every change window: waits (a durable timer) for the next opening to widen."""
     FROZEN = "frozen"
-    """The namespace is frozen: waits for the freeze to end (tempoconf.freezes)."""
+    """The namespace is frozen: waits for the freeze to end (tempoconf.gates.freezes)."""
     WAITING_FOR_APPLY = "waiting_for_apply"
     """The cooldown passed; the stage's `min_applied` share of its cohort has not applied yet."""
     APPLY_TIMED_OUT = "apply_timed_out"
@@ -139,7 +139,7 @@ class Transition:
 
 @dataclass
 class Approval:
-    """One approval of the current stage (tempoconf.approvals): who, of which plan, why."""
+    """One approval of the current stage (tempoconf.rollout.approvals): who, of which plan, why."""
 
     by: str
     digest: str
@@ -222,9 +222,9 @@ class RolloutProgress:
     """A changeset's configs, `namespace/path version` each (empty for one config)."""
     change_summaries: list[str] = field(default_factory=list)
     """What each of `changes` changes against its stable (`api "v1" → "v2"`), in their order
-    (tempoconf.change; empty for one config)."""
+    (tempoconf.rollout.change; empty for one config)."""
     digest: str = ""
-    """The plan's digest (tempoconf.digest): what an `approve` names."""
+    """The plan's digest (tempoconf.rollout.digest): what an `approve` names."""
     approvals: list[Approval] = field(default_factory=list)
     """The approvals the current stage has so far (a stage with `approvals`)."""
     author: str = ""

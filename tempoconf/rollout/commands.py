@@ -63,7 +63,7 @@ class CommandSpec:
     update: bool = True
     """An update: refused by its validator before anything is recorded, else answered."""
     takes_digest: bool = False
-    """The command names the plan it acts on (`digest`, `--digest`; tempoconf.approvals)."""
+    """The command names the plan it acts on (`digest`, `--digest`; tempoconf.rollout.approvals)."""
 
     @property
     def summary(self) -> str:
@@ -106,7 +106,7 @@ class OperatorCommand:
     reason: Annotated[str, Field(max_length=2000, strict=True), STORABLE] = ""
     by: Annotated[str, Field(max_length=200, strict=True), STORABLE] = ""
     digest: Annotated[str, Field(max_length=100, strict=True), STORABLE] = ""
-    """approve only: the digest of the plan the approver reviewed (tempoconf.digest); it must be
+    """approve only: the digest of the plan the approver reviewed (tempoconf.rollout.digest); it must be
     the running rollout's. Required by a stage with `approvals`; the other commands ignore it
     (a halt is never refused for a stale digest)."""
 

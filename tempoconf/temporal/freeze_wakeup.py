@@ -16,8 +16,8 @@ import asyncio
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from tempoconf.progress import RolloutState
-from tempoconf.temporal import FREEZE_ENDED_SIGNAL, STATE_ATTRIBUTE, WORKFLOW_TYPE
+from tempoconf.rollout.progress import RolloutState
+from tempoconf.temporal.names import FREEZE_ENDED_SIGNAL, STATE_ATTRIBUTE, WORKFLOW_TYPE
 
 __all__ = [
     "FROZEN_ROLLOUTS_QUERY",

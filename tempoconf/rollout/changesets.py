@@ -31,7 +31,7 @@ def changeset_id(configs: Iterable[tuple[str, str]]) -> str:
 
 def changeset_key(configs: Iterable[tuple[str, str]]) -> str:
     """`changeset:<changeset_id>`: what a changeset's percentile stages bucket by, in place of a
-    config's path (bucket(changeset_key, client_id), tempoconf.bucketing)."""
+    config's path (bucket(changeset_key, client_id), tempoconf.resolution.bucketing)."""
     return CHANGESET_PREFIX + changeset_id(configs)
 
 

@@ -4,7 +4,7 @@ The file (`TEMPORAL_CONFIG_FILE`, else `temporal.toml` in `$XDG_CONFIG_HOME/temp
 `~/.config/temporalio`) holds named profiles; `TEMPORAL_PROFILE` picks one (default `default`).
 Its values become the `TEMPORAL_*` variables they stand for, wherever the environment does not set
 those itself (the environment wins, as for the CLI), so everything downstream reads variables only
-(`Settings`, `tempoconf.temporal_connection`). The SDK's own `temporalio.envconfig` parses the file.
+(`Settings`, `tempoconf.temporal.connection`). The SDK's own `temporalio.envconfig` parses the file.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tempoconf.temporal_profile import with_temporal_profile
+from tempoconf.settings.temporal_profile import with_temporal_profile
 
 __all__ = ["Settings"]
 
@@ -49,7 +49,7 @@ class Settings:
     (IP:PORT, `/metrics`); None means not at all."""
     temporal_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """The other `TEMPORAL_*` variables (TLS, client certificate, API key: the Temporal CLI's
-    names), read by `tempoconf.temporal_connection`; kept out of repr, they hold secrets."""
+    names), read by `tempoconf.temporal.connection`; kept out of repr, they hold secrets."""
     api_header_timeout: float = 10.0
     """`TEMPOCONF_API_HEADER_TIMEOUT`: seconds a client may take to send a request's head."""
     api_body_timeout: float = 10.0
@@ -68,7 +68,7 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Environment first, then any non-None override (flags win over environment). The
         Temporal CLI's config file fills in the `TEMPORAL_*` variables the environment leaves
-        unset (`tempoconf.temporal_profile`)."""
+        unset (`tempoconf.settings.temporal_profile`)."""
         env = with_temporal_profile(os.environ if environ is None else environ)
         settings = cls(
             data_dir=Path(env.get("TEMPOCONF_DATA_DIR", ".tempoconf")),

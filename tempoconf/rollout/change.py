@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tempoconf.resolution import VersionRecord
 
 if TYPE_CHECKING:
-    from tempoconf.request import RolloutRequest
+    from tempoconf.rollout.request import RolloutRequest
 
 __all__ = [
     "ConfigChange",

@@ -17,11 +17,11 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from tempoconf.approvals import approval_refusal, record_approval
-from tempoconf.commands import CommandName, OperatorCommand
-from tempoconf.digest import plan_digest
-from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import (
+from tempoconf.rollout.approvals import approval_refusal, record_approval
+from tempoconf.rollout.commands import CommandName, OperatorCommand
+from tempoconf.rollout.digest import plan_digest
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+from tempoconf.rollout.progress import (
     FINAL_STATES,
     NOTE,
     TRANSITION,
@@ -143,7 +143,7 @@ class RolloutRunState:
             and changes
             and isinstance(changes[0], dict)
         ):
-            # A changeset is named by its first config (tempoconf.changesets).
+            # A changeset is named by its first config (tempoconf.rollout.changesets).
             namespace = changes[0].get("namespace") or namespace
             raw = changes[0]
         return cls(
@@ -156,9 +156,9 @@ class RolloutRunState:
 
     # -- plan and stages ----------------------------------------------------------------------
     def set_plan(self, plan: RolloutPlan, *, change_texts_in_digest: bool = False) -> None:
-        """The plan prepare returned (tempoconf.plan.plan_from_request, as every door builds it).
+        """The plan prepare returned (tempoconf.rollout.plan.plan_from_request, as every door builds it).
         `change_texts_in_digest`: the digest as a changeset had it before issue 25, for a run
-        that predates it (tempoconf.digest)."""
+        that predates it (tempoconf.rollout.digest)."""
         self.plan = plan
         self.progress.version = plan.version
         self.progress.author = plan.author

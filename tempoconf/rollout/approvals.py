@@ -2,7 +2,7 @@
 
 A manual stage with `approvals: {"required": N, "forbid_author": true}` advances once N distinct
 identities approved it, none of them the request's author when `forbid_author`; each approval
-names the digest of the plan its approver reviewed (tempoconf.digest). A plain manual stage
+names the digest of the plan its approver reviewed (tempoconf.rollout.digest). A plain manual stage
 takes one `approve`, which may name a digest (then it must match) or not.
 
 Who approves is the command's `by`: the admin API sets it from the name of the caller's token
@@ -16,10 +16,10 @@ Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) a
 
 from __future__ import annotations
 
-from tempoconf.commands import OperatorCommand
-from tempoconf.digest import digest_problem, plan_digest
-from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import Approval, RolloutProgress
+from tempoconf.rollout.commands import OperatorCommand
+from tempoconf.rollout.digest import digest_problem, plan_digest
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+from tempoconf.rollout.progress import Approval, RolloutProgress
 
 __all__ = [
     "approval_refusal",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import HealthReport, Transition
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+from tempoconf.rollout.progress import HealthReport, Transition
 
 __all__ = [
     "CHECK_FREEZE_ACTIVITY",
@@ -249,3 +249,23 @@ class CheckFreezeResult:
 # Error types the prepare activity raises (non-retryable) and the workflow passes on.
 INVALID_REQUEST_ERROR = "InvalidRolloutRequest"
 ROLLOUT_RUNNING_ERROR = "RolloutAlreadyRunning"
+
+
+CHECK_APPLIED_ACTIVITY = "check_stage_applied"
+"""Judges a stage's gate (activities/applied.py); it only reads the store."""
+
+
+@dataclass
+class CheckAppliedInput:
+    """Which config, version and cohort the gate judges."""
+
+    namespace: str
+    path: str
+    version: str
+    stage: PlannedStage
+    cohort: list[PlannedStage] = field(default_factory=list)
+    """The live stages 1..k (tempoconf.rollout.health_verdicts.cohort_stages): whom the stage's version reaches."""
+    configs: list[GatedConfig] = field(default_factory=list)
+    """A changeset's configs, each judged on its own (empty: the one config above)."""
+    bucket_key: str | None = None
+    """What the cohort's percentile stages bucket by (a changeset's key; None: the path)."""

@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from tempoconf.durations import format_duration
-from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import CheckResult, Verdict
-from tempoconf.request import PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+from tempoconf.rollout.progress import CheckResult, Verdict
+from tempoconf.rollout.request import PrometheusCheckSpec, ReportsCheckSpec
 
 __all__ = [
     "HEALTHY",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tempoconf.progress import Outcome, RolloutResult
+from tempoconf.rollout.progress import Outcome, RolloutResult
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowExecutionDescription, WorkflowHandle

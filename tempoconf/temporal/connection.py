@@ -5,7 +5,7 @@ TLS, client certificates and the API key come from the variables the Temporal CL
 (`TEMPORAL_TLS_*`, `TEMPORAL_API_KEY`, `TEMPORAL_GRPC_META_*`), parsed by the SDK's own
 `temporalio.envconfig`, so a `temporal workflow ...` hint works in the same shell as printed.
 The CLI's config file (`TEMPORAL_CONFIG_FILE`, `TEMPORAL_PROFILE`) reaches here as the variables
-its profile stands for (`tempoconf.temporal_profile`, read by `Settings.from_env`). A secret is
+its profile stands for (`tempoconf.settings.temporal_profile`, read by `Settings.from_env`). A secret is
 never printed: the API key is redacted from every message.
 """
 
@@ -132,7 +132,7 @@ class TemporalConnection:
         tracing is on (tempoconf.tracing) the client, and every worker made from it, traces."""
         from temporalio.client import Client
 
-        from tempoconf.payloads import DATA_CONVERTER
+        from tempoconf.temporal.payloads import DATA_CONVERTER
         from tempoconf.tracing import temporal_plugins
 
         return await Client.connect(

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 from tempoconf.canonical import version_id
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.request import RolloutRequest, parse_rollout_request
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.request import RolloutRequest, parse_rollout_request
 from tempoconf.schema_validation import value_problems
 
 __all__ = ["ConfigLookup", "ValidatedChange", "ValidatedRollout", "validate_rollout"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from tempoconf.bucketing import in_percentile
+from tempoconf.resolution.bucketing import in_percentile
 
 __all__ = [
     "ClientIdentity",
@@ -64,7 +64,7 @@ class PublishedStage:
     labels: Mapping[str, str]
     expires_at: datetime
     bucket_key: str | None = None
-    """A changeset's key (tempoconf.changesets): its percentile buckets by it, not by the path."""
+    """A changeset's key (tempoconf.rollout.changesets): its percentile buckets by it, not by the path."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from tempoconf.outcomes import await_rollout_ending
-from tempoconf.temporal import rollout_workflow_id
+from tempoconf.rollout.outcomes import await_rollout_ending
+from tempoconf.temporal.names import rollout_workflow_id
 
 if TYPE_CHECKING:
     # Imported where a snapshot is read, not here: the API-mode CLI formats snapshots it gets
@@ -51,7 +51,7 @@ class RolloutSnapshot:
     """The `status` query's object; None when no worker could answer for a closed run."""
     outcome: str | None = None
     """The result's outcome once the run closed (or failed/cancelled/terminated/timed_out when it
-    ended without one): tempoconf.outcomes.rollout_ending."""
+    ended without one): tempoconf.rollout.outcomes.rollout_ending."""
     result_version: str | None = None
     result: dict[str, Any] | None = None
     """The rollout's result once it ended with one, whatever Temporal's close status (a reverted

@@ -33,7 +33,7 @@ from enum import Enum
 from typing import Any
 
 from tempoconf.canonical import canonical_json
-from tempoconf.plan import RolloutPlan
+from tempoconf.rollout.plan import RolloutPlan
 
 __all__ = [
     "DIGEST_HEX_CHARS",

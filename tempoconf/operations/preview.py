@@ -7,13 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tempoconf.change import ConfigChange, rollout_change, workflow_details, workflow_summary
-from tempoconf.request import RolloutRequest
 from tempoconf.resolution import VersionRecord
+from tempoconf.rollout.change import (
+    ConfigChange,
+    rollout_change,
+    workflow_details,
+    workflow_summary,
+)
+from tempoconf.rollout.request import RolloutRequest
 from tempoconf.store.records import LockRecord
 
 if TYPE_CHECKING:  # the type only: validation loads jsonschema, which a preview never runs
-    from tempoconf.validation import ValidatedRollout
+    from tempoconf.rollout.validation import ValidatedRollout
 
 __all__ = ["ChangePreview", "PreviewLookup", "RolloutPreview", "preview_rollout"]
 

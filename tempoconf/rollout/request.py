@@ -27,12 +27,12 @@ from pydantic import (
 
 from tempoconf.canonical import canonical_json
 from tempoconf.durations import DURATION_JSON_SCHEMA, parse_duration
-from tempoconf.freezes import FreezeOverride
+from tempoconf.gates.check_templates import template_problems
+from tempoconf.gates.freezes import FreezeOverride
+from tempoconf.gates.windows import WindowSpec
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
-from tempoconf.promql import template_problems
 from tempoconf.storable import json_depth_problem, json_text_problems
-from tempoconf.windows import WindowSpec
 
 __all__ = [
     "MAX_APPROVALS",
@@ -288,7 +288,7 @@ class StageSpec(_Strict):
             raise ValueError('approvals are given on a manual stage only: add "manual": true')
         return self
 
-    # Gates on applied versions (tempoconf.applied): strict, as percentile (true is no ratio).
+    # Gates on applied versions (tempoconf.gates.applied_gate): strict, as percentile (true is no ratio).
     min_applied: float | None = Field(default=None, gt=0, le=1, strict=True)
     """After the cooldown, hold until this share (0 < r <= 1) of the stage's cohort seen in the
     last `applied_window` reports the version applied."""
@@ -520,7 +520,7 @@ class RolloutRequest(_Strict):
     """The change's commit."""
     message: str = Field(default="", max_length=2000)
     """Why."""
-    # Change windows and freezes (tempoconf.windows, tempoconf.freezes).
+    # Change windows and freezes (tempoconf.gates.windows, tempoconf.gates.freezes).
     windows: list[WindowSpec] = Field(default_factory=list, max_length=20)
     """A stage is published (and the version promoted) only inside one of these; none: any time."""
     override_freeze: FreezeOverride | None = None
@@ -729,7 +729,7 @@ def problems_from_validation_error(error: ValidationError) -> list[Problem]:
     for detail in error.errors(include_url=False):
         location = _strip_union_tags(list(detail["loc"]))
         kind = detail["type"]
-        # unexpected_keyword_argument: the same, said by a dataclass (tempoconf.commands)
+        # unexpected_keyword_argument: the same, said by a dataclass (tempoconf.rollout.commands)
         if kind in ("extra_forbidden", "unexpected_keyword_argument"):
             message = f"unknown field {location[-1]!r}" if location else "unknown field"
         elif kind == "missing":

