@@ -29,7 +29,14 @@ from tempoconf.storable import storable_text
 from tempoconf.store.records import LockRecord
 from tempoconf.store.store import Store
 
-__all__ = ["DEFAULT_SWEEP_INTERVAL", "RunEnding", "holder_ending", "sweep_abandoned", "sweep_once"]
+__all__ = [
+    "DEFAULT_SWEEP_INTERVAL",
+    "RunEnding",
+    "end_run",
+    "holder_ending",
+    "sweep_abandoned",
+    "sweep_once",
+]
 
 DEFAULT_SWEEP_INTERVAL = 5.0
 """Seconds between two sweeps (`TEMPOCONF_SWEEP_INTERVAL`): a terminated rollout's final entry
@@ -102,6 +109,24 @@ def _ending(status: WorkflowExecutionStatus, close: HistoryEvent | None) -> RunE
     return RunEnding(outcome, "temporal", f"workflow ended ({outcome}) without releasing its lock")
 
 
+def end_run(store: Store, holder: LockRecord, ending: RunEnding, *, changeset: bool) -> bool:
+    """End the lock's holder as it ended (`Store.end_abandoned_run`), keyed as its revert of this
+    config (`changeset`: the run holds several configs), so a run that reverted (and then was
+    terminated) ends once. False when it was ended already, or no longer holds the lock."""
+    return store.end_abandoned_run(
+        holder.namespace,
+        holder.path,
+        run_id=holder.run_id,
+        workflow_id=holder.workflow_id,
+        outcome=ending.outcome,
+        actor=ending.actor,
+        reason=ending.reason,
+        event_key=change_event_key(
+            f"{holder.run_id}:revert", holder.namespace, holder.path, changeset=changeset
+        ),
+    )
+
+
 async def sweep_once(client: Client, store: Store) -> int:
     """One sweep; the number of runs it ended."""
     ended = 0
@@ -113,21 +138,7 @@ async def sweep_once(client: Client, store: Store) -> int:
         if ending is None:
             continue
         done = await asyncio.to_thread(
-            store.end_abandoned_run,
-            holder.namespace,
-            holder.path,
-            run_id=holder.run_id,
-            workflow_id=holder.workflow_id,
-            outcome=ending.outcome,
-            actor=ending.actor,
-            reason=ending.reason,
-            # The revert's key: a run that reverted (and then was terminated) ends once.
-            event_key=change_event_key(
-                f"{holder.run_id}:revert",
-                holder.namespace,
-                holder.path,
-                changeset=locks_per_run[holder.run_id] > 1,
-            ),
+            end_run, store, holder, ending, changeset=locks_per_run[holder.run_id] > 1
         )
         if done:
             ended += 1

@@ -7,29 +7,19 @@ nothing twice. Store calls are synchronous; they run in a thread so the worker's
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from tempoconf.activities.abandoned import holder_ending
-from tempoconf.activities.changesets import (
-    RunConfig,
-    begin_changeset,
-    lock_changeset,
-    promote_run,
-    publish_run,
-    renew_run,
-    revert_run,
-    run_configs,
-)
+from tempoconf.activities.abandoned import end_run, holder_ending
+from tempoconf.activities.prepare import begin_run, prepared_plan
 from tempoconf.problems import InvalidRequestError, Problem
-from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.resolution import PublishedStage
 from tempoconf.rollout.activity_io import (
     INVALID_REQUEST_ERROR,
     PREPARE_ACTIVITY,
@@ -49,13 +39,12 @@ from tempoconf.rollout.activity_io import (
     RevertInput,
     RevertResult,
 )
-from tempoconf.rollout.change import rollout_change
 from tempoconf.rollout.changesets import change_event_key
-from tempoconf.rollout.plan import RolloutPlan, plan_from_request
+from tempoconf.rollout.plan import RolloutPlan
 from tempoconf.rollout.progress import NOTE
 from tempoconf.rollout.request import RolloutRequest
 from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
-from tempoconf.store.records import LockRecord, StageLease
+from tempoconf.store.records import LockRecord, RunConfig, StageLease
 from tempoconf.store.store import LockHeldError, Store
 from tempoconf.temporal.lock_holder import lock_holder_running
 from tempoconf.temporal.names import PATHS_ATTRIBUTE_NAME, registered_search_attributes
@@ -64,7 +53,6 @@ __all__ = ["RolloutActivities"]
 
 LOCK_LOST_ERROR = "RolloutLockLost"
 UNKNOWN_STARTER = "unknown"
-_T = TypeVar("_T")
 
 
 def _lock_lost(error: LockHeldError) -> ApplicationError:
@@ -133,102 +121,32 @@ class RolloutActivities:
 
     @activity.defn(name=PREPARE_ACTIVITY)
     async def prepare_rollout(self, input: PrepareInput) -> RolloutPlan:
-        """Validate everything first (nothing is written for a bad request), then store the version
-        and take the config's lock."""
+        """Validate everything first (nothing is written for a bad request), then take the lock of
+        every config (one config's, or each of a changeset's: all or none), then store each new
+        version and begin each config's rollout, in one transaction."""
         try:
             validated = await asyncio.to_thread(validate_rollout, input.request, self._store)
         except InvalidRequestError as error:
             raise _invalid(error.problems) from None
-        if validated.changes:
-            return await self._prepare_changeset(input, validated)
-        request, version, value, existing = (
-            validated.request,
-            validated.version,
-            validated.value,
-            validated.existing,
-        )
-        # The change is told against the stable version this rollout starts from.
-        stable = await asyncio.to_thread(self._store.get_stable, request.namespace, request.path)
-        await self._take_lock(request.namespace, request.path, input, version)
-        if existing is None:
-            record = VersionRecord(
-                version=version,
-                value=value,
-                author=request.author,
-                commit=request.commit,
-                message=request.message,
-                created_at=datetime.now(UTC),
-            )
-            await asyncio.to_thread(
-                self._store.put_version, request.namespace, request.path, record
-            )
-        reason = request.message or (
-            f"rollback to {version}" if existing is not None else f"rollout of {version} started"
-        )
-        await asyncio.to_thread(
-            self._store.begin_rollout,
-            request.namespace,
-            request.path,
-            workflow_id=input.workflow_id,
-            run_id=input.run_id,
-            version=version,
-            actor=request.author or await self._starter(input),
-            reason=reason,
-            event_key=f"{input.run_id}:begin",
-            # This rollout's own metadata: the version keeps its first publisher's (never rewritten).
-            details=_own_metadata(request),
-        )
-        return replace(
-            plan_from_request(request, version),
-            change=rollout_change(
-                value, stable, rollback_to=version if existing is not None else None
-            ),
-            temporal_cli=self._temporal_cli,
-            temporal_address=self._temporal_address,
-            temporal_namespace=activity.info().workflow_namespace or "",
-            continue_as_new_after_events=self._continue_as_new_after_events,
-            paths_attribute=await self._paths_attribute(),
-        )
-
-    async def _prepare_changeset(
-        self, input: PrepareInput, validated: ValidatedRollout
-    ) -> RolloutPlan:
-        """A changeset's prepare: every config's lock (all or none), then every new version and
-        every config's rollout row, in one transaction."""
         request = validated.request
-        configs = validated.configs()
+        # The change is told against the stable version this rollout starts from.
         stables = [
             await asyncio.to_thread(self._store.get_stable, change.namespace, change.path)
-            for change in configs
+            for change in validated.configs()
         ]
-        await self._take_changeset_locks(input, validated)
+        await self._take_locks(input, validated)
         await asyncio.to_thread(
-            begin_changeset,
+            begin_run,
             self._store,
             validated,
             workflow_id=input.workflow_id,
             run_id=input.run_id,
             actor=request.author or await self._starter(input),
+            # This rollout's own metadata: the version keeps its first publisher's (never rewritten).
             details=_own_metadata(request),
         )
-        plan = plan_from_request(request, validated.version)
-        # What each config changes, told against its stable (for people: not in the digest).
-        changes = [
-            replace(
-                planned,
-                change=rollout_change(
-                    change.value,
-                    stable,
-                    rollback_to=change.version if change.existing is not None else None,
-                ),
-            )
-            for planned, change, stable in zip(plan.changes, configs, stables, strict=True)
-        ]
         return replace(
-            plan,
-            changes=changes,
-            change=f"{len(changes)} configs: "
-            + "; ".join(f"{c.namespace}/{c.path}: {c.change}" for c in changes),
+            prepared_plan(validated, stables),
             paths_attribute=await self._paths_attribute(),
             temporal_cli=self._temporal_cli,
             temporal_address=self._temporal_address,
@@ -236,27 +154,32 @@ class RolloutActivities:
             continue_as_new_after_events=self._continue_as_new_after_events,
         )
 
-    async def _take_changeset_locks(self, input: PrepareInput, validated: ValidatedRollout) -> None:
+    async def _take_locks(self, input: PrepareInput, validated: ValidatedRollout) -> None:
         """Every config's lock in one transaction, or none. A config held by a running rollout
-        refuses the changeset, naming the config and the holder; one held by a run that ended is
-        ended and reclaimed as for a single config, and the whole set is tried again."""
+        refuses the rollout, naming the config and the holder. One held by a run that ended
+        without cleanup (terminated, say) and not yet ended by the worker's sweep
+        (activities.abandoned) is ended here, so its audit trail ends with how it ended, and its
+        lock taken over atomically as the whole set is tried again."""
+        changeset = bool(validated.changes)
+        configs = validated.configs()
+        versions = {(change.namespace, change.path): change.version for change in configs}
         replace_ids: dict[tuple[str, str], str] = {}
-        for _ in range(len(validated.changes) + 1):
+        reclaimed: LockRecord | None = None
+        for _ in range(len(configs) + 1):
             try:
                 await asyncio.to_thread(
-                    lock_changeset,
-                    self._store,
-                    validated,
+                    self._store.acquire_locks,
+                    versions,
                     workflow_id=input.workflow_id,
                     run_id=input.run_id,
                     replace=replace_ids,
                 )
-                return
+                break
             except LockHeldError as held:
                 holder = held.holder
                 if await self._is_running(holder):
                     raise ApplicationError(
-                        f"changeset refused, no lock taken: {held}",
+                        f"changeset refused, no lock taken: {held}" if changeset else str(held),
                         type=ROLLOUT_RUNNING_ERROR,
                         non_retryable=True,
                     ) from None
@@ -266,27 +189,42 @@ class RolloutActivities:
                     holder.path,
                     holder.run_id,
                 )
-                ending = await holder_ending(activity.client(), holder)
-                if ending is not None:
-                    others = await asyncio.to_thread(self._store.locks_of_run, holder.run_id)
-                    await asyncio.to_thread(
-                        self._store.end_abandoned_run,
-                        holder.namespace,
-                        holder.path,
-                        run_id=holder.run_id,
-                        workflow_id=holder.workflow_id,
-                        outcome=ending.outcome,
-                        actor=ending.actor,
-                        reason=ending.reason,
-                        event_key=change_event_key(
-                            f"{holder.run_id}:revert",
-                            holder.namespace,
-                            holder.path,
-                            changeset=len(others) > 1,
-                        ),
-                    )
+                await self._end_abandoned(holder, changeset=changeset)
                 replace_ids[(holder.namespace, holder.path)] = holder.run_id
-        raise ApplicationError("the changeset's locks kept changing hands; trying again")
+                reclaimed = holder
+        else:
+            locks = "the changeset's locks" if changeset else "the config's lock"
+            raise ApplicationError(f"{locks} kept changing hands; trying again")
+        if reclaimed is not None and not changeset:
+            await asyncio.to_thread(
+                self._store.record_event,
+                reclaimed.namespace,
+                reclaimed.path,
+                action="lock.reclaimed",
+                actor="workflow",
+                reason=(
+                    f"the holder {reclaimed.workflow_id} (run {reclaimed.run_id}) "
+                    "is no longer running"
+                ),
+                version=validated.version,
+                workflow_id=input.workflow_id,
+                event_key=f"{input.run_id}:reclaim",
+            )
+
+    async def _end_abandoned(self, holder: LockRecord, *, changeset: bool) -> None:
+        """End the lock's ended holder as the worker's sweep would, keyed as its revert: a
+        changeset's prepare keys it as the holder's run has it (one config's or a changeset's),
+        a single config's prepare as a single config's revert."""
+        ending = await holder_ending(activity.client(), holder)
+        if ending is None:
+            return
+        several = False
+        if changeset:
+            configs = await asyncio.to_thread(
+                self._store.run_configs, holder.namespace, holder.path, holder.run_id
+            )
+            several = len(configs) > 1
+        await asyncio.to_thread(end_run, self._store, holder, ending, changeset=several)
 
     async def _paths_attribute(self) -> bool:
         """Whether the workflow may upsert `TempoconfPaths`: only where it is registered, since an
@@ -321,72 +259,9 @@ class RolloutActivities:
             activity.logger.warning("cannot read who started %s: %s", input.workflow_id, error)
         return UNKNOWN_STARTER
 
-    async def _take_lock(
-        self, namespace: str, path: str, input: PrepareInput, version: str
-    ) -> None:
-        def acquire(replace_run_id: str | None = None) -> LockRecord:
-            return self._store.acquire_lock(
-                namespace,
-                path,
-                workflow_id=input.workflow_id,
-                run_id=input.run_id,
-                version=version,
-                replace_run_id=replace_run_id,
-            )
-
-        try:
-            await asyncio.to_thread(acquire)
-        except LockHeldError as held:
-            holder = held.holder
-            if await self._is_running(holder):
-                raise ApplicationError(
-                    str(held), type=ROLLOUT_RUNNING_ERROR, non_retryable=True
-                ) from None
-            # The holder ended without cleanup (terminated, say) and the worker's sweep has not
-            # ended it yet (activities.abandoned): end it here, so its audit trail ends with how
-            # it ended, then reclaim its lock, atomically.
-            activity.logger.warning(
-                "reclaiming the lock of %s/%s from ended run %s", namespace, path, holder.run_id
-            )
-            ending = await holder_ending(activity.client(), holder)
-            if ending is not None:
-                await asyncio.to_thread(
-                    self._store.end_abandoned_run,
-                    namespace,
-                    path,
-                    run_id=holder.run_id,
-                    workflow_id=holder.workflow_id,
-                    outcome=ending.outcome,
-                    actor=ending.actor,
-                    reason=ending.reason,
-                    event_key=f"{holder.run_id}:revert",
-                )
-            await asyncio.to_thread(acquire, holder.run_id)
-            await asyncio.to_thread(
-                self._store.record_event,
-                namespace,
-                path,
-                action="lock.reclaimed",
-                actor="workflow",
-                reason=f"the holder {holder.workflow_id} (run {holder.run_id}) is no longer running",
-                version=version,
-                workflow_id=input.workflow_id,
-                event_key=f"{input.run_id}:reclaim",
-            )
-
     async def _is_running(self, holder: LockRecord) -> bool:
         """Whether the lock's holder still runs (a later run of its chain counts)."""
         return await lock_holder_running(activity.client(), holder.workflow_id, holder.run_id)
-
-    async def _on_run_configs(
-        self, namespace: str, path: str, run_id: str, step: Callable[[list[RunConfig]], _T]
-    ) -> _T:
-        """`step(configs)` on the configs the run holds (`run_configs`), both in one hand-off to
-        a thread: under hundreds of rollouts each hand-off costs the event loop more than the
-        store call it carries."""
-        return await asyncio.to_thread(
-            lambda: step(run_configs(self._store, namespace, path, run_id))
-        )
 
     @activity.defn(name=PUBLISH_STAGE_ACTIVITY)
     async def publish_stage(self, input: PublishStageInput) -> PublishStageResult:
@@ -403,18 +278,14 @@ class RolloutActivities:
             bucket_key=input.plan.bucket_key,
         )
         try:
-            await self._on_run_configs(
+            await asyncio.to_thread(
+                self._store.publish_stage,
                 input.plan.namespace,
                 input.plan.path,
-                input.run_id,
-                functools.partial(
-                    publish_run,
-                    self._store,
-                    run_id=input.run_id,
-                    stage=published,
-                    actor=input.actor,
-                    event_key=f"{input.run_id}:publish:{stage.index}",
-                ),
+                run_id=input.run_id,
+                stage=published,
+                actor=input.actor,
+                event_key=f"{input.run_id}:publish:{stage.index}",
             )
         except LockHeldError as error:
             raise _lock_lost(error) from None
@@ -427,11 +298,12 @@ class RolloutActivities:
             StageLease(index=int(index), expires_at=now + timedelta(seconds=seconds))
             for index, seconds in input.expirations.items()
         ]
-        await self._on_run_configs(
+        await asyncio.to_thread(
+            self._store.renew_leases,
             input.namespace,
             input.path,
-            input.run_id,
-            functools.partial(renew_run, self._store, run_id=input.run_id, leases=leases),
+            run_id=input.run_id,
+            leases=leases,
         )
         return RenewLeasesResult(
             expires_at={lease.index: lease.expires_at.isoformat() for lease in leases}
@@ -444,7 +316,7 @@ class RolloutActivities:
             configs = (
                 [RunConfig(input.namespace, input.path, input.version)]
                 if input.single_config
-                else run_configs(self._store, input.namespace, input.path, input.run_id)
+                else self._store.run_configs(input.namespace, input.path, input.run_id)
             )
             changeset = len(configs) > 1
             for sequence, transition in zip(input.sequences, input.transitions, strict=True):
@@ -479,20 +351,16 @@ class RolloutActivities:
     @activity.defn(name=PROMOTE_ACTIVITY)
     async def promote_version(self, input: PromoteInput) -> None:
         try:
-            await self._on_run_configs(
+            await asyncio.to_thread(
+                self._store.promote,
                 input.plan.namespace,
                 input.plan.path,
-                input.run_id,
-                functools.partial(
-                    promote_run,
-                    self._store,
-                    run_id=input.run_id,
-                    workflow_id=input.workflow_id,
-                    version=input.plan.version,
-                    actor=input.actor,
-                    reason=input.reason,
-                    event_key=f"{input.run_id}:promote",
-                ),
+                run_id=input.run_id,
+                workflow_id=input.workflow_id,
+                version=input.plan.version,
+                actor=input.actor,
+                reason=input.reason,
+                event_key=f"{input.run_id}:promote",
             )
         except LockHeldError as error:
             raise _lock_lost(error) from None
@@ -501,21 +369,17 @@ class RolloutActivities:
     async def revert_rollout(self, input: RevertInput) -> RevertResult:
         """Clear the run's stages and lock; answer what clients fall back to (the stable version,
         or none)."""
-        await self._on_run_configs(
+        await asyncio.to_thread(
+            self._store.revert,
             input.namespace,
             input.path,
-            input.run_id,
-            functools.partial(
-                revert_run,
-                self._store,
-                run_id=input.run_id,
-                workflow_id=input.workflow_id,
-                actor=input.actor,
-                reason=input.reason,
-                outcome=input.outcome,
-                event_key=f"{input.run_id}:revert",
-                audit_always=input.audit_always,
-            ),
+            run_id=input.run_id,
+            workflow_id=input.workflow_id,
+            actor=input.actor,
+            reason=input.reason,
+            outcome=input.outcome,
+            event_key=f"{input.run_id}:revert",
+            audit_always=input.audit_always,
         )
         stable = await asyncio.to_thread(self._store.get_stable, input.namespace, input.path)
         return RevertResult(stable_version=stable.version if stable is not None else None)

@@ -92,7 +92,7 @@ class HeldSnapshots:
 
 
 class SnapshotCache(HeldSnapshots):
-    """`store.load_snapshots()` in memory, refreshed when `store.revision()` changes.
+    """`store.load_snapshots_with_revision()` in memory, refreshed when `store.revision()` changes.
 
     `run()` (or `running()`) checks the revision every `poll_interval` seconds, or at once when
     `notify()` is called (PostgreSQL's LISTEN does); `refresh()` reloads at once. The event

@@ -297,12 +297,8 @@ class BenchRollout:
             NAMESPACE, CONFIG_PATH, VersionRecord(self.version, value, author="bench")
         )
         workflow_id = f"bench:{self.run_id}"
-        self.store.acquire_lock(
-            NAMESPACE,
-            CONFIG_PATH,
-            workflow_id=workflow_id,
-            run_id=self.run_id,
-            version=self.version,
+        self.store.acquire_locks(
+            {(NAMESPACE, CONFIG_PATH): self.version}, workflow_id=workflow_id, run_id=self.run_id
         )
         self.store.begin_rollout(
             NAMESPACE,

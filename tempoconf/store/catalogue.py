@@ -91,7 +91,7 @@ class CatalogueMixin(StoreBase):
                 is not None
             )
             if inserted:
-                # A config is known (listed by load_snapshots) from its first version on.
+                # A config is known (listed by load_snapshots_with_revision) from its first version on.
                 bump_revision(conn)
         return inserted
 

@@ -18,7 +18,7 @@ from tempoconf.store._base import (
     config_is,
     dialect_insert,
 )
-from tempoconf.store.records import ReportStats, ReportTotals, SeenClient
+from tempoconf.store.records import ReportTotals, SeenClient
 
 __all__ = ["ClientsMixin"]
 
@@ -63,48 +63,6 @@ class ClientsMixin(StoreBase):
                     labels=canonical_json(dict(labels or {})) if named else None,
                 )
             )
-
-    def report_stats(
-        self,
-        namespace: str,
-        path: str,
-        version: str,
-        *,
-        since: datetime,
-        exclude_version: bool = False,
-    ) -> ReportStats:
-        """Reports on `version` received at or after `since`; with `exclude_version`, reports on
-        every other version of the config instead (the baseline: clients still on stable)."""
-        scope = (
-            *config_is(REPORT, namespace, path),
-            REPORT.c.version != version if exclude_version else REPORT.c.version == version,
-            REPORT.c.received_at >= aware(since, "since"),
-        )
-        with self._read(consistent=True) as conn:
-            row = conn.execute(
-                select(
-                    func.count(func.distinct(REPORT.c.client)),
-                    func.coalesce(func.sum(REPORT.c.ok), 0),
-                    func.coalesce(func.sum(REPORT.c.failed), 0),
-                    func.count(),
-                ).where(*scope)
-            ).one()
-            last_error = conn.execute(
-                select(REPORT.c.error)
-                .where(*scope, REPORT.c.error.is_not(None), REPORT.c.error != "")
-                .order_by(REPORT.c.received_at.desc(), REPORT.c.id.desc())
-                .limit(1)
-            ).scalar_one_or_none()
-        clients, ok, failed, reports = (int(value) for value in row)
-        operations = ok + failed
-        return ReportStats(
-            clients=clients,
-            ok=ok,
-            failed=failed,
-            error_ratio=failed / operations if operations else None,
-            last_error=last_error,
-            reports=reports,
-        )
 
     def report_totals(self, namespace: str, path: str, *, since: datetime) -> list[ReportTotals]:
         """Per client, version and reported identity: the sums of the config's reports received at

@@ -11,9 +11,9 @@ __all__ = [
     "AppliedState",
     "AuditEntry",
     "LockRecord",
-    "ReportStats",
     "ReportTotals",
     "RolloutRecord",
+    "RunConfig",
     "SeenClient",
     "StageLease",
     "VersionInfo",
@@ -49,6 +49,16 @@ class RolloutRecord:
 
 
 @dataclass(frozen=True)
+class RunConfig:
+    """One config a run changes, and the version its lock was taken for (None: the run does not
+    hold that config's lock)."""
+
+    namespace: str
+    path: str
+    version: str | None
+
+
+@dataclass(frozen=True)
 class StageLease:
     index: int
     expires_at: datetime
@@ -78,22 +88,6 @@ class AuditEntry:
     version: str | None
     workflow_id: str | None
     details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ReportStats:
-    """Health reports of one config over a time window (`Store.report_stats`)."""
-
-    clients: int
-    """Distinct client ids that reported."""
-    ok: int
-    failed: int
-    error_ratio: float | None
-    """failed / (ok + failed); None when no operation was reported."""
-    last_error: str | None
-    """The error text of the newest report that carried one."""
-    reports: int = 0
-    """Reports received."""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ INTERFACE CONTRACT (implementations must keep it):
 - Times are timezone-aware UTC datetimes in and out.
 
 The methods live beside this module, one module per concern, and `Store` composes them:
-catalogue.py (schemas, versions, stable), rollouts.py (locks, rollouts, stages and leases, promote
-and revert), audit.py (events and history), clients.py (health reports, clients seen),
-distribution.py (snapshots clients resolve against), and engine.py (engine set-up, migrations, the
-revision counter). _base.py holds what they share: the connection, transactions and statements.
+catalogue.py (schemas, versions, stable), rollouts.py (locks and rollout rows), steps.py (a run's
+publish, lease renewal, promote and revert, over each config it changes: a single config's
+rollout is a changeset of one), rollout_rows.py (the rows those two write), audit.py (events and
+history), clients.py (health reports, clients seen), distribution.py (snapshots clients resolve
+against), and engine.py (engine set-up, migrations, the revision counter). _base.py holds what
+they share: the connection, transactions and statements.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from __future__ import annotations
 from tempoconf.store.applied import AppliedMixin
 from tempoconf.store.audit import AuditMixin
 from tempoconf.store.catalogue import CatalogueMixin
-from tempoconf.store.changesets import ChangesetsMixin
 from tempoconf.store.clients import ClientsMixin
 from tempoconf.store.distribution import DistributionMixin
-from tempoconf.store.engine import CHANGE_CHANNEL, MIGRATIONS
+from tempoconf.store.engine import CHANGE_CHANNEL
 from tempoconf.store.errors import (
     LockError,
     LockHeldError,
@@ -33,6 +34,7 @@ from tempoconf.store.errors import (
 )
 from tempoconf.store.freezes import FreezeActiveError, FreezesMixin, NotFrozenError
 from tempoconf.store.rollouts import RolloutsMixin
+from tempoconf.store.steps import StepsMixin
 
 __all__ = [
     "CHANGE_CHANNEL",
@@ -46,17 +48,15 @@ __all__ = [
     "UnknownVersionError",
 ]
 
-_MIGRATIONS = MIGRATIONS  # the alembic folder, under its old name (tests migrate with it)
-
 
 class Store(
     CatalogueMixin,
     RolloutsMixin,
+    StepsMixin,
     AuditMixin,
     ClientsMixin,
     AppliedMixin,
     DistributionMixin,
-    ChangesetsMixin,
     FreezesMixin,
 ):
     """The one store of a deployment. `url` is an SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...)."""

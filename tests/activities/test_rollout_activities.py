@@ -19,6 +19,7 @@ from tempoconf.rollout.activity_io import (
 )
 from tempoconf.rollout.progress import Transition
 from tempoconf.store.store import Store
+from tests.store.helpers import snapshot_of
 
 PATH = "myproject/server_config"
 REQUEST = {
@@ -45,7 +46,7 @@ async def test_each_activity_run_twice_writes_once(store: Store) -> None:
     revision = store.revision()
     await env.run(activities.publish_stage, publish)
     assert store.revision() == revision
-    snapshot = store.load_snapshot("default", PATH)
+    snapshot = snapshot_of(store, "default", PATH)
     assert [stage.name for stage in snapshot.stages] == ["channel:canary"]
 
     transition = Transition(

@@ -45,7 +45,7 @@ def start_rollout(
     rec = record(value, message="staged value")
     store.put_version(namespace, path, rec)
     workflow_id = f"rollout:{namespace}/{path}"
-    store.acquire_lock(namespace, path, workflow_id=workflow_id, run_id=run_id, version=rec.version)
+    store.acquire_locks({(namespace, path): rec.version}, workflow_id=workflow_id, run_id=run_id)
     store.begin_rollout(
         namespace,
         path,

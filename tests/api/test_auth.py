@@ -15,6 +15,7 @@ from tempoconf.api.app import create_app
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
+from tests.store.helpers import report_sums
 
 PATH = "myproject/server_config"
 ADMIN = "admin-secret"
@@ -77,10 +78,10 @@ async def test_reports_need_the_client_token_and_store_nothing_without_it(
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].startswith("Bearer")
     since = datetime.now(UTC) - timedelta(minutes=5)
-    assert api_store.report_stats("default", PATH, version, since=since).reports == 0
+    assert report_sums(api_store, "default", PATH, version, since=since).reports == 0
     accepted = await guarded.post("/v1/reports", json=report, headers=bearer(CLIENT))
     assert accepted.status_code == 202
-    assert api_store.report_stats("default", PATH, version, since=since).reports == 1
+    assert report_sums(api_store, "default", PATH, version, since=since).reports == 1
 
 
 @pytest.mark.parametrize("headers", [*BAD_CREDENTIALS, bearer(CLIENT)])

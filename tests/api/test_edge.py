@@ -22,6 +22,7 @@ from tests.fixtures.edge import running_edge
 from tests.fixtures.services import free_port, live_api
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
+from tests.store.helpers import report_sums
 from tests.workflows.test_rollout import make_stable as rollout_stable
 from tests.workflows.test_rollout import wait_for_state
 
@@ -204,7 +205,7 @@ async def test_a_chained_edge_serves_stages_bundles_and_reports_and_outlives_its
 
             async def reported() -> bool:
                 stats = await asyncio.to_thread(
-                    api_store.report_stats, "default", path, staged.version, since=since
+                    report_sums, api_store, "default", path, staged.version, since=since
                 )
                 assert (stats.clients, stats.ok, stats.failed) == (1, 8, 1), stats
                 return True

@@ -438,7 +438,7 @@ def test_the_build_id_covers_every_module_a_worker_runs() -> None:
             sys.executable,
             "-c",
             "import sys, tempoconf.workflows.rollout, tempoconf.activities.rollout, "
-            "tempoconf.activities.changesets, tempoconf.activities.health, "
+            "tempoconf.activities.prepare, tempoconf.activities.health, "
             "tempoconf.activities.applied, tempoconf.activities.gates, "
             "tempoconf.activities.notify, tempoconf.activities.abandoned, "
             "tempoconf.activities.failures, tempoconf.activities.heartbeats; "

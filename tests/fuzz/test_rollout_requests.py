@@ -38,6 +38,7 @@ from tempoconf.storable import MAX_JSON_DEPTH
 from tempoconf.store.store import Store
 from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.temporal import rollout_result
+from tests.store.helpers import snapshot_of
 
 pytestmark = pytest.mark.fuzz
 
@@ -316,7 +317,7 @@ async def _assert_refused(
     assert store.get_lock(NAMESPACE, path) is None, what
     assert store.get_rollout(NAMESPACE, path) is None, what
     assert store.list_versions(NAMESPACE, path) == [], what
-    assert store.load_snapshot(NAMESPACE, path) is None, what
+    assert snapshot_of(store, NAMESPACE, path) is None, what
     # The config's workflow id is free again: a valid rollout of it is promoted right after.
     valid = await client.start_workflow(
         WORKFLOW_TYPE, {"path": path, "value": 1}, id=workflow_id, task_queue=task_queue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,9 +13,9 @@ from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
 from tempoconf.canonical import version_id
-from tempoconf.resolution import PublishedStage, VersionRecord
+from tempoconf.resolution import ConfigSnapshot, PublishedStage, VersionRecord
 from tempoconf.store.store import Store
-from tempoconf.store.tables import table
+from tempoconf.store.tables import ClientReport, table
 
 NS = "default"
 PATH = "myproject/server_config"
@@ -57,7 +58,7 @@ def start(
     path: str = PATH,
 ) -> None:
     """Lock and begin a rollout of `version` for run_id."""
-    store.acquire_lock(namespace, path, workflow_id=workflow_id, run_id=run_id, version=version)
+    store.acquire_locks({(namespace, path): version}, workflow_id=workflow_id, run_id=run_id)
     store.begin_rollout(
         namespace,
         path,
@@ -68,6 +69,75 @@ def start(
         reason="start",
         event_key=f"{run_id}:begin",
     )
+
+
+def snapshots_of(store: Store) -> dict[tuple[str, str], ConfigSnapshot]:
+    """Every known config as clients see it, read as the API reads them."""
+    return store.load_snapshots_with_revision()[1]
+
+
+def snapshot_of(store: Store, namespace: str = NS, path: str = PATH) -> ConfigSnapshot | None:
+    """One config as clients see it (stable, staged version, published stages); None if unknown."""
+    return snapshots_of(store).get((namespace, path))
+
+
+@dataclass(frozen=True)
+class ReportSums:
+    """A config's health reports on one version (or on every other), summed."""
+
+    clients: int
+    ok: int
+    failed: int
+    reports: int
+
+
+def report_sums(
+    store: Store,
+    namespace: str,
+    path: str,
+    version: str,
+    *,
+    since: datetime,
+    exclude_version: bool = False,
+) -> ReportSums:
+    """The reports on `version` received at or after `since` (with `exclude_version`: on every
+    other version, the baseline), summed from `report_totals` as the health checks read them."""
+    totals = [
+        row
+        for row in store.report_totals(namespace, path, since=since)
+        if (row.version != version) == exclude_version
+    ]
+    return ReportSums(
+        clients=len({row.client for row in totals}),
+        ok=sum(row.ok for row in totals),
+        failed=sum(row.failed for row in totals),
+        reports=sum(row.reports for row in totals),
+    )
+
+
+def last_report_error(
+    store: Store, namespace: str, path: str, version: str | None = None
+) -> str | None:
+    """The error of the config's last report (on `version`, if given) that had one, read on a
+    separate connection (the store keeps it; nothing of the product reads it back)."""
+    reports = table(ClientReport)
+    engine = create_engine(store.url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(
+                select(reports.c.error)
+                .where(
+                    reports.c.namespace == namespace,
+                    reports.c.path == path,
+                    reports.c.error.is_not(None),
+                    reports.c.error != "",
+                    *(() if version is None else (reports.c.version == version,)),
+                )
+                .order_by(reports.c.received_at.desc(), reports.c.id.desc())
+                .limit(1)
+            ).scalar_one_or_none()
+    finally:
+        engine.dispose()
 
 
 def count_rows(store: Store, model: type[SQLModel]) -> int:
@@ -86,7 +156,7 @@ def migrate_to(database_url: str, revision: str, *, down: bool = False) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from tempoconf.store.store import _MIGRATIONS
+    from tempoconf.store.engine import MIGRATIONS
 
     sqlite_file = make_url(database_url).database
     if make_url(database_url).get_backend_name() == "sqlite" and sqlite_file:
@@ -94,7 +164,7 @@ def migrate_to(database_url: str, revision: str, *, down: bool = False) -> None:
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
+        config.set_main_option("script_location", str(MIGRATIONS))
         with engine.begin() as conn:
             config.attributes["connection"] = conn
             (command.downgrade if down else command.upgrade)(config, revision)

@@ -6,19 +6,30 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tempoconf.activities.changesets import lock_changeset, publish_run, revert_run, run_configs
+from tempoconf.activities.prepare import begin_run
 from tempoconf.resolution import PublishedStage
-from tempoconf.rollout.validation import validate_rollout
+from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
+from tempoconf.store.records import LockRecord
 from tempoconf.store.store import LockHeldError, Store
 from tests.api.helpers import make_stable
+from tests.store.helpers import snapshot_of
 
 NS = "default"
 PATHS = ["cs/a", "cs/b", "cs/c"]
 
 
-def validated(paths: list[str]) -> object:
+def validated(paths: list[str]) -> ValidatedRollout:
     return validate_rollout(
         {"changes": [{"path": path, "value": {"v": 2}} for path in paths]}, _NoSchemas()
+    )
+
+
+def lock_all(store: Store, check: ValidatedRollout) -> list[LockRecord]:
+    """Every config's lock for run `run-cs`, as the prepare step takes them."""
+    return store.acquire_locks(
+        {(change.namespace, change.path): change.version for change in check.configs()},
+        workflow_id="cs",
+        run_id="run-cs",
     )
 
 
@@ -31,15 +42,15 @@ class _NoSchemas:
 
 
 def test_locks_are_taken_all_or_none(store: Store) -> None:
-    store.acquire_lock(NS, PATHS[2], workflow_id="other", run_id="run-other", version="0" * 16)
+    store.acquire_locks({(NS, PATHS[2]): "0" * 16}, workflow_id="other", run_id="run-other")
     with pytest.raises(LockHeldError) as held:
-        lock_changeset(store, validated(PATHS), workflow_id="cs", run_id="run-cs", replace={})  # type: ignore[arg-type]
+        lock_all(store, validated(PATHS))
     assert held.value.holder.path == PATHS[2] and held.value.holder.workflow_id == "other"
     assert store.get_lock(NS, PATHS[0]) is None and store.get_lock(NS, PATHS[1]) is None
 
-    lock_changeset(store, validated(PATHS[:2]), workflow_id="cs", run_id="run-cs", replace={})  # type: ignore[arg-type]
-    assert [lock.path for lock in store.locks_of_run("run-cs")] == PATHS[:2]
-    configs = run_configs(store, NS, PATHS[1], "run-cs")
+    locks = lock_all(store, validated(PATHS[:2]))
+    assert [lock.path for lock in locks] == PATHS[:2]
+    configs = store.run_configs(NS, PATHS[1], "run-cs")
     assert [config.path for config in configs] == [PATHS[1], PATHS[0]]
 
 
@@ -62,30 +73,27 @@ def test_publish_and_revert_of_a_changeset_write_every_config_in_one_step(store:
     for path in PATHS[:2]:
         make_stable(store, path, {"v": 1})
     check = validated(PATHS[:2])
-    lock_changeset(store, check, workflow_id="cs", run_id="run-cs", replace={})  # type: ignore[arg-type]
-    from tempoconf.activities.changesets import begin_changeset
-
-    begin_changeset(store, check, workflow_id="cs", run_id="run-cs", actor="t", details={})  # type: ignore[arg-type]
-    configs = run_configs(store, NS, PATHS[0], "run-cs")
+    lock_all(store, check)
+    begin_run(store, check, workflow_id="cs", run_id="run-cs", actor="t", details={})
     stage = PublishedStage(
         0, "50%", None, 50, {}, datetime.now(UTC) + timedelta(hours=1), bucket_key="changeset:k"
     )
-    assert publish_run(
-        store, configs, run_id="run-cs", stage=stage, actor="workflow", event_key="run-cs:publish:0"
+    assert store.publish_stage(
+        NS, PATHS[0], run_id="run-cs", stage=stage, actor="workflow", event_key="run-cs:publish:0"
     )
     for path in PATHS[:2]:
-        snapshot = store.load_snapshot(NS, path)
+        snapshot = snapshot_of(store, NS, path)
         assert snapshot is not None and snapshot.stages[0].bucket_key == "changeset:k"
     # retried: nothing written twice
-    assert not publish_run(
-        store, configs, run_id="run-cs", stage=stage, actor="workflow", event_key="run-cs:publish:0"
+    assert not store.publish_stage(
+        NS, PATHS[0], run_id="run-cs", stage=stage, actor="workflow", event_key="run-cs:publish:0"
     )
-    assert revert_run(
-        store, configs, run_id="run-cs", workflow_id="cs", actor="op", reason="r",
-        outcome="halted", event_key="run-cs:revert", audit_always=False,
+    assert store.revert(
+        NS, PATHS[0], run_id="run-cs", workflow_id="cs", actor="op", reason="r",
+        outcome="halted", event_key="run-cs:revert",
     )  # fmt: skip
     for path in PATHS[:2]:
-        snapshot = store.load_snapshot(NS, path)
+        snapshot = snapshot_of(store, NS, path)
         assert snapshot is not None and snapshot.staged is None
         assert store.get_lock(NS, path) is None
         assert [entry.action for entry in store.history(NS, path)][-1] == "rollout.halted"

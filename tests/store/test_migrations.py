@@ -182,8 +182,8 @@ def test_concurrent_lock_acquisition_has_one_winner(database_url: str) -> None:
         def contend(n: int) -> None:
             barrier.wait()
             try:
-                stores[n % 3].acquire_lock(
-                    NS, PATH, workflow_id=f"w{n}", run_id=f"r{n}", version=version
+                stores[n % 3].acquire_locks(
+                    {(NS, PATH): version}, workflow_id=f"w{n}", run_id=f"r{n}"
                 )
                 winners.append(f"r{n}")
             except Exception as error:  # LockHeldError expected for every loser

@@ -16,7 +16,16 @@ from tempoconf.store.store import (
     UnknownVersionError,
 )
 from tempoconf.store.tables import ConfigLock, Rollout, RolloutStage, StableHistory
-from tests.store.helpers import NS, PATH, count_rows, put, stage, start
+from tests.store.helpers import (
+    NS,
+    PATH,
+    count_rows,
+    put,
+    snapshot_of,
+    snapshots_of,
+    stage,
+    start,
+)
 
 
 def _is_utc(value: datetime) -> bool:
@@ -32,8 +41,8 @@ def _actions(store: Store, namespace: str = NS, path: str = PATH) -> list[str]:
 
 def test_fresh_store_has_revision_zero_and_no_configs(store: Store) -> None:
     assert store.revision() == 0
-    assert store.load_snapshots() == {}
-    assert store.load_snapshot(NS, PATH) is None
+    assert snapshots_of(store) == {}
+    assert snapshot_of(store, NS, PATH) is None
     assert store.get_stable(NS, PATH) is None
     assert store.get_rollout(NS, PATH) is None
     assert store.get_lock(NS, PATH) is None
@@ -172,35 +181,33 @@ def test_set_stable_of_unknown_version_writes_nothing(store: Store) -> None:
 
 def test_acquire_lock_when_free_and_again_by_the_same_run(store: Store) -> None:
     version = put(store, 1)
-    lock = store.acquire_lock(
-        NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version
+    (lock,) = store.acquire_locks(
+        {(NS, PATH): version}, workflow_id="rollout:default/x", run_id="r1"
     )
     assert (lock.workflow_id, lock.run_id, lock.version) == ("rollout:default/x", "r1", version)
     assert _is_utc(lock.acquired_at)
-    again = store.acquire_lock(
-        NS, PATH, workflow_id="rollout:default/x", run_id="r1", version=version
-    )
+    again = store.acquire_locks(
+        {(NS, PATH): version}, workflow_id="rollout:default/x", run_id="r1"
+    )[0]
     assert again == lock
     assert store.get_lock(NS, PATH) == lock
-    other = store.acquire_lock(NS, "another/config", workflow_id="w2", run_id="r2", version=version)
+    other = store.acquire_locks({(NS, "another/config"): version}, workflow_id="w2", run_id="r2")[0]
     assert other.run_id == "r2"
 
 
 def test_lock_held_by_another_run_names_the_holder(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="rollout:default/held", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="rollout:default/held", run_id="r1")
     with pytest.raises(LockHeldError, match="rollout:default/held") as raised:
-        store.acquire_lock(NS, PATH, workflow_id="other-workflow", run_id="r2", version=version)
+        store.acquire_locks({(NS, PATH): version}, workflow_id="other-workflow", run_id="r2")
     assert raised.value.holder.run_id == "r1"
     assert "r1" in str(raised.value)
     with pytest.raises(LockHeldError):  # naming a run that is not the holder takes nothing over
-        store.acquire_lock(
-            NS,
-            PATH,
+        store.acquire_locks(
+            {(NS, PATH): version},
             workflow_id="other-workflow",
             run_id="r2",
-            version=version,
-            replace_run_id="r0",
+            replace={(NS, PATH): "r0"},
         )
     lock = store.get_lock(NS, PATH)
     assert lock is not None and lock.run_id == "r1"
@@ -208,25 +215,25 @@ def test_lock_held_by_another_run_names_the_holder(store: Store) -> None:
 
 def test_lock_reclaim_with_replace_run_id(store: Store) -> None:
     v1, v2 = put(store, 1), put(store, 2)
-    store.acquire_lock(NS, PATH, workflow_id="dead", run_id="r1", version=v1)
-    lock = store.acquire_lock(
-        NS, PATH, workflow_id="alive", run_id="r2", version=v2, replace_run_id="r1"
-    )
+    store.acquire_locks({(NS, PATH): v1}, workflow_id="dead", run_id="r1")
+    lock = store.acquire_locks(
+        {(NS, PATH): v2}, workflow_id="alive", run_id="r2", replace={(NS, PATH): "r1"}
+    )[0]
     assert (lock.workflow_id, lock.run_id, lock.version) == ("alive", "r2", v2)
     assert store.get_lock(NS, PATH) == lock
     # A second reclaim of the same dead run finds it no longer holds the lock.
     with pytest.raises(LockHeldError, match="alive"):
-        store.acquire_lock(
-            NS, PATH, workflow_id="third", run_id="r3", version=v2, replace_run_id="r1"
+        store.acquire_locks(
+            {(NS, PATH): v2}, workflow_id="third", run_id="r3", replace={(NS, PATH): "r1"}
         )
     assert store.history(NS, PATH) == [], "the caller audits the reclaim (it knows why)"
 
 
 def test_replace_run_id_on_a_free_lock_just_takes_it(store: Store) -> None:
     version = put(store, 1)
-    lock = store.acquire_lock(
-        NS, PATH, workflow_id="w", run_id="r2", version=version, replace_run_id="r1"
-    )
+    lock = store.acquire_locks(
+        {(NS, PATH): version}, workflow_id="w", run_id="r2", replace={(NS, PATH): "r1"}
+    )[0]
     assert lock.run_id == "r2"
 
 
@@ -246,7 +253,7 @@ def test_begin_rollout_requires_the_lock(store: Store) -> None:
             reason="",
             event_key="b1",
         )
-    store.acquire_lock(NS, PATH, workflow_id="holder-wf", run_id="r0", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="holder-wf", run_id="r0")
     with pytest.raises(LockHeldError, match="holder-wf"):
         store.begin_rollout(
             NS,
@@ -264,7 +271,7 @@ def test_begin_rollout_requires_the_lock(store: Store) -> None:
 
 def test_begin_rollout_creates_the_row_once(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="w", run_id="r1")
     revision = store.revision()
     kwargs = dict(workflow_id="w", run_id="r1", version=version, actor="alice", reason="go")
     assert store.begin_rollout(NS, PATH, event_key="b1", **kwargs) is True
@@ -282,7 +289,7 @@ def test_begin_rollout_creates_the_row_once(store: Store) -> None:
     assert _is_utc(rollout.started_at) and _is_utc(rollout.updated_at)
     assert _actions(store) == ["rollout.started"]
     assert store.revision() == revision + 1
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and snapshot.staged is not None and snapshot.stages == ()
 
 
@@ -305,7 +312,7 @@ def test_publish_stage_is_idempotent_and_visible(store: Store) -> None:
     assert store.publish_stage(NS, PATH, run_id="r1", stage=ten, actor="w", event_key="p1") is True
     rollout = store.get_rollout(NS, PATH)
     assert rollout is not None and (rollout.state, rollout.stage_index) == ("stage.published", 1)
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None
     assert snapshot.stable is not None and snapshot.stable.version == stable
     assert snapshot.staged is not None and snapshot.staged.value == {"n": 2}
@@ -329,13 +336,13 @@ def test_republishing_a_stage_replaces_its_row(store: Store) -> None:
     store.publish_stage(
         NS, PATH, run_id="r1", stage=stage(0, channel="b"), actor="w", event_key="p0b"
     )
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and [s.channel for s in snapshot.stages] == ["b"]
 
 
 def test_publish_without_begin_rollout_creates_the_rollout_from_the_lock(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="w", run_id="r1")
     assert store.publish_stage(
         NS, PATH, run_id="r1", stage=stage(0, percentile=5), actor="w", event_key="p0"
     )
@@ -353,8 +360,8 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
     store.publish_stage(
         NS, PATH, run_id="old", stage=stage(0, channel="c"), actor="w", event_key="o0"
     )
-    store.acquire_lock(
-        NS, PATH, workflow_id="w-new", run_id="new", version=v2, replace_run_id="old"
+    store.acquire_locks(
+        {(NS, PATH): v2}, workflow_id="w-new", run_id="new", replace={(NS, PATH): "old"}
     )
     store.begin_rollout(
         NS,
@@ -367,7 +374,7 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
         event_key="n-begin",
     )
     # The new run's rollout replaced the dead run's row and its stages.
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and snapshot.staged is not None and snapshot.staged.version == v2
     assert snapshot.stages == ()
     before = (store.revision(), len(store.history(NS, PATH)))
@@ -377,12 +384,6 @@ def test_stale_run_cannot_publish_over_a_newer_run(store: Store) -> None:
         )
     assert (store.revision(), len(store.history(NS, PATH))) == before
     assert store.renew_leases(NS, PATH, run_id="old", leases=[StageLease(0, store.now())]) == 0
-    assert (
-        store.set_rollout_state(
-            NS, PATH, run_id="old", state="paused", actor="w", reason="", event_key="o-pause"
-        )
-        is False
-    )
     assert (
         store.revert(
             NS,
@@ -453,7 +454,7 @@ def test_renew_leases_of_this_runs_stages(store: Store) -> None:
     ]
     assert store.renew_leases(NS, PATH, run_id="r1", leases=leases) == 2
     assert store.revision() == revision + 1
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None
     assert [s.expires_at for s in snapshot.stages] == [later, later + timedelta(minutes=1)]
     assert store.renew_leases(NS, PATH, run_id="r1", leases=[]) == 0
@@ -462,33 +463,6 @@ def test_renew_leases_of_this_runs_stages(store: Store) -> None:
     assert "lease" not in " ".join(_actions(store)), "renewals are not audited"
     with pytest.raises(ValueError, match="timezone-aware"):
         store.renew_leases(NS, PATH, run_id="r1", leases=[StageLease(0, datetime(2099, 1, 1))])
-
-
-def test_set_rollout_state_records_transitions(store: Store) -> None:
-    version = put(store, 1)
-    assert (
-        store.set_rollout_state(
-            NS, PATH, run_id="r1", state="holding", actor="w", reason="", event_key="x"
-        )
-        is False
-    )
-    start(store, version, run_id="r1", workflow_id="w")
-    revision = store.revision()
-    kwargs = dict(run_id="r1", state="paused", actor="bob", reason="look", details={"by": "signal"})
-    assert store.set_rollout_state(NS, PATH, event_key="t1", **kwargs) is True
-    assert store.set_rollout_state(NS, PATH, event_key="t1", **kwargs) is False
-    rollout = store.get_rollout(NS, PATH)
-    assert rollout is not None and rollout.state == "paused"
-    entry = store.history(NS, PATH)[-1]
-    assert (entry.action, entry.actor, entry.reason, entry.details) == (
-        "rollout.paused",
-        "bob",
-        "look",
-        {"by": "signal"},
-    )
-    assert (entry.version, entry.workflow_id) == (version, "w")
-    assert _actions(store).count("rollout.paused") == 1
-    assert store.revision() == revision
 
 
 def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
@@ -515,19 +489,18 @@ def test_promote_makes_stable_and_clears_everything(store: Store) -> None:
         == count_rows(store, ConfigLock)
         == 0
     )
-    assert store.load_snapshot(NS, PATH) == store.load_snapshots()[(NS, PATH)]
-    snapshot = store.load_snapshot(NS, PATH)
+    snapshot = snapshot_of(store, NS, PATH)
     assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
     assert _actions(store).count("rollout.promoted") == 1
     infos = {info.version: info for info in store.list_versions(NS, PATH)}
     assert infos[new].is_stable and len(infos[new].stable_since) == 1
     # The lock is free again: the next rollout may start.
-    store.acquire_lock(NS, PATH, workflow_id="w2", run_id="r2", version=old)
+    store.acquire_locks({(NS, PATH): old}, workflow_id="w2", run_id="r2")
 
 
 def test_promote_without_stages_right_after_the_lock(store: Store) -> None:
     version = put(store, 1)
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r1", version=version)
+    store.acquire_locks({(NS, PATH): version}, workflow_id="w", run_id="r1")
     assert store.promote(
         NS,
         PATH,
@@ -579,7 +552,7 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
     version = put(store, {"n": 2})
     run = dict(run_id="r1", workflow_id="w")
     if state in ("locked", "begun", "published", "paused", "reverted", "promoted"):
-        store.acquire_lock(NS, PATH, version=version, **run)
+        store.acquire_locks({(NS, PATH): version}, **run)
     if state in ("begun", "published", "paused", "reverted", "promoted"):
         store.begin_rollout(NS, PATH, version=version, actor="w", reason="", event_key="b", **run)
     if state in ("published", "paused", "reverted", "promoted"):
@@ -587,8 +560,9 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
             NS, PATH, run_id="r1", stage=stage(0, channel="c"), actor="w", event_key="p0"
         )
     if state == "paused":
-        store.set_rollout_state(
-            NS, PATH, run_id="r1", state="paused", actor="w", reason="", event_key="pause"
+        # As the workflow's record_transition activity records a pause: an audit row only.
+        store.record_event(
+            NS, PATH, action="rollout.paused", actor="w", version=version, event_key="pause"
         )
     if state == "other_holds":
         start(store, version, run_id="r2", workflow_id="w2")
@@ -637,7 +611,7 @@ def test_revert_from_every_state(store: Store, state: str) -> None:
         assert store.get_lock(NS, PATH) is None
         assert store.get_rollout(NS, PATH) is None
         assert count_rows(store, RolloutStage) == 0
-        snapshot = store.load_snapshot(NS, PATH)
+        snapshot = snapshot_of(store, NS, PATH)
         assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
     expected_stable = version if state == "promoted" else stable
     current = store.get_stable(NS, PATH)
@@ -650,7 +624,9 @@ def test_revert_clears_a_dead_runs_rollout_when_this_run_holds_the_lock(store: S
     store.publish_stage(
         NS, PATH, run_id="dead", stage=stage(0, channel="c"), actor="w", event_key="d0"
     )
-    store.acquire_lock(NS, PATH, workflow_id="w2", run_id="r2", version=v2, replace_run_id="dead")
+    store.acquire_locks(
+        {(NS, PATH): v2}, workflow_id="w2", run_id="r2", replace={(NS, PATH): "dead"}
+    )
     assert (
         store.revert(
             NS,
@@ -733,7 +709,7 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
     assert grew()
     v2 = put(store, 2)
     assert grew()
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r", version=v2)
+    store.acquire_locks({(NS, PATH): v2}, workflow_id="w", run_id="r")
     assert same()
     store.begin_rollout(
         NS, PATH, workflow_id="w", run_id="r", version=v2, actor="w", reason="", event_key="b"
@@ -745,9 +721,7 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
         NS, PATH, run_id="r", leases=[StageLease(0, store.now() + timedelta(hours=2))]
     )
     assert grew()
-    store.set_rollout_state(
-        NS, PATH, run_id="r", state="holding", actor="w", reason="", event_key="h"
-    )
+    store.record_event(NS, PATH, action="rollout.holding", actor="w", event_key="h")
     assert same()
     store.record_event(NS, PATH, action="note", actor="op")
     assert same()
@@ -755,7 +729,7 @@ def test_revision_grows_with_every_client_visible_change(store: Store) -> None:
         NS, PATH, run_id="r", workflow_id="w", version=v2, actor="w", reason="", event_key="pr"
     )
     assert grew()
-    store.acquire_lock(NS, PATH, workflow_id="w", run_id="r3", version=v1)
+    store.acquire_locks({(NS, PATH): v1}, workflow_id="w", run_id="r3")
     store.publish_stage(
         NS, PATH, run_id="r3", stage=stage(0, channel="c"), actor="w", event_key="p3"
     )
@@ -793,7 +767,6 @@ def test_load_snapshots_of_several_configs(store: Store) -> None:
 
     revision, snapshots = store.load_snapshots_with_revision()
     assert revision == store.revision()
-    assert snapshots == store.load_snapshots()
     assert set(snapshots) == {(NS, "a"), (NS, "team/b"), ("staging", "c")}
     a = snapshots[(NS, "a")]
     assert (
@@ -807,9 +780,6 @@ def test_load_snapshots_of_several_configs(store: Store) -> None:
     assert dict(b.stages[1].labels) == {"zone": "z1"} and b.stages[1].percentile == 10
     c = snapshots[("staging", "c")]
     assert (c.namespace, c.path, c.stable, c.staged, c.stages) == ("staging", "c", None, None, ())
-    for key, snapshot in snapshots.items():
-        assert store.load_snapshot(*key) == snapshot
-    assert store.load_snapshot(NS, "schema/only") is None
     assert all(
         _is_utc(t)
         for s in snapshots.values()
@@ -830,10 +800,10 @@ def test_load_snapshots_query_count_does_not_grow_with_configs(store: Store) -> 
             nonlocal count
             count += 1
 
-        engine = store._engine  # white-box: count the statements one load_snapshots issues
+        engine = store._engine  # white-box: count the statements one load issues
         event.listen(engine, "before_cursor_execute", on_execute)
         try:
-            store.load_snapshots()
+            snapshots_of(store)
         finally:
             event.remove(engine, "before_cursor_execute", on_execute)
         return count
@@ -853,7 +823,7 @@ def test_load_snapshots_query_count_does_not_grow_with_configs(store: Store) -> 
     few = statements_for_load()
     add_configs(2, 25)
     many = statements_for_load()
-    assert len(store.load_snapshots()) == 25
+    assert len(snapshots_of(store)) == 25
     assert many == few <= 8
 
 

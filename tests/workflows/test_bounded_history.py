@@ -35,6 +35,7 @@ from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.fixtures.services import http_judge
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
+from tests.store.helpers import snapshot_of
 from tests.workflows.test_rollout import NAMESPACE, example_request, make_stable, unique_path
 
 EVENT_BUDGET = 10_000
@@ -415,7 +416,7 @@ async def test_a_continued_rollout_keeps_its_lock_and_renews_its_leases(
 
     # A later run's renewal reached the store: its stage's lease is one that such a run wrote.
     async def renewed_by_a_later_run() -> bool:
-        snapshot = store.load_snapshot(NAMESPACE, path)
+        snapshot = snapshot_of(store, NAMESPACE, path)
         assert snapshot is not None and len(snapshot.stages) == 1
         written = {
             datetime.fromisoformat(completed_result(events, renewal)["expires_at"]["0"])

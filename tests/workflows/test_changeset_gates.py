@@ -17,6 +17,7 @@ from tempoconf.rollout.plan import PlannedStage
 from tempoconf.store.records import AppliedReport, SeenClient
 from tempoconf.store.store import Store
 from tests.fixtures.temporal import RolloutHarness, rollout_result
+from tests.store.helpers import snapshot_of
 from tests.workflows.test_rollout import NAMESPACE, unique_path, wait_for_state
 from tests.workflows.test_windows_freezes import fast_freeze_harness  # noqa: F401 (a fixture)
 
@@ -25,7 +26,7 @@ OTHER_NAMESPACE = "other-team"
 
 def served(store: Store, namespace: str, path: str, channel: str | None = None) -> tuple[str, str]:
     """(version, stage) a client of this channel resolves to right now."""
-    snapshot = store.load_snapshot(namespace, path)
+    snapshot = snapshot_of(store, namespace, path)
     assert snapshot is not None, f"{namespace}/{path} is unknown to the store"
     resolution = resolve(snapshot, ClientIdentity("host", channel, {}), datetime.now(UTC))
     assert resolution is not None

@@ -44,6 +44,7 @@ from tests.fixtures.temporal import (
     sqlite_harness,
 )
 from tests.fixtures.waiting import eventually
+from tests.store.helpers import snapshot_of
 from tests.workflows.test_rollout import NAMESPACE, status, unique_path, wait_for_state
 
 SCHEMA = {
@@ -152,7 +153,7 @@ async def test_halt_reverts_every_config_and_each_history_ends_with_it(
     paths = await stable_pair(harness)
     handle = await start_held(harness, paths)
     for path in paths:
-        snapshot = harness.store.load_snapshot(NAMESPACE, path)
+        snapshot = snapshot_of(harness.store, NAMESPACE, path)
         assert snapshot is not None and snapshot.staged is not None and snapshot.stages
         lock = harness.store.get_lock(NAMESPACE, path)
         assert lock is not None and lock.workflow_id == handle.id
@@ -163,7 +164,7 @@ async def test_halt_reverts_every_config_and_each_history_ends_with_it(
     result = await rollout_result(handle)
     assert result["outcome"] == "halted"
     for path, old in zip(paths, OLD, strict=True):
-        snapshot = harness.store.load_snapshot(NAMESPACE, path)
+        snapshot = snapshot_of(harness.store, NAMESPACE, path)
         assert snapshot is not None and snapshot.staged is None and snapshot.stages == ()
         assert snapshot.stable is not None and snapshot.stable.value == old
         assert harness.store.get_lock(NAMESPACE, path) is None

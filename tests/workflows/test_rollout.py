@@ -21,6 +21,7 @@ from tempoconf.resolution.bucketing import bucket
 from tempoconf.store.store import Store
 from tests.fixtures.temporal import RolloutHarness, rollout_result
 from tests.fixtures.waiting import eventually
+from tests.store.helpers import snapshot_of
 
 NAMESPACE = "default"
 STABLE_VALUE = {"is_debug": False, "max_connections": 1000}
@@ -50,7 +51,7 @@ def served(
     labels: dict[str, str] | None = None,
 ) -> tuple[str, str]:
     """(version, stage) that this client resolves to right now."""
-    snapshot = store.load_snapshot(NAMESPACE, path)
+    snapshot = snapshot_of(store, NAMESPACE, path)
     assert snapshot is not None, f"{path} is unknown to the store"
     resolution = resolve(
         snapshot, ClientIdentity(client_id, channel, labels or {}), datetime.now(UTC)
@@ -485,7 +486,7 @@ async def test_bad_input_fails_at_once_and_publishes_nothing(
     assert store.get_rollout(NAMESPACE, path) is None
     assert store.get_lock(NAMESPACE, path) is None
     assert store.list_versions(NAMESPACE, path) == versions_before
-    snapshot = store.load_snapshot(NAMESPACE, path)
+    snapshot = snapshot_of(store, NAMESPACE, path)
     assert snapshot is not None and snapshot.stages == ()
     # A single attempt: no retries of a request that cannot succeed.
     history = [event async for event in handle.fetch_history_events()]
