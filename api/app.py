@@ -18,7 +18,7 @@ from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_appl
 from tempoconf.api.bundles import BUNDLES_PREFIX, BundlePolls
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
-from tempoconf.api.lean_protocol import LeanHttpToolsProtocol
+from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
 from tempoconf.api.openapi import route as openapi
@@ -88,11 +88,7 @@ class DistributionApp(Starlette):
     """Where the GETs that `answer_directly` may take are (api/lean_protocol.py)."""
 
     def answer_directly(
-        self,
-        connection: LeanHttpToolsProtocol,
-        path: bytes,
-        query_string: bytes,
-        headers: list[tuple[bytes, bytes]],
+        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
     ) -> bool:
         """The protocol's `DirectAnswers`: a plain GET of a config or a bundle is answered on
         its connection (by ConfigPolls or BundlePolls), anything else goes the ASGI way."""

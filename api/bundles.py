@@ -22,7 +22,7 @@ from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import ConfigQuery, header_lines, json_headers
 from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
-from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnected
+from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol, disconnected
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
@@ -177,11 +177,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
             metrics.long_poll_waits.observe(loop.time() - began)
 
     def answer_directly(
-        self,
-        connection: LeanHttpToolsProtocol,
-        path: bytes,
-        query_string: bytes,
-        headers: list[tuple[bytes, bytes]],
+        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
     ) -> bool:
         """A GET of a bundle, answered on its connection: at once, or when its long-poll ends.
         Declined (False) when the answer is an error (also a target to percent-decode):

@@ -29,7 +29,10 @@ import httptools
 from starlette.types import Receive
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-__all__ = ["DirectAnswers", "LeanHttpToolsProtocol", "disconnect_watch", "disconnected"]
+__all__ = ["DirectAnswers", "Headers", "LeanHttpToolsProtocol", "disconnect_watch", "disconnected"]
+
+Headers = list[tuple[bytes, bytes]]
+"""A request's header lines as httptools and ASGI give them: (lowercased name, value)."""
 
 
 class DirectAnswers(Protocol):
@@ -40,11 +43,7 @@ class DirectAnswers(Protocol):
     """Only request targets that start with this are offered."""
 
     def answer_directly(
-        self,
-        connection: LeanHttpToolsProtocol,
-        path: bytes,
-        query_string: bytes,
-        headers: list[tuple[bytes, bytes]],
+        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
     ) -> bool:
         """Answer this GET (`connection.answer`, now or after `connection.begin_wait`), or
         decline it (False: it goes to the ASGI app, which must answer it alike, errors too)."""

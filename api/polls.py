@@ -27,7 +27,12 @@ from tempoconf.api.distribution import (
 )
 from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
-from tempoconf.api.lean_protocol import LeanHttpToolsProtocol, disconnect_watch, disconnected
+from tempoconf.api.lean_protocol import (
+    Headers,
+    LeanHttpToolsProtocol,
+    disconnect_watch,
+    disconnected,
+)
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
@@ -159,19 +164,15 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             await send_error(send, ApiError(500, "internal error"), head)
 
     def answer_directly(
-        self,
-        connection: LeanHttpToolsProtocol,
-        path: bytes,
-        query_string: bytes,
-        headers: list[tuple[bytes, bytes]],
+        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
     ) -> bool:
         """A GET of a config, answered on its connection (api/lean_protocol.py): at once, or
         when its long-poll ends. Declined (False) when the answer is not a 200 or a 304 (an
         error; also a target to percent-decode): `__call__` answers those, and finds the same."""
+        if b"%" in path:
+            return False
         started = perf_counter()
         try:
-            if b"%" in path:
-                return False
             if_none = client_if_none_match(headers, self._settings.client_token)
             query = self._query(path.decode("ascii"), query_string)
             prepared = self._prepared_config(query)

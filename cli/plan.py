@@ -85,6 +85,24 @@ def stage_reach(
     return reach, untouched
 
 
+@dataclass(frozen=True)
+class PlanFacts:
+    """What `rollout plan` found, printed as a table or as JSON."""
+
+    plan: RolloutPlan
+    rollback: bool
+    stored: bool
+    stable: Any
+    diff: list[str]
+    reach: list[StageReach]
+    untouched: list[str]
+    clients: list[KnownClient]
+    reported: int
+    listed: int
+    explicit: int
+    warnings: list[str]
+
+
 def value_diff(old: Any, new: Any, *, old_name: str, new_name: str) -> list[str]:
     """A unified diff of two values as pretty JSON with sorted keys ([] when equal)."""
 
@@ -156,31 +174,7 @@ def plan_command(args: argparse.Namespace) -> int:
                 + ": the rollout would change no value"
                 + (" of it" if prepared.changes else "")
             )
-    if args.json:
-        print(
-            json.dumps(
-                _changeset_json(prepared)
-                | _plan_json(
-                    plan,
-                    request.version is not None,
-                    prepared.version_exists,
-                    stable,
-                    diff,
-                    reach,
-                    untouched,
-                    clients,
-                    len(reported),
-                    len(listed),
-                    explicit,
-                    warnings,
-                ),
-                indent=2,
-            )
-        )
-        return 0
-    _print_plan(
-        args,
-        prepared,
+    facts = PlanFacts(
         plan,
         request.version is not None,
         prepared.version_exists,
@@ -193,8 +187,11 @@ def plan_command(args: argparse.Namespace) -> int:
         len(listed),
         explicit,
         warnings,
-        since,
     )
+    if args.json:
+        print(json.dumps(_changeset_json(prepared) | _plan_json(facts), indent=2))
+        return 0
+    _print_plan(args, prepared, facts, since)
     return 0
 
 
@@ -301,20 +298,17 @@ def _version_note(rollback: bool, stored: bool) -> str:
     return "already stored: reused" if stored else "new: stored when the rollout starts"
 
 
-def _plan_json(
-    plan: RolloutPlan, rollback: bool, stored: bool, stable: Any, diff: list[str],
-    reach: list[StageReach], untouched: list[str], clients: list[KnownClient], reported: int,
-    listed: int, explicit: int, warnings: list[str],
-) -> dict[str, Any]:  # fmt: skip
+def _plan_json(facts: PlanFacts) -> dict[str, Any]:
+    plan, stable, reach, explicit = facts.plan, facts.stable, facts.reach, facts.explicit
     return {
         "namespace": plan.namespace,
         "path": plan.path,
         "version": plan.version,
         "digest": plan_digest(plan),
-        "version_exists": stored,
-        "rollback": rollback,
+        "version_exists": facts.stored,
+        "rollback": facts.rollback,
         "stable": stable.version if stable else None,
-        "diff": "\n".join(diff),
+        "diff": "\n".join(facts.diff),
         "stages": [
             {
                 "index": stage.index,
@@ -335,16 +329,16 @@ def _plan_json(
             for stage, item in zip(plan.stages, reach, strict=True)
         ],
         "clients": {
-            "known": len(clients),
-            "reported": reported,
-            "listed": listed,
-            "stay_on_stable": untouched,
+            "known": len(facts.clients),
+            "reported": facts.reported,
+            "listed": facts.listed,
+            "stay_on_stable": facts.untouched,
         },
         "webhooks": plan.webhooks,
         "windows": [window.describe() for window in plan.windows],
         "next_window_opening": _next_opening_iso(plan.windows),
         "override_freeze": plan.override_freeze,
-        "warnings": warnings,
+        "warnings": facts.warnings,
         "published": False,
     }
 
@@ -393,12 +387,12 @@ def describe_apply_gate(stage: PlannedStage) -> str:
 
 
 def _print_plan(
-    args: argparse.Namespace, prepared: Prepared, plan: RolloutPlan, rollback: bool, stored: bool,
-    stable: Any, diff: list[str], reach: list[StageReach], untouched: list[str],
-    clients: list[KnownClient], reported: int, listed: int, explicit: int, warnings: list[str],
-    since: timedelta,
-) -> None:  # fmt: skip
-    _print_header(args, prepared, plan, stored, stable)
+    args: argparse.Namespace, prepared: Prepared, facts: PlanFacts, since: timedelta
+) -> None:
+    plan, diff, reach, untouched = facts.plan, facts.diff, facts.reach, facts.untouched
+    clients, explicit, warnings = facts.clients, facts.explicit, facts.warnings
+    reported, listed = facts.reported, facts.listed
+    _print_header(args, prepared, plan, facts.stored, facts.stable)
     for label, text in (
         ("author", plan.author),
         ("commit", plan.commit),
