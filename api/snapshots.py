@@ -228,11 +228,10 @@ class SnapshotCache(HeldSnapshots):
     async def stop(self) -> None:
         """Stop polling (idempotent)."""
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[SnapshotCache]:

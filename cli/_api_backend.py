@@ -177,13 +177,7 @@ class ApiBackend:
         ]
 
     async def client_rows(
-        self,
-        namespace: str,
-        path: str,
-        *,
-        since: timedelta,
-        version: str | None,
-        not_applied: bool,
+        self, namespace: str, path: str, *, since: timedelta, version: str | None, not_applied: bool
     ) -> list[ClientApplied]:
         params = {"since_seconds": f"{since.total_seconds():g}"}
         if version is not None:

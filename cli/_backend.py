@@ -68,13 +68,7 @@ class OperatorBackend(Protocol):
         self, namespace: str, path: str, *, since: timedelta
     ) -> list[KnownClient]: ...
     async def client_rows(
-        self,
-        namespace: str,
-        path: str,
-        *,
-        since: timedelta,
-        version: str | None,
-        not_applied: bool,
+        self, namespace: str, path: str, *, since: timedelta, version: str | None, not_applied: bool
     ) -> list[ClientApplied]:
         """`tempoconf clients`: the clients seen since then, with what each applied."""
         ...
@@ -237,13 +231,7 @@ class DirectBackend:
         return [KnownClient(row.client, row.channel, dict(row.labels)) for row in rows]
 
     async def client_rows(
-        self,
-        namespace: str,
-        path: str,
-        *,
-        since: timedelta,
-        version: str | None,
-        not_applied: bool,
+        self, namespace: str, path: str, *, since: timedelta, version: str | None, not_applied: bool
     ) -> list[ClientApplied]:
         from tempoconf.operations.clients import seen_clients
 

@@ -3,7 +3,6 @@ entry, undo a start that failed half-way, stop on exit."""
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
 
 __all__ = ["AsyncRunning"]
@@ -27,10 +26,5 @@ class AsyncRunning:
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._stop()

@@ -10,11 +10,10 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from tempoconf.client._common import ClientBase
+from tempoconf.client._common import ClientBase, get_options, subscriber_failed
 from tempoconf.client._core import (
     ReportRequest,
     WatchState,
-    apply_error_text,
     check_report_answer,
     report_unreachable,
 )
@@ -36,12 +35,7 @@ async def fetch_async(
     request = state.config_request(long_poll=long_poll)
     started = state.monotonic()
     try:
-        response = await http.get(
-            request.url,
-            params=request.params,
-            headers=request.headers,
-            timeout=httpx.Timeout(state.options.timeout, read=request.read_timeout),
-        )
+        response = await http.get(request.url, **get_options(state, request))
     except httpx.HTTPError as exc:
         raise state.on_transport_error(exc) from exc
     return state.on_response(
@@ -201,10 +195,8 @@ class AsyncConfigClient(ClientBase, AsyncWatching):
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:  # one bad subscriber must not stop the watcher or the others
-                failure = failure or apply_error_text(exc)
-                logger.exception(
-                    "config subscriber %r failed on version %s", callback, value.version
-                )
+                error = subscriber_failed(callback, value, exc)
+                failure = failure or error
         if callbacks and self._report_applied and value.source != "cache":
             try:
                 await self.report_applied(value.version, failure)

@@ -3,20 +3,31 @@ options) and the read-only properties over the state."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
+import httpx
 from prometheus_client import CollectorRegistry
 
 from tempoconf.backoff import Backoff
 from tempoconf.client._cache import DiskCache, identity_key
-from tempoconf.client._core import WatchState
+from tempoconf.client._core import ConfigRequest, WatchState, apply_error_text
 from tempoconf.client._metrics import VersionGauge
 from tempoconf.client._model import ConfigClientError, ConfigValue, Source
 from tempoconf.client._options import ClientOptions, ClientSettings, client_id_of, client_options
 
-__all__ = ["ClientBase", "StateParts", "build_state", "state_parts"]
+__all__ = [
+    "ClientBase",
+    "StateParts",
+    "build_state",
+    "get_options",
+    "state_parts",
+    "subscriber_failed",
+]
+
+logger = logging.getLogger("tempoconf.client")
 
 
 def build_state(api_url: str, path: str, options: ClientOptions) -> WatchState:
@@ -28,6 +39,18 @@ def build_state(api_url: str, path: str, options: ClientOptions) -> WatchState:
         )
         cache = DiskCache(Path(options.cache_dir), identity)
     return WatchState(api_url, path, options, cache=cache, **state_parts(options))
+
+
+def get_options(state: WatchState, request: ConfigRequest) -> dict[str, Any]:
+    """httpx's arguments of a config GET after its URL: query, headers and timeouts."""
+    timeout = httpx.Timeout(state.options.timeout, read=request.read_timeout)
+    return {"params": request.params, "headers": request.headers, "timeout": timeout}
+
+
+def subscriber_failed(callback: object, value: ConfigValue, error: Exception) -> str:
+    """Log a subscriber's exception (called in its `except`); what the apply report says of it."""
+    logger.exception("config subscriber %r failed on version %s", callback, value.version)
+    return apply_error_text(error)
 
 
 def state_parts(options: ClientOptions) -> StateParts:

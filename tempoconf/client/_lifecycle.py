@@ -3,7 +3,6 @@ close on exit."""
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
 
 __all__ = ["AsyncClosing", "AsyncWatching", "Watching"]
@@ -22,12 +21,7 @@ class Watching:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -37,12 +31,7 @@ class AsyncClosing:
     async def aclose(self) -> None:
         raise NotImplementedError
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 

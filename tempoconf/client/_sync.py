@@ -12,11 +12,10 @@ from collections.abc import Callable
 import httpx
 
 from tempoconf.client._async import watch_loop
-from tempoconf.client._common import ClientBase
+from tempoconf.client._common import ClientBase, get_options, subscriber_failed
 from tempoconf.client._core import (
     ReportRequest,
     WatchState,
-    apply_error_text,
     check_report_answer,
     report_unreachable,
 )
@@ -36,12 +35,7 @@ def fetch_sync(state: WatchState, http: httpx.Client) -> ConfigValue | None:
     request = state.config_request(long_poll=False)
     started = state.monotonic()
     try:
-        response = http.get(
-            request.url,
-            params=request.params,
-            headers=request.headers,
-            timeout=httpx.Timeout(state.options.timeout, read=request.read_timeout),
-        )
+        response = http.get(request.url, **get_options(state, request))
     except httpx.HTTPError as exc:
         raise state.on_transport_error(exc) from exc
     return state.on_response(
@@ -199,10 +193,8 @@ class ConfigClient(ClientBase, Watching):
             try:
                 callback(value)
             except Exception as exc:  # one bad subscriber must not stop the watcher or the others
-                failure = failure or apply_error_text(exc)
-                logger.exception(
-                    "config subscriber %r failed on version %s", callback, value.version
-                )
+                error = subscriber_failed(callback, value, exc)
+                failure = failure or error
         if callbacks and self._report_applied and value.source != "cache":
             try:
                 self.report_applied(value.version, failure)
