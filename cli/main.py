@@ -12,8 +12,18 @@ import time
 from collections.abc import Sequence
 
 from tempoconf.cli._common import CommandError
-from tempoconf.cli._flags import client_identity_flags, config_namespace_flag
-from tempoconf.rollout.commands import OPERATOR_COMMANDS
+from tempoconf.cli._flags import (
+    Command,
+    Subcommands,
+    add_command,
+    add_commands,
+    client_identity_flags,
+    config_namespace_flag,
+    flag,
+    json_flag,
+    switch,
+)
+from tempoconf.rollout.commands import OPERATOR_COMMANDS, CommandSpec
 
 __all__ = ["build_parser", "main"]
 
@@ -83,6 +93,305 @@ def _stack_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", help="store URL (default SQLite in the data dir)")
 
 
+_PATH = flag("path", metavar="PATH")
+_REQUEST_FILE = flag("file", metavar="FILE", help="rollout request (JSON; - for stdin)")
+_AUDIT_REASON = flag("--reason", default="", help="why, for the audit log")
+
+_DEMO_FLAGS = (
+    switch("--happy-path-only", "roll out the example only, not the bad value after it"),
+    switch(
+        "--exit-after-rollout",
+        "exit when the first rollout ends, before the bad value (0 if promoted)",
+    ),
+    switch(
+        "--exit-after-demo",
+        "exit when the demo's rollouts end instead of staying up (0 if the first was "
+        "promoted and the bad value was caught by the canaries and reverted)",
+    ),
+    flag("--clients", type=int, default=200, help="size of the simulated fleet (default 200)"),
+    flag(
+        "--cooldown",
+        default="5s",
+        help="hold time of every stage of the first rollout (default 5s; the bad value's "
+        "canary stage holds 30s, checked every second)",
+    ),
+)
+
+_STACK = (
+    Command(
+        "dev",
+        "Temporal dev server, worker and API on this machine; Ctrl-C stops all three",
+        "components.dev_command",
+        [_stack_flags],
+        connected=False,
+    ),
+    Command(
+        "demo",
+        "the dev stack, a simulated fleet and two rollouts with live progress: the example "
+        "promoted, then a bad value caught by the canaries and reverted",
+        "demo.demo_command",
+        [_stack_flags, *_DEMO_FLAGS],
+        connected=False,
+    ),
+    Command(
+        "worker",
+        "run the rollout worker (real deployment)",
+        "components.worker_command",
+        [
+            flag(
+                "--deployment-name",
+                help="Worker Deployment this worker is a version of (env "
+                "TEMPOCONF_DEPLOYMENT_NAME; default none: an unversioned worker)",
+            ),
+            flag(
+                "--build-id",
+                help="this worker's build in its deployment (env TEMPOCONF_BUILD_ID; default the "
+                "package version and a hash of its code)",
+            ),
+            flag(
+                "--sdk-metrics-address",
+                metavar="IP:PORT",
+                help="serve the Temporal SDK's metrics (temporal_*) for Prometheus at http://"
+                "IP:PORT/metrics (env TEMPOCONF_SDK_METRICS_ADDRESS; default off)",
+            ),
+        ],
+    ),
+)
+
+_DB = (
+    Command(
+        "upgrade",
+        "migrate the store to this version's schema (run once per upgrade, before the API and "
+        "workers start)",
+        "db.upgrade_command",
+    ),
+    Command(
+        "downgrade",
+        "take the store back to an earlier version's migration (run with this version, before "
+        "the earlier one runs again; no rollout running)",
+        "db.downgrade_command",
+        [
+            flag(
+                "revision",
+                metavar="REVISION",
+                help="the migration to go back to, as the earlier tempoconf names it (e.g. "
+                "0006_freezes)",
+            )
+        ],
+    ),
+)
+
+_SCHEMA = (
+    Command(
+        "set",
+        "register (or replace) a JSON Schema",
+        "schema.set_command",
+        [
+            flag("path", metavar="PATH", help="config path, e.g. myproject/server_config"),
+            flag("file", metavar="FILE", help="JSON Schema file (draft 2020-12; - for stdin)"),
+            _AUDIT_REASON,
+            config_namespace_flag,
+        ],
+    ),
+    Command(
+        "get", "print a config's JSON Schema", "schema.get_command", [_PATH, config_namespace_flag]
+    ),
+    Command(
+        "request",
+        "print the rollout request's JSON Schema (for editors; docs/rollout-request.schema.json)",
+        "schema.request_command",
+        connected=False,
+    ),
+)
+
+_ROLLOUT = (
+    Command(
+        "start",
+        "start ConfigRollout from a JSON request",
+        "rollout.start_command",
+        [
+            _REQUEST_FILE,
+            switch("--wait", "wait for the result (exit 1 unless promoted or bypassed)"),
+            flag(
+                "--id", dest="workflow_id", help="workflow id (default rollout:{namespace}/{path})"
+            ),
+        ],
+    ),
+    Command(
+        "status",
+        "progress as the workflow reports it",
+        "status.status_command",
+        [
+            _PATH,
+            switch("--json", "print the raw status object"),
+            switch(
+                "--watch",
+                "redraw until the rollout ends, then exit with its outcome (0 if promoted or "
+                "bypassed)",
+            ),
+            flag(
+                "--interval", type=float, default=2.0, help="seconds between refreshes (default 2)"
+            ),
+            flag(
+                "--id",
+                dest="workflow_id",
+                help="workflow id (default: the lock holder, else the newest in the audit log, "
+                "else rollout:{namespace}/{path})",
+            ),
+            config_namespace_flag,
+        ],
+    ),
+    Command(
+        "plan",
+        "validate a request and show what it would do, publishing nothing",
+        "plan.plan_command",
+        [
+            _REQUEST_FILE,
+            flag(
+                "--clients",
+                dest="clients_file",
+                metavar="FILE",
+                help='clients to count per stage: a JSON list of {"client", "channel", "labels"} '
+                "(added to the clients that reported recently)",
+            ),
+            flag(
+                "--since",
+                default="1h",
+                help="how recent a client's report must be to count it (default 1h)",
+            ),
+            json_flag("the plan"),
+        ],
+    ),
+)
+
+
+def _operator_command(command: CommandSpec) -> Command:
+    """`rollout pause|resume|...`: a command of tempoconf.rollout.commands sent to the rollout."""
+    flags = [_PATH]
+    if command.takes_reason:
+        flags.append(flag("--reason", default="", help="why, recorded in the rollout's history"))
+    if command.takes_digest:
+        flags.append(
+            flag(
+                "--digest",
+                default="",
+                help="the digest of the plan you reviewed (`rollout plan` prints it); required by "
+                "a stage with approvals",
+            )
+        )
+    flags.append(
+        flag(
+            "--id",
+            dest="workflow_id",
+            help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
+        )
+    )
+    return Command(
+        command.name.value, command.help, "rollout.update_command", [*flags, config_namespace_flag]
+    )
+
+
+_CONFIG = (
+    Command(
+        "get",
+        "the value the API serves to a client",
+        "get.get_command",
+        [
+            _PATH,
+            client_identity_flags,
+            switch("--stable", "the stable value, whatever the stages say"),
+            config_namespace_flag,
+        ],
+    ),
+    Command(
+        "versions",
+        "the versions of a config, newest first",
+        "schema.versions_command",
+        [_PATH, json_flag("the versions"), config_namespace_flag],
+    ),
+    Command(
+        "history",
+        "the audit log of a config, oldest first",
+        "schema.history_command",
+        [
+            _PATH,
+            flag("--limit", type=int, default=50, help="the last N entries (default 50)"),
+            json_flag("the entries"),
+            config_namespace_flag,
+        ],
+    ),
+    Command(
+        "clients",
+        "the clients seen on a config and the version each applied",
+        "clients.clients_command",
+        [
+            _PATH,
+            flag("--version", metavar="V", help="only the clients on this version"),
+            switch(
+                "--not-applied", "with --version: only the clients that have not reported V applied"
+            ),
+            flag(
+                "--since",
+                default="1h",
+                help="how recently a client must have been seen (default 1h)",
+            ),
+            json_flag("the clients"),
+            config_namespace_flag,
+        ],
+        description=(
+            "The clients seen polling or reporting on a config recently, with the version each "
+            "last reported applied (and its last apply error). --version V lists those on V; "
+            "--not-applied, those served V that have not applied it (a stage's stragglers)."
+        ),
+    ),
+    Command(
+        "rollback",
+        "put a config back on a version it had: at once, or through stages with --staged",
+        "rollout.rollback_command",
+        [
+            _PATH,
+            flag("version", metavar="VERSION", help="a version id (`tempoconf versions PATH`)"),
+            _AUDIT_REASON,
+            switch(
+                "--staged",
+                "roll back through stages (canary channel → 10%% → 50%%) instead of at once",
+            ),
+            flag("--cooldown", help="hold of each stage of a --staged rollback (default 5m)"),
+            flag(
+                "--stages-from",
+                metavar="FILE",
+                help="a --staged rollback takes 'stages' (and 'strategy') of this request file",
+            ),
+            switch("--wait", "wait for the result (an immediate rollback waits unless --no-wait)"),
+            switch("--no-wait", "start it and return"),
+            config_namespace_flag,
+        ],
+    ),
+)
+
+_TRACE = Command(
+    "trace",
+    "the traces of rollouts in files of spans (OTEL_TRACES_EXPORTER=console), as trees",
+    "trace.trace_command",
+    [
+        flag("files", metavar="FILE", nargs="+", help="output holding spans"),
+        flag("--workflow-id", help="only the rollout of this workflow id (default: every rollout)"),
+    ],
+    connected=False,
+    description=(
+        "Reads the spans that processes traced with OTEL_TRACES_EXPORTER=console wrote to "
+        "their standard output (other output in the files is skipped) and prints each "
+        "rollout's trace as an indented tree: span, service where it changes, duration."
+    ),
+)
+
+
+def _actions(commands: Subcommands, name: str, help: str) -> Subcommands:
+    """`tempoconf NAME ACTION`: the subcommands of a group."""
+    group = commands.add_parser(name, help=help)
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+
+
 def build_parser() -> argparse.ArgumentParser:
     connection = _connection_flags()
     parser = argparse.ArgumentParser(
@@ -95,66 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the installed version of tempoconf and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    dev = commands.add_parser(
-        "dev", help="Temporal dev server, worker and API on this machine; Ctrl-C stops all three"
-    )
-    _stack_flags(dev)
-    dev.set_defaults(handler="components.dev_command")
-
-    demo_parser = commands.add_parser(
-        "demo",
-        help="the dev stack, a simulated fleet and two rollouts with live progress: the example "
-        "promoted, then a bad value caught by the canaries and reverted",
-    )
-    _stack_flags(demo_parser)
-    demo_parser.add_argument(
-        "--happy-path-only",
-        action="store_true",
-        help="roll out the example only, not the bad value after it",
-    )
-    demo_parser.add_argument(
-        "--exit-after-rollout",
-        action="store_true",
-        help="exit when the first rollout ends, before the bad value (0 if promoted)",
-    )
-    demo_parser.add_argument(
-        "--exit-after-demo",
-        action="store_true",
-        help="exit when the demo's rollouts end instead of staying up (0 if the first was "
-        "promoted and the bad value was caught by the canaries and reverted)",
-    )
-    demo_parser.add_argument(
-        "--clients", type=int, default=200, help="size of the simulated fleet (default 200)"
-    )
-    demo_parser.add_argument(
-        "--cooldown",
-        default="5s",
-        help="hold time of every stage of the first rollout (default 5s; the bad value's canary "
-        "stage holds 30s, checked every second)",
-    )
-    demo_parser.set_defaults(handler="demo.demo_command")
-
-    worker = commands.add_parser(
-        "worker", parents=[connection], help="run the rollout worker (real deployment)"
-    )
-    worker.add_argument(
-        "--deployment-name",
-        help="Worker Deployment this worker is a version of (env TEMPOCONF_DEPLOYMENT_NAME; "
-        "default none: an unversioned worker)",
-    )
-    worker.add_argument(
-        "--build-id",
-        help="this worker's build in its deployment (env TEMPOCONF_BUILD_ID; default the package "
-        "version and a hash of its code)",
-    )
-    worker.add_argument(
-        "--sdk-metrics-address",
-        metavar="IP:PORT",
-        help="serve the Temporal SDK's metrics (temporal_*) for Prometheus at http://IP:PORT"
-        "/metrics (env TEMPOCONF_SDK_METRICS_ADDRESS; default off)",
-    )
-    worker.set_defaults(handler="components.worker_command")
+    add_commands(commands, _STACK, connection)
 
     api = commands.add_parser(
         "api",
@@ -181,226 +431,15 @@ def build_parser() -> argparse.ArgumentParser:
     from tempoconf.cli import edge as edge_cli  # its flags only: the API is imported when it runs
 
     edge_cli.add_parser(commands)
-
-    db_parser = commands.add_parser("db", help="the store's schema: migrations")
-    db_commands = db_parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    db_upgrade = db_commands.add_parser(
-        "upgrade",
-        parents=[connection],
-        help="migrate the store to this version's schema (run once per upgrade, before the API "
-        "and workers start)",
-    )
-    db_upgrade.set_defaults(handler="db.upgrade_command")
-    db_downgrade = db_commands.add_parser(
-        "downgrade",
-        parents=[connection],
-        help="take the store back to an earlier version's migration (run with this version, "
-        "before the earlier one runs again; no rollout running)",
-    )
-    db_downgrade.add_argument(
-        "revision",
-        metavar="REVISION",
-        help="the migration to go back to, as the earlier tempoconf names it (e.g. 0006_freezes)",
-    )
-    db_downgrade.set_defaults(handler="db.downgrade_command")
-
-    schema_parser = commands.add_parser(
-        "schema", help="the JSON Schema of a config, or of the rollout request"
-    )
-    schema_commands = schema_parser.add_subparsers(
-        dest="schema_command", required=True, metavar="ACTION"
-    )
-    schema_set = schema_commands.add_parser(
-        "set", parents=[connection], help="register (or replace) a JSON Schema"
-    )
-    schema_set.add_argument(
-        "path", metavar="PATH", help="config path, e.g. myproject/server_config"
-    )
-    schema_set.add_argument(
-        "file", metavar="FILE", help="JSON Schema file (draft 2020-12; - for stdin)"
-    )
-    schema_set.add_argument("--reason", default="", help="why, for the audit log")
-    config_namespace_flag(schema_set)
-    schema_set.set_defaults(handler="schema.set_command")
-    schema_get = schema_commands.add_parser(
-        "get", parents=[connection], help="print a config's JSON Schema"
-    )
-    schema_get.add_argument("path", metavar="PATH")
-    config_namespace_flag(schema_get)
-    schema_get.set_defaults(handler="schema.get_command")
-    schema_request = schema_commands.add_parser(
-        "request",
-        help="print the rollout request's JSON Schema (for editors; docs/rollout-request.schema.json)",
-    )
-    schema_request.set_defaults(handler="schema.request_command")
-
-    rollout_parser = commands.add_parser("rollout", help="start, watch and steer rollouts")
-    rollout_commands = rollout_parser.add_subparsers(
-        dest="rollout_command", required=True, metavar="ACTION"
-    )
-    start = rollout_commands.add_parser(
-        "start", parents=[connection], help="start ConfigRollout from a JSON request"
-    )
-    start.add_argument("file", metavar="FILE", help="rollout request (JSON; - for stdin)")
-    start.add_argument(
-        "--wait",
-        action="store_true",
-        help="wait for the result (exit 1 unless promoted or bypassed)",
-    )
-    start.add_argument(
-        "--id", dest="workflow_id", help="workflow id (default rollout:{namespace}/{path})"
-    )
-    start.set_defaults(handler="rollout.start_command")
-
-    status = rollout_commands.add_parser(
-        "status", parents=[connection], help="progress as the workflow reports it"
-    )
-    status.add_argument("path", metavar="PATH")
-    status.add_argument("--json", action="store_true", help="print the raw status object")
-    status.add_argument(
-        "--watch",
-        action="store_true",
-        help="redraw until the rollout ends, then exit with its outcome (0 if promoted or bypassed)",
-    )
-    status.add_argument(
-        "--interval", type=float, default=2.0, help="seconds between refreshes (default 2)"
-    )
-    status.add_argument(
-        "--id",
-        dest="workflow_id",
-        help="workflow id (default: the lock holder, else the newest in the audit log, "
-        "else rollout:{namespace}/{path})",
-    )
-    config_namespace_flag(status)
-    status.set_defaults(handler="status.status_command")
-
-    plan = rollout_commands.add_parser(
-        "plan",
-        parents=[connection],
-        help="validate a request and show what it would do, publishing nothing",
-    )
-    plan.add_argument("file", metavar="FILE", help="rollout request (JSON; - for stdin)")
-    plan.add_argument(
-        "--clients",
-        dest="clients_file",
-        metavar="FILE",
-        help='clients to count per stage: a JSON list of {"client", "channel", "labels"} '
-        "(added to the clients that reported recently)",
-    )
-    plan.add_argument(
-        "--since",
-        default="1h",
-        help="how recent a client's report must be to count it (default 1h)",
-    )
-    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
-    plan.set_defaults(handler="plan.plan_command")
-
+    add_commands(_actions(commands, "db", "the store's schema: migrations"), _DB, connection)
+    schema_help = "the JSON Schema of a config, or of the rollout request"
+    add_commands(_actions(commands, "schema", schema_help), _SCHEMA, connection)
+    rollout = _actions(commands, "rollout", "start, watch and steer rollouts")
+    add_commands(rollout, _ROLLOUT, connection)
     for command in OPERATOR_COMMANDS:
-        name = command.name.value
-        update = rollout_commands.add_parser(name, parents=[connection], help=command.help)
-        update.add_argument("path", metavar="PATH")
-        if command.takes_reason:
-            update.add_argument(
-                "--reason", default="", help="why, recorded in the rollout's history"
-            )
-        if command.takes_digest:
-            update.add_argument(
-                "--digest",
-                default="",
-                help="the digest of the plan you reviewed (`rollout plan` prints it); "
-                "required by a stage with approvals",
-            )
-        update.add_argument(
-            "--id",
-            dest="workflow_id",
-            help="workflow id (default: the lock holder, else rollout:{namespace}/{path})",
-        )
-        config_namespace_flag(update)
-        update.set_defaults(handler="rollout.update_command", update_name=name)
-
-    get_parser = commands.add_parser(
-        "get", parents=[connection], help="the value the API serves to a client"
-    )
-    get_parser.add_argument("path", metavar="PATH")
-    client_identity_flags(get_parser)
-    get_parser.add_argument(
-        "--stable", action="store_true", help="the stable value, whatever the stages say"
-    )
-    config_namespace_flag(get_parser)
-    get_parser.set_defaults(handler="get.get_command")
-
-    versions = commands.add_parser(
-        "versions", parents=[connection], help="the versions of a config, newest first"
-    )
-    versions.add_argument("path", metavar="PATH")
-    versions.add_argument("--json", action="store_true", help="print the versions as JSON")
-    config_namespace_flag(versions)
-    versions.set_defaults(handler="schema.versions_command")
-
-    history = commands.add_parser(
-        "history", parents=[connection], help="the audit log of a config, oldest first"
-    )
-    history.add_argument("path", metavar="PATH")
-    history.add_argument("--limit", type=int, default=50, help="the last N entries (default 50)")
-    history.add_argument("--json", action="store_true", help="print the entries as JSON")
-    config_namespace_flag(history)
-    history.set_defaults(handler="schema.history_command")
-
-    clients = commands.add_parser(
-        "clients",
-        parents=[connection],
-        help="the clients seen on a config and the version each applied",
-        description=(
-            "The clients seen polling or reporting on a config recently, with the version each "
-            "last reported applied (and its last apply error). --version V lists those on V; "
-            "--not-applied, those served V that have not applied it (a stage's stragglers)."
-        ),
-    )
-    clients.add_argument("path", metavar="PATH")
-    clients.add_argument("--version", metavar="V", help="only the clients on this version")
-    clients.add_argument(
-        "--not-applied",
-        action="store_true",
-        help="with --version: only the clients that have not reported V applied",
-    )
-    clients.add_argument(
-        "--since", default="1h", help="how recently a client must have been seen (default 1h)"
-    )
-    clients.add_argument("--json", action="store_true", help="print the clients as JSON")
-    config_namespace_flag(clients)
-    clients.set_defaults(handler="clients.clients_command")
-
-    rollback = commands.add_parser(
-        "rollback",
-        parents=[connection],
-        help="put a config back on a version it had: at once, or through stages with --staged",
-    )
-    rollback.add_argument("path", metavar="PATH")
-    rollback.add_argument(
-        "version", metavar="VERSION", help="a version id (`tempoconf versions PATH`)"
-    )
-    rollback.add_argument("--reason", default="", help="why, for the audit log")
-    rollback.add_argument(
-        "--staged",
-        action="store_true",
-        help="roll back through stages (canary channel → 10%% → 50%%) instead of at once",
-    )
-    rollback.add_argument(
-        "--cooldown", help="hold of each stage of a --staged rollback (default 5m)"
-    )
-    rollback.add_argument(
-        "--stages-from",
-        metavar="FILE",
-        help="a --staged rollback takes 'stages' (and 'strategy') of this request file",
-    )
-    rollback.add_argument(
-        "--wait",
-        action="store_true",
-        help="wait for the result (an immediate rollback waits unless --no-wait)",
-    )
-    rollback.add_argument("--no-wait", action="store_true", help="start it and return")
-    config_namespace_flag(rollback)
-    rollback.set_defaults(handler="rollout.rollback_command")
+        update = add_command(rollout, _operator_command(command), connection)
+        update.set_defaults(update_name=command.name.value)
+    add_commands(commands, _CONFIG, connection)
 
     from tempoconf.cli import (
         agent,  # its flags only: the client SDK is imported when the command runs
@@ -408,22 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     freeze.add_parser(commands, connection)
-
     agent.add_parser(commands)
-    trace = commands.add_parser(
-        "trace",
-        help="the traces of rollouts in files of spans (OTEL_TRACES_EXPORTER=console), as trees",
-        description=(
-            "Reads the spans that processes traced with OTEL_TRACES_EXPORTER=console wrote to "
-            "their standard output (other output in the files is skipped) and prints each "
-            "rollout's trace as an indented tree: span, service where it changes, duration."
-        ),
-    )
-    trace.add_argument("files", metavar="FILE", nargs="+", help="output holding spans")
-    trace.add_argument(
-        "--workflow-id", help="only the rollout of this workflow id (default: every rollout)"
-    )
-    trace.set_defaults(handler="trace.trace_command")
+    add_command(commands, _TRACE, connection)
     return parser
 
 
