@@ -37,7 +37,14 @@ from tempoconf.resolution.bundles import (
 )
 from tempoconf.settings import Settings
 
-__all__ = ["BUNDLE_ROUTE", "BUNDLES_PREFIX", "CACHE_CONTROL", "BundlePolls", "PreparedBundle"]
+__all__ = [
+    "BUNDLE_ROUTE",
+    "BUNDLES_PREFIX",
+    "CACHE_CONTROL",
+    "BundlePolls",
+    "PreparedBundle",
+    "prepare_bundle",
+]
 
 BUNDLE_ROUTE = "/v1/bundles/{path}"
 CACHE_CONTROL = "public, max-age=0, must-revalidate"

@@ -170,11 +170,7 @@ class OfrepEvaluations:
     """The ASGI callable that answers `POST /ofrep/v1/evaluate/flags[/{key}]`."""
 
     def __init__(
-        self,
-        cache: SnapshotSource,
-        settings: Settings,
-        metrics: ApiMetrics,
-        polls: ConfigPolls,
+        self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics, polls: ConfigPolls
     ) -> None:
         self._cache = cache
         self._settings = settings

@@ -46,8 +46,9 @@ def json_flag(what: str) -> Flag:
     return switch("--json", f"print {what} as JSON")
 
 
-def seconds_flag(name: str, default: float, help: str) -> Flag:
-    return flag(name, type=float, default=default, metavar="SECONDS", help=help)
+def seconds_flag(parser: argparse.ArgumentParser, name: str, default: float, help: str) -> None:
+    """A duration in seconds, with a default (`--long-poll`, `--idle-after`, ...)."""
+    parser.add_argument(name, type=float, default=default, metavar="SECONDS", help=help)
 
 
 @dataclass(frozen=True)

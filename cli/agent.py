@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tempoconf.cli._common import die, run_until_signal
-from tempoconf.cli._flags import client_identity_flags, config_namespace_flag
+from tempoconf.cli._flags import client_identity_flags, config_namespace_flag, seconds_flag
 from tempoconf.settings import Settings
 
 if TYPE_CHECKING:
@@ -64,32 +64,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="shell command run after each change of FILE; it gets TEMPOCONF_VERSION, "
         "TEMPOCONF_STAGE, TEMPOCONF_PATH, TEMPOCONF_NAMESPACE, TEMPOCONF_FILE",
     )
-    agent.add_argument(
-        "--exec-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="a command running longer is killed (default 60)",
-    )
+    seconds_flag(agent, "--exec-timeout", 60.0, "a command running longer is killed (default 60)")
     agent.add_argument(
         "--metrics-port", type=int, metavar="N", help="serve /metrics on this port (0: a free one)"
     )
     agent.add_argument(
         "--metrics-host", default="127.0.0.1", help="address /metrics binds (default 127.0.0.1)"
     )
-    agent.add_argument(
-        "--long-poll",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="long-poll seconds, up to 60 (default 30; 0 polls instead)",
+    seconds_flag(
+        agent, "--long-poll", 30.0, "long-poll seconds, up to 60 (default 30; 0 polls instead)"
     )
-    agent.add_argument(
-        "--poll-interval",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="pause between polls the API answers at once (default 5)",
+    seconds_flag(
+        agent, "--poll-interval", 5.0, "pause between polls the API answers at once (default 5)"
     )
     agent.set_defaults(handler="agent.agent_command")
 

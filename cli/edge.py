@@ -6,6 +6,7 @@ import argparse
 import os
 
 from tempoconf.cli._common import die, run_until_signal, settings_from_args
+from tempoconf.cli._flags import seconds_flag
 
 __all__ = ["add_parser", "edge_command"]
 
@@ -32,19 +33,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--host", help="address the edge listens on (default 127.0.0.1; 0.0.0.0 in a container)"
     )
     edge.add_argument("--port", dest="api_port", type=int, help="port to listen on (default 8080)")
-    edge.add_argument(
+    seconds_flag(
+        edge,
         "--idle-after",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
-        help="stop watching a config nobody asked for during this long (default 600)",
+        600.0,
+        "stop watching a config nobody asked for during this long (default 600)",
     )
-    edge.add_argument(
+    seconds_flag(
+        edge,
         "--report-interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="forward the reports received upstream in a batch this often (default 1)",
+        1.0,
+        "forward the reports received upstream in a batch this often (default 1)",
     )
     edge.set_defaults(handler="edge.edge_command")
 
