@@ -26,7 +26,6 @@ from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol, disconne
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
-from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import DEADLINE, RECHECK
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.resolution.bundles import (
@@ -93,6 +92,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
     `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
 
     prefix = BUNDLES_PREFIX.encode()
+    serving = "the bundle of "
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         super().__init__(cache, settings, metrics, prepare_bundle)
@@ -128,7 +128,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
         query = self._query(scope["path"], scope["query_string"])
         # The event before the snapshot (no await in between): a change after this read sets it.
         changed = self._cache.changed_for(query.namespace, query.path)
-        bundle = self._prepared_bundle(query)
+        bundle = self._prepared_for(query)
         header, modified = revalidate(if_none, bundle.etag, bundle.etag_bytes)
         if not modified and query.wait > 0 and not self._closing:
             polled = await self._long_poll(query, bundle, header, changed, receive)
@@ -176,7 +176,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
                 return None
             # Woken by a change of the snapshot (every change is one of the bundle), by a
             # shutdown (the cache releases every waiter), or at the deadline: answer now.
-            bundle = self._prepared_bundle(query)
+            bundle = self._prepared_for(query)
             return bundle, not if_none_match(if_none, bundle.etag)
         finally:
             gone.cancel()
@@ -195,7 +195,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
                 return False
             if_none = client_if_none_match(headers, self._settings.client_token)
             query = self._query(path.decode("ascii"), query_string)
-            bundle = self._prepared_bundle(query)
+            bundle = self._prepared_for(query)
         except (ApiError, UnicodeDecodeError):
             return False
         header, modified = revalidate(if_none, bundle.etag, bundle.etag_bytes)
@@ -227,7 +227,7 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
         answer: tuple[int, bytes] | None = None
         if not waiter.gone:
             try:
-                bundle = self._prepared_bundle(waiter.query)
+                bundle = self._prepared_for(waiter.query)
             except Exception as exc:  # deleted meanwhile (404), the snapshots lost (503), a bug
                 answer = failed_answer(exc, logger, "a bundle long-poll")
             else:
@@ -266,18 +266,6 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
         return QueryParams(
             [(k, v) for k, v in QueryParams(query_string).multi_items() if k in _PARAMS]
         )
-
-    def _prepared_bundle(self, query: ConfigQuery) -> PreparedBundle:
-        key = (query.namespace, query.path)
-        where = f"config {query.path!r} in namespace {query.namespace!r}"
-        try:
-            snapshot = self._cache.get(*key)
-        except SnapshotsNotLoadedError as exc:
-            raise ApiError(503, f"cannot serve the bundle of {where}: {exc}") from exc
-        if snapshot is None:
-            self._prepared.forget(key)
-            raise ApiError(404, f"unknown {where}")
-        return self._prepared.of(snapshot)
 
 
 class _BundleWaiter:

@@ -34,9 +34,8 @@ from tempoconf.api.lean_protocol import (
     disconnected,
 )
 from tempoconf.api.metrics import ApiMetrics
-from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
+from tempoconf.api.snapshot_polls import SnapshotPolls, config_where, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
-from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Waiter
 from tempoconf.settings import Settings
 
@@ -62,6 +61,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
     `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
 
     prefix = CONFIGS_PREFIX.encode()
+    serving = ""
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         super().__init__(cache, settings, metrics, prepare_config)
@@ -111,7 +111,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             if_none = client_if_none_match(scope["headers"], self._settings.client_token)
             query_string: bytes = scope["query_string"]
             query = self._query(scope["path"], query_string)
-            prepared = self._prepared_config(query)
+            prepared = self._prepared_for(query)
             answer = _answer(prepared.answer_for(query_string, query), query)
             header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
             if not modified and query.wait > 0 and not self._closing:
@@ -175,7 +175,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         try:
             if_none = client_if_none_match(headers, self._settings.client_token)
             query = self._query(path.decode("ascii"), query_string)
-            prepared = self._prepared_config(query)
+            prepared = self._prepared_for(query)
             answer = _answer(prepared.answer_for(query_string, query), query)
         except (ApiError, UnicodeDecodeError):
             return False
@@ -210,7 +210,9 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
                 return
         except Exception as exc:
             self._wait_end(waiter)
-            status, wire = failed_answer(exc, logger, "a long-poll of %s", _where(waiter.query))
+            status, wire = failed_answer(
+                exc, logger, "a long-poll of %s", config_where(waiter.query)
+            )
             self._metrics.polls[("", "", "", status)] += 1
             connection.answer(status, wire)
             return
@@ -261,7 +263,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             return result, True  # prepared by the wake-up: nothing to resolve here
         # The deadline, shutdown, or a change that left nothing to serve: resolve again.
         query = waiter.query
-        prepared = self._prepared_config(query)
+        prepared = self._prepared_for(query)
         answer = _answer(prepared.answer_for(waiter.key, query), query)
         if not if_none_match(waiter.if_none, answer.etag):
             return answer, True
@@ -323,33 +325,18 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
                 continue
             waiters.update(self._prepared.of(snapshot))
 
-    def _prepared_config(self, query: ConfigQuery) -> PreparedConfig:
-        key = (query.namespace, query.path)
-        try:
-            snapshot = self._cache.get(*key)
-        except SnapshotsNotLoadedError as exc:
-            raise ApiError(503, f"cannot serve {_where(query)}: {exc}") from exc
-        if snapshot is None:
-            self._prepared.forget(key)
-            raise ApiError(404, f"unknown {_where(query)}")
-        return self._prepared.of(snapshot)
-
 
 def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer:
     """The answer, or the 404 that says why there is none."""
     if answer is not None:
         return answer
-    where = _where(query)
+    where = config_where(query)
     if query.stable_only:
         raise ApiError(404, f"{where} has no stable version yet")
     raise ApiError(
         404,
         f"{where} has no stable version yet, and no stage of its rollout applies to this client",
     )
-
-
-def _where(query: ConfigQuery) -> str:
-    return f"config {query.path!r} in namespace {query.namespace!r}"
 
 
 class _ConnectionWaiter(Waiter):

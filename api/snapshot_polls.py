@@ -21,11 +21,12 @@ from tempoconf.api.distribution import (
 from tempoconf.api.errors import ApiError, error_parts
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_source import SnapshotSource
+from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.api.waiters import Deadlines
 from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
-__all__ = ["SnapshotPolls", "failed_answer"]
+__all__ = ["SnapshotPolls", "config_where", "failed_answer"]
 
 
 class SnapshotPolls(Generic[Prepared]):
@@ -34,6 +35,8 @@ class SnapshotPolls(Generic[Prepared]):
 
     prefix: ClassVar[bytes]
     """The request targets it answers start with this (then comes the config path)."""
+    serving: ClassVar[str]
+    """What a 503 says it cannot serve, before the config's name."""
 
     def __init__(
         self,
@@ -66,9 +69,26 @@ class SnapshotPolls(Generic[Prepared]):
             query = self._queries.keep((path, query_string), parsed)
         return query
 
+    def _prepared_for(self, query: ConfigQuery) -> Prepared:
+        """What the snapshot of `query`'s config prepares; ApiError 503 while the snapshots were
+        never loaded, 404 for an unknown config."""
+        key = (query.namespace, query.path)
+        try:
+            snapshot = self._cache.get(*key)
+        except SnapshotsNotLoadedError as exc:
+            raise ApiError(503, f"cannot serve {self.serving}{config_where(query)}: {exc}") from exc
+        if snapshot is None:
+            self._prepared.forget(key)
+            raise ApiError(404, f"unknown {config_where(query)}")
+        return self._prepared.of(snapshot)
+
     def _params(self, query_string: bytes) -> QueryParams:
         """The query parameters a poll is read from."""
         return QueryParams(query_string)
+
+
+def config_where(query: ConfigQuery) -> str:
+    return f"config {query.path!r} in namespace {query.namespace!r}"
 
 
 def failed_answer(
