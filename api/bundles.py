@@ -92,10 +92,9 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
     `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
 
     prefix = BUNDLES_PREFIX.encode()
-    serving = "the bundle of "
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
-        super().__init__(cache, settings, metrics, prepare_bundle)
+        super().__init__(cache, settings, metrics, prepare_bundle, serving="the bundle of ")
         self._waiting: dict[tuple[str, str], dict[_BundleWaiter, None]] = {}
         """Long-polls answered on their connection, per config (the ASGI path's wait on the
         config's change event instead)."""

@@ -61,7 +61,6 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
     `DirectAnswers` for its plain GETs (api/lean_protocol.py)."""
 
     prefix = CONFIGS_PREFIX.encode()
-    serving = ""
 
     def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
         super().__init__(cache, settings, metrics, prepare_config)

@@ -35,8 +35,6 @@ class SnapshotPolls(Generic[Prepared]):
 
     prefix: ClassVar[bytes]
     """The request targets it answers start with this (then comes the config path)."""
-    serving: ClassVar[str]
-    """What a 503 says it cannot serve, before the config's name."""
 
     def __init__(
         self,
@@ -44,6 +42,8 @@ class SnapshotPolls(Generic[Prepared]):
         settings: Settings,
         metrics: ApiMetrics,
         prepare: Callable[[ConfigSnapshot], Prepared],
+        *,
+        serving: str = "",
     ) -> None:
         self._cache = cache
         self._settings = settings
@@ -52,6 +52,8 @@ class SnapshotPolls(Generic[Prepared]):
         self._queries = ParsedQueries()
         self._deadlines = Deadlines()
         self._closing = False
+        self._serving = serving
+        """What a 503 says it cannot serve, before the config's name."""
         cache.on_change(self._snapshots_changed)
 
     def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
@@ -76,7 +78,9 @@ class SnapshotPolls(Generic[Prepared]):
         try:
             snapshot = self._cache.get(*key)
         except SnapshotsNotLoadedError as exc:
-            raise ApiError(503, f"cannot serve {self.serving}{config_where(query)}: {exc}") from exc
+            raise ApiError(
+                503, f"cannot serve {self._serving}{config_where(query)}: {exc}"
+            ) from exc
         if snapshot is None:
             self._prepared.forget(key)
             raise ApiError(404, f"unknown {config_where(query)}")
