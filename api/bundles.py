@@ -19,7 +19,7 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.auth import client_if_none_match
-from tempoconf.api.distribution import ConfigQuery, header_lines, json_headers
+from tempoconf.api.distribution import ConfigQuery, PreparedResponse, header_lines, json_headers
 from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
 from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol, disconnected
@@ -57,18 +57,10 @@ _CACHE = (b"cache-control", CACHE_CONTROL.encode())
 
 
 @dataclass(frozen=True, slots=True)
-class PreparedBundle:
+class PreparedBundle(PreparedResponse):
     """The 200 (and 304) of one config snapshot's bundle, ready to write."""
 
     snapshot: ConfigSnapshot
-    etag: str
-    etag_bytes: bytes
-    body: bytes
-    headers: list[tuple[bytes, bytes]]
-    not_modified_headers: list[tuple[bytes, bytes]]
-    wire: bytes
-    """The 200's header lines and body, as written on the connection (after the status line)."""
-    not_modified_wire: bytes
 
 
 def prepare_bundle(snapshot: ConfigSnapshot) -> PreparedBundle:

@@ -39,6 +39,7 @@ __all__ = [
     "ParsedQueries",
     "PerSnapshot",
     "PreparedAnswer",
+    "PreparedResponse",
     "PreparedConfig",
     "config_name_from",
     "header_lines",
@@ -122,24 +123,30 @@ class PerSnapshot(Generic[Prepared]):
 
 
 @dataclass(frozen=True, slots=True)
-class PreparedAnswer:
-    """The 200 (and 304) of one (config snapshot, stage), ready to write."""
+class PreparedResponse:
+    """A 200 and its 304, ready to write: built once per snapshot, sent as is by every poll."""
 
-    stage: str
-    version: str
     etag: str
     etag_bytes: bytes
     body: bytes
     headers: list[tuple[bytes, bytes]]
     not_modified_headers: list[tuple[bytes, bytes]]
-    start: dict[str, Any]
-    """The ASGI `http.response.start` of the 200, built once (uvicorn does not change it)."""
-    not_modified_start: dict[str, Any]
-    """The same for the 304."""
     wire: bytes
     """The 200 after its status line and the server's default headers: its header lines, the
     blank line, the body; what a poll answered on the connection writes (api/lean_protocol.py)."""
     not_modified_wire: bytes
+    """The same for the 304."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedAnswer(PreparedResponse):
+    """The 200 (and 304) of one (config snapshot, stage), ready to write."""
+
+    stage: str
+    version: str
+    start: dict[str, Any]
+    """The ASGI `http.response.start` of the 200, built once (uvicorn does not change it)."""
+    not_modified_start: dict[str, Any]
     """The same for the 304."""
 
 
