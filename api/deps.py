@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from starlette.requests import Request
 
@@ -14,40 +15,22 @@ from tempoconf.api.temporal_client import TemporalConnector
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = [
-    "config_name",
-    "limit_param",
-    "metrics_of",
-    "settings_of",
-    "snapshot_cache",
-    "store_of",
-    "temporal_of",
-]
+__all__ = ["AppState", "config_name", "limit_param", "state_of"]
 
 
-def snapshot_cache(request: Request) -> SnapshotSource:
-    cache: SnapshotSource = request.app.state.snapshot_cache
-    return cache
+class AppState(Protocol):
+    """What `create_app` sets on the app's state (api/app.py), typed for the routes."""
+
+    snapshot_cache: SnapshotSource
+    store: Store
+    settings: Settings
+    metrics: ApiMetrics
+    temporal: TemporalConnector
 
 
-def store_of(request: Request) -> Store:
-    store: Store = request.app.state.store
-    return store
-
-
-def settings_of(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
-def metrics_of(request: Request) -> ApiMetrics:
-    metrics: ApiMetrics = request.app.state.metrics
-    return metrics
-
-
-def temporal_of(request: Request) -> TemporalConnector:
-    connector: TemporalConnector = request.app.state.temporal
-    return connector
+def state_of(request: Request) -> AppState:
+    state: AppState = request.app.state
+    return state
 
 
 def config_name(request: Request) -> tuple[str, str]:

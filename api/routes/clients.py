@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import ClientsAnswer, SeenClientAnswer
 from tempoconf.api.auth import require_admin
-from tempoconf.api.deps import config_name, store_of
+from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION
@@ -36,7 +36,7 @@ async def recent_clients(request: Request) -> JSONResponse:
     if not_applied and version is None:
         raise ApiError(400, "invalid query parameter not_applied: needs version=V")
     seen = await seen_clients(
-        store_of(request),
+        state_of(request).store,
         namespace,
         path,
         since=timedelta(seconds=seconds),

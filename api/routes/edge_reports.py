@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from tempoconf.api.answers import Accepted
 from tempoconf.api.auth import require_client
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
-from tempoconf.api.deps import metrics_of
+from tempoconf.api.deps import state_of
 from tempoconf.api.edge_reports import ReportRelay
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routes.reports import ReportBody, served_versions
@@ -46,7 +46,7 @@ async def post_report(request: Request) -> Response:
     if not relay.add(body):
         raise ApiError(503, "the edge's report queue is full: the upstream is unreachable")
     if report.ok or report.failed:
-        metrics_of(request).record_report(
+        state_of(request).metrics.record_report(
             report.namespace, report.path, report.version, report.ok, report.failed
         )
     return JSONResponse(Accepted().body(), status_code=202)

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from tempoconf.api.answers import Timestamp
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from tempoconf.api.deps import limit_param, store_of, temporal_of
+from tempoconf.api.deps import limit_param, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 from tempoconf.gates.freezes import Freeze, parse_until
@@ -101,7 +101,7 @@ class FreezesAnswer(BaseModel):
 async def freezes(request: Request) -> JSONResponse:
     # One route for both methods, so a 405 lists both in its Allow header.
     require_admin(request)
-    store = store_of(request)
+    store = state_of(request).store
     if request.method == "GET":
         namespace = request.query_params.get("namespace")
         if namespace is not None and namespace_problem(namespace):
@@ -139,8 +139,9 @@ async def end_freeze(request: Request) -> JSONResponse:
     body = validate_body(
         FreezeEndBody, await read_json(request, limit=ADMIN_BODY_LIMIT, empty={}), what="freeze end"
     )
+    app = state_of(request)
     ended = await freezing.end_freeze(
-        store_of(request), temporal_of(request), namespace, by=body.by or "api", reason=body.reason
+        app.store, app.temporal, namespace, by=body.by or "api", reason=body.reason
     )
     if ended.rollouts_told is None:
         logger.warning(

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import HealthAnswer, ReadinessAnswer
-from tempoconf.api.deps import snapshot_cache
+from tempoconf.api.deps import state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 
@@ -25,7 +25,7 @@ __all__ = ["routes"]
 
 async def healthz(request: Request) -> JSONResponse:
     """The process serves: 200 whenever it answers, whatever the store does."""
-    revision = snapshot_cache(request).revision
+    revision = state_of(request).snapshot_cache.revision
     return JSONResponse(_without_nulls(HealthAnswer(status="ok", revision=revision)))
 
 
@@ -33,7 +33,7 @@ async def readyz(request: Request) -> JSONResponse:
     """200 once snapshots are loaded (also while the store is unreachable: polls are served from
     them); 503 before the first load, or when they are older than `max_age` seconds."""
     max_age = _max_age(request.query_params.get("max_age"))
-    cache = snapshot_cache(request)
+    cache = state_of(request).snapshot_cache
     age = cache.age
     if not cache.loaded or age is None:
         return _answer(

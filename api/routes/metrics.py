@@ -6,14 +6,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tempoconf.api.deps import metrics_of
+from tempoconf.api.deps import state_of
 from tempoconf.api.routing import route
 
 __all__ = ["routes"]
 
 
 async def metrics(request: Request) -> Response:
-    body = generate_latest(metrics_of(request).registry)
+    body = generate_latest(state_of(request).metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

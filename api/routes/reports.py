@@ -22,7 +22,7 @@ from tempoconf.api.answers import Accepted
 from tempoconf.api.applied import PendingApplied
 from tempoconf.api.auth import require_client
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
-from tempoconf.api.deps import metrics_of, snapshot_cache, store_of
+from tempoconf.api.deps import state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
@@ -133,7 +133,7 @@ async def post_report(request: Request) -> JSONResponse:
             # and a 0/0 health report would count the client as reporting health.
             return JSONResponse(Accepted().body(), status_code=202)
     await asyncio.to_thread(
-        store_of(request).add_report,
+        state_of(request).store.add_report,
         report.namespace,
         report.path,
         client=report.client,
@@ -144,7 +144,7 @@ async def post_report(request: Request) -> JSONResponse:
         channel=report.channel,
         labels=report.labels,
     )
-    metrics_of(request).record_report(
+    state_of(request).metrics.record_report(
         report.namespace, report.path, report.version, report.ok, report.failed
     )
     return JSONResponse(Accepted().body(), status_code=202)
@@ -159,7 +159,7 @@ def record_applied(request: Request, report: ReportBody) -> None:
         AppliedReport(
             client=report.client,
             version=report.version,
-            at=store_of(request).now(),
+            at=state_of(request).store.now(),
             # a failed apply with no reason still is a failure: the store keeps an error for it
             error=None if report.applied else (report.apply_error or "apply failed"),
             channel=report.channel,
@@ -177,7 +177,7 @@ async def _require_version(request: Request, report: ReportBody) -> None:
         return
     if report.version not in served_versions(request, report.namespace, report.path):
         stored = await asyncio.to_thread(
-            store_of(request).get_version, report.namespace, report.path, report.version
+            state_of(request).store.get_version, report.namespace, report.path, report.version
         )
         if stored is None:
             raise ApiError(
@@ -196,7 +196,7 @@ routes = [route("/v1/reports", post_report, methods=["POST"])]
 def served_versions(request: Request, namespace: str, path: str) -> frozenset[str]:
     """The versions the snapshots in memory serve for this config (none before they load)."""
     try:
-        snapshot = snapshot_cache(request).get(namespace, path)
+        snapshot = state_of(request).snapshot_cache.get(namespace, path)
     except SnapshotsNotLoadedError:
         return frozenset()
     return snapshot.served_versions() if snapshot is not None else frozenset()

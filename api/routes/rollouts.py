@@ -24,7 +24,7 @@ from tempoconf.api.answers import (
 )
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from tempoconf.api.deps import config_name, settings_of, store_of, temporal_of
+from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.operations import start as starting
@@ -50,10 +50,10 @@ async def start_rollout(request: Request) -> JSONResponse:
     workflow_id = _workflow_id_param(request)
     raw, preview = await _planned(request)
     started = await starting.start_rollout(
-        temporal_of(request),
+        state_of(request).temporal,
         raw,
         preview,
-        task_queue=settings_of(request).task_queue,
+        task_queue=state_of(request).settings.task_queue,
         workflow_id=workflow_id,
     )
     parsed = preview.request
@@ -73,7 +73,7 @@ async def _planned(request: Request) -> tuple[Any, RolloutPreview]:
     as the workflow's prepare step validates it; 400 with every problem."""
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
     try:
-        return raw, await starting.plan_rollout(store_of(request), raw)
+        return raw, await starting.plan_rollout(state_of(request).store, raw)
     except InvalidRequestError as error:
         raise invalid("rollout request", error.problems) from None
 
@@ -120,8 +120,9 @@ def stable_answer(namespace: str, path: str, record: VersionRecord | None) -> St
 async def rollout_state(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
+    app = state_of(request)
     state = await read_rollout_state(
-        store_of(request), temporal_of(request), namespace, path, _workflow_id_param(request)
+        app.store, app.temporal, namespace, path, _workflow_id_param(request)
     )
     answer = RolloutStateAnswer(
         namespace=namespace,
@@ -195,10 +196,10 @@ async def _send(request: Request, name: str) -> JSONResponse:
             f"{name} refused: this admin token is {caller!r}, and the body's by {command.by!r} "
             "names someone else (leave `by` out: the API sets it from the token's name)",
         )
-    store = store_of(request)
+    store = state_of(request).store
     sent = await steer_rollout(
         lambda: store,
-        temporal_of(request),
+        state_of(request).temporal,
         OperatorCommandInput(
             namespace=namespace,
             path=path,

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 from tempoconf.api.answers import SchemaAnswer
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from tempoconf.api.deps import config_name, store_of
+from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.problems import Problem
@@ -36,7 +36,7 @@ class SchemaBody(BaseModel):
 async def get_schema(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
-    schema = await asyncio.to_thread(store_of(request).get_schema, namespace, path)
+    schema = await asyncio.to_thread(state_of(request).store.get_schema, namespace, path)
     if schema is None:
         raise ApiError(404, f"config {path!r} in namespace {namespace!r} has no schema")
     return JSONResponse(SchemaAnswer(namespace=namespace, path=path, schema=schema).body())
@@ -55,7 +55,7 @@ async def put_schema(request: Request) -> JSONResponse:
     if problems:
         raise invalid("schema", problems)
     await asyncio.to_thread(
-        store_of(request).set_schema,
+        state_of(request).store.set_schema,
         namespace,
         path,
         body.schema_,

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import AuditEntryAnswer, HistoryAnswer, VersionAnswer, VersionsAnswer
 from tempoconf.api.auth import require_admin
-from tempoconf.api.deps import config_name, limit_param, store_of
+from tempoconf.api.deps import config_name, limit_param, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routes.rollouts import stable_answer
 from tempoconf.api.routing import CONFIG_PATH, route
@@ -26,7 +26,7 @@ MAX_HISTORY_LIMIT = 1000
 async def list_versions(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
-    versions = await asyncio.to_thread(store_of(request).list_versions, namespace, path)
+    versions = await asyncio.to_thread(state_of(request).store.list_versions, namespace, path)
     if not versions:
         raise ApiError(404, f"unknown config {path!r} in namespace {namespace!r}")
     stable = next((info.version for info in versions if info.is_stable), None)
@@ -42,7 +42,7 @@ async def list_versions(request: Request) -> JSONResponse:
 async def stable(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
-    record = await asyncio.to_thread(store_of(request).get_stable, namespace, path)
+    record = await asyncio.to_thread(state_of(request).store.get_stable, namespace, path)
     answer = stable_answer(namespace, path, record)
     if answer is None:
         raise ApiError(404, f"config {path!r} in namespace {namespace!r} has no stable version")
@@ -53,7 +53,7 @@ async def history(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
     limit = limit_param(request, default=DEFAULT_HISTORY_LIMIT, maximum=MAX_HISTORY_LIMIT)
-    entries = await asyncio.to_thread(store_of(request).history, namespace, path, limit=limit)
+    entries = await asyncio.to_thread(state_of(request).store.history, namespace, path, limit=limit)
     answer = HistoryAnswer(
         namespace=namespace, path=path, entries=[_entry(entry) for entry in entries]
     )
