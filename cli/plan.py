@@ -16,7 +16,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from tempoconf.cli._backend import Prepared, operator_backend
 from tempoconf.cli._clients import KnownClient, clients_from_file
@@ -31,6 +31,7 @@ from tempoconf.cli._common import (
 from tempoconf.cli._format import duration_text, table
 from tempoconf.durations import parse_duration
 from tempoconf.gates.windows import ChangeWindow, is_open, next_opening
+from tempoconf.operations.clients import ClientsQuery
 from tempoconf.operations.preview import ChangePreview
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches
@@ -156,45 +157,19 @@ def plan_command(args: argparse.Namespace) -> int:
                 + ": the rollout would change no value"
                 + (" of it" if prepared.changes else "")
             )
+    facts = _PlanFacts(
+        plan, request.version is not None, prepared.version_exists, stable, diff, reach, untouched,
+        clients, len(reported), len(listed), explicit, warnings,
+    )  # fmt: skip
     if args.json:
         print(
             json.dumps(
-                _changeset_json(prepared)
-                | _plan_json(
-                    plan,
-                    request.version is not None,
-                    prepared.version_exists,
-                    stable,
-                    diff,
-                    reach,
-                    untouched,
-                    clients,
-                    len(reported),
-                    len(listed),
-                    explicit,
-                    warnings,
-                ),
+                _changeset_json(prepared) | _plan_json(facts),
                 indent=2,
             )
         )
         return 0
-    _print_plan(
-        args,
-        prepared,
-        plan,
-        request.version is not None,
-        prepared.version_exists,
-        stable,
-        diff,
-        reach,
-        untouched,
-        clients,
-        len(reported),
-        len(listed),
-        explicit,
-        warnings,
-        since,
-    )
+    _print_plan(args, prepared, facts, since)
     return 0
 
 
@@ -291,8 +266,8 @@ async def _prepare(settings: Any, raw: Any, since: timedelta) -> tuple[Prepared,
     async with operator_backend(settings) as backend:
         prepared = await backend.prepare(raw)
         request = prepared.request
-        reported = await backend.recent_clients(request.namespace, request.path, since=since)
-    return prepared, reported
+        rows = await backend.client_rows(ClientsQuery(request.namespace, request.path, since))
+    return prepared, [KnownClient(row.client, row.channel, dict(row.labels)) for row in rows]
 
 
 def _version_note(rollback: bool, stored: bool) -> str:
@@ -301,11 +276,30 @@ def _version_note(rollback: bool, stored: bool) -> str:
     return "already stored: reused" if stored else "new: stored when the rollout starts"
 
 
-def _plan_json(
-    plan: RolloutPlan, rollback: bool, stored: bool, stable: Any, diff: list[str],
-    reach: list[StageReach], untouched: list[str], clients: list[KnownClient], reported: int,
-    listed: int, explicit: int, warnings: list[str],
-) -> dict[str, Any]:  # fmt: skip
+class _PlanFacts(NamedTuple):
+    """What `rollout plan` found, as its JSON and its text both show it."""
+
+    plan: RolloutPlan
+    rollback: bool
+    stored: bool
+    """The version is stored already."""
+    stable: Any
+    diff: list[str]
+    reach: list[StageReach]
+    untouched: list[str]
+    clients: list[KnownClient]
+    reported: int
+    """How many clients were seen (polls or reports)."""
+    listed: int
+    """How many --clients listed."""
+    explicit: int
+    """How many stages the request names (the rest come from its strategy)."""
+    warnings: list[str]
+
+
+def _plan_json(facts: _PlanFacts) -> dict[str, Any]:
+    (plan, rollback, stored, stable, diff, reach, untouched, clients, reported, listed, explicit,
+     warnings) = facts  # fmt: skip
     return {
         "namespace": plan.namespace,
         "path": plan.path,
@@ -393,11 +387,10 @@ def describe_apply_gate(stage: PlannedStage) -> str:
 
 
 def _print_plan(
-    args: argparse.Namespace, prepared: Prepared, plan: RolloutPlan, rollback: bool, stored: bool,
-    stable: Any, diff: list[str], reach: list[StageReach], untouched: list[str],
-    clients: list[KnownClient], reported: int, listed: int, explicit: int, warnings: list[str],
-    since: timedelta,
-) -> None:  # fmt: skip
+    args: argparse.Namespace, prepared: Prepared, facts: _PlanFacts, since: timedelta
+) -> None:
+    (plan, rollback, stored, stable, diff, reach, untouched, clients, reported, listed, explicit,
+     warnings) = facts  # fmt: skip
     _print_header(args, prepared, plan, stored, stable)
     for label, text in (
         ("author", plan.author),
