@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, die
 from tempoconf.cli._operator_records import Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
 from tempoconf.gates.freezes import Freeze
+from tempoconf.operations.clients import ClientsQuery
 from tempoconf.operations.errors import Conflict, NotFound, Refused, Undelivered
 from tempoconf.operations.freezes import EndedFreeze
 from tempoconf.operations.preview import ChangePreview
@@ -162,30 +162,14 @@ class ApiBackend:
             changes=tuple(ChangePreview(**change) for change in answer.get("changes") or []),
         )
 
-    async def recent_clients(
-        self, namespace: str, path: str, *, since: timedelta
-    ) -> list[KnownClient]:
-        response = await self._call(
-            "GET",
-            f"/v1/admin/clients/{path}",
-            namespace=namespace,
-            params={"since_seconds": f"{since.total_seconds():g}"},
-        )
-        return [
-            KnownClient(item["client"], item["channel"], dict(item["labels"]))
-            for item in response.json()["clients"]
-        ]
-
-    async def client_rows(
-        self, namespace: str, path: str, *, since: timedelta, version: str | None, not_applied: bool
-    ) -> list[ClientApplied]:
-        params = {"since_seconds": f"{since.total_seconds():g}"}
-        if version is not None:
-            params["version"] = version
-        if not_applied:
+    async def client_rows(self, query: ClientsQuery) -> list[ClientApplied]:
+        params = {"since_seconds": f"{query.since.total_seconds():g}"}
+        if query.version is not None:
+            params["version"] = query.version
+        if query.not_applied:
             params["not_applied"] = "true"
         response = await self._call(
-            "GET", f"/v1/admin/clients/{path}", namespace=namespace, params=params
+            "GET", f"/v1/admin/clients/{query.path}", namespace=query.namespace, params=params
         )
         return [
             ClientApplied(

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tempoconf.cli._clients import KnownClient
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
 from tempoconf.cli._operator_records import CommandRefused, Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
 from tempoconf.gates.freezes import Freeze
+from tempoconf.operations.clients import ClientsQuery
 from tempoconf.operations.errors import OperationError, Unavailable
 from tempoconf.operations.freezes import EndedFreeze
 from tempoconf.operations.start import AlreadyRunning, LockBusy
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlreadyRunning",
     "ApiBackend",
+    "ClientsQuery",
     "CommandRefused",
     "DirectBackend",
     "EndedFreeze",
@@ -64,13 +65,9 @@ class OperatorBackend(Protocol):
         """Raises InvalidRequestError with every problem."""
         ...
 
-    async def recent_clients(
-        self, namespace: str, path: str, *, since: timedelta
-    ) -> list[KnownClient]: ...
-    async def client_rows(
-        self, namespace: str, path: str, *, since: timedelta, version: str | None, not_applied: bool
-    ) -> list[ClientApplied]:
-        """`tempoconf clients`: the clients seen since then, with what each applied."""
+    async def client_rows(self, query: ClientsQuery) -> list[ClientApplied]:
+        """The clients seen on a config, with what each applied (`tempoconf clients`, the plan's
+        reach)."""
         ...
 
     async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
@@ -224,21 +221,10 @@ class DirectBackend:
 
         return await plan_rollout(self._store(), raw)
 
-    async def recent_clients(
-        self, namespace: str, path: str, *, since: timedelta
-    ) -> list[KnownClient]:
-        rows = await self.client_rows(namespace, path, since=since, version=None, not_applied=False)
-        return [KnownClient(row.client, row.channel, dict(row.labels)) for row in rows]
-
-    async def client_rows(
-        self, namespace: str, path: str, *, since: timedelta, version: str | None, not_applied: bool
-    ) -> list[ClientApplied]:
+    async def client_rows(self, query: ClientsQuery) -> list[ClientApplied]:
         from tempoconf.operations.clients import seen_clients
 
-        seen = await seen_clients(
-            self._store(), namespace, path, since=since, version=version, not_applied=not_applied
-        )
-        return seen.clients
+        return (await seen_clients(self._store(), query)).clients
 
     async def start(self, raw: Any, prepared: Prepared, workflow_id: str) -> str | None:
         from tempoconf.operations.start import start_rollout

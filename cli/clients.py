@@ -16,6 +16,7 @@ from tempoconf.cli._format import table, utc_text
 from tempoconf.cli.schema import check_config_name
 from tempoconf.durations import parse_duration
 from tempoconf.gates.applied_gate import ClientApplied
+from tempoconf.operations.clients import ClientsQuery
 
 __all__ = ["clients_command"]
 
@@ -70,13 +71,8 @@ def clients_command(args: argparse.Namespace) -> int:
 
 async def _rows(args: argparse.Namespace, since: timedelta) -> list[ClientApplied]:
     async with operator_backend(settings_from_args(args)) as backend:
-        return await backend.client_rows(
-            args.namespace,
-            args.path,
-            since=since,
-            version=args.version,
-            not_applied=args.not_applied,
-        )
+        query = ClientsQuery(args.namespace, args.path, since, args.version, args.not_applied)
+        return await backend.client_rows(query)
 
 
 def _as_json(row: ClientApplied) -> dict[str, Any]:

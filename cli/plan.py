@@ -16,7 +16,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from tempoconf.cli._backend import Prepared, operator_backend
 from tempoconf.cli._clients import KnownClient, clients_from_file
@@ -31,6 +31,7 @@ from tempoconf.cli._common import (
 from tempoconf.cli._format import duration_text, table
 from tempoconf.durations import parse_duration
 from tempoconf.gates.windows import ChangeWindow, is_open, next_opening
+from tempoconf.operations.clients import ClientsQuery
 from tempoconf.operations.preview import ChangePreview
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import ClientIdentity, stage_matches
@@ -83,24 +84,6 @@ def stage_reach(
         total += len(item.new)
         item.cumulative = total
     return reach, untouched
-
-
-@dataclass(frozen=True)
-class PlanFacts:
-    """What `rollout plan` found, printed as a table or as JSON."""
-
-    plan: RolloutPlan
-    rollback: bool
-    stored: bool
-    stable: Any
-    diff: list[str]
-    reach: list[StageReach]
-    untouched: list[str]
-    clients: list[KnownClient]
-    reported: int
-    listed: int
-    explicit: int
-    warnings: list[str]
 
 
 def value_diff(old: Any, new: Any, *, old_name: str, new_name: str) -> list[str]:
@@ -174,22 +157,17 @@ def plan_command(args: argparse.Namespace) -> int:
                 + ": the rollout would change no value"
                 + (" of it" if prepared.changes else "")
             )
-    facts = PlanFacts(
-        plan,
-        request.version is not None,
-        prepared.version_exists,
-        stable,
-        diff,
-        reach,
-        untouched,
-        clients,
-        len(reported),
-        len(listed),
-        explicit,
-        warnings,
-    )
+    facts = _PlanFacts(
+        plan, request.version is not None, prepared.version_exists, stable, diff, reach, untouched,
+        clients, len(reported), len(listed), explicit, warnings,
+    )  # fmt: skip
     if args.json:
-        print(json.dumps(_changeset_json(prepared) | _plan_json(facts), indent=2))
+        print(
+            json.dumps(
+                _changeset_json(prepared) | _plan_json(facts),
+                indent=2,
+            )
+        )
         return 0
     _print_plan(args, prepared, facts, since)
     return 0
@@ -288,8 +266,8 @@ async def _prepare(settings: Any, raw: Any, since: timedelta) -> tuple[Prepared,
     async with operator_backend(settings) as backend:
         prepared = await backend.prepare(raw)
         request = prepared.request
-        reported = await backend.recent_clients(request.namespace, request.path, since=since)
-    return prepared, reported
+        rows = await backend.client_rows(ClientsQuery(request.namespace, request.path, since))
+    return prepared, [KnownClient(row.client, row.channel, dict(row.labels)) for row in rows]
 
 
 def _version_note(rollback: bool, stored: bool) -> str:
@@ -298,17 +276,39 @@ def _version_note(rollback: bool, stored: bool) -> str:
     return "already stored: reused" if stored else "new: stored when the rollout starts"
 
 
-def _plan_json(facts: PlanFacts) -> dict[str, Any]:
-    plan, stable, reach, explicit = facts.plan, facts.stable, facts.reach, facts.explicit
+class _PlanFacts(NamedTuple):
+    """What `rollout plan` found, as its JSON and its text both show it."""
+
+    plan: RolloutPlan
+    rollback: bool
+    stored: bool
+    """The version is stored already."""
+    stable: Any
+    diff: list[str]
+    reach: list[StageReach]
+    untouched: list[str]
+    clients: list[KnownClient]
+    reported: int
+    """How many clients were seen (polls or reports)."""
+    listed: int
+    """How many --clients listed."""
+    explicit: int
+    """How many stages the request names (the rest come from its strategy)."""
+    warnings: list[str]
+
+
+def _plan_json(facts: _PlanFacts) -> dict[str, Any]:
+    (plan, rollback, stored, stable, diff, reach, untouched, clients, reported, listed, explicit,
+     warnings) = facts  # fmt: skip
     return {
         "namespace": plan.namespace,
         "path": plan.path,
         "version": plan.version,
         "digest": plan_digest(plan),
-        "version_exists": facts.stored,
-        "rollback": facts.rollback,
+        "version_exists": stored,
+        "rollback": rollback,
         "stable": stable.version if stable else None,
-        "diff": "\n".join(facts.diff),
+        "diff": "\n".join(diff),
         "stages": [
             {
                 "index": stage.index,
@@ -329,16 +329,16 @@ def _plan_json(facts: PlanFacts) -> dict[str, Any]:
             for stage, item in zip(plan.stages, reach, strict=True)
         ],
         "clients": {
-            "known": len(facts.clients),
-            "reported": facts.reported,
-            "listed": facts.listed,
-            "stay_on_stable": facts.untouched,
+            "known": len(clients),
+            "reported": reported,
+            "listed": listed,
+            "stay_on_stable": untouched,
         },
         "webhooks": plan.webhooks,
         "windows": [window.describe() for window in plan.windows],
         "next_window_opening": _next_opening_iso(plan.windows),
         "override_freeze": plan.override_freeze,
-        "warnings": facts.warnings,
+        "warnings": warnings,
         "published": False,
     }
 
@@ -387,12 +387,11 @@ def describe_apply_gate(stage: PlannedStage) -> str:
 
 
 def _print_plan(
-    args: argparse.Namespace, prepared: Prepared, facts: PlanFacts, since: timedelta
+    args: argparse.Namespace, prepared: Prepared, facts: _PlanFacts, since: timedelta
 ) -> None:
-    plan, diff, reach, untouched = facts.plan, facts.diff, facts.reach, facts.untouched
-    clients, explicit, warnings = facts.clients, facts.explicit, facts.warnings
-    reported, listed = facts.reported, facts.listed
-    _print_header(args, prepared, plan, facts.stored, facts.stable)
+    (plan, rollback, stored, stable, diff, reach, untouched, clients, reported, listed, explicit,
+     warnings) = facts  # fmt: skip
+    _print_header(args, prepared, plan, stored, stable)
     for label, text in (
         ("author", plan.author),
         ("commit", plan.commit),

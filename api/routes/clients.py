@@ -17,7 +17,7 @@ from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION
 from tempoconf.gates.applied_gate import ClientApplied
-from tempoconf.operations.clients import seen_clients
+from tempoconf.operations.clients import ClientsQuery, seen_clients
 
 __all__ = ["DEFAULT_SINCE_SECONDS", "MAX_SINCE_SECONDS", "routes"]
 
@@ -35,14 +35,8 @@ async def recent_clients(request: Request) -> JSONResponse:
     not_applied = _flag(request.query_params.get("not_applied"), "not_applied")
     if not_applied and version is None:
         raise ApiError(400, "invalid query parameter not_applied: needs version=V")
-    seen = await seen_clients(
-        state_of(request).store,
-        namespace,
-        path,
-        since=timedelta(seconds=seconds),
-        version=version,
-        not_applied=not_applied,
-    )
+    query = ClientsQuery(namespace, path, timedelta(seconds=seconds), version, not_applied)
+    seen = await seen_clients(state_of(request).store, query)
     answer = ClientsAnswer(
         namespace=namespace,
         path=path,

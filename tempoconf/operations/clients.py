@@ -13,7 +13,19 @@ from tempoconf.gates.applied_gate import ClientApplied, client_rows
 if TYPE_CHECKING:
     from tempoconf.store.store import Store
 
-__all__ = ["SeenClients", "seen_clients"]
+__all__ = ["ClientsQuery", "SeenClients", "seen_clients"]
+
+
+@dataclass(frozen=True)
+class ClientsQuery:
+    namespace: str
+    path: str
+    since: timedelta
+    """How far back: the clients seen in the last `since`."""
+    version: str | None = None
+    """Only those served this version (or that reported applying it)."""
+    not_applied: bool = False
+    """With `version`: only those whose last applied version is not it (a stage's stragglers)."""
 
 
 @dataclass(frozen=True)
@@ -23,23 +35,17 @@ class SeenClients:
     clients: list[ClientApplied]
 
 
-async def seen_clients(
-    store: Store,
-    namespace: str,
-    path: str,
-    *,
-    since: timedelta,
-    version: str | None = None,
-    not_applied: bool = False,
-) -> SeenClients:
-    """The clients seen in the last `since`; with `version`, those served it (`not_applied`: that
-    have not applied it)."""
+async def seen_clients(store: Store, query: ClientsQuery) -> SeenClients:
+    """The clients `query` asks for, sorted by client id."""
+    namespace, path = query.namespace, query.path
 
     def read() -> SeenClients:
-        cutoff = store.now() - since
+        cutoff = store.now() - query.since
         seen = store.recent_clients(namespace, path, since=cutoff)
         applied = store.applied_states(namespace, path)
-        rows = client_rows(seen, applied, since=cutoff, version=version, not_applied=not_applied)
+        rows = client_rows(
+            seen, applied, since=cutoff, version=query.version, not_applied=query.not_applied
+        )
         return SeenClients(cutoff, rows)
 
     return await asyncio.to_thread(read)
