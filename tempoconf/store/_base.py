@@ -1,5 +1,5 @@
 """What every part of the Store shares: the connection and its transactions, the tables, and the
-statements more than one part uses (audit rows, upserts, making a version stable)."""
+statements more than one part uses (audit rows, upserts, making a version stable, a row's record)."""
 
 from __future__ import annotations
 
@@ -247,9 +247,9 @@ def upsert_newer(
     newer: str,
     kept: tuple[str, ...] = (),
 ) -> None:
-    """Insert `rows` (each with the same columns), or update the row with the same primary key
-    when the stored one's `newer` column is not later (a row only moves forward): each other column
-    to the new value, those `kept` only to a value (NULL keeps the stored one)."""
+    """Insert `rows` (at least one, each with the same columns), or update the row with the same
+    primary key when the stored one's `newer` column is not later (a row only moves forward): each
+    other column to the new value, those `kept` only to a value (NULL keeps the stored one)."""
     statement = dialect_insert(conn, t)
     new = statement.excluded
     keys = [column.name for column in t.primary_key]
