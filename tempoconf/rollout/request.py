@@ -41,12 +41,7 @@ from tempoconf.rollout.strategy import StrategySpec
 from tempoconf.rollout.validation_errors import problems_from_validation_error
 from tempoconf.storable import json_text_problems
 
-__all__ = [
-    "DEFAULT_COOLDOWN",
-    "DEFAULT_EXPIRATION",
-    "RolloutRequest",
-    "parse_rollout_request",
-]
+__all__ = ["DEFAULT_COOLDOWN", "DEFAULT_EXPIRATION", "RolloutRequest", "parse_rollout_request"]
 
 DEFAULT_COOLDOWN = timedelta(seconds=300)
 DEFAULT_EXPIRATION = timedelta(seconds=3600)
