@@ -14,7 +14,7 @@ from tempoconf.rollout.spec_fields import (
     ConfigPath,
     Namespace,
     StrictSpec,
-    value_problems,
+    unstorable_value_problems,
 )
 
 __all__ = ["MAX_CHANGES", "MIN_CHANGES", "ChangeSpec", "changeset_problems"]
@@ -87,5 +87,7 @@ def changeset_problems(raw: dict[str, Any]) -> list[Problem]:
                 )
             else:
                 first_index[config] = index
-        problems.extend(value_problems(change, json_pointer(["changes", index, "value"])))
+        problems.extend(
+            unstorable_value_problems(change, json_pointer(["changes", index, "value"]))
+        )
     return problems

@@ -34,7 +34,7 @@ from tempoconf.rollout.spec_fields import (
     Namespace,
     StrictSpec,
     positive_duration,
-    value_problems,
+    unstorable_value_problems,
 )
 from tempoconf.rollout.stages import MAX_STAGES, StageSpec
 from tempoconf.rollout.strategy import StrategySpec
@@ -135,7 +135,7 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # Every string of the request (the value's included) is checked here, the one door of every
     # rollout, so no backend is handed one it cannot store: a NUL would pass every check below.
     problems: list[Problem] = json_text_problems(raw)
-    problems.extend(value_problems(raw, "/value"))
+    problems.extend(unstorable_value_problems(raw, "/value"))
     request: RolloutRequest | None = None
     try:
         request = RolloutRequest.model_validate(raw)

@@ -36,7 +36,7 @@ __all__ = [
     "StrictSpec",
     "one_of",
     "positive_duration",
-    "value_problems",
+    "unstorable_value_problems",
 ]
 
 # In JSON a duration is written as seconds (pydantic's default, ISO 8601 "PT5M", is a form that
@@ -124,7 +124,7 @@ class StrictSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-def value_problems(holder: Mapping[str, Any], pointer: str) -> list[Problem]:
+def unstorable_value_problems(holder: Mapping[str, Any], pointer: str) -> list[Problem]:
     """The problem of `holder`'s "value" (the request's, or a change's) that no store could keep:
     nested too deep, or not plain JSON; at `pointer`. None given: none."""
     if "value" not in holder:
