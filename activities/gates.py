@@ -15,6 +15,7 @@ from typing import Any
 
 from temporalio import activity
 
+from tempoconf.activities.run_events import record_run_event
 from tempoconf.gates.freezes import FREEZE_RECHECK_SECONDS, Freeze, describe_freeze
 from tempoconf.rollout.activity_io import (
     CHECK_FREEZE_ACTIVITY,
@@ -22,7 +23,6 @@ from tempoconf.rollout.activity_io import (
     CheckFreezeResult,
     GatedConfig,
 )
-from tempoconf.rollout.changesets import change_event_key
 from tempoconf.store.store import Store
 
 __all__ = ["FREEZE_OVERRIDDEN_ACTION", "GateActivities"]
@@ -67,21 +67,17 @@ class GateActivities:
             if passed is None:
                 continue
             await asyncio.to_thread(
-                self._store.record_event,
-                config.namespace,
-                config.path,
+                record_run_event,
+                self._store,
+                config,
+                changeset=changeset,
+                # One row per freeze passed at each step, however often the activity is retried.
+                key=f"{input.run_id}:freeze-override:{input.step_key}:{passed.id}",
                 action=FREEZE_OVERRIDDEN_ACTION,
                 actor=input.actor or UNKNOWN_AUTHOR,
                 reason=input.override_reason,
-                version=config.version if changeset else input.version,
+                version=input.version,
                 workflow_id=input.workflow_id,
-                # One row per freeze passed at each step, however often the activity is retried.
-                event_key=change_event_key(
-                    f"{input.run_id}:freeze-override:{input.step_key}:{passed.id}",
-                    config.namespace,
-                    config.path,
-                    changeset=changeset,
-                ),
                 details={"freeze": passed.to_json(), "step": input.step},
             )
         return CheckFreezeResult(frozen=False, message=message, until=until, overridden=True)

@@ -36,6 +36,7 @@ from tempoconf.rollout.activity_io import (
     WatchHealthProgress,
     WatchHealthResult,
 )
+from tempoconf.rollout.health_specs import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     UNHEALTHY,
@@ -49,7 +50,6 @@ from tempoconf.rollout.health_verdicts import (
 )
 from tempoconf.rollout.plan import CheckSpec
 from tempoconf.rollout.progress import CheckResult, HealthReport, Verdict
-from tempoconf.rollout.request import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.rollout.run_state import count_failures
 from tempoconf.store.store import Store
 

@@ -19,16 +19,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from tempoconf.rollout.activity_io import (
-    CHECK_APPLIED_ACTIVITY,
-    CHECK_FREEZE_ACTIVITY,
-    PREPARE_ACTIVITY,
-    PROMOTE_ACTIVITY,
-    PUBLISH_STAGE_ACTIVITY,
-    RECORD_TRANSITION_ACTIVITY,
-    RENEW_LEASES_ACTIVITY,
-    REVERT_ACTIVITY,
-)
+from tempoconf.rollout import activity_io
 
 __all__ = [
     "HEARTBEAT_THROTTLE",
@@ -39,14 +30,14 @@ __all__ = [
 
 STORE_ACTIVITIES = frozenset(
     {
-        PREPARE_ACTIVITY,
-        PUBLISH_STAGE_ACTIVITY,
-        RENEW_LEASES_ACTIVITY,
-        RECORD_TRANSITION_ACTIVITY,
-        PROMOTE_ACTIVITY,
-        REVERT_ACTIVITY,
-        CHECK_FREEZE_ACTIVITY,
-        CHECK_APPLIED_ACTIVITY,
+        activity_io.PREPARE_ACTIVITY,
+        activity_io.PUBLISH_STAGE_ACTIVITY,
+        activity_io.RENEW_LEASES_ACTIVITY,
+        activity_io.RECORD_TRANSITION_ACTIVITY,
+        activity_io.PROMOTE_ACTIVITY,
+        activity_io.REVERT_ACTIVITY,
+        activity_io.CHECK_FREEZE_ACTIVITY,
+        activity_io.CHECK_APPLIED_ACTIVITY,
     }
 )
 """The activities whose work is store calls (and Temporal lookups), with no progress of their own."""

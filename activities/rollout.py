@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 
 from tempoconf.activities.abandoned import end_run, holder_ending
 from tempoconf.activities.prepare import begin_run, prepared_plan
+from tempoconf.activities.run_events import record_run_event
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.resolution import PublishedStage
 from tempoconf.rollout.activity_io import (
@@ -39,7 +40,6 @@ from tempoconf.rollout.activity_io import (
     RevertInput,
     RevertResult,
 )
-from tempoconf.rollout.changesets import change_event_key
 from tempoconf.rollout.plan import RolloutPlan
 from tempoconf.rollout.progress import NOTE
 from tempoconf.rollout.request import RolloutRequest
@@ -55,11 +55,20 @@ LOCK_LOST_ERROR = "RolloutLockLost"
 UNKNOWN_STARTER = "unknown"
 
 
-def _lock_lost(error: LockHeldError) -> ApplicationError:
-    # Another run owns the config now: writing would overwrite its work. Retrying can't help.
-    return ApplicationError(
-        f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True
-    )
+_Params = ParamSpec("_Params")
+
+
+async def _holding_lock(
+    step: Callable[_Params, object], *args: _Params.args, **kwargs: _Params.kwargs
+) -> None:
+    """Run a step of the run on the store (in a thread); a lock the run lost fails the activity."""
+    try:
+        await asyncio.to_thread(step, *args, **kwargs)
+    except LockHeldError as error:
+        # Another run owns the config now: writing would overwrite its work. Retrying can't help.
+        raise ApplicationError(
+            f"lost the config's lock: {error}", type=LOCK_LOST_ERROR, non_retryable=True
+        ) from None
 
 
 def _invalid(problems: list[Problem]) -> ApplicationError:
@@ -277,18 +286,15 @@ class RolloutActivities:
             expires_at=expires_at,
             bucket_key=input.plan.bucket_key,
         )
-        try:
-            await asyncio.to_thread(
-                self._store.publish_stage,
-                input.plan.namespace,
-                input.plan.path,
-                run_id=input.run_id,
-                stage=published,
-                actor=input.actor,
-                event_key=f"{input.run_id}:publish:{stage.index}",
-            )
-        except LockHeldError as error:
-            raise _lock_lost(error) from None
+        await _holding_lock(
+            self._store.publish_stage,
+            input.plan.namespace,
+            input.plan.path,
+            run_id=input.run_id,
+            stage=published,
+            actor=input.actor,
+            event_key=f"{input.run_id}:publish:{stage.index}",
+        )
         return PublishStageResult(expires_at=expires_at.isoformat(), published_at=now.isoformat())
 
     @activity.defn(name=RENEW_LEASES_ACTIVITY)
@@ -323,20 +329,16 @@ class RolloutActivities:
                 # A note (an operator command that left the state as it was) is no transition.
                 note = transition.kind == NOTE or transition.from_state == transition.to_state
                 for config in configs:
-                    self._store.record_event(
-                        config.namespace,
-                        config.path,
+                    record_run_event(
+                        self._store,
+                        config,
+                        changeset=changeset,
+                        key=f"{input.run_id}:transition:{sequence}",
                         action="rollout.command" if note else f"rollout.{transition.to_state}",
                         actor=transition.by,
                         reason=transition.reason,
-                        version=config.version if changeset else input.version,
+                        version=input.version,
                         workflow_id=input.workflow_id,
-                        event_key=change_event_key(
-                            f"{input.run_id}:transition:{sequence}",
-                            config.namespace,
-                            config.path,
-                            changeset=changeset,
-                        ),
                         details={
                             "from": transition.from_state,
                             "stage": transition.stage,
@@ -350,20 +352,17 @@ class RolloutActivities:
 
     @activity.defn(name=PROMOTE_ACTIVITY)
     async def promote_version(self, input: PromoteInput) -> None:
-        try:
-            await asyncio.to_thread(
-                self._store.promote,
-                input.plan.namespace,
-                input.plan.path,
-                run_id=input.run_id,
-                workflow_id=input.workflow_id,
-                version=input.plan.version,
-                actor=input.actor,
-                reason=input.reason,
-                event_key=f"{input.run_id}:promote",
-            )
-        except LockHeldError as error:
-            raise _lock_lost(error) from None
+        await _holding_lock(
+            self._store.promote,
+            input.plan.namespace,
+            input.plan.path,
+            run_id=input.run_id,
+            workflow_id=input.workflow_id,
+            version=input.plan.version,
+            actor=input.actor,
+            reason=input.reason,
+            event_key=f"{input.run_id}:promote",
+        )
 
     @activity.defn(name=REVERT_ACTIVITY)
     async def revert_rollout(self, input: RevertInput) -> RevertResult:

@@ -11,7 +11,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from tempoconf.api.errors import ApiError
 from tempoconf.problems import Problem
-from tempoconf.rollout.request import problems_from_validation_error
+from tempoconf.rollout.validation_errors import problems_from_validation_error
 
 __all__ = ["ADMIN_BODY_LIMIT", "REPORT_BODY_LIMIT", "read_json", "validate_body"]
 

@@ -48,7 +48,8 @@ from tempoconf.api.routes.versions import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIM
 from tempoconf.contract_schema import ContractJsonSchema
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.rollout.commands import OperatorCommand
-from tempoconf.rollout.request import ConfigPath, Namespace, RolloutRequest
+from tempoconf.rollout.request import RolloutRequest
+from tempoconf.rollout.spec_fields import ConfigPath, Namespace
 
 __all__ = [
     "ADMIN",

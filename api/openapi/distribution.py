@@ -30,7 +30,7 @@ from tempoconf.api.openapi.components import (
 from tempoconf.api.routes.reports import ReportBody
 from tempoconf.paths import DEFAULT_NAMESPACE
 from tempoconf.resolution.ofrep import NAMESPACE_HEADER
-from tempoconf.rollout.request import ConfigPath
+from tempoconf.rollout.spec_fields import ConfigPath
 
 __all__ = ["distribution_paths", "ofrep_paths"]
 

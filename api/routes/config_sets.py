@@ -30,7 +30,7 @@ from tempoconf.api.routing import route
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.resolution import ConfigSnapshot
-from tempoconf.rollout.request import MAX_CHANGES
+from tempoconf.rollout.change_specs import MAX_CHANGES
 
 __all__ = ["MAX_PATHS", "configs_etag", "routes"]
 

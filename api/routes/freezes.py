@@ -21,7 +21,7 @@ from tempoconf.gates.freezes import Freeze, parse_until
 from tempoconf.operations import freezes as freezing
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
 from tempoconf.problems import Problem
-from tempoconf.rollout.request import Namespace
+from tempoconf.rollout.spec_fields import Namespace
 from tempoconf.storable import STORABLE
 
 __all__ = [

@@ -27,7 +27,7 @@ from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE
-from tempoconf.rollout.request import ConfigPath, Namespace
+from tempoconf.rollout.spec_fields import ConfigPath, Namespace
 from tempoconf.storable import STORABLE
 from tempoconf.store import AppliedReport
 

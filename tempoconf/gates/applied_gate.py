@@ -15,7 +15,7 @@ Pure and workflow-safe: plain dataclasses, the store's rows read through Protoco
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_STRAGGLERS_SHOWN",
     "AppliedGate",
     "AppliedRow",
+    "ClientRow",
     "SeenRow",
     "Straggler",
     "describe_gate",
@@ -63,8 +64,8 @@ class ClientApplied:
     apply_error_version: str | None = None
 
 
-class SeenRow(Protocol):
-    """A client seen polling or reporting (tempoconf.store.SeenClient)."""
+class ClientRow(Protocol):
+    """A client as a store row names it: its id, and the channel and labels stages target."""
 
     @property
     def client(self) -> str: ...
@@ -72,17 +73,20 @@ class SeenRow(Protocol):
     def channel(self) -> str | None: ...
     @property
     def labels(self) -> Mapping[str, str]: ...
+
+
+class SeenRow(ClientRow, Protocol):
+    """A client seen polling or reporting (tempoconf.store.SeenClient)."""
+
     @property
     def last_seen(self) -> datetime: ...
     @property
     def last_version(self) -> str | None: ...
 
 
-class AppliedRow(Protocol):
+class AppliedRow(ClientRow, Protocol):
     """What a client last reported applying (tempoconf.store.AppliedState)."""
 
-    @property
-    def client(self) -> str: ...
     @property
     def version(self) -> str | None: ...
     @property
@@ -93,10 +97,6 @@ class AppliedRow(Protocol):
     def applied_at(self) -> datetime | None: ...
     @property
     def reported_at(self) -> datetime: ...
-    @property
-    def channel(self) -> str | None: ...
-    @property
-    def labels(self) -> Mapping[str, str]: ...
 
 
 @dataclass
@@ -142,10 +142,36 @@ class AppliedGate:
 
 def _identity(client: str, seen: SeenRow | None, applied: AppliedRow | None) -> ClientIdentity:
     """The identity it polls with, else the one its apply report named."""
-    source: SeenRow | AppliedRow | None = seen if seen is not None else applied
+    source: ClientRow | None = seen if seen is not None else applied
     if source is None:
         return ClientIdentity(client)
     return ClientIdentity(client, source.channel, dict(source.labels))
+
+
+@dataclass(frozen=True)
+class _Presence:
+    """A client seen since some time: its rows (either may be missing) and when it was last seen."""
+
+    client: str
+    seen: SeenRow | None
+    applied: AppliedRow | None
+    last_seen: datetime
+
+
+def _clients_seen(
+    seen: Sequence[SeenRow], applied: Sequence[AppliedRow], *, since: datetime
+) -> Iterator[_Presence]:
+    """Each client of `seen` and `applied` seen since `since` (a `seen` row is; an apply report
+    counts when it came since), by client id."""
+    seen_by = {row.client: row for row in seen}
+    applied_by = {row.client: row for row in applied}
+    for client in sorted(seen_by.keys() | applied_by.keys()):
+        seen_row, applied_row = seen_by.get(client), applied_by.get(client)
+        if seen_row is None and (applied_row is None or applied_row.reported_at < since):
+            continue  # not seen in the window: gone, or not yet there
+        times = [row.last_seen for row in (seen_row,) if row is not None]
+        times += [row.reported_at for row in (applied_row,) if row is not None]
+        yield _Presence(client, seen_row, applied_row, max(times))
 
 
 def judge_applied(
@@ -166,19 +192,11 @@ def judge_applied(
     straggler); an apply report in the window counts as being seen. A client is in the cohort
     when it matches any of `stages` (the live stages 1..k)."""
     since = now - timedelta(seconds=window_seconds)
-    seen_by = {row.client: row for row in seen}
-    applied_by = {row.client: row for row in applied}
     members: list[tuple[str, datetime, AppliedRow | None]] = []
-    for client in sorted(seen_by.keys() | applied_by.keys()):
-        seen_row, applied_row = seen_by.get(client), applied_by.get(client)
-        if seen_row is None and (applied_row is None or applied_row.reported_at < since):
-            continue  # not seen in the window: gone, or not yet there
-        identity = _identity(client, seen_row, applied_row)
-        if not any(stage_matches(stage, path, identity) for stage in stages):
-            continue
-        times = [row.last_seen for row in (seen_row,) if row is not None]
-        times += [row.reported_at for row in (applied_row,) if row is not None]
-        members.append((client, max(times), applied_row))
+    for member in _clients_seen(seen, applied, since=since):
+        identity = _identity(member.client, member.seen, member.applied)
+        if any(stage_matches(stage, path, identity) for stage in stages):
+            members.append((member.client, member.last_seen, member.applied))
     done = [m for m in members if m[2] is not None and m[2].version == version]
     late = [m for m in members if m[2] is None or m[2].version != version]
     cohort = len(members)
@@ -241,27 +259,21 @@ def client_rows(
     """The config's clients seen since `since` (`seen`: polled or reported health then; an apply
     report then counts too), with what each last applied, sorted by client id; with `version`,
     only those `on_version` keeps (`not_applied`: the stragglers of that version)."""
-    seen_by = {row.client: row for row in seen}
-    applied_by = {row.client: row for row in applied}
     rows = []
-    for client in sorted(seen_by.keys() | applied_by.keys()):
-        seen_row, applied_row = seen_by.get(client), applied_by.get(client)
-        if seen_row is None and (applied_row is None or applied_row.reported_at < since):
-            continue
+    for member in _clients_seen(seen, applied, since=since):
+        seen_row, applied_row = member.seen, member.applied
         served = seen_row.last_version if seen_row is not None else None
         if version is not None and not on_version(
             version, served=served, applied=applied_row, not_applied=not_applied
         ):
             continue
-        times = [row.last_seen for row in (seen_row,) if row is not None]
-        times += [row.reported_at for row in (applied_row,) if row is not None]
-        identity = _identity(client, seen_row, applied_row)
+        identity = _identity(member.client, seen_row, applied_row)
         rows.append(
             ClientApplied(
-                client=client,
+                client=member.client,
                 channel=identity.channel,
                 labels=dict(identity.labels),
-                last_seen=max(times),
+                last_seen=member.last_seen,
                 last_version=served,
                 applied_version=applied_row.version if applied_row else None,
                 applied_at=applied_row.applied_at if applied_row else None,

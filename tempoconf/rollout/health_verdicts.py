@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from tempoconf.durations import format_duration
 from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
+from tempoconf.rollout.health_specs import PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import CheckResult, Verdict
-from tempoconf.rollout.request import PrometheusCheckSpec, ReportsCheckSpec
 
 __all__ = [
     "HEALTHY",

@@ -17,13 +17,13 @@ from tempoconf.canonical import version_id
 from tempoconf.gates.applied_gate import DEFAULT_APPLIED_WINDOW_SECONDS
 from tempoconf.gates.windows import ChangeWindow, window_from_spec
 from tempoconf.rollout.changesets import changeset_key
-from tempoconf.rollout.request import (
+from tempoconf.rollout.health_specs import (
     HealthCheckSpec,
     HttpCheckSpec,
     PrometheusCheckSpec,
     ReportsCheckSpec,
-    RolloutRequest,
 )
+from tempoconf.rollout.request import RolloutRequest
 
 __all__ = [
     "DEFAULT_CHECK_TIMEOUT_SECONDS",

@@ -368,59 +368,70 @@ class RolloutRunState:
         }
 
     # -- operator commands --------------------------------------------------------------------
+    def _ignored(self, by: str, why: str, *, at: str) -> Effect:
+        """A command that changes nothing: signals cannot be refused, so the history says why."""
+        self.note(by, why, at=at)
+        return Effect(False, why)
+
+    def _requested(
+        self, name: CommandName, command: OperatorCommand, by: str, *, at: str
+    ) -> OperatorCommand:
+        """A halt or bypass, noted now; what to keep until it is acted on (the current step ends)."""
+        self.note(by, f"{name} requested: {command.reason or 'no reason given'}", at=at)
+        return OperatorCommand(reason=command.reason, by=by)
+
     def apply_halt(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
         if self.halt is not None:
-            effect = Effect(False, "a halt was already requested: the rollout is reverting")
-        elif self.is_final_or_promoting():
-            effect = Effect(False, f"halt ignored: the rollout is already {self.progress.state}")
-        else:
-            self.halt = OperatorCommand(reason=command.reason, by=by)
-            self.note(by, f"halt requested: {command.reason or 'no reason given'}", at=at)
-            # What it reverts is known once it ended (answer_message): a publish under way now
-            # still completes first.
-            publishing = self.progress.state == RolloutState.PUBLISHING
-            if anything_published(self.progress) or publishing:
-                requested = "the live stages are reverted once the current step ends"
-            else:
-                requested = "the rollout ends once the current step ends (nothing is published yet)"
-            return Effect(
-                True, "halted: the live stages were reverted", f"requested: halt; {requested}"
+            return self._ignored(
+                by, "a halt was already requested: the rollout is reverting", at=at
             )
-        # Signals cannot be refused; say in the history why this one changed nothing.
-        self.note(by, effect.done, at=at)
-        return effect
+        if self.is_final_or_promoting():
+            return self._ignored(
+                by, f"halt ignored: the rollout is already {self.progress.state}", at=at
+            )
+        self.halt = self._requested(CommandName.HALT, command, by, at=at)
+        # What it reverts is known once it ended (answer_message): a publish under way now
+        # still completes first.
+        publishing = self.progress.state == RolloutState.PUBLISHING
+        if anything_published(self.progress) or publishing:
+            requested = "the live stages are reverted once the current step ends"
+        else:
+            requested = "the rollout ends once the current step ends (nothing is published yet)"
+        return Effect(
+            True, "halted: the live stages were reverted", f"requested: halt; {requested}"
+        )
 
     def apply_bypass(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
         if self.bypass is not None:
-            effect = Effect(False, "a bypass was already requested: the version is being promoted")
-        elif self.halt is not None:
-            effect = Effect(False, "bypass ignored: the rollout is being halted")
-        elif self.is_final_or_promoting():
-            effect = Effect(False, f"bypass ignored: the rollout is already {self.progress.state}")
-        else:
-            self.bypass = OperatorCommand(reason=command.reason, by=by)
-            self.note(by, f"bypass requested: {command.reason or 'no reason given'}", at=at)
-            version = self.progress.version or "the version"
-            return Effect(
-                True,
-                f"bypassed: {version} was promoted to stable",
-                f"requested: bypass; {version} is promoted once the current step ends",
+            return self._ignored(
+                by, "a bypass was already requested: the version is being promoted", at=at
             )
-        self.note(by, effect.done, at=at)
-        return effect
+        if self.halt is not None:
+            return self._ignored(by, "bypass ignored: the rollout is being halted", at=at)
+        if self.is_final_or_promoting():
+            return self._ignored(
+                by, f"bypass ignored: the rollout is already {self.progress.state}", at=at
+            )
+        self.bypass = self._requested(CommandName.BYPASS, command, by, at=at)
+        version = self.progress.version or "the version"
+        return Effect(
+            True,
+            f"bypassed: {version} was promoted to stable",
+            f"requested: bypass; {version} is promoted once the current step ends",
+        )
 
     def apply_advance(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
         if RolloutState(self.progress.state) in APPLY_GATE_STATES:
             return self._advance_past_apply_gate(by, command, at=at)
         if self.progress.state != RolloutState.HOLDING or self.progress.hold_deadline is None:
-            effect = Effect(
-                False, f"advance ignored: no hold is running (the rollout is {self.progress.state})"
+            return self._ignored(
+                by,
+                f"advance ignored: no hold is running (the rollout is {self.progress.state})",
+                at=at,
             )
-            self.note(by, effect.done, at=at)
-            return effect
         stage = self.stage_label()
         self.advance_requested = True
         self.note(by, f"advance: hold ended early ({command.reason or 'no reason'})", at=at)
@@ -454,9 +465,9 @@ class RolloutRunState:
     def apply_pause(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
         if self.is_final_or_promoting():
-            effect = Effect(False, f"pause ignored: the rollout is already {self.progress.state}")
-            self.note(by, effect.done, at=at)
-            return effect
+            return self._ignored(
+                by, f"pause ignored: the rollout is already {self.progress.state}", at=at
+            )
         self.progress.pause_reasons.append(command.reason or f"paused by {by}")
         self.note(by, f"pause: {command.reason or 'no reason given'}", at=at)
         done = f"paused at {self.stage_label()}: the rollout does not leave it until resume"
@@ -465,9 +476,7 @@ class RolloutRunState:
     def apply_resume(self, command: OperatorCommand, *, at: str) -> Effect:
         by = command.by or DEFAULT_OPERATOR
         if not self.progress.pause_reasons:
-            effect = Effect(False, "resume ignored: the rollout is not paused")
-            self.note(by, effect.done, at=at)
-            return effect
+            return self._ignored(by, "resume ignored: the rollout is not paused", at=at)
         self.progress.pause_reasons.clear()
         self.note(by, f"resume: {command.reason or 'no reason given'}", at=at)
         return Effect(
@@ -479,37 +488,32 @@ class RolloutRunState:
         progress = self.progress
         paused = "; ".join(progress.pause_reasons)
         if progress.state != RolloutState.AWAITING_APPROVAL:
-            effect = Effect(False, "approve ignored: nothing is waiting for approval")
-        elif progress.approved:
+            return self._ignored(by, "approve ignored: nothing is waiting for approval", at=at)
+        if progress.approved:
             held = f", held until resume (paused: {paused})" if paused else ""
-            effect = Effect(False, f"{progress.stage_name} is already approved{held}")
-        elif (refused := approval_refusal(self.plan, progress, command)) is not None:
-            # A signal cannot be refused: a stale digest or a second approval by one identity
-            # changes nothing, and the history says why (an update's validator refused it).
-            effect = Effect(False, refused.replace("cannot approve", "approve ignored", 1))
-        else:
-            approved, text = record_approval(self.plan, progress, command, at=at)
-            audit = {
-                "approval": {"identity": by, "digest": command.digest, "reason": command.reason}
-            }
-            if not approved:
-                waiting = f"{text}; waiting for more approvals"
-                self.note(by, text, at=at, details=audit)
-                return Effect(True, waiting, waiting)
-            progress.approved = True
-            if paused:
-                # The approval counts, but a paused rollout does not leave its stage: say so.
-                held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
-                self.note(by, f"{text}; held until resume (paused: {paused})", at=at, details=audit)
-                return Effect(True, held, held)
+            return self._ignored(by, f"{progress.stage_name} is already approved{held}", at=at)
+        if (refused := approval_refusal(self.plan, progress, command)) is not None:
+            # A stale digest or a second approval by one identity changes nothing (an update's
+            # validator refused it).
+            return self._ignored(by, refused.replace("cannot approve", "approve ignored", 1), at=at)
+        approved, text = record_approval(self.plan, progress, command, at=at)
+        audit = {"approval": {"identity": by, "digest": command.digest, "reason": command.reason}}
+        if not approved:
+            waiting = f"{text}; waiting for more approvals"
             self.note(by, text, at=at, details=audit)
-            return Effect(
-                True,
-                f"approved {progress.stage_name}",
-                f"requested: approve {progress.stage_name}; the rollout moves on once the current step ends",
-            )
-        self.note(by, effect.done, at=at)
-        return effect
+            return Effect(True, waiting, waiting)
+        progress.approved = True
+        if paused:
+            # The approval counts, but a paused rollout does not leave its stage: say so.
+            held = f"approval of {progress.stage_name} accepted and held until resume (paused: {paused})"
+            self.note(by, f"{text}; held until resume (paused: {paused})", at=at, details=audit)
+            return Effect(True, held, held)
+        self.note(by, text, at=at, details=audit)
+        return Effect(
+            True,
+            f"approved {progress.stage_name}",
+            f"requested: approve {progress.stage_name}; the rollout moves on once the current step ends",
+        )
 
     def answer_message(self, command: CommandName, effect: Effect) -> str:
         """What an update that took effect answers: its effect, except that a halt of a rollout

@@ -1,5 +1,5 @@
 """What every part of the Store shares: the connection and its transactions, the tables, and the
-statements more than one part uses (audit rows, upserts, making a version stable)."""
+statements more than one part uses (audit rows, upserts, making a version stable, a row's record)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import json
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
-from sqlalchemy import Connection, Engine, Row, Table, and_, insert, select
+from sqlalchemy import Connection, Engine, Row, Table, and_, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
@@ -27,6 +28,7 @@ from tempoconf.store.engine import (
     upgrade,
 )
 from tempoconf.store.errors import StoreSchemaError, UnknownVersionError
+from tempoconf.store.records import AuditEvent
 from tempoconf.store.tables import (
     AuditLog,
     ClientReport,
@@ -40,6 +42,9 @@ from tempoconf.store.tables import (
     StableHistory,
     table,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "AUDIT",
@@ -58,8 +63,10 @@ __all__ = [
     "dialect_insert",
     "make_stable",
     "require_version",
+    "row_record",
     "same_version",
     "upsert",
+    "upsert_newer",
     "version_record",
     "write_audit",
 ]
@@ -232,32 +239,50 @@ def upsert(conn: Connection, t: Table, values: dict[str, Any], *, keys: tuple[st
     )
 
 
-def write_audit(
+def upsert_newer(
     conn: Connection,
-    namespace: str,
-    path: str,
+    t: Table,
+    rows: list[dict[str, Any]],
     *,
-    at: datetime,
-    action: str,
-    actor: str,
-    reason: str = "",
-    version: str | None = None,
-    workflow_id: str | None = None,
-    event_key: str | None = None,
-    details: Mapping[str, Any] | None = None,
+    newer: str,
+    kept: tuple[str, ...] = (),
+) -> None:
+    """Insert `rows` (at least one, each with the same columns), or update the row with the same
+    primary key when the stored one's `newer` column is not later (a row only moves forward): each
+    other column to the new value, those `kept` only to a value (NULL keeps the stored one)."""
+    statement = dialect_insert(conn, t)
+    new = statement.excluded
+    keys = [column.name for column in t.primary_key]
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=keys,
+            set_={
+                name: func.coalesce(new[name], t.c[name]) if name in kept else new[name]
+                for name in rows[0]
+                if name not in keys
+            },
+            where=t.c[newer] <= new[newer],
+        ),
+        rows,
+    )
+
+
+def write_audit(
+    conn: Connection, namespace: str, path: str, *, at: datetime, **event: Unpack[AuditEvent]
 ) -> bool:
     """Insert an audit row; False (nothing inserted) when event_key is already recorded."""
+    event_key = event.get("event_key")
     values = {
         "namespace": namespace,
         "path": path,
         "at": at,
-        "actor": actor,
-        "action": action,
-        "reason": reason,
-        "version": version,
-        "workflow_id": workflow_id,
+        "actor": event["actor"],
+        "action": event["action"],
+        "reason": event.get("reason", ""),
+        "version": event.get("version"),
+        "workflow_id": event.get("workflow_id"),
         "event_key": event_key,
-        "details": canonical_json(dict(details or {})),
+        "details": canonical_json(dict(event.get("details") or {})),
     }
     if event_key is None:
         conn.execute(insert(AUDIT).values(**values))
@@ -280,16 +305,25 @@ def aware(value: datetime, what: str) -> datetime:
     return value.astimezone(UTC)
 
 
+_Record = TypeVar("_Record", bound="DataclassInstance")
+
+
+def row_record(kind: type[_Record], row: Row[Any] | Mapping[Any, Any], **given: Any) -> _Record:
+    """The record `kind` (a dataclass) of a row (or a dict of its values): each field the column
+    of its name, unless `given` (a value the row holds otherwise: its JSON parsed, say)."""
+    # Any keys: SQLAlchemy types a row mapping's keys wider than str.
+    values = row._mapping if isinstance(row, Row) else row
+    return kind(
+        **{
+            field.name: given[field.name] if field.name in given else values[field.name]
+            for field in fields(kind)
+        }
+    )
+
+
 def version_record(row: Row[Any]) -> VersionRecord:
     """A config_version row as the domain's VersionRecord."""
-    return VersionRecord(
-        version=row.version,
-        value=json.loads(row.value),
-        author=row.author,
-        commit=row.commit,
-        message=row.message,
-        created_at=row.created_at,
-    )
+    return row_record(VersionRecord, row, value=json.loads(row.value))
 
 
 def require_version(conn: Connection, namespace: str, path: str, version: str) -> None:
@@ -314,21 +348,13 @@ def make_stable(
     reason: str,
     workflow_id: str | None,
 ) -> None:
-    """stable := version, with a stable_history row (audited by the caller)."""
-    upsert(
-        conn,
-        STABLE,
-        {"namespace": namespace, "path": path, "version": version, "updated_at": at},
-        keys=("namespace", "path"),
-    )
+    """stable := version, with a stable_history row (audited by the caller). Raises
+    UnknownVersionError (nothing written) when the version was never stored."""
+    require_version(conn, namespace, path, version)
+    row = {"namespace": namespace, "path": path, "version": version}
+    upsert(conn, STABLE, {**row, "updated_at": at}, keys=("namespace", "path"))
     conn.execute(
         insert(STABLE_HISTORY).values(
-            namespace=namespace,
-            path=path,
-            version=version,
-            at=at,
-            actor=actor,
-            reason=reason,
-            workflow_id=workflow_id,
+            **row, at=at, actor=actor, reason=reason, workflow_id=workflow_id
         )
     )

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 
 from tempoconf.canonical import canonical_json
-from tempoconf.store._base import StoreBase, aware, config_is, dialect_insert
+from tempoconf.store._base import StoreBase, aware, config_is, row_record, upsert_newer
 from tempoconf.store.records import AppliedReport, AppliedState
 from tempoconf.store.tables import ClientApplied, table
 
@@ -57,24 +57,7 @@ class AppliedMixin(StoreBase):
                 }
             )
         with self._write() as conn:
-            statement = dialect_insert(conn, APPLIED)
-            new = statement.excluded
-            conn.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["namespace", "path", "client"],
-                    set_={
-                        "version": func.coalesce(new.version, APPLIED.c.version),
-                        "applied_at": func.coalesce(new.applied_at, APPLIED.c.applied_at),
-                        "error": new.error,
-                        "error_version": new.error_version,
-                        "reported_at": new.reported_at,
-                        "channel": new.channel,
-                        "labels": new.labels,
-                    },
-                    where=APPLIED.c.reported_at <= new.reported_at,
-                ),
-                rows,
-            )
+            upsert_newer(conn, APPLIED, rows, newer="reported_at", kept=("version", "applied_at"))
 
     def applied_states(
         self, namespace: str, path: str, *, since: datetime | None = None
@@ -86,19 +69,7 @@ class AppliedMixin(StoreBase):
             scope.append(APPLIED.c.reported_at >= aware(since, "since"))
         with self._read(consistent=True) as conn:
             rows = conn.execute(select(APPLIED).where(*scope).order_by(APPLIED.c.client)).all()
-        return [
-            AppliedState(
-                client=row.client,
-                version=row.version,
-                applied_at=row.applied_at,
-                error=row.error,
-                error_version=row.error_version,
-                reported_at=row.reported_at,
-                channel=row.channel,
-                labels=json.loads(row.labels),
-            )
-            for row in rows
-        ]
+        return [row_record(AppliedState, row, labels=json.loads(row.labels)) for row in rows]
 
     def prune_applied(self, older_than: datetime) -> int:
         """Forget clients whose last applied report is older than `older_than`; returns how many."""

@@ -4,17 +4,12 @@ rows in their transaction; this is the log read as a whole and events recorded o
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Unpack
 
 from sqlalchemy import select
 
-from tempoconf.store._base import (
-    AUDIT,
-    StoreBase,
-    config_is,
-    write_audit,
-)
-from tempoconf.store.records import AuditEntry
+from tempoconf.store._base import AUDIT, StoreBase, config_is, row_record, write_audit
+from tempoconf.store.records import AuditEntry, AuditEvent
 
 __all__ = ["AuditMixin"]
 
@@ -23,34 +18,10 @@ class AuditMixin(StoreBase):
     """Recording events and reading a config's history (a part of Store)."""
 
     # -- audit -------------------------------------------------------------------------------------
-    def record_event(
-        self,
-        namespace: str,
-        path: str,
-        *,
-        action: str,
-        actor: str,
-        reason: str = "",
-        version: str | None = None,
-        workflow_id: str | None = None,
-        event_key: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> bool:
+    def record_event(self, namespace: str, path: str, **event: Unpack[AuditEvent]) -> bool:
         """Append to the audit log; False (nothing written) when event_key was recorded before."""
         with self._write() as conn:
-            return write_audit(
-                conn,
-                namespace,
-                path,
-                at=self.now(),
-                action=action,
-                actor=actor,
-                reason=reason,
-                version=version,
-                workflow_id=workflow_id,
-                event_key=event_key,
-                details=details,
-            )
+            return write_audit(conn, namespace, path, at=self.now(), **event)
 
     def history(self, namespace: str, path: str, *, limit: int = 100) -> list[AuditEntry]:
         """Audit log of a config, oldest first (the last `limit` entries)."""
@@ -62,17 +33,5 @@ class AuditMixin(StoreBase):
                 .limit(max(limit, 0))
             ).all()
         return [
-            AuditEntry(
-                id=row.id,
-                namespace=row.namespace,
-                path=row.path,
-                at=row.at,
-                actor=row.actor,
-                action=row.action,
-                reason=row.reason,
-                version=row.version,
-                workflow_id=row.workflow_id,
-                details=json.loads(row.details),
-            )
-            for row in reversed(rows)
+            row_record(AuditEntry, row, details=json.loads(row.details)) for row in reversed(rows)
         ]

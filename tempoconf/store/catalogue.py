@@ -20,7 +20,7 @@ from tempoconf.store._base import (
     config_is,
     dialect_insert,
     make_stable,
-    require_version,
+    row_record,
     same_version,
     upsert,
     version_record,
@@ -119,12 +119,9 @@ class CatalogueMixin(StoreBase):
         for version, at in history:
             since.setdefault(version, []).append(at)
         return [
-            VersionInfo(
-                version=row.version,
-                author=row.author,
-                commit=row.commit,
-                message=row.message,
-                created_at=row.created_at,
+            row_record(
+                VersionInfo,
+                row,
                 stable_since=since.get(row.version, []),
                 is_stable=row.version == stable,
             )
@@ -170,7 +167,6 @@ class CatalogueMixin(StoreBase):
                 event_key=event_key,
             ):
                 return False
-            require_version(conn, namespace, path, version)
             make_stable(
                 conn,
                 namespace,

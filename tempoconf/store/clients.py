@@ -16,7 +16,8 @@ from tempoconf.store._base import (
     StoreBase,
     aware,
     config_is,
-    dialect_insert,
+    row_record,
+    upsert_newer,
 )
 from tempoconf.store.records import ReportTotals, SeenClient
 
@@ -140,21 +141,7 @@ class ClientsMixin(StoreBase):
             for seen in latest.values()
         ]
         with self._write() as conn:
-            statement = dialect_insert(conn, SEEN)
-            new = statement.excluded
-            conn.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["namespace", "path", "client"],
-                    set_={
-                        "channel": new.channel,
-                        "labels": new.labels,
-                        "last_seen": new.last_seen,
-                        "last_version": func.coalesce(new.last_version, SEEN.c.last_version),
-                    },
-                    where=SEEN.c.last_seen <= new.last_seen,
-                ),
-                rows,
-            )
+            upsert_newer(conn, SEEN, rows, newer="last_seen", kept=("last_version",))
 
     def recent_clients(self, namespace: str, path: str, *, since: datetime) -> list[SeenClient]:
         """Clients seen polling the config at or after `since`, and clients that only sent health
@@ -189,14 +176,7 @@ class ClientsMixin(StoreBase):
                 .where(*scope)
             ).all()
         clients = {
-            row.client: SeenClient(
-                client=row.client,
-                channel=row.channel,
-                labels=json.loads(row.labels),
-                last_seen=row.last_seen,
-                last_version=row.last_version,
-            )
-            for row in polled
+            row.client: row_record(SeenClient, row, labels=json.loads(row.labels)) for row in polled
         }
         for row in reported:
             known = clients.get(row.client)

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Row, insert, or_, select, text, update
 
 from tempoconf.gates.freezes import Freeze, describe_freeze
-from tempoconf.store._base import StoreBase, aware
+from tempoconf.store._base import StoreBase, aware, row_record
 from tempoconf.store.tables import NamespaceFreeze, table
 
 __all__ = ["FREEZE", "FreezeActiveError", "FreezesMixin", "NotFrozenError"]
@@ -43,17 +43,7 @@ class NotFrozenError(LookupError):
 
 
 def _freeze(row: Row[tuple[object, ...]]) -> Freeze:
-    return Freeze(
-        id=row.id,
-        namespace=row.namespace,
-        reason=row.reason,
-        by=row.started_by,
-        started_at=row.started_at,
-        until=row.until,
-        ended_at=row.ended_at,
-        ended_by=row.ended_by,
-        end_reason=row.end_reason or "",
-    )
+    return row_record(Freeze, row, by=row.started_by, end_reason=row.end_reason or "")
 
 
 class FreezesMixin(StoreBase):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict
 
 __all__ = [
     "AppliedReport",
     "AppliedState",
     "AuditEntry",
+    "AuditEvent",
     "LockRecord",
     "ReportTotals",
     "RolloutRecord",
@@ -88,6 +90,19 @@ class AuditEntry:
     version: str | None
     workflow_id: str | None
     details: dict[str, Any] = field(default_factory=dict)
+
+
+class AuditEvent(TypedDict, total=False):
+    """What an audit row says besides its config and time (`write_audit`, `Store.record_event`):
+    reason "" and the others None when not given. An `event_key` recorded before writes nothing."""
+
+    action: Required[str]
+    actor: Required[str]
+    reason: str
+    version: str | None
+    workflow_id: str | None
+    event_key: str | None
+    details: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)

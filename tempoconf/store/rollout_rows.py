@@ -4,14 +4,14 @@ inside a caller's transaction; rollouts.py and steps.py build the store's method
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Connection, Table, delete, insert, select
 
 from tempoconf.rollout.changesets import change_event_key
-from tempoconf.store._base import LOCK, ROLLOUT, STAGE, config_is, write_audit
+from tempoconf.store._base import LOCK, ROLLOUT, STAGE, config_is, row_record, write_audit
 from tempoconf.store.errors import LockHeldError, LockLostError
 from tempoconf.store.records import LockRecord, RolloutRecord, RunConfig
 
@@ -27,8 +27,6 @@ __all__ = [
     "require_holder",
     "run_configs",
 ]
-
-_R = TypeVar("_R", LockRecord, RolloutRecord)
 
 
 @dataclass(frozen=True)
@@ -72,11 +70,6 @@ class ConfigWrite:
         )
 
 
-def _record(kind: type[_R], values: Mapping[Any, Any]) -> _R:
-    # Any keys: a dict of values, or a row's mapping (SQLAlchemy types its keys wider than str).
-    return kind(**{field.name: values[field.name] for field in fields(kind)})
-
-
 def _config_row(
     conn: Connection, t: Table, namespace: str, path: str, *, for_update: bool
 ) -> Mapping[Any, Any] | None:
@@ -88,7 +81,7 @@ def _config_row(
 
 
 def lock_record(values: Mapping[Any, Any]) -> LockRecord:
-    return _record(LockRecord, values)
+    return row_record(LockRecord, values)
 
 
 def get_lock(
@@ -115,7 +108,7 @@ def get_rollout(
     conn: Connection, namespace: str, path: str, *, for_update: bool = False
 ) -> RolloutRecord | None:
     row = _config_row(conn, ROLLOUT, namespace, path, for_update=for_update)
-    return None if row is None else _record(RolloutRecord, row)
+    return None if row is None else row_record(RolloutRecord, row)
 
 
 def clear_rollout(conn: Connection, namespace: str, path: str) -> None:
@@ -146,7 +139,7 @@ def replace_rollout(
     }
     clear_rollout(conn, namespace, path)
     conn.execute(insert(ROLLOUT).values(**values))
-    return _record(RolloutRecord, values)
+    return row_record(RolloutRecord, values)
 
 
 def run_configs(conn: Connection, namespace: str, path: str, run_id: str) -> list[RunConfig]:

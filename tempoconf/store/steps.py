@@ -253,7 +253,6 @@ def _promote(step: ConfigWrite, workflow_id: str, version: str, reason: str) -> 
     ):
         return False
     require_holder(lock, namespace, path, step.run_id)
-    require_version(conn, namespace, path, version)
     make_stable(
         conn,
         namespace,

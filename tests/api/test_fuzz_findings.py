@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.rollout.request import MAX_STAGES
+from tempoconf.rollout.stages import MAX_STAGES
 from tempoconf.storable import MAX_JSON_DEPTH
 
 BOUND = 5.0

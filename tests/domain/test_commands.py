@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 from temporalio.converter import DataConverter
 
 from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS, AnswerWhen, OperatorCommand
-from tempoconf.rollout.request import problems_from_validation_error
+from tempoconf.rollout.validation_errors import problems_from_validation_error
 
 ADAPTER = TypeAdapter(OperatorCommand)
 

@@ -158,7 +158,9 @@ def test_every_field_of_the_request_schema_has_a_description() -> None:
         for field, field_schema in node.get("properties", {}).items()
         if not field_schema.get("description")
     ]
-    assert missing == [], "give these a docstring in tempoconf/rollout/request.py"
+    assert missing == [], (
+        "give these a docstring in their model (tempoconf/rollout/request.py, ...)"
+    )
 
 
 def test_the_request_page_documents_every_field_of_every_object() -> None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from tempoconf.gates.check_templates import placeholder_values, render_promql, render_url
 from tempoconf.resolution import ClientIdentity
 from tempoconf.resolution.bucketing import bucket
+from tempoconf.rollout.health_specs import ReportsCheckSpec
 from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     NO_DATA,
@@ -21,7 +22,6 @@ from tempoconf.rollout.health_verdicts import (
     reporting_identity,
 )
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
-from tempoconf.rollout.request import ReportsCheckSpec
 from tempoconf.store.records import ReportTotals
 
 PATH = "myproject/server_config"

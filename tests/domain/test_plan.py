@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from tempoconf.rollout.health_specs import HealthCheckSpec
 from tempoconf.rollout.plan import (
     PlannedCheck,
     PlannedStage,
@@ -15,7 +16,7 @@ from tempoconf.rollout.plan import (
     plan_check,
     plan_from_request,
 )
-from tempoconf.rollout.request import HealthCheckSpec, parse_rollout_request
+from tempoconf.rollout.request import parse_rollout_request
 
 REPORTS = {"kind": "reports", "max_error_ratio": 0.05, "min_clients": 1}
 HTTP = {"kind": "http", "url": "https://judge.example/ok", "timeout": "2s"}

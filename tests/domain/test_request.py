@@ -11,16 +11,9 @@ import pytest
 from pydantic import TypeAdapter
 
 from tempoconf.problems import InvalidRequestError, Problem, json_pointer
-from tempoconf.rollout.request import (
-    DEFAULT_COOLDOWN,
-    DEFAULT_EXPIRATION,
-    HealthCheckSpec,
-    PrometheusCheckSpec,
-    ReportsCheckSpec,
-    StageSpec,
-    parse_rollout_request,
-    stage_display_name,
-)
+from tempoconf.rollout.health_specs import HealthCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.rollout.request import DEFAULT_COOLDOWN, DEFAULT_EXPIRATION, parse_rollout_request
+from tempoconf.rollout.stages import StageSpec, stage_display_name
 
 # The example of docs/contract.md, verbatim.
 DESIGN_EXAMPLE = json.loads(

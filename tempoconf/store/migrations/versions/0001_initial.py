@@ -1,21 +1,12 @@
-"""Initial schema: versions, stable, rollouts, stages, locks, audit log, revision counter.
-
-Revision ID: 0001_initial
-Revises:
-Create Date: 2025-01-01 00:00:00
-"""
+"""Initial schema: versions, stable, rollouts, stages, locks, audit log, revision counter."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0001_initial"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _VERSION_COLUMNS = ["config_version.namespace", "config_version.path", "config_version.version"]
 

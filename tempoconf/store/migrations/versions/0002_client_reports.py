@@ -1,21 +1,12 @@
-"""Client health reports (POST /v1/reports), read by the `reports` health check.
-
-Revision ID: 0002_client_reports
-Revises: 0001_initial
-Create Date: 2025-02-01 00:00:00
-"""
+"""Client health reports (POST /v1/reports), read by the `reports` health check."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0002_client_reports"
 down_revision: str | None = "0001_initial"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

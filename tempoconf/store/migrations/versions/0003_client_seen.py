@@ -1,21 +1,12 @@
-"""Clients the API has seen polling (`Store.record_seen_clients`), for rollout plans.
-
-Revision ID: 0003_client_seen
-Revises: 0002_client_reports
-Create Date: 2025-03-01 00:00:00
-"""
+"""Clients the API has seen polling (`Store.record_seen_clients`), for rollout plans."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003_client_seen"
 down_revision: str | None = "0002_client_reports"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -1,22 +1,13 @@
 """The identity a client reported with (channel, labels), so a health check can tell which
-stage's cohort a report belongs to.
-
-Revision ID: 0004_report_identity
-Revises: 0003_client_seen
-Create Date: 2025-04-01 00:00:00
-"""
+stage's cohort a report belongs to."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004_report_identity"
 down_revision: str | None = "0003_client_seen"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -1,22 +1,13 @@
 """Freezes of a namespace (`tempoconf freeze start|end|list`): while one is active no rollout in
-the namespace widens or promotes.
-
-Revision ID: 0006_freezes
-Revises: 0005_changesets
-Create Date: 2026-11-30 00:00:00
-"""
+the namespace widens or promotes."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006_freezes"
 down_revision: str | None = "0005_changesets"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -1,22 +1,13 @@
 """The version each client last applied (`POST /v1/reports` with `applied`), for the gates on
-applied versions (a stage's `min_applied`) and `tempoconf clients --not-applied`.
-
-Revision ID: 0007_applied_versions
-Revises: 0006_freezes
-Create Date: 2026-11-30 00:00:00
-"""
+applied versions (a stage's `min_applied`) and `tempoconf clients --not-applied`."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007_applied_versions"
 down_revision: str | None = "0006_freezes"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
