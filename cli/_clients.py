@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tempoconf.cli._common import die, read_json_file
 
 if TYPE_CHECKING:
-    from tempoconf.store.store import Store
+    pass
 
-__all__ = ["KnownClient", "clients_from_file", "recent_clients"]
+__all__ = ["KnownClient", "clients_from_file"]
 
 
 @dataclass(frozen=True)
@@ -48,14 +47,3 @@ def clients_from_file(path: str) -> list[KnownClient]:
             )
         clients.append(KnownClient(item["client"], item.get("channel"), dict(labels or {})))
     return clients
-
-
-def recent_clients(
-    store: Store, namespace: str, path: str, *, since: datetime
-) -> list[KnownClient]:
-    """Distinct clients seen on this config since `since` (`Store.recent_clients`: clients seen
-    polling, with their channel and labels, and clients that only reported, without)."""
-    return [
-        KnownClient(seen.client, seen.channel, dict(seen.labels))
-        for seen in store.recent_clients(namespace, path, since=since)
-    ]
