@@ -171,9 +171,11 @@ def test_unknown_configs_and_nothing_to_serve_are_request_errors(live_api: LiveA
     assert unknown.value.status == 404
     start_rollout(live_api.store, PATH, {"v": 2})  # no stable yet
     publish(live_api.store, PATH, index=0, name="canary", channel="canary")
+    # The rollout alone makes the config known (a bundle with no stable and no stage): wait for
+    # the one that carries the published stage.
     eventually_sync(
-        lambda: httpx.get(f"{live_api.url}/v1/bundles/{PATH}").status_code == 200,
-        what="the bundle",
+        lambda: _bundle_stages(f"{live_api.url}/v1/bundles/{PATH}") == 1,
+        what="the bundle with the canary stage",
     )
     config = LocalConfig(live_api.url, PATH)
     try:
@@ -257,3 +259,9 @@ async def test_a_real_rollout_reaches_the_identities_resolved_locally(
         assert (await rollout_result(halted))["outcome"] == "halted"
         await reads(canary, canary_value, "stable")
         assert config.snapshot is not None and config.snapshot.staged is None
+
+
+def _bundle_stages(url: str) -> int | None:
+    """How many stages the bundle at `url` carries; None while it is not served."""
+    answer = httpx.get(url)
+    return len(answer.json()["stages"]) if answer.status_code == 200 else None
