@@ -32,11 +32,9 @@ if TYPE_CHECKING:
     # more of start-up).
     from temporalio.client import Client
 
-    from tempoconf.cli._api_backend import ApiBackend
 
 __all__ = [
     "AlreadyRunning",
-    "ApiBackend",
     "ClientsQuery",
     "CommandRefused",
     "DirectBackend",
@@ -122,15 +120,6 @@ async def operator_backend(settings: Settings) -> AsyncIterator[OperatorBackend]
             yield DirectBackend(settings, stack)
     except OperationError as error:
         die(error.message)
-
-
-def __getattr__(name: str) -> Any:
-    # `ApiBackend` from here, as before it had a module of its own (it loads no HTTP client).
-    if name == "ApiBackend":
-        from tempoconf.cli._api_backend import ApiBackend
-
-        return ApiBackend
-    raise AttributeError(name)
 
 
 # -- direct: the store and Temporal ------------------------------------------------------------

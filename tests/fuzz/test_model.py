@@ -67,8 +67,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tempoconf.activities.abandoned import sweep_abandoned
 from tempoconf.canonical import version_id
+from tempoconf.cli._api_backend import ApiBackend
 from tempoconf.cli._backend import (
-    ApiBackend,
     CommandRefused,
     DirectBackend,
     LockBusy,
