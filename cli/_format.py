@@ -6,10 +6,21 @@ in a table's column as `2026-12-04 13:55:04` under a header that ends in `(UTC)`
 
 from __future__ import annotations
 
+import difflib
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-__all__ = ["duration_text", "parse_time", "relative_text", "table", "utc_text", "zoned_text"]
+__all__ = [
+    "duration_text",
+    "parse_time",
+    "relative_text",
+    "table",
+    "utc_text",
+    "value_diff",
+    "zoned_text",
+]
 
 
 def table(
@@ -86,3 +97,16 @@ def relative_text(value: str | datetime | None, *, now: datetime | None = None) 
         return "-"
     seconds = (moment - (now or datetime.now(UTC))).total_seconds()
     return f"in {duration_text(seconds)}" if seconds >= 0 else f"{duration_text(seconds)} ago"
+
+
+def value_diff(old: Any, new: Any, *, old_name: str, new_name: str) -> list[str]:
+    """A unified diff of two values as pretty JSON with sorted keys ([] when equal)."""
+
+    def lines(value: Any) -> list[str]:
+        return [] if value is None else json.dumps(value, indent=2, sort_keys=True).splitlines()
+
+    return list(
+        difflib.unified_diff(
+            lines(old), lines(new), fromfile=old_name, tofile=new_name, lineterm=""
+        )
+    )

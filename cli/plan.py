@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
 import json
 import shlex
 import sys
@@ -28,7 +27,7 @@ from tempoconf.cli._common import (
     settings_from_args,
     tempoconf_command,
 )
-from tempoconf.cli._format import duration_text, table
+from tempoconf.cli._format import duration_text, table, value_diff
 from tempoconf.durations import parse_duration
 from tempoconf.gates.windows import ChangeWindow, is_open, next_opening
 from tempoconf.operations.clients import ClientsQuery
@@ -40,7 +39,7 @@ from tempoconf.rollout.details import time_left
 from tempoconf.rollout.digest import plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan, plan_from_request
 
-__all__ = ["StageReach", "plan_command", "stage_reach", "value_diff"]
+__all__ = ["StageReach", "plan_command", "stage_reach"]
 
 CLIENTS_LISTED = 8
 # Check fields worth showing in a one-line summary (the rest are tuning with defaults).
@@ -84,19 +83,6 @@ def stage_reach(
         total += len(item.new)
         item.cumulative = total
     return reach, untouched
-
-
-def value_diff(old: Any, new: Any, *, old_name: str, new_name: str) -> list[str]:
-    """A unified diff of two values as pretty JSON with sorted keys ([] when equal)."""
-
-    def lines(value: Any) -> list[str]:
-        return [] if value is None else json.dumps(value, indent=2, sort_keys=True).splitlines()
-
-    return list(
-        difflib.unified_diff(
-            lines(old), lines(new), fromfile=old_name, tofile=new_name, lineterm=""
-        )
-    )
 
 
 def _check_text(check: dict[str, Any]) -> str:
