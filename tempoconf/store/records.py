@@ -162,11 +162,3 @@ class AppliedState:
     channel: str | None
     labels: dict[str, str]
 
-
-@dataclass(frozen=True)
-class ServedConfig:  # TEMPORARY: replaced by the served branch's definition at merge
-    namespace: str
-    path: str
-    stable_version: str | None
-    schema_digest: str | None
-    lock: LockRecord | None
