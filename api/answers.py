@@ -7,10 +7,12 @@ Timestamps are ISO 8601 strings made by the routes (`datetime.isoformat()`, as t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
 
+from tempoconf.gates.freezes import Freeze
 from tempoconf.resolution import StageKind
 from tempoconf.rollout.progress import CommandResult
 
@@ -25,6 +27,7 @@ __all__ = [
     "ConfigAnswer",
     "ConfigMetadata",
     "ErrorAnswer",
+    "FreezeAnswer",
     "HealthAnswer",
     "HistoryAnswer",
     "LockAnswer",
@@ -37,6 +40,9 @@ __all__ = [
     "RolloutStateAnswer",
     "SchemaAnswer",
     "SeenClientAnswer",
+    "ServedConfigAnswer",
+    "ServedLockAnswer",
+    "ServedStateAnswer",
     "StableAnswer",
     "Timestamp",
     "VersionAnswer",
@@ -273,6 +279,61 @@ class LockAnswer(_Answer):
     run_id: str
     version: str
     acquired_at: Timestamp
+
+
+class FreezeAnswer(_Answer):
+    """A freeze of a namespace (`GET /v1/admin/freezes`)."""
+
+    id: int
+    namespace: str
+    reason: str
+    by: str
+    started_at: Timestamp
+    until: Timestamp | None
+    """When it ends by itself; null: when it is ended."""
+    ended_at: Timestamp | None
+    """When it was ended early; null: it was not."""
+    ended_by: str | None
+    end_reason: str
+    active: bool
+
+    @classmethod
+    def of(cls, freeze: Freeze, now: datetime) -> FreezeAnswer:
+        return cls.model_validate({**freeze.to_json(), "active": freeze.active(now)})
+
+
+class ServedLockAnswer(_Answer):
+    """Who holds a config's rollout lock: a running rollout."""
+
+    workflow_id: str
+    run_id: str
+    version: str
+    """The version the rollout rolls out."""
+    acquired_at: Timestamp
+
+
+class ServedConfigAnswer(_Answer):
+    """A config the store knows (a version, a stable version, a schema or a lock)."""
+
+    namespace: str
+    path: str
+    stable_version: str | None
+    """The stable version's id; null when it has none."""
+    schema_digest: str | None
+    """The version id of its JSON Schema (the hash a value's version id is: the first 16 hex
+    characters of the SHA-256 of its canonical JSON); null without a schema."""
+    lock: ServedLockAnswer | None
+    """Who holds its rollout lock; null when it is free."""
+
+
+class ServedStateAnswer(_Answer):
+    """What is served in some namespaces, read at once (`GET /v1/admin/configs`): what configs as
+    code compare a directory of configs with."""
+
+    configs: list[ServedConfigAnswer]
+    """Every config the store knows in the namespaces asked, by namespace and path."""
+    freezes: list[FreezeAnswer]
+    """The active freezes of the namespaces asked, by namespace."""
 
 
 class WorkflowAnswer(_Answer):

@@ -36,6 +36,7 @@ from tempoconf.api.routes import (
     reports,
     rollouts,
     schemas,
+    served,
     versions,
 )
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION, SEEN_FLUSH_INTERVAL, record_seen_clients
@@ -198,6 +199,7 @@ def create_app(
             *versions.routes,
             *rollouts.routes,
             *freezes.routes,
+            *served.routes,
             *health.routes,
             *metrics.routes,
             *openapi.routes,

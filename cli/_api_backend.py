@@ -5,7 +5,7 @@ are decoded into the same records, its refusals raised as the same errors."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -18,6 +18,7 @@ from tempoconf.operations.clients import ClientsQuery
 from tempoconf.operations.errors import Conflict, NotFound, Refused, Undelivered
 from tempoconf.operations.freezes import EndedFreeze
 from tempoconf.operations.preview import ChangePreview
+from tempoconf.operations.served import ServedState
 from tempoconf.operations.start import AlreadyRunning, LockBusy
 from tempoconf.operations.steer import CommandSent, OperatorCommandInput
 from tempoconf.operations.view import RolloutSnapshot, StoreContext
@@ -26,7 +27,7 @@ from tempoconf.resolution import VersionRecord
 from tempoconf.rollout.commands import command_path
 from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.settings import Settings
-from tempoconf.store.records import AuditEntry, LockRecord, VersionInfo
+from tempoconf.store.records import AuditEntry, LockRecord, ServedConfig, VersionInfo
 
 if TYPE_CHECKING:
     import httpx  # imported where used: the direct mode never loads it
@@ -65,7 +66,7 @@ class ApiBackend:
         url: str,
         *,
         namespace: str | None = None,
-        params: dict[str, str] | None = None,
+        params: Mapping[str, str | list[str]] | None = None,
         body: Any = None,
         expected: tuple[int, ...] = (200,),
     ) -> httpx.Response:
@@ -73,7 +74,7 @@ class ApiBackend:
         command with a message naming the setting to fix."""
         import httpx
 
-        query = dict(params or {})
+        query: dict[str, str | list[str]] = dict(params or {})
         if namespace is not None:
             query["namespace"] = namespace
         try:
@@ -316,6 +317,19 @@ class ApiBackend:
         response = await self._call("GET", "/v1/admin/freezes", params=params)
         return [_freeze(item) for item in response.json()["freezes"]]
 
+    async def served_state(self, namespaces: Sequence[str] | None) -> ServedState:
+        params: dict[str, str | list[str]] = {}
+        if namespaces is not None:
+            if not namespaces:  # no namespace asked: nothing (an absent parameter means all)
+                return ServedState(configs=[], freezes=[])
+            params["namespace"] = list(namespaces)
+        response = await self._call("GET", "/v1/admin/configs", params=params)
+        answer = response.json()
+        return ServedState(
+            configs=[_served_config(item) for item in answer["configs"]],
+            freezes=[_freeze(item) for item in answer["freezes"]],
+        )
+
     async def _state(self, namespace: str, path: str, workflow_id: str) -> dict[str, Any]:
         response = await self._call(
             "GET",
@@ -341,6 +355,13 @@ _END_ONLY = ("rollouts_told", "not_told")
 def _freeze(item: dict[str, Any]) -> Freeze:
     """A freeze from the admin API's answer (its `active` is the API's view, recomputed here)."""
     return _decode(Freeze, {key: value for key, value in item.items() if key != "active"})
+
+
+def _served_config(item: dict[str, Any]) -> ServedConfig:
+    """A served config from `GET /v1/admin/configs` (its lock names its config only once)."""
+    lock = item["lock"]
+    where = {"namespace": item["namespace"], "path": item["path"]}
+    return _decode(ServedConfig, {**item, "lock": {**lock, **where} if lock else None})
 
 
 def _when(text: str) -> datetime:

@@ -7,7 +7,7 @@ errors; the commands format them with the same code, so the output is the same i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -20,6 +20,7 @@ from tempoconf.gates.freezes import Freeze
 from tempoconf.operations.clients import ClientsQuery
 from tempoconf.operations.errors import OperationError, Unavailable
 from tempoconf.operations.freezes import EndedFreeze
+from tempoconf.operations.served import ServedState
 from tempoconf.operations.start import AlreadyRunning, LockBusy
 from tempoconf.operations.steer import CommandSent, OperatorCommandInput
 from tempoconf.operations.view import RolloutSnapshot, StoreContext
@@ -44,6 +45,7 @@ __all__ = [
     "OperatorBackend",
     "Prepared",
     "OperatorCommandInput",
+    "ServedState",
     "ViewUnavailable",
     "api_mode",
     "operator_backend",
@@ -97,6 +99,13 @@ class OperatorBackend(Protocol):
         ...
 
     async def list_freezes(self, namespace: str | None, *, limit: int) -> list[Freeze]: ...
+
+    # Configs as code: `tempoconf diff|apply DIR`.
+    async def served_state(self, namespaces: Sequence[str] | None) -> ServedState:
+        """Every config the store knows in `namespaces` (None: every namespace), with its stable
+        version, schema digest and lock, and their active freezes: one read, whatever the
+        number of configs."""
+        ...
 
 
 def api_mode(settings: Settings) -> bool:
@@ -273,3 +282,8 @@ class DirectBackend:
         from tempoconf.operations.freezes import list_freezes
 
         return await list_freezes(self._store(), namespace, limit=limit)
+
+    async def served_state(self, namespaces: Sequence[str] | None) -> ServedState:
+        from tempoconf.operations.served import served_state
+
+        return await served_state(self._store(), namespaces)

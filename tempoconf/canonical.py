@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical_json", "version_id"]
+__all__ = ["canonical_id", "canonical_json", "version_id"]
 
 
 def canonical_json(value: Any) -> str:
@@ -18,4 +18,10 @@ def canonical_json(value: Any) -> str:
 
 def version_id(value: Any) -> str:
     """First 16 hex chars of the SHA-256 of the canonical JSON: the same value, the same id."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()[:16]
+    return canonical_id(canonical_json(value))
+
+
+def canonical_id(text: str) -> str:
+    """The version id of a value given as its canonical JSON text (as the store keeps values and
+    schemas): `version_id(value) == canonical_id(canonical_json(value))`, without parsing it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

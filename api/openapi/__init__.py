@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tempoconf import __version__
-from tempoconf.api.openapi.admin import admin_paths, command_paths, freeze_paths
+from tempoconf.api.openapi.admin import admin_paths, command_paths, freeze_paths, served_paths
 from tempoconf.api.openapi.components import (
     ANSWERS,
     REF_TEMPLATE,
@@ -45,6 +45,7 @@ def openapi_document() -> dict[str, Any]:
             **operations_paths(),
             **command_paths(),
             **freeze_paths(),
+            **served_paths(),
             **ofrep_paths(),
         },
         "components": {

@@ -1,5 +1,5 @@
 """The paths operators use: configs' schemas, versions and history, clients seen, rollouts and
-the commands on them, and freezes of namespaces."""
+the commands on them, freezes of namespaces, and what is served of every config at once."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Any
 from tempoconf.api.answers import (
     ClientsAnswer,
     CommandAnswer,
+    FreezeAnswer,
     HistoryAnswer,
     PlanContextAnswer,
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
+    ServedStateAnswer,
     StableAnswer,
     VersionsAnswer,
 )
@@ -29,7 +31,6 @@ from tempoconf.api.openapi.components import (
 from tempoconf.api.routes.freezes import (
     DEFAULT_FREEZE_LIMIT,
     MAX_FREEZE_LIMIT,
-    FreezeAnswer,
     FreezeEndAnswer,
     FreezeEndBody,
     FreezesAnswer,
@@ -39,7 +40,7 @@ from tempoconf.api.routes.schemas import SchemaBody
 from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS, OperatorCommand
 from tempoconf.rollout.request import RolloutRequest
 
-__all__ = ["admin_paths", "command_paths", "freeze_paths"]
+__all__ = ["admin_paths", "command_paths", "freeze_paths", "served_paths"]
 
 _TOO_LARGE = f"Body over {ADMIN_BODY_LIMIT} bytes"
 
@@ -306,6 +307,40 @@ def freeze_paths() -> dict[str, Any]:
                     "401": unauthorized(),
                     "404": error("The namespace is not frozen"),
                     "413": error(_TOO_LARGE),
+                },
+            }
+        },
+    }
+
+
+def served_paths() -> dict[str, Any]:
+    """What is served, read at once: configs as code (`tempoconf diff|apply DIR`) compare a
+    directory of configs with it."""
+    return {
+        "/v1/admin/configs": {
+            "get": {
+                "operationId": "listServedConfigs",
+                "summary": "Every config the store knows (a version, a stable version, a schema "
+                "or a lock), by namespace and path, with its stable version, its schema's digest "
+                "and its lock, and the namespaces' active freezes: one read for configs as code",
+                "tags": ["admin"],
+                "security": ADMIN,
+                "parameters": [
+                    {
+                        "name": "namespace",
+                        "in": "query",
+                        "required": False,
+                        "description": "A namespace; repeat it for several, e.g. "
+                        "?namespace=a&namespace=b (default: every namespace)",
+                        "schema": {"type": "array", "items": namespace_schema()},
+                        "style": "form",
+                        "explode": True,
+                    }
+                ],
+                "responses": {
+                    "200": answer(ServedStateAnswer, "The configs and the active freezes"),
+                    "400": error("Invalid namespace"),
+                    "401": unauthorized(),
                 },
             }
         },

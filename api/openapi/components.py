@@ -16,6 +16,7 @@ from tempoconf.api.answers import (
     ConfigAnswer,
     ConfigsAnswer,
     ErrorAnswer,
+    FreezeAnswer,
     HealthAnswer,
     HistoryAnswer,
     PlanContextAnswer,
@@ -23,6 +24,7 @@ from tempoconf.api.answers import (
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
+    ServedStateAnswer,
     StableAnswer,
     VersionsAnswer,
 )
@@ -36,7 +38,6 @@ from tempoconf.api.ofrep_answers import (
 )
 from tempoconf.api.routes.clients import DEFAULT_SINCE_SECONDS, MAX_SINCE_SECONDS
 from tempoconf.api.routes.freezes import (
-    FreezeAnswer,
     FreezeEndAnswer,
     FreezeEndBody,
     FreezesAnswer,
@@ -102,6 +103,7 @@ ANSWERS: tuple[type[Any], ...] = (
     FreezeAnswer,
     FreezeEndAnswer,
     FreezesAnswer,
+    ServedStateAnswer,
     OfrepFlagAnswer,
     OfrepFlagError,
     OfrepBulkAnswer,

@@ -11,13 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from tempoconf.api.answers import Timestamp
+from tempoconf.api.answers import FreezeAnswer
 from tempoconf.api.auth import require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import limit_param, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
-from tempoconf.gates.freezes import Freeze, parse_until
+from tempoconf.gates.freezes import parse_until
 from tempoconf.operations import freezes as freezing
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem
 from tempoconf.problems import Problem
@@ -60,27 +60,6 @@ class FreezeStartBody(_Body):
 class FreezeEndBody(_Body):
     reason: Annotated[str, Field(max_length=2000), STORABLE] = ""
     by: Annotated[str, Field(max_length=200), STORABLE] = ""
-
-
-class FreezeAnswer(BaseModel):
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    id: int
-    namespace: str
-    reason: str
-    by: str
-    started_at: Timestamp
-    until: Timestamp | None
-    """When it ends by itself; null: when it is ended."""
-    ended_at: Timestamp | None
-    """When it was ended early; null: it was not."""
-    ended_by: str | None
-    end_reason: str
-    active: bool
-
-    @classmethod
-    def of(cls, freeze: Freeze, now: datetime) -> FreezeAnswer:
-        return cls.model_validate({**freeze.to_json(), "active": freeze.active(now)})
 
 
 class FreezeEndAnswer(FreezeAnswer):

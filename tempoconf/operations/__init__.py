@@ -15,6 +15,8 @@ modules without loading either.
 - `state`: a config's rollout as `rollout status` shows it (`view`: how a run is read).
 - `freezes`: freeze a namespace, end its freeze (telling the waiting rollouts), list freezes.
 - `clients`: the clients seen on a config, with what each applied.
+- `served`: what is served in some namespaces at once (every config's stable version, schema
+  digest and lock; the active freezes), which configs as code compare a directory with.
 - `temporal_access`: how an operation reaches Temporal (each transport connects its own way).
 - `errors`: the operations' errors.
 """

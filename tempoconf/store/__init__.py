@@ -15,6 +15,7 @@ from tempoconf.store.records import (
     RolloutRecord,
     RunConfig,
     SeenClient,
+    ServedConfig,
     StageLease,
     VersionInfo,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "RolloutRecord",
     "RunConfig",
     "SeenClient",
+    "ServedConfig",
     "StageLease",
     "Store",
     "StoreSchemaError",

@@ -1,16 +1,19 @@
-"""The catalogue: config schemas, immutable versions and the stable version of each config."""
+"""The catalogue: config schemas, immutable versions and the stable version of each config, and
+what is served of every config at once (configs as code compare a directory with it)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, Table, select
 
-from tempoconf.canonical import canonical_json
+from tempoconf.canonical import canonical_id, canonical_json
 from tempoconf.resolution import VersionRecord
 from tempoconf.store._base import (
+    LOCK,
     SCHEMA,
     STABLE,
     STABLE_HISTORY,
@@ -27,7 +30,8 @@ from tempoconf.store._base import (
     write_audit,
 )
 from tempoconf.store.engine import bump_revision
-from tempoconf.store.records import VersionInfo
+from tempoconf.store.records import LockRecord, ServedConfig, VersionInfo
+from tempoconf.store.rollout_rows import lock_record
 
 __all__ = ["CatalogueMixin"]
 
@@ -179,6 +183,55 @@ class CatalogueMixin(StoreBase):
             )
             bump_revision(conn)
         return True
+
+    # -- what is served ----------------------------------------------------------------------------
+    def served_configs(self, namespaces: Sequence[str] | None = None) -> list[ServedConfig]:
+        """Every config the store knows in `namespaces` (None: every namespace), sorted by
+        (namespace, path): its stable version, its schema's digest and its lock. Four queries
+        whatever the number of configs, from one consistent snapshot of the database."""
+        if namespaces is not None and not namespaces:
+            return []
+
+        def of(statement: Select[Any], t: Table) -> Select[Any]:
+            if namespaces is None:
+                return statement
+            return statement.where(t.c.namespace.in_(sorted(set(namespaces))))
+
+        with self._read(consistent=True) as conn:
+            known = conn.execute(
+                of(select(VERSION.c.namespace, VERSION.c.path).distinct(), VERSION)
+            )
+            configs: set[tuple[str, str]] = {(row.namespace, row.path) for row in known}
+            stables: dict[tuple[str, str], str] = {
+                (row.namespace, row.path): row.version
+                for row in conn.execute(
+                    of(select(STABLE.c.namespace, STABLE.c.path, STABLE.c.version), STABLE)
+                )
+            }
+            # The stored document is canonical JSON (set_schema), so its id is the text's hash:
+            # version_id(json.loads(document)) without parsing any schema.
+            schemas: dict[tuple[str, str], str] = {
+                (row.namespace, row.path): canonical_id(row.document)
+                for row in conn.execute(
+                    of(select(SCHEMA.c.namespace, SCHEMA.c.path, SCHEMA.c.document), SCHEMA)
+                )
+            }
+            locks: dict[tuple[str, str], LockRecord] = {
+                (row.namespace, row.path): lock_record(row._mapping)
+                for row in conn.execute(of(select(LOCK), LOCK))
+            }
+        configs.update(stables, schemas, locks)
+        # Sorted here, not by the database: PostgreSQL's collation may not order by code point.
+        return [
+            ServedConfig(
+                namespace=namespace,
+                path=path,
+                stable_version=stables.get((namespace, path)),
+                schema_digest=schemas.get((namespace, path)),
+                lock=locks.get((namespace, path)),
+            )
+            for namespace, path in sorted(configs)
+        ]
 
 
 def _get_version(conn: Connection, namespace: str, path: str, version: str) -> VersionRecord | None:

@@ -8,6 +8,7 @@ namespace first), so two concurrent starts never both succeed.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection, Row, insert, or_, select, text, update
@@ -66,6 +67,23 @@ class FreezesMixin(StoreBase):
         """The namespace's active freeze, or None."""
         with self._read() as conn:
             return self._active_freeze(conn, namespace, self.now())
+
+    def active_freezes(self, namespaces: Sequence[str] | None = None) -> list[Freeze]:
+        """The active freeze of each of `namespaces` that has one (None: of every namespace), by
+        namespace: one query, however many namespaces."""
+        if namespaces is not None and not namespaces:
+            return []
+        query = select(FREEZE).where(
+            FREEZE.c.ended_at.is_(None), or_(FREEZE.c.until.is_(None), FREEZE.c.until > self.now())
+        )
+        if namespaces is not None:
+            query = query.where(FREEZE.c.namespace.in_(sorted(set(namespaces))))
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(FREEZE.c.id)).all()
+        # At most one is active per namespace (start_freeze); were there more, the newest wins,
+        # as in active_freeze.
+        newest = {row.namespace: row for row in rows}
+        return [_freeze(newest[namespace]) for namespace in sorted(newest)]
 
     def start_freeze(
         self, namespace: str, *, reason: str, by: str, until: datetime | None = None

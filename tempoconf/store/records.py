@@ -17,6 +17,7 @@ __all__ = [
     "RolloutRecord",
     "RunConfig",
     "SeenClient",
+    "ServedConfig",
     "StageLease",
     "VersionInfo",
 ]
@@ -32,6 +33,22 @@ class LockRecord:
     run_id: str
     version: str
     acquired_at: datetime
+
+
+@dataclass(frozen=True)
+class ServedConfig:
+    """A config the store knows (it has a version, a stable version, a schema or a lock), as
+    configs-as-code compares it (`Store.served_configs`)."""
+
+    namespace: str
+    path: str
+    stable_version: str | None
+    """The stable version id, None when it has none."""
+    schema_digest: str | None
+    """`tempoconf.canonical.version_id(schema)` of its JSON Schema (the same hash as a value's
+    version id), None without a schema."""
+    lock: LockRecord | None
+    """Who holds its rollout lock (a running rollout), None when free."""
 
 
 @dataclass(frozen=True)
