@@ -46,7 +46,8 @@ from tempoconf.settings import Settings
 from tempoconf.temporal.names import request_workflow_id
 from tempoconf.tree.diff import Action, ConfigDiff, TreeDiff, diff_tree
 from tempoconf.tree.git import head_commit
-from tempoconf.tree.layout import FileProblem, Tree, TreeError, read_tree
+from tempoconf.tree.layout import FileProblem, Tree, TreeError
+from tempoconf.tree.reader import read_tree
 from tempoconf.tree.requests import (
     Authorship,
     check_tree,

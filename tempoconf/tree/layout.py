@@ -6,8 +6,9 @@
                                                 below it: the nearest one wins
 
 A protoconf repository (a `materialized_config/` folder in DIR) is read by
-tempoconf.tree.protoconf instead. Reading never stops at the first problem: every file is read and
-every problem is kept, with its file and JSON pointer, so one run lists them all."""
+tempoconf.tree.protoconf instead (tempoconf.tree.reader chooses). Reading never stops at the
+first problem: every file is read and every problem is kept, with its file and JSON pointer, so
+one run lists them all."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ __all__ = [
     "TreeConfig",
     "TreeError",
     "read_json",
-    "read_tree",
+    "read_layout_tree",
     "relative",
 ]
 
@@ -154,15 +155,8 @@ def relative(root: Path, file: Path) -> str:
     return file.relative_to(root).as_posix()
 
 
-def read_tree(root: Path) -> Tree:
-    """The tree at `root`: a protoconf repository when it has a `materialized_config/` folder,
-    else tempoconf's own layout. Raises TreeError when `root` is no folder."""
-    if not root.is_dir():
-        raise TreeError(f"{root} is not a folder" if root.exists() else f"{root} does not exist")
-    from tempoconf.tree.protoconf import MATERIALIZED_FOLDER, read_protoconf_tree
-
-    if (root / MATERIALIZED_FOLDER).is_dir():
-        return read_protoconf_tree(root)
+def read_layout_tree(root: Path) -> Tree:
+    """The tree at `root` in tempoconf's own layout (tempoconf.tree.reader decides which)."""
     tree = Tree(root=root, kind="tempoconf")
     rollouts = _RolloutFiles(root, tree.problems)
     schemas: dict[Path, Path] = {}

@@ -16,7 +16,8 @@ from tempoconf.gates.freezes import Freeze
 from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.store.records import LockRecord, ServedConfig
 from tempoconf.tree.diff import Action, diff_tree
-from tempoconf.tree.layout import FileProblem, read_tree
+from tempoconf.tree.layout import FileProblem
+from tempoconf.tree.reader import read_tree
 from tempoconf.tree.requests import Authorship, check_tree, rollout_request
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
