@@ -27,7 +27,8 @@ __all__ = ["routes"]
 
 
 def _namespaces(request: Request) -> list[str] | None:
-    """The repeated `?namespace=`; None (every namespace) when there is none. 400 for an invalid one."""
+    """The repeated `?namespace=`; None (every namespace) when there is none. ApiError(400) for
+    an invalid one."""
     namespaces = request.query_params.getlist("namespace")
     for namespace in namespaces:
         problem = namespace_problem(namespace)

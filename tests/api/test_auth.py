@@ -96,6 +96,7 @@ async def test_admin_endpoints_need_the_admin_token_and_change_nothing_without_i
         guarded.get(f"/v1/admin/versions/{PATH}", headers=headers),
         guarded.get(f"/v1/admin/history/{PATH}", headers=headers),
         guarded.get(f"/v1/admin/clients/{PATH}", headers=headers),
+        guarded.get("/v1/admin/configs", headers=headers),
         guarded.get(f"/v1/admin/rollouts/{PATH}", headers=headers),
         guarded.post("/v1/admin/rollouts", json={"path": PATH, "value": 1}, headers=headers),
         guarded.post(f"/v1/admin/rollouts/{PATH}:halt", json={"reason": "x"}, headers=headers),

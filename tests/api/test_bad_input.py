@@ -83,6 +83,7 @@ async def test_wait_at_its_bounds_is_fine(live: httpx.AsyncClient) -> None:
         ("/v1/admin/freezes", {"limit": " 5"}, "limit=' 5'"),
         ("/v1/admin/freezes", {"limit": "1001"}, "from 1 to 1000"),
         (f"/v1/admin/versions/{PATH}", {"namespace": "Team A"}, "namespace 'Team A'"),
+        ("/v1/admin/configs", {"namespace": "Team A"}, "namespace 'Team A'"),
         (f"/v1/admin/schemas/{PATH}/", {}, "empty segment"),
         (f"/v1/admin/rollouts/{PATH}", {"workflow_id": ""}, "workflow_id"),
     ],

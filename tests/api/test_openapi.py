@@ -34,6 +34,7 @@ from tempoconf.api.answers import (
     RolloutStarted,
     RolloutStateAnswer,
     SchemaAnswer,
+    ServedStateAnswer,
     StableAnswer,
     VersionsAnswer,
 )
@@ -191,6 +192,7 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/admin/freezes", "get"): (None, {"200": FreezesAnswer}),
     ("/v1/admin/freezes", "post"): (FreezeStartBody, {"201": FreezeAnswer}),
     ("/v1/admin/freezes/{namespace}:end", "post"): (FreezeEndBody, {"200": FreezeEndAnswer}),
+    ("/v1/admin/configs", "get"): (None, {"200": ServedStateAnswer}),
     ("/ofrep/v1/evaluate/flags/{key}", "post"): (
         OfrepRequest,
         {"200": OfrepFlagAnswer, **dict.fromkeys(OFREP_ERRORS, OfrepFlagError)},
@@ -335,6 +337,14 @@ async def test_the_answers_without_temporal_are_as_documented(
     )
     answers.check("/v1/admin/history/{path}", "get", await client.get(f"/v1/admin/history/{path}"))
     answers.check("/v1/admin/clients/{path}", "get", await client.get(f"/v1/admin/clients/{path}"))
+    api_store.acquire_locks({("default", path): stable.version}, workflow_id="w", run_id="r")
+    api_store.start_freeze("openapi", reason="test", by="test")
+    served = await client.get("/v1/admin/configs", params=[("namespace", "default")] * 2)
+    answers.check("/v1/admin/configs", "get", served)
+    assert served.json()["configs"][0]["lock"] is not None
+    answers.check("/v1/admin/configs", "get", await client.get("/v1/admin/configs"))
+    bad = await client.get("/v1/admin/configs", params={"namespace": "Nope"})
+    answers.check("/v1/admin/configs", "get", bad)
     answers.check("/healthz", "get", await client.get("/healthz"))
     answers.check("/readyz", "get", await client.get("/readyz"))
 

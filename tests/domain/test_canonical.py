@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tempoconf.canonical import canonical_json, version_id
+from tempoconf.canonical import canonical_id, canonical_json, version_id
 
 
 def test_canonical_json_sorts_keys_at_every_level_and_has_no_whitespace() -> None:
@@ -76,3 +76,20 @@ def test_same_value_same_id_regardless_of_key_order() -> None:
 )
 def test_different_values_have_different_ids(one: object, other: object) -> None:
     assert version_id(one) != version_id(other)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"b": [1, 2.5, -0.0, 1e16, 1.5e-7, 10**30], "a": None},
+        {"grüß": "🚀", "nested": {"z": True, "y": 'tab\tand "quote"'}},
+        [0.1, 123456789.123456789, 2**53 + 1, -(10**20)],
+        "text",
+    ],
+)
+def test_the_id_of_stored_canonical_text_is_the_id_of_the_value_it_parses_to(value: object) -> None:
+    # What the store keeps (canonical JSON) hashes to the id of its value without parsing it:
+    # canonical JSON is a fixed point of parsing and writing again.
+    text = canonical_json(value)
+    assert canonical_id(text) == version_id(value) == version_id(json.loads(text))
+    assert canonical_json(json.loads(text)) == text
