@@ -57,15 +57,22 @@ def _what(config: ConfigDiff) -> str:
     return f"version {config.version} is stable"
 
 
-def diff_text(diff: TreeDiff, *, heading: str) -> list[str]:
+def _schema_what(config: ConfigDiff) -> str:
+    first = config.schema_diff and config.schema_diff[0].startswith("--- no schema")
+    return "gets its first JSON Schema" if first else "its JSON Schema changes"
+
+
+def diff_text(diff: TreeDiff, *, heading: str, values: bool = True) -> list[str]:
+    """Each config apply acts on, then the summary; `values`: with each value's and schema's
+    diff below its line."""
     lines = [heading]
     for config in diff.configs:
         if config.action in _LISTED:
             lines.append(f"  {_LABELS[config.action]:<12} {config.name}  {_what(config)}")
-            lines.extend(f"      {line}" for line in config.value_diff)
+            lines.extend(f"      {line}" for line in config.value_diff if values)
         if config.schema_change:
-            lines.append(f"  {'schema':<12} {config.name}  its JSON Schema changes")
-            lines.extend(f"      {line}" for line in config.schema_diff)
+            lines.append(f"  {'schema':<12} {config.name}  {_schema_what(config)}")
+            lines.extend(f"      {line}" for line in config.schema_diff if values)
     lines.append(summary(diff))
     return lines
 
@@ -87,7 +94,7 @@ def diff_markdown(diff: TreeDiff, *, heading: str, problems: Sequence[FileProble
                 what = _what(config).replace("|", "\\|")
                 out.append(f"| {_LABELS[config.action]} | `{config.name}` | {what} |")
             if config.schema_change:
-                out.append(f"| schema | `{config.name}` | its JSON Schema changes |")
+                out.append(f"| schema | `{config.name}` | {_schema_what(config)} |")
         out.append("")
     for config in rows:
         for title, lines in (("value", config.value_diff), ("schema", config.schema_diff)):

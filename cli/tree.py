@@ -101,7 +101,9 @@ def _heading(args: argparse.Namespace, tree: Tree, authorship: Authorship) -> st
 async def _compare(backend: OperatorBackend, tree: Tree, authorship: Authorship) -> _Compared:
     """The tree's problems (its files, its requests, its values against the served schemas), and
     its diff against what is served. The diff is None when the tree's own files have problems."""
-    problems = [*tree.problems, *check_tree(tree, authorship)]
+    problems = sorted(
+        [*tree.problems, *check_tree(tree, authorship)], key=lambda p: (p.file, p.pointer)
+    )
     compared = _Compared(tree, authorship, problems)
     if problems:
         return compared
@@ -262,7 +264,9 @@ async def _apply(
             print("\n".join(problem_lines(compared.problems, root=args.dir)), file=sys.stderr)
             print("nothing was applied.", file=sys.stderr)
             return 1
-        print("\n".join(diff_text(diff, heading=_heading(args, tree, authorship))), flush=True)
+        # The values' diffs are diff's, for review: apply's log says what it does, config by config.
+        heading = _heading(args, tree, authorship)
+        print("\n".join(diff_text(diff, heading=heading, values=False)), flush=True)
         if not diff.pending:
             print("nothing to apply.")
             return 0
