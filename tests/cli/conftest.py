@@ -233,7 +233,9 @@ def start_dev(
         try:
             return _start_dev_once(workdir, default_data_dir=default_data_dir, variables=variables)
         except pytest.fail.Exception as failure:
-            if "Address already in use" not in str(failure) or attempt == PORT_ATTEMPTS:
+            # Python says "Address already in use"; the Temporal dev server (Go) "address already
+            # in use", for its HTTP API port too (one dev picks itself, beside the gRPC port).
+            if "address already in use" not in str(failure).lower() or attempt == PORT_ATTEMPTS:
                 raise
     raise AssertionError("unreachable")
 
