@@ -178,4 +178,3 @@ class AppliedState:
     reported_at: datetime
     channel: str | None
     labels: dict[str, str]
-
