@@ -150,7 +150,8 @@ class RolloutActivities:
             validated,
             workflow_id=input.workflow_id,
             run_id=input.run_id,
-            actor=request.author or await self._starter(input),
+            # Who started it as the API verified it, else who the request says wrote it.
+            actor=request.started_by or request.author or await self._starter(input),
             # This rollout's own metadata: the version keeps its first publisher's (never rewritten).
             details=_own_metadata(request),
         )

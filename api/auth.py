@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 
 from tempoconf.api.errors import ApiError
 
-__all__ = ["WWW_AUTHENTICATE", "bearer_problem", "require_admin", "require_client"]
+__all__ = [
+    "WWW_AUTHENTICATE",
+    "AdminIdentity",
+    "admin_identity",
+    "bearer_problem",
+    "require_admin",
+    "require_client",
+]
 
 WWW_AUTHENTICATE = 'Bearer realm="tempoconf"'
 
@@ -79,6 +88,34 @@ def require_admin(request: Request) -> str | None:
         if found is None:
             return name
     return None
+
+
+@dataclass(frozen=True)
+class AdminIdentity:
+    """Who an admin write is by: `name`, and whether the API verified it (a named token's)."""
+
+    name: str
+    verified: bool
+
+
+def admin_identity(request: Request, raw: Any, *, field: str = "by", what: str) -> AdminIdentity:
+    """Who an admin write is by, decided here for every route (docs/contract.md, Admin API): the
+    name of the named admin token the request carries; a body whose `field` names anyone else is
+    refused (403, naming both) before anything else of it is read. Without named tokens nobody is
+    verified: the body's `field` stands, else `api` (four eyes then rest on trust)."""
+    caller = require_admin(request)
+    claimed = raw.get(field) if isinstance(raw, dict) else None
+    claim = claimed.strip() if isinstance(claimed, str) else ""
+    if caller is None:
+        return AdminIdentity(claim or "api", verified=False)
+    if claim and claim != caller:
+        # A named token is who acts (four eyes count identities): it cannot speak for another.
+        raise ApiError(
+            403,
+            f"{what} refused: this admin token is {caller!r}, and the body's {field} {claim!r} "
+            f"names someone else (leave `{field}` out: the API sets it from the token's name)",
+        )
+    return AdminIdentity(caller, verified=True)
 
 
 def require_client(request: Request) -> None:

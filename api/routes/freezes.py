@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import FreezeAnswer
-from tempoconf.api.auth import require_admin
+from tempoconf.api.auth import admin_identity, require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import limit_param, state_of
 from tempoconf.api.errors import ApiError
@@ -92,9 +92,9 @@ async def freezes(request: Request) -> JSONResponse:
         now = datetime.now(UTC)
         answer = FreezesAnswer(freezes=[FreezeAnswer.of(freeze, now) for freeze in listed])
         return JSONResponse(answer.model_dump(mode="json"))
-    body = validate_body(
-        FreezeStartBody, await read_json(request, limit=ADMIN_BODY_LIMIT), what="freeze"
-    )
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    by = admin_identity(request, raw, what="freeze")
+    body = validate_body(FreezeStartBody, raw, what="freeze")
     until = None
     if body.until is not None:
         try:
@@ -102,7 +102,7 @@ async def freezes(request: Request) -> JSONResponse:
         except ValueError as error:
             raise invalid("freeze", [Problem("/until", str(error))]) from None
     started = await freezing.start_freeze(
-        store, body.namespace, reason=body.reason, by=body.by or "api", until=until
+        store, body.namespace, reason=body.reason, by=by.name, until=until
     )
     return JSONResponse(
         FreezeAnswer.of(started, datetime.now(UTC)).model_dump(mode="json"), status_code=201
@@ -115,12 +115,12 @@ async def end_freeze(request: Request) -> JSONResponse:
     problem = namespace_problem(namespace)
     if problem is not None:
         raise ApiError(400, f"invalid namespace in the URL: {problem}")
-    body = validate_body(
-        FreezeEndBody, await read_json(request, limit=ADMIN_BODY_LIMIT, empty={}), what="freeze end"
-    )
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
+    by = admin_identity(request, raw, what="freeze end")
+    body = validate_body(FreezeEndBody, raw, what="freeze end")
     app = state_of(request)
     ended = await freezing.end_freeze(
-        app.store, app.temporal, namespace, by=body.by or "api", reason=body.reason
+        app.store, app.temporal, namespace, by=by.name, reason=body.reason
     )
     if ended.rollouts_told is None:
         logger.warning(

@@ -22,7 +22,7 @@ from tempoconf.api.answers import (
     StableAnswer,
     WorkflowAnswer,
 )
-from tempoconf.api.auth import require_admin
+from tempoconf.api.auth import admin_identity, require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
@@ -69,9 +69,15 @@ async def start_rollout(request: Request) -> JSONResponse:
 
 
 async def _planned(request: Request) -> tuple[Any, RolloutPreview]:
-    """The body as sent (a start hands it to the workflow as is) and its preview, validated exactly
-    as the workflow's prepare step validates it; 400 with every problem."""
+    """The body (a start hands it to the workflow) and its preview, validated exactly as the
+    workflow's prepare step validates it; 400 with every problem. With a named admin token the
+    request's `started_by` is the token's name (a body naming another: 403); four eyes forbid it
+    as they forbid the `author` the body names. It is no part of the plan's digest, so a plan
+    reviewed by one identity and started by another keeps its digest."""
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    starter = admin_identity(request, raw, field="started_by", what="start")
+    if starter.verified and isinstance(raw, dict):
+        raw = {**raw, "started_by": starter.name}
     try:
         return raw, await starting.plan_rollout(state_of(request).store, raw)
     except InvalidRequestError as error:
@@ -184,18 +190,12 @@ def _command_endpoint(name: str) -> Endpoint:
 
 
 async def _send(request: Request, name: str) -> JSONResponse:
-    caller = require_admin(request)
+    require_admin(request)
     namespace, path = config_name(request)
     explicit = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
+    by = admin_identity(request, raw, what=name)
     command = validate_body(OperatorCommand, raw, what=f"{name} request")
-    if caller is not None and command.by and command.by != caller:
-        # A named token is who acts (four eyes count identities): it cannot speak for another.
-        raise ApiError(
-            403,
-            f"{name} refused: this admin token is {caller!r}, and the body's by {command.by!r} "
-            "names someone else (leave `by` out: the API sets it from the token's name)",
-        )
     store = state_of(request).store
     sent = await steer_rollout(
         lambda: store,
@@ -205,7 +205,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
             path=path,
             name=name,
             reason=command.reason,
-            by=caller or command.by or "api",
+            by=by.name,
             digest=command.digest,
             workflow_id=explicit,
         ),

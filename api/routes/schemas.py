@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import SchemaAnswer
-from tempoconf.api.auth import require_admin
+from tempoconf.api.auth import admin_identity, require_admin
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
@@ -45,9 +45,9 @@ async def get_schema(request: Request) -> JSONResponse:
 async def put_schema(request: Request) -> JSONResponse:
     require_admin(request)
     namespace, path = config_name(request)
-    body = validate_body(
-        SchemaBody, await read_json(request, limit=ADMIN_BODY_LIMIT), what="schema request"
-    )
+    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    by = admin_identity(request, raw, what="schema")
+    body = validate_body(SchemaBody, raw, what="schema request")
     problems = [
         Problem("/schema" + problem.pointer, problem.message)
         for problem in schema_problems(body.schema_)
@@ -59,7 +59,7 @@ async def put_schema(request: Request) -> JSONResponse:
         namespace,
         path,
         body.schema_,
-        actor=body.by or "api",
+        actor=by.name,
         reason=body.reason,
     )
     return JSONResponse(SchemaAnswer(namespace=namespace, path=path, schema=body.schema_).body())

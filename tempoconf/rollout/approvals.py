@@ -84,11 +84,15 @@ def approval_refusal(
             f"cannot approve {stage.name}: an approval needs an identity (`by`; the admin API "
             "sets it from its token's name)"
         )
-    if rule.forbid_author and plan is not None and same_identity(by, plan.author):
-        return (
-            f"cannot approve {stage.name}: {by} is the rollout's author ({plan.author}); "
-            "four eyes: another identity must approve"
-        )
+    if rule.forbid_author and plan is not None:
+        # The author the request names and the identity the API verified started it: neither
+        # approves (a history from before `started_by` has none, and is judged as it was).
+        for role, who in (("author", plan.author), ("starter", plan.started_by)):
+            if who and same_identity(by, who):
+                return (
+                    f"cannot approve {stage.name}: {by} is the rollout's {role} ({who}); "
+                    "four eyes: another identity must approve"
+                )
     for earlier in progress.approvals:
         if same_identity(by, earlier.by):
             return (

@@ -55,6 +55,9 @@ EXCLUDED_PLAN_FIELDS = frozenset(
         "temporal_namespace",  # ... and its namespace
         "continue_as_new_after_events",  # a worker's setting
         "paths_attribute",  # whether the worker's namespace has TempoconfPaths
+        # Who starts it, not what it does: a plan reviewed by one identity and started by
+        # another keeps its digest.
+        "started_by",
     }
 )
 """Top-level fields of `RolloutPlan` that are no part of what the rollout does."""

@@ -190,6 +190,8 @@ class RolloutPlan:
     author: str = ""
     commit: str = ""
     message: str = ""
+    started_by: str = ""
+    """Who started it, verified (tempoconf.rollout.request); "" when no one was."""
     webhooks: list[str] = field(default_factory=list)
     change: str = ""
     """What the rollout changes, for people (`max_connections 1000 → 2000`; tempoconf.rollout.change)."""
@@ -304,6 +306,7 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         author=request.author,
         commit=request.commit,
         message=request.message,
+        started_by=request.started_by,
         webhooks=list(request.webhooks),
         windows=[window_from_spec(window) for window in request.windows],
         override_freeze=request.override_freeze.reason if request.override_freeze else None,

@@ -104,6 +104,9 @@ class RolloutRequest(StrictSpec):
     """The change's commit."""
     message: str = Field(default="", max_length=2000)
     """Why."""
+    started_by: str = Field(default="", max_length=200)
+    """Who started it, as the admin API verified it: a named admin token's name, set by the API
+    (a body naming another is refused). Four eyes forbid it as they forbid `author`."""
     # Change windows and freezes (tempoconf.gates.windows, tempoconf.gates.freezes).
     windows: list[WindowSpec] = Field(default_factory=list, max_length=20)
     """A stage is published (and the version promoted) only inside one of these; none: any time."""
@@ -150,12 +153,12 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # Checked on the raw stages, not by the model: reported at the stage that repeats a name even
     # when other fields are wrong too (a model validator would run only once every field is valid).
     problems.extend(_stage_name_problems(raw.get("stages")))
-    if request is not None and not request.author.strip():
+    if request is not None and not (request.author.strip() or request.started_by.strip()):
         problems.extend(
             Problem(
                 f"/stages/{index}/approvals/forbid_author",
                 "the author may not approve this stage, so the request must name its author "
-                '(set "author", or "forbid_author": false)',
+                '(set "author", start it with a named admin token, or "forbid_author": false)',
             )
             for index, stage in enumerate(request.stages)
             if stage.approvals is not None and stage.approvals.forbid_author

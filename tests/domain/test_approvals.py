@@ -36,7 +36,8 @@ def request(stage: dict[str, Any], **fields: Any) -> dict[str, Any]:
          "/stages/0/approvals/forbid: unknown field 'forbid'"),
         (request({"channel": "c", "manual": True, "approvals": {"required": 1}}, author=""),
          "/stages/0/approvals/forbid_author: the author may not approve this stage, so the "
-         'request must name its author (set "author", or "forbid_author": false)'),
+         'request must name its author (set "author", start it with a named admin token, or '
+         '"forbid_author": false)'),
     ],
 )  # fmt: skip
 def test_bad_approvals_are_refused_naming_the_field(raw: dict[str, Any], problem: str) -> None:
