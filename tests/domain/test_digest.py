@@ -92,11 +92,12 @@ def test_worker_settings_and_the_change_text_do_not_change_it() -> None:
         temporal_namespace="prod",
         continue_as_new_after_events=500,
         paths_attribute=True,
+        started_by="alice",  # who started it: the plan bob reviewed is the plan alice starts
     )
     assert plan_digest(prepared) == plan_digest(plan)
     assert EXCLUDED_PLAN_FIELDS == {
         "change", "temporal_cli", "temporal_address", "temporal_namespace",
-        "continue_as_new_after_events", "paths_attribute",
+        "continue_as_new_after_events", "paths_attribute", "started_by",
     }  # fmt: skip
 
 

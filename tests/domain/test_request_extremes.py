@@ -59,6 +59,7 @@ EVERY_FIELD: list[dict[str, Any]] = [
         "author": "alice@example.com",
         "commit": "3f2a9c1",
         "message": "every field",
+        "started_by": "alice",
         "windows": [{"days": ["sun"], "from": "03:00", "to": "04:00", "timezone": "UTC"}],
         "override_freeze": {"reason": "incident fix"},
     },
