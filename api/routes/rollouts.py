@@ -23,7 +23,13 @@ from tempoconf.api.answers import (
     WorkflowAnswer,
 )
 from tempoconf.api.auth import require_admin
-from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from tempoconf.api.bodies import (
+    ADMIN_BODY_LIMIT,
+    ROLLOUT_BODY_LIMIT,
+    invalid,
+    read_json,
+    validate_body,
+)
 from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
@@ -71,7 +77,7 @@ async def start_rollout(request: Request) -> JSONResponse:
 async def _planned(request: Request) -> tuple[Any, RolloutPreview]:
     """The body as sent (a start hands it to the workflow as is) and its preview, validated exactly
     as the workflow's prepare step validates it; 400 with every problem."""
-    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    raw = await read_json(request, limit=ROLLOUT_BODY_LIMIT)
     try:
         return raw, await starting.plan_rollout(state_of(request).store, raw)
     except InvalidRequestError as error:
