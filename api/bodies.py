@@ -13,10 +13,20 @@ from tempoconf.api.errors import ApiError
 from tempoconf.problems import Problem
 from tempoconf.rollout.validation_errors import problems_from_validation_error
 
-__all__ = ["ADMIN_BODY_LIMIT", "REPORT_BODY_LIMIT", "read_json", "validate_body"]
+__all__ = [
+    "ADMIN_BODY_LIMIT",
+    "REPORT_BODY_LIMIT",
+    "ROLLOUT_BODY_LIMIT",
+    "read_json",
+    "validate_body",
+]
 
 REPORT_BODY_LIMIT = 64 * 1024
 ADMIN_BODY_LIMIT = 1024 * 1024
+ROLLOUT_BODY_LIMIT = 4 * 1024 * 1024
+"""The body of a rollout request (`POST /v1/admin/rollouts`, `/v1/admin/plans`): above the
+request's own size limit, which its validation answers first with the message the CLI and a
+Temporal start get (400); this one only bounds the memory a request holds (413)."""
 
 Model = TypeVar("Model")
 

@@ -17,11 +17,16 @@ then `answer`). A config poll then costs no scope, no cycle, no task and no coro
 costs in Python, and what a waiting long-poll holds, are the handler's own few objects. Anything
 the handler declines, and every request that is not a plain keep-alive GET without a body, goes
 the ASGI way unchanged.
+
+Refusals: a request the protocol itself refuses, before any handler sees it (malformed: 400; a
+head too large: 431; too slow: 408, api/read_limits.py), is answered by `refuse` with the API's
+JSON error (api/errors.py), not uvicorn's text/plain "Invalid HTTP request received.".
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -29,7 +34,18 @@ import httptools
 from starlette.types import Receive
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-__all__ = ["DirectAnswers", "Headers", "LeanHttpToolsProtocol", "disconnect_watch", "disconnected"]
+from tempoconf.api.errors import ApiError, error_parts
+
+__all__ = [
+    "DirectAnswers",
+    "Headers",
+    "LeanHttpToolsProtocol",
+    "disconnect_watch",
+    "disconnected",
+    "parser_refusal",
+]
+
+logger = logging.getLogger(__name__)
 
 Headers = list[tuple[bytes, bytes]]
 """A request's header lines as httptools and ASGI give them: (lowercased name, value)."""
@@ -152,6 +168,45 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         writable.set()
         self.flow._is_writable_event = writable
 
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's, but what the parser refuses is answered by `refuse` (uvicorn: a text 400).
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError as error:
+            refusal = parser_refusal(error)
+            if refusal.status == 400:  # as uvicorn logged it, now saying what was wrong
+                client = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
+                self.logger.warning("%sInvalid HTTP request received: %s", client, refusal.message)
+            self.refuse(refusal)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's text 400, should a path of its own still send one: the JSON one instead."""
+        self.refuse(ApiError(400, "malformed request"))
+
+    def refuse(self, error: ApiError) -> None:
+        """Answer `error` as every error of the API is answered (api/errors.py's `error_parts`:
+        its JSON body, content type and headers), with `Connection: close`, then close the
+        connection. Only an idle connection gets the answer: one with a response under way (a
+        pipelined request behind a long-poll) is closed without it, as interleaving two
+        answers would garble both."""
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            status, headers, body = error_parts(error)
+            content = [STATUS_LINE[status]]
+            for name, value in (*self.server_state.default_headers, *headers):
+                content.extend((name, b": ", value, b"\r\n"))
+            content.extend((_CLOSE, b"\r\n", body))
+            self.transport.write(b"".join(content))
+        self.transport.close()
+
     def watch_disconnect(self, callback: Callable[[], None] | None) -> None:
         """Call `callback` once when the connection is lost (None: stop watching)."""
         self._on_lost = callback
@@ -235,6 +290,32 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         if not keep_alive:
             self.transport.close()
         self.on_response_complete()
+
+
+def parser_refusal(error: httptools.HttpParserError) -> ApiError:
+    """The answer to a request httptools could not parse: a callback's own refusal (an ApiError
+    raised in one, e.g. the 431 of api/read_limits.py), or 400 naming what was wrong in llhttp's
+    words (fixed texts: the request's bytes are never echoed). A bug in a callback is a 500,
+    logged with its traceback (uvicorn answered it as a malformed request)."""
+    cause = error.__context__
+    if isinstance(cause, ApiError):
+        return cause
+    if isinstance(cause, UnicodeDecodeError):  # uvicorn decodes the path as ASCII
+        return ApiError(400, "malformed request target: the path is not ASCII (percent-encode it)")
+    if cause is not None:
+        logger.error("unexpected error while parsing a request", exc_info=cause)
+        return ApiError(500, f"internal error: {type(cause).__name__}")
+    reason = str(error).encode("ascii", "backslashreplace").decode()[:200] or "unparsable"
+    reason = reason[:1].lower() + reason[1:]
+    if isinstance(error, httptools.HttpParserInvalidURLError):
+        return ApiError(
+            400,
+            f"malformed request target ({reason}): a byte that is not printable ASCII, a space "
+            "included, must be percent-encoded",
+        )
+    if isinstance(error, httptools.HttpParserInvalidMethodError):
+        return ApiError(400, f"malformed request line ({reason})")
+    return ApiError(400, f"malformed request ({reason})")
 
 
 def disconnect_watch(receive: Receive) -> Callable[[Callable[[], None] | None], None] | None:

@@ -7,9 +7,10 @@ holds an application task and its buffers. So:
 - `bounded_protocol`: uvicorn's httptools protocol (api/lean_protocol.py's lighter one) with a
   deadline on the request head (from the connection's accept or the request's first byte to the
   end of its headers: 408, or a plain close for a connection that never started a request) and a
-  cap on its size (431); and a backstop on the body (the connection is closed
-  `BODY_BACKSTOP_SLACK` after the body deadline, for a request whose handler never reads its
-  body).
+  cap on its size (431, whether the head came in one read or trickled); both answered as JSON
+  (api/lean_protocol.py's `refuse`, as a malformed request's 400 is); and a backstop on the
+  body (the connection is closed `BODY_BACKSTOP_SLACK` after the body deadline, for a request
+  whose handler never reads its body).
 - `bounded_body`: the application's `receive`, with a deadline on the body from the handler's
   first read of it: 408 as JSON, like every error of the API, and the connection closed.
 
@@ -20,12 +21,11 @@ neither bound touches it.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from starlette.types import Message, Receive
 
-from tempoconf.api.errors import ApiError, error_body
+from tempoconf.api.errors import ApiError
 from tempoconf.api.lean_protocol import DirectAnswers, LeanHttpToolsProtocol
 
 __all__ = [
@@ -48,16 +48,16 @@ BODY_BACKSTOP_SLACK = 1.0
 deadline: after the handler's own 408 had its chance to go out."""
 
 
-def _raw_error(status: int, reason: str, message: str) -> bytes:
-    body = json.dumps(error_body(message)).encode()
-    return (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    ).encode() + body
-
-
 class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
-    __slots__ = ("_head_timer", "_body_timer", "_head_bytes", "_in_head", "_headers_done")
+    __slots__ = (
+        "_head_timer",
+        "_body_timer",
+        "_read_size",
+        "_head_first",
+        "_head_bytes",
+        "_in_head",
+        "_headers_done",
+    )
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_head_bytes: int = MAX_HEAD_BYTES
@@ -66,7 +66,14 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
+        self._read_size = 0
+        """The size of the read being parsed."""
+        self._head_first = 0
+        """The size of the read the current request began in (it may hold more than the head:
+        the end of a request before it)."""
         self._head_bytes = 0
+        """The bytes of the reads since the current request began, that one included: a bound
+        on its head's size, exact only if it is larger (`_head_size`)."""
         self._in_head = False
         """A request's first bytes were parsed, its headers not all yet."""
         self._headers_done = False
@@ -84,23 +91,23 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         # Timers are armed only after the parser had the data: a request that arrives whole (a
         # poll: head and no body in one read) costs no timer at all.
-        counting = self._in_head
+        self._read_size = len(data)
+        if self._in_head:
+            self._head_bytes += len(data)
         self._headers_done = False
-        super().data_received(data)
+        super().data_received(data)  # a head over the limit that ends in this read: 431 there
         if self.transport.is_closing():
             return
         if self._in_head:
             if self._head_timer is None:
                 self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
-            if counting:
-                self._head_bytes += len(data)
-                if self._head_bytes > self.max_head_bytes:
-                    self._cancel_timers()
-                    message = f"the request head is larger than {self.max_head_bytes} bytes"
-                    self.transport.write(
-                        _raw_error(431, "Request Header Fields Too Large", message)
-                    )
-                    self.transport.close()
+            # Still incomplete: the reads after the first hold nothing but the head (httptools
+            # keeps a header line that has not ended: they bound the memory a request holds).
+            if self._head_bytes - self._head_first > self.max_head_bytes or (
+                self._head_bytes > self.max_head_bytes and self._head_size() > self.max_head_bytes
+            ):
+                self._cancel_timers()
+                self.refuse(self._head_too_large())
         if self._headers_done and self.cycle is not None and self.cycle.more_body:
             if self._body_timer is None:
                 self._body_timer = self.loop.call_later(
@@ -110,9 +117,12 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
-        self._head_bytes = 0
+        self._head_first = self._head_bytes = self._read_size
 
     def on_headers_complete(self) -> None:
+        # A head that arrived in few reads: measured only when the reads were large enough.
+        if self._head_bytes > self.max_head_bytes and self._head_size() > self.max_head_bytes:
+            raise self._head_too_large()  # httptools stops; data_received answers it (refuse)
         self._in_head = False
         self._headers_done = True
         if self._head_timer is not None:
@@ -126,6 +136,17 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
             self._body_timer = None
         super().on_message_complete()
 
+    def _head_size(self) -> int:
+        """The size of the current head as parsed so far (its request line and header lines;
+        not a header line that has not ended)."""
+        size = len(self.url) + len(b"GET  HTTP/1.1\r\n\r\n")
+        for name, value in self.headers:
+            size += len(name) + len(value) + len(b": \r\n")
+        return size
+
+    def _head_too_large(self) -> ApiError:
+        return ApiError(431, f"the request head is larger than {self.max_head_bytes} bytes")
+
     def _cancel_timers(self) -> None:
         for timer in (self._head_timer, self._body_timer):
             if timer is not None:
@@ -136,11 +157,11 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
-        idle = self.cycle is None or self.cycle.response_complete
-        if self._in_head and idle:
+        if self._in_head:  # answered on an idle connection only (refuse)
             message = f"the request head was not received within {self.header_timeout:g}s"
-            self.transport.write(_raw_error(408, "Request Timeout", message))
-        self.transport.close()
+            self.refuse(ApiError(408, message))
+        else:
+            self.transport.close()
 
     def _body_too_slow(self) -> None:
         # The handler answered 408 already if it read the body; this is for one that did not.

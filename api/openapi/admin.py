@@ -18,7 +18,7 @@ from tempoconf.api.answers import (
     StableAnswer,
     VersionsAnswer,
 )
-from tempoconf.api.bodies import ADMIN_BODY_LIMIT
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, ROLLOUT_BODY_LIMIT
 from tempoconf.api.openapi.components import (
     ADMIN,
     answer,
@@ -43,6 +43,7 @@ from tempoconf.rollout.request import RolloutRequest
 __all__ = ["admin_paths", "command_paths", "freeze_paths", "served_paths"]
 
 _TOO_LARGE = f"Body over {ADMIN_BODY_LIMIT} bytes"
+_ROLLOUT_TOO_LARGE = f"Body over {ROLLOUT_BODY_LIMIT} bytes"
 
 
 def admin_paths() -> dict[str, Any]:
@@ -158,7 +159,7 @@ def admin_paths() -> dict[str, Any]:
                     "400": error("Invalid request or value (every problem listed)"),
                     "401": unauthorized(),
                     "409": error("The config already has a running rollout"),
-                    "413": error(_TOO_LARGE),
+                    "413": error(_ROLLOUT_TOO_LARGE),
                     "503": error("Temporal is unreachable"),
                 },
             }
@@ -175,7 +176,7 @@ def admin_paths() -> dict[str, Any]:
                     "200": answer(PlanContextAnswer, "What it would do"),
                     "400": error("Invalid request or value (every problem listed)"),
                     "401": unauthorized(),
-                    "413": error(_TOO_LARGE),
+                    "413": error(_ROLLOUT_TOO_LARGE),
                 },
             }
         },

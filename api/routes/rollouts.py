@@ -23,7 +23,13 @@ from tempoconf.api.answers import (
     WorkflowAnswer,
 )
 from tempoconf.api.auth import admin_identity, require_admin
-from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
+from tempoconf.api.bodies import (
+    ADMIN_BODY_LIMIT,
+    ROLLOUT_BODY_LIMIT,
+    invalid,
+    read_json,
+    validate_body,
+)
 from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
@@ -74,7 +80,7 @@ async def _planned(request: Request) -> tuple[Any, RolloutPreview]:
     request's `started_by` is the token's name (a body naming another: 403); four eyes forbid it
     as they forbid the `author` the body names. It is no part of the plan's digest, so a plan
     reviewed by one identity and started by another keeps its digest."""
-    raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
+    raw = await read_json(request, limit=ROLLOUT_BODY_LIMIT)
     starter = admin_identity(request, raw, field="started_by", what="start")
     if starter.verified and isinstance(raw, dict):
         raw = {**raw, "started_by": starter.name}

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT
+from tempoconf.api.bodies import ADMIN_BODY_LIMIT, REPORT_BODY_LIMIT, ROLLOUT_BODY_LIMIT
 from tempoconf.api.openapi import openapi_document
 from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
@@ -105,8 +105,10 @@ def _report(**fields: Any) -> dict[str, Any]:
     ("url", "limit"),
     [
         ("/v1/reports", REPORT_BODY_LIMIT),
-        ("/v1/admin/rollouts", ADMIN_BODY_LIMIT),
+        ("/v1/admin/rollouts", ROLLOUT_BODY_LIMIT),
+        ("/v1/admin/plans", ROLLOUT_BODY_LIMIT),
         (f"/v1/admin/schemas/{PATH}", ADMIN_BODY_LIMIT),
+        ("/v1/admin/freezes", ADMIN_BODY_LIMIT),
     ],
 )
 async def test_bodies_over_the_limit_are_413_by_length_and_while_chunked(
@@ -126,6 +128,21 @@ async def test_bodies_over_the_limit_are_413_by_length_and_while_chunked(
     for response in (declared, chunked):
         assert response.status_code == 413, response.text
         assert f"the limit is {limit} bytes" in response.json()["error"]
+
+
+@pytest.mark.parametrize("url", ["/v1/admin/rollouts", "/v1/admin/plans"])
+async def test_a_rollout_request_over_the_admin_limit_reaches_its_validation(
+    url: str, live: httpx.AsyncClient
+) -> None:
+    """1.5 MB: over a rollout request's own size limit (validation's, whose message the CLI and
+    a Temporal start get too), under the body limit, which only bounds memory."""
+    assert ADMIN_BODY_LIMIT < 1_500_000 < ROLLOUT_BODY_LIMIT
+    request = {"path": "Bad/Path", "value": {"blob": "x" * 1_500_000}}
+
+    response = await live.post(url, json=request)
+
+    assert response.status_code == 400, response.text[:300]
+    assert response.json()["error"].startswith("invalid rollout request"), response.text[:300]
 
 
 @pytest.mark.parametrize(

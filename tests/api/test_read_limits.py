@@ -136,7 +136,8 @@ async def test_a_head_that_does_not_arrive_is_408_and_an_idle_connection_is_clos
         )
 
     assert partial_answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), partial_answer
-    assert f"not received within {BOUND:g}s".encode() in partial_answer
+    error = json.loads(partial_answer.partition(b"\r\n\r\n")[2])["error"]
+    assert error == f"the request head was not received within {BOUND:g}s"
     assert idle_answer == b""  # never began a request: closed without an answer
 
 
@@ -152,6 +153,9 @@ async def test_a_head_larger_than_the_limit_is_431(server: str) -> None:
         answer = await asyncio.to_thread(read_until_closed, large)
 
     assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), answer[:200]
+    headers, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in headers and b"connection: close" in headers
+    assert json.loads(body) == {"error": f"the request head is larger than {MAX_HEAD_BYTES} bytes"}
 
 
 async def test_a_long_poll_outlasts_the_read_bounds(server: str) -> None:
