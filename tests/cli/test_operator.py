@@ -428,7 +428,7 @@ def test_plan_publishes_nothing_and_counts_clients_per_stage(dev: RunningDev) ->
     # what each stage adds, as far as the request says it (the canaries among them: NEW counts)
     assert "all the clients with channel=canary" in canary
     assert "10% of the clients, less those earlier stages reach" in _row(output, "2", "10% *")
-    assert "40% of the clients, less those earlier stages reach" in _row(output, "4", "40% *")
+    assert "20% of the clients, less those earlier stages reach" in _row(output, "4", "40% *")
     assert re.search(
         rf"known clients: 31 \(1 seen \(polls or reports\) in the last 1h, "
         rf"30 listed in {re.escape(str(clients_file))}\)",
