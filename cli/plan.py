@@ -2,8 +2,8 @@
 
 The request is checked exactly as `rollout start` checks it (`validate_rollout`); then the plan
 shows the version it would create or reuse, the value's diff against stable, the expanded stages
-and what each adds to the ones before it, and which known clients each stage would reach (cumulative: a client is counted at the first
-stage that matches it, as the API resolves it).
+and what each adds to the ones before it, and which known clients each stage would reach
+(cumulative: a client is counted at the first stage that matches it, as the API resolves it).
 """
 
 from __future__ import annotations

@@ -263,7 +263,11 @@ def _size_problem(raw: dict[str, Any], size: int) -> Problem:
             if isinstance(change, dict) and "value" in change
         )
     pointer = next(
-        (where for where, value in values if (_canonical_size({"": value}) or 0) > MAX_REQUEST_BYTES),
+        (
+            where
+            for where, value in values
+            if (_canonical_size({"": value}) or 0) > MAX_REQUEST_BYTES
+        ),
         "",
     )
     return Problem(

@@ -441,7 +441,10 @@ def test_plan_publishes_nothing_and_counts_clients_per_stage(dev: RunningDev) ->
     assert [stage["clients"] for stage in planned["stages"]][-1] == 31
     assert [stage["adds"] for stage in planned["stages"]] == [
         "all the clients with channel=canary",
-        *(f"{share}% of the clients, less those earlier stages reach" for share in (10, 10, 20, 40, 20)),
+        *(
+            f"{share}% of the clients, less those earlier stages reach"
+            for share in (10, 10, 20, 40, 20)
+        ),
     ]
     assert planned["published"] is False and planned["version_exists"] is False
 

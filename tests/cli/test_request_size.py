@@ -71,7 +71,9 @@ def test_the_cli_refuses_it_before_starting(dev: RunningDev) -> None:
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert message in refused.stderr, refused.stderr
     assert "nothing was started." in refused.stderr
-    assert temporal(dev, "workflow", "describe", "-w", f"rollout:default/{path}", ok=False).returncode
+    assert temporal(
+        dev, "workflow", "describe", "-w", f"rollout:default/{path}", ok=False
+    ).returncode
 
 
 def test_temporal_workflow_start_fails_at_prepare_with_the_same_message(dev: RunningDev) -> None:

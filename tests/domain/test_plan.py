@@ -242,7 +242,9 @@ def test_what_earlier_stages_of_other_segments_may_reach_is_said_not_counted() -
         "40% of the clients, less those earlier stages reach",
     ]
     # a stage of zone=us shares no client with one of zone=eu
-    assert adds(stages=[{"labels": {"zone": "eu"}}, {"labels": {"zone": "us"}, "percentile": 50}]) == [
+    assert adds(
+        stages=[{"labels": {"zone": "eu"}}, {"labels": {"zone": "us"}, "percentile": 50}]
+    ) == [
         "all the clients with zone=eu",
         "50% of the clients with zone=us",
     ]
