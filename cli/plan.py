@@ -1,9 +1,9 @@
 """`tempoconf rollout plan FILE`: what a rollout request would do, with nothing published.
 
 The request is checked exactly as `rollout start` checks it (`validate_rollout`); then the plan
-shows the version it would create or reuse, the value's diff against stable, the expanded stages,
-and which known clients each stage would reach (cumulative: a client is counted at the first
-stage that matches it, as the API resolves it).
+shows the version it would create or reuse, the value's diff against stable, the expanded stages
+and what each adds to the ones before it, and which known clients each stage would reach
+(cumulative: a client is counted at the first stage that matches it, as the API resolves it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tempoconf.resolution import ClientIdentity, stage_matches
 from tempoconf.rollout.changesets import changeset_key, changeset_workflow_id
 from tempoconf.rollout.details import time_left
 from tempoconf.rollout.digest import plan_digest
-from tempoconf.rollout.plan import PlannedStage, RolloutPlan, plan_from_request
+from tempoconf.rollout.plan import PlannedStage, RolloutPlan, added_reach, plan_from_request
 
 __all__ = ["StageReach", "plan_command", "stage_reach"]
 
@@ -301,6 +301,7 @@ def _plan_json(facts: _PlanFacts) -> dict[str, Any]:
                 "name": stage.name,
                 "from_strategy": stage.index >= explicit,
                 "cohort": stage.cohort(),
+                "adds": added_reach(plan.stages, stage.index),
                 "channel": stage.channel,
                 "percentile": stage.percentile,
                 "labels": stage.labels,
@@ -425,6 +426,7 @@ def _print_plan(
                     stage.index + 1,
                     stage.name + (" *" if stage.index >= explicit else ""),
                     stage.cohort(),
+                    added_reach(plan.stages, stage.index),
                     duration_text(stage.cooldown_seconds),
                     duration_text(stage.expiration_seconds),
                     "yes" if stage.manual else "-",
@@ -437,6 +439,7 @@ def _print_plan(
             "#",
             "STAGE",
             "COHORT",
+            "ADDS",
             "COOLDOWN",
             "EXPIRES",
             "MANUAL",

@@ -48,8 +48,9 @@ class ChangeSpec(StrictSpec):
         return self
 
 
-def changeset_problems(raw: dict[str, Any]) -> list[Problem]:
-    """The changeset form's own rules: no top-level path/value/version, no config twice."""
+def changeset_problems(raw: dict[str, Any], *, plain: bool = False) -> list[Problem]:
+    """The changeset form's own rules: no top-level path/value/version, no config twice; each
+    value storable (`plain`: the request is known to serialize, unstorable_value_problems)."""
     problems = [
         Problem(
             f"/{name}",
@@ -88,6 +89,8 @@ def changeset_problems(raw: dict[str, Any]) -> list[Problem]:
             else:
                 first_index[config] = index
         problems.extend(
-            unstorable_value_problems(change, json_pointer(["changes", index, "value"]))
+            unstorable_value_problems(
+                change, json_pointer(["changes", index, "value"]), plain=plain
+            )
         )
     return problems

@@ -35,6 +35,7 @@ __all__ = [
     "PlannedCheck",
     "PlannedStage",
     "RolloutPlan",
+    "added_reach",
     "plan_check",
     "plan_from_request",
     "planned_changes",
@@ -167,6 +168,44 @@ class PlannedStage:
         if self.labels:
             parts.append(", ".join(f"{key}={value}" for key, value in sorted(self.labels.items())))
         return " and ".join(parts)
+
+
+def added_reach(stages: list[PlannedStage], index: int) -> str:
+    """What stage `index` adds to the stages before it (cohorts are cumulative), in words, as far
+    as it is known without the fleet: the share of its segment (its channel and labels) above the
+    largest percentile an earlier stage of the same segment reached, less what earlier stages of
+    other segments may reach among them (how many, only the clients known to a plan say)."""
+    stage = stages[index]
+    labels = ", ".join(f"{key}={value}" for key, value in sorted(stage.labels.items()))
+    channel = f"channel={stage.channel}" if stage.channel is not None else ""
+    segment = " and ".join(part for part in (channel, labels) if part)
+    earlier = stages[:index]
+    same = [
+        other
+        for other in earlier
+        if other.channel == stage.channel and other.labels == stage.labels
+    ]
+    below = max((_share(other) for other in same), default=0.0)
+    added = round(_share(stage) - below, 2)
+    if added <= 0:
+        return "no client"
+    of = f"of the clients with {segment}" if segment else "of the clients"
+    text = f"all {of[3:]}" if added == 100 else f"{added:g}% {of}"
+    if any(_may_overlap(other, stage) for other in earlier if other not in same):
+        text += ", less those earlier stages reach"
+    return text
+
+
+def _share(stage: PlannedStage) -> float:
+    return 100.0 if stage.percentile is None else stage.percentile
+
+
+def _may_overlap(one: PlannedStage, other: PlannedStage) -> bool:
+    """Whether some client could match both: not when they name different channels, or
+    different values of one label."""
+    if one.channel is not None and other.channel is not None and one.channel != other.channel:
+        return False
+    return all(other.labels.get(key, value) == value for key, value in one.labels.items())
 
 
 @dataclass

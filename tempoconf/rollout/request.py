@@ -10,11 +10,14 @@ checks (health_specs), the stages (stages), the strategy (strategy), the changes
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from tempoconf.canonical import canonical_json
 from tempoconf.gates.freezes import FreezeOverride
 from tempoconf.gates.windows import WindowSpec
 from tempoconf.paths import DEFAULT_NAMESPACE
@@ -36,15 +39,29 @@ from tempoconf.rollout.spec_fields import (
     positive_duration,
     unstorable_value_problems,
 )
-from tempoconf.rollout.stages import MAX_STAGES, StageSpec
+from tempoconf.rollout.stages import MAX_STAGES, StageSpec, unwidening_stages
 from tempoconf.rollout.strategy import StrategySpec
 from tempoconf.rollout.validation_errors import problems_from_validation_error
 from tempoconf.storable import json_text_problems
 
-__all__ = ["DEFAULT_COOLDOWN", "DEFAULT_EXPIRATION", "RolloutRequest", "parse_rollout_request"]
+__all__ = [
+    "DEFAULT_COOLDOWN",
+    "DEFAULT_EXPIRATION",
+    "MAX_REQUEST_BYTES",
+    "RolloutRequest",
+    "parse_rollout_request",
+]
 
 DEFAULT_COOLDOWN = timedelta(seconds=300)
 DEFAULT_EXPIRATION = timedelta(seconds=3600)
+
+MAX_REQUEST_BYTES = 1024 * 1024
+"""The largest rollout request, as compact JSON with sorted keys and every non-ASCII character
+escaped (`\\u00e9`: how the Temporal SDK's JSON keeps it), from any door (admin API, CLI,
+`temporal workflow start`). The request is the workflow's input, kept whole in its first history
+event, and Temporal refuses a payload over its blob limit (2 MB by default): 1 MiB leaves room
+for the event's own fields and a less compact encoding of the same JSON (whitespace), and makes
+the limit tempoconf's, with a message, rather than the cluster's."""
 
 # The changeset form: `changes`, and none of path, value, version at the top level.
 _CHANGESET_FORM: dict[str, Any] = {
@@ -138,7 +155,12 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     # Every string of the request (the value's included) is checked here, the one door of every
     # rollout, so no backend is handed one it cannot store: a NUL would pass every check below.
     problems: list[Problem] = json_text_problems(raw)
-    problems.extend(unstorable_value_problems(raw, "/value"))
+    # Serialized once: a request that serializes whole has values that do too (only their depth
+    # is left to check, below the limit of Python's recursion that this would have hit).
+    size = _canonical_size(raw)
+    if size is not None and size > MAX_REQUEST_BYTES:
+        problems.append(_size_problem(raw, size))
+    problems.extend(unstorable_value_problems(raw, "/value", plain=size is not None))
     request: RolloutRequest | None = None
     try:
         request = RolloutRequest.model_validate(raw)
@@ -152,7 +174,14 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         )
     # Checked on the raw stages, not by the model: reported at the stage that repeats a name even
     # when other fields are wrong too (a model validator would run only once every field is valid).
-    problems.extend(_stage_name_problems(raw.get("stages")))
+    # A stage that widens nothing is said so, rather than that its default name (its cohort)
+    # repeats: another name would not help it. (Pairs of stages: not for more than allowed.)
+    unwidening = (
+        unwidening_stages(request.all_stages)
+        if request is not None and len(request.all_stages) <= MAX_STAGES
+        else {}
+    )
+    problems.extend(_stage_name_problems(raw.get("stages"), skip=unwidening.keys()))
     if request is not None and not (request.author.strip() or request.started_by.strip()):
         problems.extend(
             Problem(
@@ -165,7 +194,7 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         )
     has_value, has_version = "value" in raw, "version" in raw
     if "changes" in raw:
-        problems.extend(changeset_problems(raw))
+        problems.extend(changeset_problems(raw, plain=size is not None))
     elif has_value == has_version:
         problems.append(
             Problem(
@@ -184,8 +213,10 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         explicit = {stage.display_name for stage in request.stages}
         repeated = [
             stage.display_name
-            for stage in request.strategy.expand()
-            if stage.display_name in explicit
+            for index, stage in enumerate(request.all_stages)
+            if index >= len(request.stages)
+            and index not in unwidening
+            and stage.display_name in explicit
         ]
         if repeated:
             problems.append(
@@ -195,6 +226,8 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
             problems.append(
                 Problem("/strategy", f"the strategy expands to more than {MAX_STAGES} stages")
             )
+    if request is not None and unwidening:
+        problems.extend(_unwidening_problems(request.all_stages, len(request.stages), unwidening))
     if "changes" not in raw and "path" not in raw:
         problems.append(Problem("/path", "required field is missing"))
     if problems or request is None:
@@ -213,8 +246,64 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
     return request
 
 
-def _stage_name_problems(raw_stages: Any) -> list[Problem]:
-    """A stage whose display name an earlier stage already has, at /stages/i/name (or /stages/i)."""
+def _canonical_size(raw: dict[str, Any]) -> int | None:
+    """The request's size as MAX_REQUEST_BYTES measures it; None when it is not plain JSON (a
+    problem the value's check or the model names)."""
+    try:
+        text = canonical_json(raw)
+        if text.isascii():
+            return len(text)
+        # Escaped as Temporal's JSON keeps it: a CJK character is 6 bytes there, not 3.
+        return len(json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _size_problem(raw: dict[str, Any], size: int) -> Problem:
+    """The request is over MAX_REQUEST_BYTES: at the value that alone is over it (the one thing to
+    shrink or split), else at the request."""
+    values = [("/value", raw["value"])] if "value" in raw else []
+    changes = raw.get("changes")
+    if isinstance(changes, list):
+        values.extend(
+            (json_pointer(["changes", index, "value"]), change["value"])
+            for index, change in enumerate(changes)
+            if isinstance(change, dict) and "value" in change
+        )
+    pointer = next(
+        (
+            where
+            for where, value in values
+            if (_canonical_size({"": value}) or 0) > MAX_REQUEST_BYTES
+        ),
+        "",
+    )
+    return Problem(
+        pointer,
+        f"the rollout request is {size:,} bytes as JSON; a rollout request is at most "
+        f"{MAX_REQUEST_BYTES:,} bytes ({MAX_REQUEST_BYTES // 1024 // 1024} MiB)",
+    )
+
+
+def _unwidening_problems(
+    stages: list[StageSpec], explicit: int, unwidening: dict[int, int]
+) -> list[Problem]:
+    """unwidening_stages as problems: the request's own stages at /stages/i, its strategy's at
+    /strategy; each names both stages by their numbers (from 1, as the plan shows them)."""
+    return [
+        Problem(
+            f"/stages/{index}" if index < explicit else "/strategy",
+            f"stage {index + 1} ({stages[index].display_name}) reaches no client that stage "
+            f"{earlier + 1} ({stages[earlier].display_name}) does not reach already: cohorts are "
+            "cumulative, so each stage must widen the ones before it",
+        )
+        for index, earlier in unwidening.items()
+    ]
+
+
+def _stage_name_problems(raw_stages: Any, skip: Collection[int] = ()) -> list[Problem]:
+    """A stage whose display name an earlier stage already has, at /stages/i/name (or /stages/i);
+    none for the stages in `skip` (said otherwise)."""
     if not isinstance(raw_stages, list):
         return []
     first_index: dict[str, int] = {}
@@ -225,7 +314,7 @@ def _stage_name_problems(raw_stages: Any) -> list[Problem]:
         except ValidationError:
             continue  # its own problems are reported already
         name = stage.display_name
-        if name in first_index:
+        if name in first_index and index not in skip:
             parts: list[str | int] = ["stages", index, *(["name"] if stage.name else [])]
             problems.append(
                 Problem(
@@ -234,6 +323,6 @@ def _stage_name_problems(raw_stages: Any) -> list[Problem]:
                     "give one of them a distinct name",
                 )
             )
-        else:
+        elif name not in first_index:
             first_index[name] = index
     return problems

@@ -124,14 +124,19 @@ class StrictSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-def unstorable_value_problems(holder: Mapping[str, Any], pointer: str) -> list[Problem]:
+def unstorable_value_problems(
+    holder: Mapping[str, Any], pointer: str, *, plain: bool = False
+) -> list[Problem]:
     """The problem of `holder`'s "value" (the request's, or a change's) that no store could keep:
-    nested too deep, or not plain JSON; at `pointer`. None given: none."""
+    nested too deep, or not plain JSON; at `pointer`. None given: none. `plain`: the whole request
+    was serialized already, so the value is plain JSON and only its depth is checked."""
     if "value" not in holder:
         return []
     too_deep = json_depth_problem(holder["value"], pointer)
     if too_deep is not None:
         return [too_deep]
+    if plain:
+        return []
     try:
         canonical_json(holder["value"])
     except (TypeError, ValueError, RecursionError) as error:

@@ -3,8 +3,9 @@ lease, its checks, the approvals of a manual stage and its gate on applied versi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -16,7 +17,9 @@ __all__ = [
     "MAX_STAGES",
     "ApprovalsSpec",
     "StageSpec",
+    "cohort_contains",
     "stage_display_name",
+    "unwidening_stages",
 ]
 
 MAX_STAGES = 100
@@ -139,3 +142,45 @@ def stage_display_name(
             "labels:" + ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
         )
     return " ".join(parts)
+
+
+class _Target(Protocol):
+    """Whom a stage reaches: a StageSpec, or a PlannedStage (labels None or empty: none)."""
+
+    @property
+    def channel(self) -> str | None: ...
+
+    @property
+    def percentile(self) -> float | None: ...
+
+    @property
+    def labels(self) -> Mapping[str, str] | None: ...
+
+
+def cohort_contains(outer: _Target, inner: _Target) -> bool:
+    """Whether every client `inner` matches, `outer` matches too, whatever the fleet
+    (tempoconf.resolution.stage_matches: channel AND percentile AND labels; no percentile is 100).
+    Buckets are the same for both stages of one rollout, so a smaller percentile is a subset."""
+    if outer.channel is not None and outer.channel != inner.channel:
+        return False
+    inner_labels = inner.labels or {}
+    if any(inner_labels.get(key) != value for key, value in (outer.labels or {}).items()):
+        return False
+    outer_percentile = 100.0 if outer.percentile is None else outer.percentile
+    inner_percentile = 100.0 if inner.percentile is None else inner.percentile
+    return outer_percentile >= inner_percentile
+
+
+def unwidening_stages(stages: list[StageSpec]) -> dict[int, int]:
+    """Each stage (by index) that reaches no client an earlier stage does not reach already, and
+    the first such earlier stage. Cohorts are cumulative (a client keeps the first stage it
+    matches), so that stage would only hold and check the same clients again. Only a containment
+    true for every fleet counts (`cohort_contains`)."""
+    found = {}
+    for index, stage in enumerate(stages):
+        earlier = next(
+            (i for i, other in enumerate(stages[:index]) if cohort_contains(other, stage)), None
+        )
+        if earlier is not None:
+            found[index] = earlier
+    return found

@@ -425,6 +425,10 @@ def test_plan_publishes_nothing_and_counts_clients_per_stage(dev: RunningDev) ->
         and "reports(max_error_ratio=0.05, min_clients=1)" in canary
     )
     assert "2m" in _row(output, "2", "10% *")
+    # what each stage adds, as far as the request says it (the canaries among them: NEW counts)
+    assert "all the clients with channel=canary" in canary
+    assert "10% of the clients, less those earlier stages reach" in _row(output, "2", "10% *")
+    assert "20% of the clients, less those earlier stages reach" in _row(output, "4", "40% *")
     assert re.search(
         rf"known clients: 31 \(1 seen \(polls or reports\) in the last 1h, "
         rf"30 listed in {re.escape(str(clients_file))}\)",
@@ -435,6 +439,13 @@ def test_plan_publishes_nothing_and_counts_clients_per_stage(dev: RunningDev) ->
         ("channel:canary", False), ("10%", True), ("20%", True), ("40%", True), ("80%", True), ("100%", True),
     ]  # fmt: skip
     assert [stage["clients"] for stage in planned["stages"]][-1] == 31
+    assert [stage["adds"] for stage in planned["stages"]] == [
+        "all the clients with channel=canary",
+        *(
+            f"{share}% of the clients, less those earlier stages reach"
+            for share in (10, 10, 20, 40, 20)
+        ),
+    ]
     assert planned["published"] is False and planned["version_exists"] is False
 
     bad = dev.cli(

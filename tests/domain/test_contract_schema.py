@@ -137,9 +137,17 @@ def _with(**changes: Any) -> dict[str, Any]:
         (_with(namespace="-x"), False),
         (_with(stages=[{"cooldown": "60s"}]), False),
         (_with(stages=[{"channel": None, "labels": {"region": "eu"}}]), True),
-        (_with(strategy={"linear": {"step": 30}}), True),
+        # The strategy's stages follow the explicit ones and must widen them, which only the
+        # model checks (the example's 50% stage reaches a 30% one: tests/domain/test_request.py).
+        (_with(stages=[{"channel": "canary"}], strategy={"linear": {"step": 30}}), True),
         (_with(strategy={"linear": {"step": 25}, "exponential": {"start": 1, "factor": 2}}), False),
-        (_with(strategy={"linear": None, "exponential": {"start": 1, "factor": 2}}), True),
+        (
+            _with(
+                stages=[{"channel": "canary"}],
+                strategy={"linear": None, "exponential": {"start": 1, "factor": 2}},
+            ),
+            True,
+        ),
         (_with(strategy={}), False),
         (_with(health=[{"kind": "prometheus", "url": "http://p:9090", "query": "up"}]), False),
         (

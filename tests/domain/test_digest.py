@@ -71,7 +71,7 @@ def test_the_vector_is_the_definition() -> None:
         {"stages": [{"channel": "canary", "cooldown": "1m", "labels": {"region": "eu"}}, REQUEST["stages"][1]]},
         {"health": [{"kind": "reports", "max_error_ratio": 0.05}]},
         {"webhooks": ["https://hooks.example.com/x"]},
-        {"strategy": {"linear": {"step": 40, "every": "1m"}}},
+        {"strategy": {"linear": {"step": 60, "every": "1m"}}},  # 60%, 100% after 50%
         {"author": "bob@example.com"},
         {"commit": "3f2a9c1"},
         {"message": "another reason"},

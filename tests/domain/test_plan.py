@@ -13,6 +13,7 @@ from tempoconf.rollout.plan import (
     PlannedCheck,
     PlannedStage,
     RolloutPlan,
+    added_reach,
     plan_check,
     plan_from_request,
 )
@@ -202,3 +203,48 @@ def test_cohort_in_words() -> None:
         PlannedStage(0, "x", channel="beta", percentile=10, labels={"z": "1", "a": "2"}).cohort()
         == "channel=beta and 10% of clients and a=2, z=1"
     )
+
+
+def adds(**fields: Any) -> list[str]:
+    stages = plan(**fields).stages
+    return [added_reach(stages, stage.index) for stage in stages]
+
+
+def test_each_stage_adds_a_share_of_the_clients_over_the_earlier_stages_of_its_segment() -> None:
+    assert adds(stages=[{"percentile": 10}, {"percentile": 50}, {"percentile": 100}]) == [
+        "10% of the clients",
+        "40% of the clients",
+        "50% of the clients",
+    ]
+    assert adds(stages=[{"percentile": 10.5}], strategy={"linear": {"step": 50}}) == [
+        "10.5% of the clients",
+        "39.5% of the clients",
+        "50% of the clients",
+    ]
+    assert adds(
+        stages=[
+            {"channel": "canary", "labels": {"zone": "eu"}},
+            {"channel": "beta", "percentile": 5},
+            {"channel": "beta", "percentile": 20},
+        ]
+    ) == [
+        "all the clients with channel=canary and zone=eu",
+        "5% of the clients with channel=beta",
+        "15% of the clients with channel=beta",
+    ]
+
+
+def test_what_earlier_stages_of_other_segments_may_reach_is_said_not_counted() -> None:
+    """How many canaries are among the 10%, only the fleet knows (the plan's NEW column)."""
+    assert adds(stages=[{"channel": "canary"}, {"percentile": 10}, {"percentile": 50}]) == [
+        "all the clients with channel=canary",
+        "10% of the clients, less those earlier stages reach",
+        "40% of the clients, less those earlier stages reach",
+    ]
+    # a stage of zone=us shares no client with one of zone=eu
+    assert adds(
+        stages=[{"labels": {"zone": "eu"}}, {"labels": {"zone": "us"}, "percentile": 50}]
+    ) == [
+        "all the clients with zone=eu",
+        "50% of the clients with zone=us",
+    ]

@@ -159,9 +159,18 @@ def test_http_check_url_may_use_placeholders() -> None:
             "greater than 1",
         ),
         (
-            {**MINIMAL, "stages": [{"percentile": 50}], "strategy": {"linear": {"step": 50}}},
+            {
+                **MINIMAL,
+                "stages": [{"channel": "canary", "name": "50%"}],
+                "strategy": {"linear": {"step": 50}},
+            },
             "/strategy",
             "repeats stage(s) ['50%']",
+        ),
+        (
+            {**MINIMAL, "stages": [{"percentile": 50}], "strategy": {"linear": {"step": 50}}},
+            "/strategy",
+            "stage 2 (50%) reaches no client that stage 1 (50%) does not reach already",
         ),
         ({**MINIMAL, "webhooks": ["ftp://x"]}, "/webhooks/0", "must start with http"),
         ({"value": 1}, "/path", "required field is missing"),
@@ -301,11 +310,23 @@ def test_a_request_is_a_json_object(raw: Any) -> None:
     assert "JSON object" in problem.message
 
 
-def test_duplicate_stage_names_point_at_the_repeating_stage() -> None:
+def test_a_repeated_cohort_is_refused_as_widening_nothing_not_as_a_repeated_name() -> None:
+    """Its default name repeats too, but another name would not make it widen."""
     problems = problems_of(
         with_stages({"percentile": 10}, {"channel": "beta"}, {"percentile": 10.0})
     )
     assert [problem.pointer for problem in problems] == ["/stages/2"]
+    assert problems[0].message == (
+        "stage 3 (10%) reaches no client that stage 1 (10%) does not reach already: "
+        "cohorts are cumulative, so each stage must widen the ones before it"
+    )
+
+
+def test_duplicate_stage_names_point_at_the_repeating_stage() -> None:
+    problems = problems_of(
+        with_stages({"percentile": 10}, {"channel": "beta", "name": "10%"}, {"percentile": 20})
+    )
+    assert [problem.pointer for problem in problems] == ["/stages/1/name"]
     assert "'10%'" in problems[0].message and "stage 0" in problems[0].message
 
 
@@ -316,11 +337,16 @@ def test_duplicate_explicit_name_points_at_the_name() -> None:
     assert [problem.pointer for problem in problems] == ["/stages/1/name"]
 
 
-def test_distinct_names_make_same_cohorts_valid() -> None:
-    request = parse_rollout_request(
+def test_distinct_names_do_not_make_a_repeated_cohort_valid() -> None:
+    """A second stage of the same cohort (say, to add an approval) holds the same clients again:
+    `manual` goes on the first one."""
+    problems = problems_of(
         with_stages({"percentile": 10}, {"percentile": 10, "name": "10% again", "manual": True})
     )
-    assert [stage.display_name for stage in request.stages] == ["10%", "10% again"]
+    assert by_pointer(problems) == {
+        "/stages/1": "stage 2 (10% again) reaches no client that stage 1 (10%) does not reach "
+        "already: cohorts are cumulative, so each stage must widen the ones before it"
+    }
 
 
 # --- many problems at once ----------------------------------------------------------------------

@@ -75,6 +75,8 @@ from tempoconf.cli._backend import (
     OperatorCommandInput,
 )
 from tempoconf.cli.worker import build_worker
+from tempoconf.rollout.stages import StageSpec as RequestStage
+from tempoconf.rollout.stages import unwidening_stages
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.fixtures.services import live_api
@@ -182,6 +184,11 @@ stage_lists = st.lists(
     min_size=1,
     max_size=3,
     unique_by=lambda s: s[0].name,
+).filter(
+    # only stages that widen the ones before them (docs/contract.md, Stages)
+    lambda drawn: (
+        not unwidening_stages([RequestStage.model_validate(stage.request()) for stage, _ in drawn])
+    )
 )
 config_indices = st.integers(0, CONFIGS - 1)
 NEEDS_RUNNING = frozenset({*COMMANDS, "report", "terminate"})

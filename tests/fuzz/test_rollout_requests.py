@@ -34,6 +34,8 @@ from temporalio.testing import WorkflowEnvironment
 from tempoconf.problems import InvalidRequestError
 from tempoconf.rollout.activity_io import INVALID_REQUEST_ERROR
 from tempoconf.rollout.request import parse_rollout_request
+from tempoconf.rollout.stages import StageSpec, unwidening_stages
+from tempoconf.rollout.strategy import StrategySpec
 from tempoconf.storable import MAX_JSON_DEPTH
 from tempoconf.store.store import Store
 from tempoconf.temporal.names import WORKFLOW_TYPE
@@ -236,7 +238,11 @@ def valid_requests(draw: st.DrawFn, *, for_skipped_time: bool = False) -> dict[s
     that lasts the hold, and time does not skip while an activity runs) nor expirations (a short
     lease renewed over a long hold is more timers than the test server skips)."""
     full = not for_skipped_time
-    stages = draw(st.lists(_valid_stage(expirations=full), max_size=4))
+    # Only stages that widen the ones before them (docs/contract.md, Stages): the rest are dropped.
+    stages: list[dict[str, Any]] = []
+    for stage in draw(st.lists(_valid_stage(expirations=full), max_size=4)):
+        if not unwidening_stages([StageSpec.model_validate(s) for s in [*stages, stage]]):
+            stages.append(stage)
     request: dict[str, Any] = {
         "path": PATH,
         "value": draw(
@@ -275,6 +281,11 @@ def valid_requests(draw: st.DrawFn, *, for_skipped_time: bool = False) -> dict[s
             },
         )
     )
+    if "strategy" in optional:
+        explicit = [StageSpec.model_validate(stage) for stage in request["stages"]]
+        expanded = StrategySpec.model_validate(optional["strategy"]).expand()
+        if unwidening_stages([*explicit, *expanded]):
+            del optional["strategy"]  # an explicit stage reaches one of its points already
     return {**request, **optional}
 
 
