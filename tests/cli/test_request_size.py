@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tempoconf.api.bodies import ADMIN_BODY_LIMIT
 from tempoconf.canonical import canonical_json
 from tempoconf.rollout.request import MAX_REQUEST_BYTES
 from tempoconf.temporal.binaries import temporal_cli_path
@@ -102,12 +101,6 @@ def test_temporal_workflow_start_fails_at_prepare_with_the_same_message(dev: Run
     assert "promoted" not in status.stdout and message in status.stdout + status.stderr
 
 
-@pytest.mark.xfail(
-    ADMIN_BODY_LIMIT < 2 * VALUE_BYTES,
-    reason="the admin API's body limit (api/bodies.py ADMIN_BODY_LIMIT) answers 413 before the "
-    "request's validation until it is raised to 4 MiB (another change of the same issue)",
-    strict=True,
-)
 def test_the_admin_api_refuses_it_with_400_and_the_same_message(dev: RunningDev) -> None:
     path, _, request_file, message = large_request(dev, "api")
 

@@ -3,11 +3,11 @@ stages that widen, both checked by parse_rollout_request wherever the request co
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from tempoconf.canonical import canonical_json
 from tempoconf.problems import InvalidRequestError, Problem
 from tempoconf.rollout.request import MAX_REQUEST_BYTES, parse_rollout_request
 from tempoconf.rollout.stages import StageSpec, cohort_contains
@@ -23,7 +23,8 @@ def problems_of(raw: Any) -> list[Problem]:
 
 
 def size_of(raw: dict[str, Any]) -> int:
-    return len(canonical_json(raw).encode("utf-8"))
+    """As Temporal's JSON keeps it: compact, sorted, non-ASCII escaped."""
+    return len(json.dumps(raw, sort_keys=True, separators=(",", ":")))
 
 
 # --- the size -----------------------------------------------------------------------------------
@@ -53,10 +54,15 @@ def test_a_request_of_exactly_the_limit_is_accepted_one_byte_more_is_not() -> No
     assert "1,048,577 bytes as JSON" in problem.message
 
 
-def test_bytes_are_counted_as_utf8() -> None:
-    """'é' is two bytes: half a mebibyte of them is over."""
-    (problem,) = problems_of({**MINIMAL, "value": "é" * (MAX_REQUEST_BYTES // 2)})
-    assert problem.message.startswith("the rollout request is 1,048,6")
+def test_non_ascii_is_counted_escaped_as_temporal_keeps_it() -> None:
+    """'é' is `\\u00e9` in Temporal's JSON, six bytes: a sixth of a mebibyte of them is over,
+    a sixth less a hundred is not."""
+    over = MAX_REQUEST_BYTES // 6
+    (problem,) = problems_of({**MINIMAL, "value": "é" * over})
+    assert problem.message.startswith(
+        f"the rollout request is {size_of({**MINIMAL, 'value': 'é' * over}):,}"
+    )
+    parse_rollout_request({**MINIMAL, "value": "é" * (over - 100)})
 
 
 def test_values_each_under_the_limit_but_together_over_it_are_refused_at_the_request() -> None:
