@@ -81,7 +81,7 @@ class ApiBackend:
             response = await self._http.request(method, url, params=query or None, json=body)
         except httpx.HTTPError as error:
             die(
-                f"cannot reach the admin API at {self._base}: {error or type(error).__name__}\n"
+                f"cannot reach the admin API at {self._base}: {error or type(error).__name__}. "
                 "Set TEMPOCONF_API_URL (or --api-url) to the address of `tempoconf api`."
             )
         if response.status_code in expected:
@@ -89,7 +89,7 @@ class ApiBackend:
         if response.status_code in (401, 403):
             die(
                 f"the admin API at {self._base} refused the admin token "
-                f"({response.status_code}: {_error_text(response)}).\n"
+                f"({response.status_code}: {_error_text(response)}). "
                 "Set TEMPOCONF_ADMIN_TOKEN to the token the API was started with."
             )
         self._refused(response)
