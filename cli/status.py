@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,14 +34,18 @@ from tempoconf.settings import Settings
 from tempoconf.temporal.names import rollout_workflow_id
 
 __all__ = [
+    "EXIT_NO_ANSWER",
     "RolloutSnapshot",
     "StoreContext",
+    "format_store_view",
     "format_view",
     "status_command",
     "steering_commands",
 ]
 
 TRANSITIONS_SHOWN = 6
+EXIT_NO_ANSWER = 3
+"""`rollout status`: the workflow did not answer (no worker); the store's view was printed."""
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 
@@ -359,7 +364,15 @@ async def _status(settings: Settings, args: argparse.Namespace) -> int:
         try:
             snapshot, context = await backend.rollout_view(namespace, path, args.workflow_id)
         except ViewUnavailable as error:
-            die(_unavailable(error, namespace, path))
+            if error.kind != "no_answer":
+                die(_unavailable(error, namespace, path))
+            # No worker answers the workflow's query: what the store knows, at once.
+            if args.json:
+                print(json.dumps(_store_json(error), indent=2))
+            else:
+                print(format_store_view(error, namespace=namespace, path=path, settings=settings))
+            print(f"tempoconf: {_unavailable(error, namespace, path)}", file=sys.stderr)
+            return EXIT_NO_ANSWER
         if not args.watch:
             if args.json:
                 print(json.dumps(_json_object(snapshot), indent=2))
@@ -367,6 +380,69 @@ async def _status(settings: Settings, args: argparse.Namespace) -> int:
                 print(_render(snapshot, context, settings, namespace, path))
             return 0
         return await _watch(backend, settings, args, snapshot, context)
+
+
+def format_store_view(
+    unanswered: ViewUnavailable, *, namespace: str, path: str, settings: Settings
+) -> str:
+    """The rollout as the store recorded it, when its workflow did not answer (no worker): the
+    active rollout's row, the lock holder and who started it."""
+    rollout, lock = unanswered.rollout, unanswered.lock
+    context = unanswered.context or StoreContext()
+    lines = [
+        f"rollout of {namespace}/{path}  (workflow {unanswered.workflow_id}: did not answer; "
+        "as the store recorded it)"
+    ]
+    if rollout is not None:
+        lines.append(
+            f"  state      {rollout.state} (the last step the store recorded, at "
+            f"{zoned_text(rollout.updated_at)})"
+        )
+        lines.append(
+            f"  version    {rollout.version}"
+            + (f"; stable is {context.stable}" if context.stable else "")
+        )
+        published = rollout.stage_index + 1
+        lines.append(
+            f"  stage      {published} published" if published else "  stage      none published"
+        )
+        lines.append(f"  run        {rollout.run_id}")
+    else:
+        lines.append("  state      no active rollout in the store")
+    if context.started_by or context.started_at or rollout is not None:
+        started_at = context.started_at or (rollout.started_at if rollout is not None else None)
+        lines.append(
+            f"  started    by {context.started_by or 'unknown'}"
+            + (f" at {zoned_text(started_at)}" if started_at else "")
+            + (f": {context.start_reason}" if context.start_reason else "")
+        )
+    if lock is not None:
+        lines.append(
+            f"  lock       held by workflow {lock.workflow_id}, run {lock.run_id} (version "
+            f"{lock.version}), since {zoned_text(lock.acquired_at)}"
+        )
+    else:
+        lines.append("  lock       free")
+    lines.append(f"  workflow   {unanswered.detail}")
+    lines.append(
+        f"  Web UI     {workflow_ui_url(settings, unanswered.workflow_id, lock.run_id if lock else None)}"
+    )
+    return "\n".join(lines)
+
+
+def _store_json(unanswered: ViewUnavailable) -> dict[str, Any]:
+    """`--json` when the workflow did not answer: the store's rows and why (`answered` false)."""
+
+    def row(record: Any) -> dict[str, Any] | None:
+        return None if record is None else json.loads(json.dumps(asdict(record), default=str))
+
+    return {
+        "workflow_id": unanswered.workflow_id,
+        "answered": False,
+        "error": unanswered.detail,
+        "rollout": row(unanswered.rollout),
+        "lock": row(unanswered.lock),
+    }
 
 
 def _unavailable(error: ViewUnavailable, namespace: str, path: str) -> str:
