@@ -434,7 +434,12 @@ def _store_json(unanswered: ViewUnavailable) -> dict[str, Any]:
     """`--json` when the workflow did not answer: the store's rows and why (`answered` false)."""
 
     def row(record: Any) -> dict[str, Any] | None:
-        return None if record is None else json.loads(json.dumps(asdict(record), default=str))
+        if record is None:
+            return None
+        return {
+            key: value.isoformat() if isinstance(value, datetime) else value
+            for key, value in asdict(record).items()
+        }
 
     return {
         "workflow_id": unanswered.workflow_id,

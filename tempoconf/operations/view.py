@@ -173,8 +173,8 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
             seconds = STATUS_QUERY_TIMEOUT.total_seconds()
             raise SnapshotUnavailable(
                 "no_answer",
-                f"no answer to its status query within {seconds:g}s: is a worker polling its "
-                f"task queue {description.task_queue!r}?",
+                f"no worker answered its status query within {seconds:g}s (is a worker polling "
+                f"the task queue {description.task_queue!r}?)",
             ) from error
         snapshot.progress = dict(progress)
         return snapshot
