@@ -450,6 +450,7 @@ exit codes:
        could not be reached (one line names it and the setting to check)
   2    wrong usage or input: a flag, a setting, a request file (`diff`: something to do)
   3    `rollout status`: the workflow did not answer (no worker?); the store's state is shown
+       (with --watch: shown, then asked again until a worker answers)
   130  interrupted (Ctrl-C); 128+N: stopped by signal N (`apply --halt-on-interrupt`)
   141  output closed early (a pipe into `head`)
 An error is one line `tempoconf: ...`; --debug (or TEMPOCONF_DEBUG=1) adds its traceback. An

@@ -361,18 +361,29 @@ def status_command(args: argparse.Namespace) -> int:
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     namespace, path = args.namespace, args.path
     async with operator_backend(settings) as backend:
-        try:
-            snapshot, context = await backend.rollout_view(namespace, path, args.workflow_id)
-        except ViewUnavailable as error:
-            if error.kind != "no_answer":
-                die(_unavailable(error, namespace, path))
-            # No worker answers the workflow's query: what the store knows, at once.
-            if args.json:
-                print(json.dumps(_store_json(error), indent=2))
-            else:
-                print(format_store_view(error, namespace=namespace, path=path, settings=settings))
-            print(f"tempoconf: {_unavailable(error, namespace, path)}", file=sys.stderr)
-            return EXIT_NO_ANSWER
+        shown = False
+        while True:
+            try:
+                snapshot, context = await backend.rollout_view(namespace, path, args.workflow_id)
+                break
+            except ViewUnavailable as error:
+                if error.kind != "no_answer":
+                    die(_unavailable(error, namespace, path))
+                # No worker answers the workflow's query: what the store knows, at once; --watch
+                # shows it once and asks again until a worker answers.
+                if not shown:
+                    if args.json:
+                        print(json.dumps(_store_json(error), indent=2), flush=True)
+                    else:
+                        view = format_store_view(
+                            error, namespace=namespace, path=path, settings=settings
+                        )
+                        print(view, flush=True)
+                    print(f"tempoconf: {_unavailable(error, namespace, path)}", file=sys.stderr)
+                    shown = True
+                if not args.watch:
+                    return EXIT_NO_ANSWER
+                await asyncio.sleep(args.interval)
         if not args.watch:
             if args.json:
                 print(json.dumps(_json_object(snapshot), indent=2))

@@ -127,9 +127,10 @@ async def read_rollout_state(
 
 
 async def _cancelled(task: asyncio.Task[object] | None) -> None:
+    """Cancel the read of a workflow the store did not name: whatever it ends with is unused."""
     if task is not None:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
 
 
