@@ -27,7 +27,13 @@ from tempoconf.resolution import VersionRecord
 from tempoconf.rollout.commands import command_path
 from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.settings import Settings
-from tempoconf.store.records import AuditEntry, LockRecord, ServedConfig, VersionInfo
+from tempoconf.store.records import (
+    AuditEntry,
+    LockRecord,
+    RolloutRecord,
+    ServedConfig,
+    VersionInfo,
+)
 
 if TYPE_CHECKING:
     import httpx  # imported where used: the direct mode never loads it
@@ -81,7 +87,7 @@ class ApiBackend:
             response = await self._http.request(method, url, params=query or None, json=body)
         except httpx.HTTPError as error:
             die(
-                f"cannot reach the admin API at {self._base}: {error or type(error).__name__}\n"
+                f"cannot reach the admin API at {self._base}: {error or type(error).__name__}. "
                 "Set TEMPOCONF_API_URL (or --api-url) to the address of `tempoconf api`."
             )
         if response.status_code in expected:
@@ -89,7 +95,7 @@ class ApiBackend:
         if response.status_code in (401, 403):
             die(
                 f"the admin API at {self._base} refused the admin token "
-                f"({response.status_code}: {_error_text(response)}).\n"
+                f"({response.status_code}: {_error_text(response)}). "
                 "Set TEMPOCONF_ADMIN_TOKEN to the token the API was started with."
             )
         self._refused(response)
@@ -255,12 +261,22 @@ class ApiBackend:
         answer = response.json()
         workflow = answer["workflow"]
         workflow_id = str(workflow["workflow_id"])
+        found = answer.get("context")
+        context = _context(found) if found else None
         if workflow.get("error_kind"):
             kind = str(workflow["error_kind"])
             detail = str(workflow.get("error_detail") or workflow.get("error") or "")
             if kind == "unavailable":
                 detail = f"the admin API at {self._base} answered: {detail}"
-            raise ViewUnavailable(workflow_id, kind, detail)
+            lock, rollout = answer.get("lock"), answer.get("rollout")
+            raise ViewUnavailable(
+                workflow_id,
+                kind,
+                detail,
+                lock=_decode(LockRecord, lock) if lock else None,
+                rollout=_decode(RolloutRecord, rollout) if rollout else None,
+                context=context,
+            )
         status = str(workflow.get("execution_status") or "UNKNOWN")
         result = workflow.get("result")
         snapshot = RolloutSnapshot(
@@ -275,17 +291,7 @@ class ApiBackend:
             reason=str(workflow.get("reason") or ""),
             starter=str(workflow.get("starter") or ""),
         )
-        found = answer.get("context") or {}
-        context = StoreContext(
-            started_by=found.get("started_by", ""),
-            started_at=_when(found["started_at"]) if found.get("started_at") else None,
-            start_reason=found.get("start_reason", ""),
-            author=found.get("author", ""),
-            commit=found.get("commit", ""),
-            message=found.get("message", ""),
-            stable=found.get("stable"),
-        )
-        return snapshot, context
+        return snapshot, context or StoreContext()
 
     async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:
         body = {
@@ -363,6 +369,18 @@ def _served_config(item: dict[str, Any]) -> ServedConfig:
     lock = item["lock"]
     where = {"namespace": item["namespace"], "path": item["path"]}
     return _decode(ServedConfig, {**item, "lock": {**lock, **where} if lock else None})
+
+
+def _context(found: dict[str, Any]) -> StoreContext:
+    return StoreContext(
+        started_by=found.get("started_by", ""),
+        started_at=_when(found["started_at"]) if found.get("started_at") else None,
+        start_reason=found.get("start_reason", ""),
+        author=found.get("author", ""),
+        commit=found.get("commit", ""),
+        message=found.get("message", ""),
+        stable=found.get("stable"),
+    )
 
 
 def _when(text: str) -> datetime:

@@ -258,13 +258,18 @@ class DirectBackend:
         from tempoconf.operations.state import read_rollout_state
 
         await self._temporal.client()  # without Temporal, say so before looking for a store
-        state = await read_rollout_state(
-            self._store(), self._temporal, namespace, path, explicit_id
-        )
+        state = await read_rollout_state(self._store, self._temporal, namespace, path, explicit_id)
         if state.snapshot is None or state.context is None:
             unreadable = state.unreadable
             assert unreadable is not None
-            raise ViewUnavailable(state.workflow_id, unreadable.kind, unreadable.detail)
+            raise ViewUnavailable(
+                state.workflow_id,
+                unreadable.kind,
+                unreadable.detail,
+                lock=state.lock,
+                rollout=state.rollout,
+                context=state.context,
+            )
         return state.snapshot, state.context
 
     async def start_freeze(self, namespace: str, *, reason: str, until: datetime | None) -> Freeze:

@@ -159,11 +159,10 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
             hint = (
                 f"Check TEMPORAL_ADDRESS (or --temporal-address) and the TLS settings: {TLS_HINT}."
             )
+        # One line: the diagnosis when there is one (the client's own words, with --debug).
         reason = connection.redact(str(error))
-        diagnosis = connection.diagnose(reason)
-        if diagnosis:
-            reason = f"{diagnosis}.\nThe client's error: {reason}"
-        die(f"cannot reach {connection.where}: {reason}\n{hint}")
+        reason = connection.diagnose(reason) or reason.strip().rstrip(".")
+        die(f"cannot reach {connection.where}: {reason}. {hint}")
 
 
 @contextmanager
@@ -202,7 +201,7 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def missing_store_message(settings: Settings, database: Path) -> str:
-    """Where the store was looked for, and the settings that point at the right one."""
+    """Where the store was looked for, and the settings that point at the right one (one line)."""
     if settings.database_url is not None:
         where = "named by TEMPOCONF_DATABASE_URL or --database-url"
     elif settings.data_dir == Settings().data_dir:
@@ -210,7 +209,7 @@ def missing_store_message(settings: Settings, database: Path) -> str:
     else:
         where = "in the data dir of TEMPOCONF_DATA_DIR or --data-dir"
     return (
-        f"no store at {database} ({where}).\n"
+        f"no store at {database} ({where}). "
         "Run this where `tempoconf dev` runs, or point at its store with TEMPOCONF_DATA_DIR or "
         "--data-dir (`tempoconf dev` prints the export line), or TEMPOCONF_DATABASE_URL or "
         "--database-url. Nothing was created; a new deployment creates its store with "

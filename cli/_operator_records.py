@@ -8,6 +8,8 @@ from typing import Any
 
 from tempoconf.operations.errors import Refused
 from tempoconf.operations.preview import RolloutPreview
+from tempoconf.operations.view import StoreContext
+from tempoconf.store.records import LockRecord, RolloutRecord
 
 __all__ = ["CommandRefused", "Ending", "Prepared", "ViewUnavailable"]
 
@@ -27,10 +29,23 @@ class Ending:
 
 class ViewUnavailable(Exception):
     """Temporal could not tell the rollout's state (`kind` as in SnapshotUnavailable, or
-    `unavailable`: the API could not reach Temporal)."""
+    `unavailable`: the API could not reach Temporal). What the store knows comes with it: its lock
+    and active-rollout rows, and (when the workflow did not answer, `no_answer`) the context."""
 
-    def __init__(self, workflow_id: str, kind: str, detail: str) -> None:
+    def __init__(
+        self,
+        workflow_id: str,
+        kind: str,
+        detail: str,
+        *,
+        lock: LockRecord | None = None,
+        rollout: RolloutRecord | None = None,
+        context: StoreContext | None = None,
+    ) -> None:
         super().__init__(detail)
         self.workflow_id = workflow_id
         self.kind = kind
         self.detail = detail
+        self.lock = lock
+        self.rollout = rollout
+        self.context = context

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 
 from tempoconf.cli._common import CommandError
@@ -442,6 +443,20 @@ _TRACE = Command(
 )
 
 
+EXIT_CODES = """\
+exit codes:
+  0    done (a rollout waited for: promoted or bypassed)
+  1    failed: refused, not found, a rollout not promoted, or the store, Temporal or the API
+       could not be reached (one line names it and the setting to check)
+  2    wrong usage or input: a flag, a setting, a request file (`diff`: something to do)
+  3    `rollout status`: the workflow did not answer (no worker?); the store's state is shown
+       (with --watch: shown, then asked again until a worker answers)
+  130  interrupted (Ctrl-C); 128+N: stopped by signal N (`apply --halt-on-interrupt`)
+  141  output closed early (a pipe into `head`)
+An error is one line `tempoconf: ...`; --debug (or TEMPOCONF_DEBUG=1) adds its traceback. An
+unexpected error (a bug) always prints its traceback."""
+
+
 def _actions(commands: Subcommands, name: str, help: str) -> Subcommands:
     """`tempoconf NAME ACTION`: the subcommands of a group."""
     group = commands.add_parser(name, help=help)
@@ -451,7 +466,15 @@ def _actions(commands: Subcommands, name: str, help: str) -> Subcommands:
 def build_parser() -> argparse.ArgumentParser:
     connection = _connection_flags()
     parser = argparse.ArgumentParser(
-        prog="tempoconf", description="Staged configuration rollouts on Temporal."
+        prog="tempoconf",
+        description="Staged configuration rollouts on Temporal.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, print its traceback too (env TEMPOCONF_DEBUG=1)",
     )
     parser.add_argument(
         "--version",
@@ -545,6 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = logging.StreamHandler()
     handler.setFormatter(UTC_LOG_FORMATTER)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    debug = bool(args.debug) or os.environ.get("TEMPOCONF_DEBUG", "") not in ("", "0")
     try:
         _start_tracing(args.command)
         module, function = args.handler.rsplit(".", 1)
@@ -552,6 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = getattr(importlib.import_module(f"tempoconf.cli.{module}"), function)(args)
     except CommandError as error:
         print(f"tempoconf: {error}", file=sys.stderr)
+        if debug:
+            traceback.print_exception(error)
         code = error.exit_code
     except KeyboardInterrupt:
         code = 130
@@ -559,6 +585,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Output piped into `head` and the like: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
+    except Exception as error:
+        from tempoconf.cli._unreachable import unreachable_message
+
+        message = unreachable_message(error, args)
+        if message is None:
+            raise  # a bug: its traceback is what to report
+        print(f"tempoconf: {message}", file=sys.stderr)
+        if debug:
+            traceback.print_exception(error)
+        code = 1
     finally:
         # Before os._exit below, which runs no atexit handler: the last spans are written now.
         from tempoconf.tracing import shutdown_tracing

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,14 +34,18 @@ from tempoconf.settings import Settings
 from tempoconf.temporal.names import rollout_workflow_id
 
 __all__ = [
+    "EXIT_NO_ANSWER",
     "RolloutSnapshot",
     "StoreContext",
+    "format_store_view",
     "format_view",
     "status_command",
     "steering_commands",
 ]
 
 TRANSITIONS_SHOWN = 6
+EXIT_NO_ANSWER = 3
+"""`rollout status`: the workflow did not answer (no worker); the store's view was printed."""
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 
@@ -356,10 +361,29 @@ def status_command(args: argparse.Namespace) -> int:
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     namespace, path = args.namespace, args.path
     async with operator_backend(settings) as backend:
-        try:
-            snapshot, context = await backend.rollout_view(namespace, path, args.workflow_id)
-        except ViewUnavailable as error:
-            die(_unavailable(error, namespace, path))
+        shown = False
+        while True:
+            try:
+                snapshot, context = await backend.rollout_view(namespace, path, args.workflow_id)
+                break
+            except ViewUnavailable as error:
+                if error.kind != "no_answer":
+                    die(_unavailable(error, namespace, path))
+                # No worker answers the workflow's query: what the store knows, at once; --watch
+                # shows it once and asks again until a worker answers.
+                if not shown:
+                    if args.json:
+                        print(json.dumps(_store_json(error), indent=2), flush=True)
+                    else:
+                        view = format_store_view(
+                            error, namespace=namespace, path=path, settings=settings
+                        )
+                        print(view, flush=True)
+                    print(f"tempoconf: {_unavailable(error, namespace, path)}", file=sys.stderr)
+                    shown = True
+                if not args.watch:
+                    return EXIT_NO_ANSWER
+                await asyncio.sleep(args.interval)
         if not args.watch:
             if args.json:
                 print(json.dumps(_json_object(snapshot), indent=2))
@@ -367,6 +391,74 @@ async def _status(settings: Settings, args: argparse.Namespace) -> int:
                 print(_render(snapshot, context, settings, namespace, path))
             return 0
         return await _watch(backend, settings, args, snapshot, context)
+
+
+def format_store_view(
+    unanswered: ViewUnavailable, *, namespace: str, path: str, settings: Settings
+) -> str:
+    """The rollout as the store recorded it, when its workflow did not answer (no worker): the
+    active rollout's row, the lock holder and who started it."""
+    rollout, lock = unanswered.rollout, unanswered.lock
+    context = unanswered.context or StoreContext()
+    lines = [
+        f"rollout of {namespace}/{path}  (workflow {unanswered.workflow_id}: did not answer; "
+        "as the store recorded it)"
+    ]
+    if rollout is not None:
+        lines.append(
+            f"  state      {rollout.state} (the last step the store recorded, at "
+            f"{zoned_text(rollout.updated_at)})"
+        )
+        lines.append(
+            f"  version    {rollout.version}"
+            + (f"; stable is {context.stable}" if context.stable else "")
+        )
+        published = rollout.stage_index + 1
+        lines.append(
+            f"  stage      {published} published" if published else "  stage      none published"
+        )
+        lines.append(f"  run        {rollout.run_id}")
+    else:
+        lines.append("  state      no active rollout in the store")
+    if context.started_by or context.started_at or rollout is not None:
+        started_at = context.started_at or (rollout.started_at if rollout is not None else None)
+        lines.append(
+            f"  started    by {context.started_by or 'unknown'}"
+            + (f" at {zoned_text(started_at)}" if started_at else "")
+            + (f": {context.start_reason}" if context.start_reason else "")
+        )
+    if lock is not None:
+        lines.append(
+            f"  lock       held by workflow {lock.workflow_id}, run {lock.run_id} (version "
+            f"{lock.version}), since {zoned_text(lock.acquired_at)}"
+        )
+    else:
+        lines.append("  lock       free")
+    lines.append(f"  workflow   {unanswered.detail}")
+    lines.append(
+        f"  Web UI     {workflow_ui_url(settings, unanswered.workflow_id, lock.run_id if lock else None)}"
+    )
+    return "\n".join(lines)
+
+
+def _store_json(unanswered: ViewUnavailable) -> dict[str, Any]:
+    """`--json` when the workflow did not answer: the store's rows and why (`answered` false)."""
+
+    def row(record: Any) -> dict[str, Any] | None:
+        if record is None:
+            return None
+        return {
+            key: value.isoformat() if isinstance(value, datetime) else value
+            for key, value in asdict(record).items()
+        }
+
+    return {
+        "workflow_id": unanswered.workflow_id,
+        "answered": False,
+        "error": unanswered.detail,
+        "rollout": row(unanswered.rollout),
+        "lock": row(unanswered.lock),
+    }
 
 
 def _unavailable(error: ViewUnavailable, namespace: str, path: str) -> str:

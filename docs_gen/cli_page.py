@@ -154,6 +154,8 @@ def cli_page(parser: argparse.ArgumentParser) -> str:
     rows = [[f"[{code(name)}](#{_anchor(sub)})", help_text] for name, help_text, sub in commands]
     writer.lines += [_INTRO, "## Commands", "", *table(["command", "what it does"], rows), ""]
     writer.lines += ["```", _usage(parser), "```", ""]
+    if parser.epilog:  # the exit codes, as `tempoconf --help` ends
+        writer.lines += ["```", parser.epilog, "```", ""]
     writer.arguments(parser)
     for key, anchor in shared.items():
         group = groups[key][0]

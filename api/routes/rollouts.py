@@ -134,7 +134,7 @@ async def rollout_state(request: Request) -> JSONResponse:
     namespace, path = config_name(request)
     app = state_of(request)
     state = await read_rollout_state(
-        app.store, app.temporal, namespace, path, _workflow_id_param(request)
+        lambda: app.store, app.temporal, namespace, path, _workflow_id_param(request)
     )
     answer = RolloutStateAnswer(
         namespace=namespace,

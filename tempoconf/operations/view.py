@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLOSED_QUERY_TIMEOUT",
     "RPC_TIMEOUT",
+    "STATUS_QUERY_TIMEOUT",
     "RolloutSnapshot",
     "SnapshotUnavailable",
     "StoreContext",
@@ -32,10 +33,19 @@ __all__ = [
 ]
 
 RPC_TIMEOUT = timedelta(seconds=15)
+STATUS_QUERY_TIMEOUT = timedelta(seconds=1)
+"""How long the `status` query waits. Temporal hands a query to a worker polling the workflow's task
+queue and waits for one: without a worker it would wait out RPC_TIMEOUT, while the store already
+knows the rollout's state (tempoconf.operations.state shows that instead). A polling worker answers
+in milliseconds; 1 s leaves room for a busy one and keeps the whole `rollout status`, start-up
+included (about half a second), under the 2 s an operator should wait."""
 # A closed workflow's query needs a worker to replay it; without one, show the result only.
-CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
+CLOSED_QUERY_TIMEOUT = STATUS_QUERY_TIMEOUT
 
 UnavailableKind = Literal["not_found", "no_answer", "rpc", "query_failed"]
+"""Why Temporal could not tell: no such workflow; `no_answer`: the running workflow did not answer
+its `status` query in STATUS_QUERY_TIMEOUT (no worker polls its task queue); another RPC error
+(Temporal itself unreachable or timed out); the query failed in the workflow."""
 
 
 @dataclass
@@ -89,7 +99,7 @@ def unavailable_message(kind: str, detail: str, *, workflow_id: str, name: str) 
     if kind == "not_found":
         return f"no rollout of {name} found (workflow id {workflow_id!r})"
     if kind == "no_answer":
-        return f"no worker answered the status query of {workflow_id!r} in time: is the worker running?"
+        return f"the workflow {workflow_id!r} did not answer: {detail}"
     if kind == "query_failed":
         return f"the workflow {workflow_id!r} could not answer `status`: {detail}"
     return f"cannot read the status of {workflow_id!r}: {detail}"
@@ -143,9 +153,10 @@ def store_context(
 async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     """Describe the newest run of `workflow_id`, query its status and, once closed, its result.
 
-    Raises RPCError (NOT_FOUND when there is no such workflow) and WorkflowQueryFailedError."""
+    Raises RPCError (NOT_FOUND when there is no such workflow), WorkflowQueryFailedError, and
+    SnapshotUnavailable (`no_answer`) when the running workflow does not answer its query."""
     from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
-    from temporalio.service import RPCError
+    from temporalio.service import RPCError, RPCStatusCode
 
     description = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=RPC_TIMEOUT)
     running = description.status == WorkflowExecutionStatus.RUNNING
@@ -154,7 +165,18 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     snapshot = RolloutSnapshot(workflow_id, description.run_id, execution, running)
     snapshot.starter = await _starter_identity(handle)
     if running:
-        snapshot.progress = dict(await handle.query("status", rpc_timeout=RPC_TIMEOUT))
+        try:
+            progress = await handle.query("status", rpc_timeout=STATUS_QUERY_TIMEOUT)
+        except RPCError as error:
+            if error.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                raise
+            seconds = STATUS_QUERY_TIMEOUT.total_seconds()
+            raise SnapshotUnavailable(
+                "no_answer",
+                f"no worker answered its status query within {seconds:g}s (is a worker polling "
+                f"the task queue {description.task_queue!r}?)",
+            ) from error
+        snapshot.progress = dict(progress)
         return snapshot
     try:
         snapshot.progress = dict(await handle.query("status", rpc_timeout=CLOSED_QUERY_TIMEOUT))
@@ -180,8 +202,6 @@ async def read_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise SnapshotUnavailable("not_found", error.message) from error
-        if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise SnapshotUnavailable("no_answer", error.message) from error
         raise SnapshotUnavailable("rpc", error.message) from error
     except WorkflowQueryFailedError as error:
         raise SnapshotUnavailable("query_failed", str(error)) from error

@@ -115,6 +115,8 @@ class TemporalConnection:
                 "the server refused the client certificate: it must be signed by a CA the server "
                 "trusts (TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH)"
             )
+        if "ConnectionRefused" in error or "Connection refused" in error:
+            return "connection refused (nothing listens at that address)"
         if self.tls is False and ("h2 protocol error" in error or "FRAME_SIZE_ERROR" in error):
             return "the server answered as a TLS server would, and this client does not use TLS"
         if self.tls is False and "connection closed" in error:
