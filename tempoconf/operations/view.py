@@ -39,8 +39,9 @@ queue and waits for one: without a worker it would wait out RPC_TIMEOUT, while t
 knows the rollout's state (tempoconf.operations.state shows that instead). A polling worker answers
 in milliseconds; 1 s leaves room for a busy one and keeps the whole `rollout status`, start-up
 included (about half a second), under the 2 s an operator should wait."""
-# A closed workflow's query needs a worker to replay it; without one, show the result only.
-CLOSED_QUERY_TIMEOUT = STATUS_QUERY_TIMEOUT
+# A closed workflow's query needs a worker to replay its whole history, slower than a running
+# one's answer from the worker's cache; without a worker, show the result only.
+CLOSED_QUERY_TIMEOUT = timedelta(seconds=5)
 
 UnavailableKind = Literal["not_found", "no_answer", "rpc", "query_failed"]
 """Why Temporal could not tell: no such workflow; `no_answer`: the running workflow did not answer
