@@ -81,8 +81,15 @@ def test_the_readme_walkthrough_gives_what_the_readme_says_right_after_make_run(
             assert text in plan, f"{text!r} not in:\n{plan}"
         # "Its stages are the canary channel, then 10 % and 50 % of the hosts, ten minutes each.
         # The 50 % stage waits for a person's approval."
-        assert re.search(r"^\s+1\s+channel:canary\s+channel=canary\s+10m\s", plan, re.M), plan
-        assert re.search(r"^\s+3\s+50%\s+50% of clients\s+10m\s+1h\s+yes\s", plan, re.M), plan
+        # (ADDS, between the cohort and the cooldown: what each stage adds to the earlier ones)
+        assert re.search(
+            r"^\s+1\s+channel:canary\s+channel=canary\s+all the clients with channel=canary\s+10m\s",
+            plan,
+            re.M,
+        ), plan
+        assert re.search(
+            r"^\s+3\s+50%\s+50% of clients\s+40% of the clients.*\s10m\s+1h\s+yes\s", plan, re.M
+        ), plan
     finally:
         dev.stop()
 
