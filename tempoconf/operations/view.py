@@ -175,7 +175,7 @@ async def fetch_snapshot(client: Client, workflow_id: str) -> RolloutSnapshot:
             raise SnapshotUnavailable(
                 "no_answer",
                 f"no worker answered its status query within {seconds:g}s (is a worker polling "
-                f"the task queue {description.task_queue!r}?)",
+                f"the task queue {description.task_queue!r}, and not too busy to answer?)",
             ) from error
         snapshot.progress = dict(progress)
         return snapshot

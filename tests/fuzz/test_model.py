@@ -73,8 +73,10 @@ from tempoconf.cli._backend import (
     DirectBackend,
     LockBusy,
     OperatorCommandInput,
+    ViewUnavailable,
 )
 from tempoconf.cli.worker import build_worker
+from tempoconf.operations.view import RolloutSnapshot
 from tempoconf.rollout.stages import StageSpec as RequestStage
 from tempoconf.rollout.stages import unwidening_stages
 from tempoconf.settings import Settings
@@ -179,17 +181,23 @@ class LiveStack:
 
 
 # -- the state machine --------------------------------------------------------------------------
+def _widening(drawn: list[tuple[StageSpec, bool]]) -> list[tuple[StageSpec, bool]]:
+    """The drawn stages that widen the ones kept before them (docs/contract.md, Stages): a map,
+    not a filter, so every draw is used and a replay draws exactly as the first run did."""
+    kept: list[tuple[StageSpec, bool]] = []
+    for stage, manual in drawn:
+        specs = [RequestStage.model_validate(s.request()) for s, _ in [*kept, (stage, manual)]]
+        if not unwidening_stages(specs):
+            kept.append((stage, manual))
+    return kept
+
+
 stage_lists = st.lists(
     st.tuples(st.sampled_from(STAGES), st.booleans()),
     min_size=1,
     max_size=3,
     unique_by=lambda s: s[0].name,
-).filter(
-    # only stages that widen the ones before them (docs/contract.md, Stages)
-    lambda drawn: (
-        not unwidening_stages([RequestStage.model_validate(stage.request()) for stage, _ in drawn])
-    )
-)
+).map(_widening)
 config_indices = st.integers(0, CONFIGS - 1)
 NEEDS_RUNNING = frozenset({*COMMANDS, "report", "terminate"})
 ACTIONS = (
@@ -232,9 +240,7 @@ class RolloutMachine(RuleBasedStateMachine):
         want = (rollout.phase.value, rollout.stage, rollout.paused)
 
         async def there() -> dict[str, Any]:
-            snapshot, _ = await self.backend.rollout_view(
-                NAMESPACE, config.path, rollout.workflow_id
-            )
+            snapshot = await answered_view(self.backend, config.path, rollout.workflow_id)
             progress = snapshot.progress or {}
             seen = (progress.get("state"), progress.get("stage_index"), progress.get("paused"))
             assert seen == want, f"(state, stage index, paused) is {seen}, the model says {want}"
@@ -765,10 +771,21 @@ async def continued_between_stages(
             )
 
 
+async def answered_view(backend: ApiBackend, path: str, workflow_id: str) -> RolloutSnapshot:
+    """The rollout's view once its workflow answered: a status query its worker did not answer
+    within its bound (a busy worker, a run to replay after continue-as-new) is a "not yet"."""
+    try:
+        snapshot, _ = await backend.rollout_view(NAMESPACE, path, workflow_id)
+    except ViewUnavailable as unavailable:
+        assert unavailable.kind != "no_answer", str(unavailable)  # asked again by `eventually`
+        raise
+    return snapshot
+
+
 async def backend_state(
     backend: ApiBackend, path: str, workflow_id: str, state: str, stage_index: int
 ) -> bool:
-    snapshot, _ = await backend.rollout_view(NAMESPACE, path, workflow_id)
+    snapshot = await answered_view(backend, path, workflow_id)
     progress = snapshot.progress or {}
     seen = (progress.get("state"), progress.get("stage_index"))
     assert seen == (state, stage_index), seen
