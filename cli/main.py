@@ -24,6 +24,7 @@ from tempoconf.cli._flags import (
     json_flag,
     switch,
 )
+from tempoconf.cli._tree_commands import TREE_COMMANDS
 from tempoconf.rollout.commands import OPERATOR_COMMANDS, CommandSpec
 
 __all__ = ["build_parser", "main"]
@@ -370,62 +371,6 @@ _CONFIG = (
     ),
 )
 
-_TREE_FLAGS = (
-    flag(
-        "dir",
-        metavar="DIR",
-        help="the tree: DIR/<namespace>/<path>.json, or a protoconf repository",
-    ),
-    flag("--author", help="who changed it (default: git HEAD's author email, else user@host)"),
-    flag("--commit", help="the commit it comes from (default: git HEAD, `-dirty` when edited)"),
-    flag("--message", help="why (default: git HEAD's subject)"),
-)
-
-_TREE = (
-    Command(
-        "diff",
-        "what `apply DIR` would do: exit 0 when nothing, 2 when something, 1 on a problem",
-        "tree.diff_command",
-        [
-            *_TREE_FLAGS,
-            flag(
-                "--format",
-                choices=("text", "markdown", "json"),
-                default="text",
-                help="text (default), markdown (a pull-request comment) or json",
-            ),
-            json_flag("the diff (as --format json)"),
-        ],
-        description=(
-            "Compares a tree of config files with what is served: for each config, whether "
-            "apply would start its rollout (with its value's diff against stable), set its "
-            "schema, or refuse it (another version's rollout running, a freeze), and which "
-            "served configs the tree lacks. Exit 0: nothing to do; 2: something to do; 1: a "
-            "problem (every file's problems are listed)."
-        ),
-    ),
-    Command(
-        "apply",
-        "check every file of DIR, set changed schemas, start one rollout per changed config "
-        "(or changeset)",
-        "tree.apply_command",
-        [
-            *_TREE_FLAGS,
-            switch("--wait", "wait for every rollout started (exit 0 only when all promoted)"),
-            switch(
-                "--halt-on-interrupt",
-                "with --wait: SIGINT or SIGTERM halts the rollouts this apply started, waits "
-                "until they are back on stable, then exits 128+signal",
-            ),
-        ],
-        description=(
-            "Starts nothing if any file is wrong. A config whose value is stable, or is being "
-            "rolled out, is left alone, so a second apply of the same tree starts nothing. A "
-            "config another version's rollout holds is refused (exit 1), never queued."
-        ),
-    ),
-)
-
 _TRACE = Command(
     "trace",
     "the traces of rollouts in files of spans (OTEL_TRACES_EXPORTER=console), as trees",
@@ -519,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
         update = add_command(rollout, _operator_command(command), connection)
         update.set_defaults(update_name=command.name.value)
     add_commands(commands, _CONFIG, connection)
-    add_commands(commands, _TREE, connection)
+    add_commands(commands, TREE_COMMANDS, connection)
 
     from tempoconf.cli import (
         agent,  # its flags only: the client SDK is imported when the command runs
