@@ -62,17 +62,17 @@ def _schema_what(config: ConfigDiff) -> str:
     return "gets its first JSON Schema" if first else "its JSON Schema changes"
 
 
-def diff_text(diff: TreeDiff, *, heading: str, values: bool = True) -> list[str]:
-    """Each config apply acts on, then the summary; `values`: with each value's and schema's
-    diff below its line."""
+def diff_text(diff: TreeDiff, *, heading: str) -> list[str]:
+    """Each config apply acts on (with its value's and schema's diff below it, when read), then
+    the summary."""
     lines = [heading]
     for config in diff.configs:
         if config.action in _LISTED:
             lines.append(f"  {_LABELS[config.action]:<12} {config.name}  {_what(config)}")
-            lines.extend(f"      {line}" for line in config.value_diff if values)
+            lines.extend(f"      {line}" for line in config.value_diff)
         if config.schema_change:
             lines.append(f"  {'schema':<12} {config.name}  {_schema_what(config)}")
-            lines.extend(f"      {line}" for line in config.schema_diff if values)
+            lines.extend(f"      {line}" for line in config.schema_diff)
     lines.append(summary(diff))
     return lines
 

@@ -98,9 +98,13 @@ def _heading(args: argparse.Namespace, tree: Tree, authorship: Authorship) -> st
     )
 
 
-async def _compare(backend: OperatorBackend, tree: Tree, authorship: Authorship) -> _Compared:
+async def _compare(
+    backend: OperatorBackend, tree: Tree, authorship: Authorship, *, readable: bool = True
+) -> _Compared:
     """The tree's problems (its files, its requests, its values against the served schemas), and
-    its diff against what is served. The diff is None when the tree's own files have problems."""
+    its diff against what is served; `readable`: with each value's and schema's diff (a read of
+    its stable value and served schema). The diff is None when the tree's own files have
+    problems."""
     problems = sorted(
         [*tree.problems, *check_tree(tree, authorship)], key=lambda p: (p.file, p.pointer)
     )
@@ -149,7 +153,7 @@ async def _compare(backend: OperatorBackend, tree: Tree, authorship: Authorship)
             new_name=config.config.schema_source.file,
         )
 
-    calls: list[Awaitable[None]] = [show_value(config) for config in changed]
+    calls: list[Awaitable[None]] = [show_value(config) for config in changed if readable]
     calls += [
         judge(config)
         for config in changed
@@ -157,7 +161,7 @@ async def _compare(backend: OperatorBackend, tree: Tree, authorship: Authorship)
         and config.config.schema_source is None
         and digests.get((config.namespace, config.path)) is not None
     ]
-    calls += [show_schema(config) for config in diff.configs if config.schema_change]
+    calls += [show_schema(config) for config in diff.configs if config.schema_change and readable]
     await asyncio.gather(*calls)
     problems.sort(key=lambda p: (p.file, p.pointer))
     compared.diff = diff
@@ -258,15 +262,15 @@ async def _apply(
     if args.halt_on_interrupt:
         interrupt.install()
     async with operator_backend(settings) as backend:
-        compared = await _compare(backend, tree, authorship)
+        # Without the values' diffs: they are diff's, for review; apply's log says what it does.
+        compared = await _compare(backend, tree, authorship, readable=False)
         diff = compared.diff
         if compared.problems or diff is None:
             print("\n".join(problem_lines(compared.problems, root=args.dir)), file=sys.stderr)
             print("nothing was applied.", file=sys.stderr)
             return 1
-        # The values' diffs are diff's, for review: apply's log says what it does, config by config.
         heading = _heading(args, tree, authorship)
-        print("\n".join(diff_text(diff, heading=heading, values=False)), flush=True)
+        print("\n".join(diff_text(diff, heading=heading)), flush=True)
         if not diff.pending:
             print("nothing to apply.")
             return 0
