@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,12 +19,9 @@ import pytest_asyncio
 
 from tempoconf.api.lean_protocol import parser_refusal
 from tempoconf.api.read_limits import MAX_HEAD_BYTES
-from tests.fixtures.edge import STARTUP_TIMEOUT, TEMPOCONF, running_edge
-from tests.fixtures.services import free_port
-from tests.fixtures.waiting import eventually
-
-GIVE_UP = 15.0
-"""A socket read that gets nothing for this long fails the test (no answer)."""
+from tests.api.test_read_limits import connect, read_until_closed
+from tests.fixtures.edge import TEMPOCONF, running_edge
+from tests.fixtures.services import free_port, serving_process
 
 BIG = b"x-big: " + b"a" * (MAX_HEAD_BYTES + 1000) + b"\r\n"
 MANY = b"".join(b"x-filler-%d: %s\r\n" % (n, b"a" * 1000) for n in range(MAX_HEAD_BYTES // 1000))
@@ -91,26 +86,8 @@ async def running_api(data_dir: str) -> AsyncIterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(base_url=url) as http:
-
-            async def serving() -> bool:
-                assert process.poll() is None, "the API exited"
-                try:
-                    return (await http.get("/healthz")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await eventually(serving, what="tempoconf api to serve", timeout=STARTUP_TIMEOUT)
+    async with serving_process(process, f"http://127.0.0.1:{port}", what="tempoconf api") as url:
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(process.wait, 15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -125,19 +102,12 @@ async def servers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
 
 def exchange(base_url: str, request: bytes) -> bytes:
     """Send `request`, return everything the server sends until it closes the connection."""
-    host, port = base_url.removeprefix("http://").split(":")
-    received = b""
-    with socket.create_connection((host, int(port)), timeout=GIVE_UP) as sock:
+    with connect(base_url) as sock:
         try:
             sock.sendall(request)
         except OSError:
             pass  # closed while we still sent (a head over the limit): the answer is read below
-        try:
-            while chunk := sock.recv(65536):
-                received += chunk
-        except ConnectionResetError:
-            pass  # the server closed while we still sent: it resets after its answer was read
-    return received
+        return read_until_closed(sock)
 
 
 @pytest.mark.parametrize("server", ["api", "edge"])
