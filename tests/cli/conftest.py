@@ -208,6 +208,21 @@ class RunningDev:
     def cli(self, *args: str | Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         return run_cli(*args, env=self.env, cwd=self.workdir, timeout=timeout)
 
+    def temporal(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        """The venv's Temporal CLI against this stack; `ok`: it must exit 0."""
+        from tempoconf.temporal.binaries import temporal_cli_path
+
+        done = subprocess.run(
+            [str(temporal_cli_path()), *args, "--address", self.temporal_address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if ok:
+            assert done.returncode == 0, f"temporal {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done
+
     def stop(self) -> int:
         """SIGINT, as Ctrl-C; returns the exit code."""
         if self.process.poll() is None:

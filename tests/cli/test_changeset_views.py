@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 
 from tempoconf.canonical import version_id
 from tempoconf.rollout.changesets import changeset_workflow_id
-from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import RunningDev, run_cli, start_dev
 from tests.fixtures.waiting import eventually_sync
 
@@ -27,18 +25,6 @@ TOKENS = "bob:bob-secret,carol:carol-secret"
 FRONTEND = {"api": "v2", "timeout_ms": 800}
 BACKEND = {"api": "v2", "accepts": ["v1", "v2"]}
 DIGEST = re.compile(r"^  digest     (sha256:[0-9a-f]{32})", re.MULTILINE)
-
-
-def temporal(dev: RunningDev, *args: str) -> str:
-    done = subprocess.run(
-        [str(temporal_cli_path()), *args, "--address", dev.temporal_address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def test_a_changeset_has_one_digest_everywhere_and_every_view_names_every_config(
@@ -113,11 +99,13 @@ def run_changeset(dev: RunningDev, tmp_path: Path) -> None:
         assert f"default/{backend} {version_id(BACKEND)}: first value" in view, view
 
     # -- what the Web UI shows: current details (the status query's digest), summary, details
-    metadata = temporal(dev, "workflow", "metadata", "-w", workflow_id)
+    metadata = dev.temporal("workflow", "metadata", "-w", workflow_id).stdout
     assert f"plan digest `{digest}`" in metadata, metadata
     for path, value in ((frontend, FRONTEND), (backend, BACKEND)):
         assert f"- default/{path}: first value (`{version_id(value)}`)" in metadata, metadata
-    described = json.loads(temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json"))
+    described = json.loads(
+        dev.temporal("workflow", "describe", "-w", workflow_id, "-o", "json").stdout
+    )
     user_metadata: dict[str, Any] = described["executionConfig"]["userMetadata"]
     summary, details = user_metadata["summary"], user_metadata["details"]
     assert summary == (
@@ -127,7 +115,9 @@ def run_changeset(dev: RunningDev, tmp_path: Path) -> None:
     assert f"- default/{backend} → version `{version_id(BACKEND)}`: first value" in details
 
     # -- the workflow list finds it by its second config, with the venv's Temporal CLI
-    listed = temporal(dev, "workflow", "list", "-q", f'TempoconfPaths="{backend}"', "-o", "json")
+    listed = dev.temporal(
+        "workflow", "list", "-q", f'TempoconfPaths="{backend}"', "-o", "json"
+    ).stdout
     assert [row["execution"]["workflowId"] for row in json.loads(listed)] == [workflow_id]
 
     # -- approvals naming the plan's digest move it on: bob through the API, then the direct

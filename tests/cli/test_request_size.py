@@ -10,7 +10,6 @@ API answered 413, and a 3.5 MB one was refused by Temporal's blob limit, not by 
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ import pytest
 
 from tempoconf.canonical import canonical_json
 from tempoconf.rollout.request import MAX_REQUEST_BYTES
-from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import RunningDev
 from tests.fixtures.waiting import eventually_sync
 
@@ -49,19 +47,6 @@ def large_request(dev: RunningDev, name: str) -> tuple[str, dict[str, Any], Path
     return path, request, request_file, message
 
 
-def temporal(dev: RunningDev, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(temporal_cli_path()), *args, "--address", dev.temporal_address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if ok:
-        assert result.returncode == 0, f"temporal {args[:2]}:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
 def test_the_cli_refuses_it_before_starting(dev: RunningDev) -> None:
     path, _, request_file, message = large_request(dev, "cli")
 
@@ -70,8 +55,8 @@ def test_the_cli_refuses_it_before_starting(dev: RunningDev) -> None:
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert message in refused.stderr, refused.stderr
     assert "nothing was started." in refused.stderr
-    assert temporal(
-        dev, "workflow", "describe", "-w", f"rollout:default/{path}", ok=False
+    assert dev.temporal(
+        "workflow", "describe", "-w", f"rollout:default/{path}", ok=False
     ).returncode
 
 
@@ -79,19 +64,19 @@ def test_temporal_workflow_start_fails_at_prepare_with_the_same_message(dev: Run
     path, _, request_file, message = large_request(dev, "temporal")
     workflow_id = f"rollout:default/{path}"
 
-    temporal(
-        dev, "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
+    dev.temporal(
+        "workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf",
         "--fail-existing", "--workflow-id", workflow_id, "--input-file", str(request_file),
     )  # fmt: skip
 
     def failed() -> str:
-        described = temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json")
+        described = dev.temporal("workflow", "describe", "-w", workflow_id, "-o", "json")
         status = str(json.loads(described.stdout)["workflowExecutionInfo"]["status"])
         assert status == "WORKFLOW_EXECUTION_STATUS_FAILED", status
         return status
 
     eventually_sync(failed, what=f"{workflow_id} to fail")
-    result = temporal(dev, "workflow", "result", "-w", workflow_id, "-o", "json", ok=False)
+    result = dev.temporal("workflow", "result", "-w", workflow_id, "-o", "json", ok=False)
     assert result.returncode == 1, result.stdout + result.stderr
     failure = json.loads(result.stdout)["closeEvent"]["workflowExecutionFailedEventAttributes"]
     text = json.dumps(failure)

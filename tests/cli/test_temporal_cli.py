@@ -29,18 +29,6 @@ STABLE = {"is_debug": False, "max_connections": 1000}
 NEW = {"is_debug": False, "max_connections": 2000}
 
 
-def temporal(dev: RunningDev, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(temporal_cli_path()), *args, "--address", dev.temporal_address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, f"temporal {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
 def client_in(path: str, low: int, high: int) -> str:
     return next(f"host-{n}" for n in itertools.count() if low <= bucket(path, f"host-{n}") < high)
 
@@ -68,8 +56,8 @@ def served(
 
 def wait_for(dev: RunningDev, workflow_id: str, state: str, stage_index: int) -> dict[str, Any]:
     def reached() -> dict[str, Any]:
-        answer = temporal(
-            dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json"
+        answer = dev.temporal(
+            "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json"
         )
         progress = json.loads(answer.stdout)["queryResult"][0]
         assert (progress["state"], progress["stage_index"]) == (state, stage_index), progress[
@@ -86,8 +74,7 @@ def wait_for(dev: RunningDev, workflow_id: str, state: str, stage_index: int) ->
 
 
 def start(dev: RunningDev, workflow_id: str, request: dict[str, Any]) -> None:
-    temporal(
-        dev,
+    dev.temporal(
         "workflow",
         "start",
         "--type",
@@ -102,7 +89,7 @@ def start(dev: RunningDev, workflow_id: str, request: dict[str, Any]) -> None:
 
 
 def result_of(dev: RunningDev, workflow_id: str) -> dict[str, Any]:
-    answer = temporal(dev, "workflow", "result", "-w", workflow_id, "-o", "json")
+    answer = dev.temporal("workflow", "result", "-w", workflow_id, "-o", "json")
     return dict(json.loads(answer.stdout)["result"])
 
 
@@ -186,9 +173,7 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
         "channel:canary",
     )
     assert served(dev, path, in_10, expect=(stable, "stable")) == (stable, "stable")
-    advanced = temporal(
-        dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance"
-    )
+    advanced = dev.temporal("workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
     # A short result, once the command took effect (the next stage held), not the whole status.
     result_line = next(
         line for line in advanced.stdout.splitlines() if line.strip().startswith("Result")
@@ -210,7 +195,7 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
     wait_for(dev, workflow_id, "holding", 1)
     assert served(dev, path, in_10, expect=(new, "10%")) == (new, "10%")
     assert served(dev, path, in_50, expect=(stable, "stable")) == (stable, "stable")
-    temporal(dev, "workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
+    dev.temporal("workflow", "update", "execute", "-w", workflow_id, "--name", "advance")
 
     wait_for(dev, workflow_id, "holding", 2)
     assert served(dev, path, in_50, expect=(new, "50%")) == (new, "50%")
@@ -220,13 +205,12 @@ def test_rollout_typed_on_the_temporal_cli_is_served_stage_by_stage_then_halted(
         "channel:canary",
     )
 
-    listed = temporal(
-        dev, "workflow", "list", "-q", f'TempoconfPath="{path}" AND TempoconfState="holding"'
+    listed = dev.temporal(
+        "workflow", "list", "-q", f'TempoconfPath="{path}" AND TempoconfState="holding"'
     )
     assert workflow_id in listed.stdout
 
-    temporal(
-        dev,
+    dev.temporal(
         "workflow",
         "signal",
         "-w",
@@ -274,7 +258,7 @@ def test_rollout_typed_on_the_temporal_cli_is_promoted(dev: RunningDev) -> None:
         "stable",
     )
     described = json.loads(
-        temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json").stdout
+        dev.temporal("workflow", "describe", "-w", workflow_id, "-o", "json").stdout
     )
     info = described["workflowExecutionInfo"]
     assert info["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
@@ -307,10 +291,10 @@ def test_a_start_with_no_input_or_several_fails_at_once_showing_the_expected_inp
     path = f"cli/noinput-{uuid.uuid4().hex[:8]}"
     workflow_id = f"rollout:default/{path}"
     start = ["workflow", "start", "--type", "ConfigRollout", "--task-queue", "tempoconf"]
-    temporal(dev, *start, "--fail-existing", "--workflow-id", workflow_id, *inputs)
+    dev.temporal(*start, "--fail-existing", "--workflow-id", workflow_id, *inputs)
 
     def failed() -> dict[str, Any]:
-        described = temporal(dev, "workflow", "describe", "-w", workflow_id, "-o", "json")
+        described = dev.temporal("workflow", "describe", "-w", workflow_id, "-o", "json")
         info = json.loads(described.stdout)["workflowExecutionInfo"]
         assert info["status"] == "WORKFLOW_EXECUTION_STATUS_FAILED", info["status"]
         return dict(info)
@@ -329,7 +313,7 @@ def test_a_start_with_no_input_or_several_fails_at_once_showing_the_expected_inp
     assert said in failure and "takes exactly one input, the rollout request" in failure
     assert "tempoconf schema request" in failure
     # The run answers queries (a worker replays it), and `rollout status` shows the refusal.
-    answer = temporal(dev, "workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json")
+    answer = dev.temporal("workflow", "query", "-w", workflow_id, "--type", "status", "-o", "json")
     assert json.loads(answer.stdout)["queryResult"][0]["state"] == "failed"
     status = dev.cli("rollout", "status", path)
     assert status.returncode == 0, status.stderr
@@ -337,8 +321,8 @@ def test_a_start_with_no_input_or_several_fails_at_once_showing_the_expected_inp
     assert "worker" not in status.stderr
     # The id is free again: a proper start goes through.
     request = json.dumps({"path": path, "value": {"max_connections": 1}})
-    temporal(dev, *start, "--fail-existing", "--workflow-id", workflow_id, "--input", request)
-    done = temporal(dev, "workflow", "result", "-w", workflow_id, "-o", "json")
+    dev.temporal(*start, "--fail-existing", "--workflow-id", workflow_id, "--input", request)
+    done = dev.temporal("workflow", "result", "-w", workflow_id, "-o", "json")
     assert "promoted" in done.stdout
 
 
@@ -353,7 +337,7 @@ def test_a_rollout_terminated_with_the_temporal_cli_ends_in_the_audit_log_and_fr
     start(dev, workflow_id, {"path": path, "value": NEW, "stages": [{"channel": "canary"}]})
     wait_for(dev, workflow_id, "holding", 0)
 
-    temporal(dev, "workflow", "terminate", "-w", workflow_id, "--reason", "wrong config")
+    dev.temporal("workflow", "terminate", "-w", workflow_id, "--reason", "wrong config")
 
     def ended() -> dict[str, Any]:
         history = dev.cli("history", path, "--json")
