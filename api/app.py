@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
+from tempoconf.api.access import AccessControl
 from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_applied_reports
 from tempoconf.api.bundles import BUNDLES_PREFIX, BundlePolls
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
@@ -76,12 +77,14 @@ class DistributionApp(Starlette):
         config_polls: ConfigPolls,
     ) -> None:
         """Wire the client-facing answers over `source`: the store's snapshots (the API) or an
-        upstream's bundles (an edge relay)."""
+        upstream's bundles (an edge relay), guarded by the access `config_polls` has."""
         self.state.settings = settings
         self.state.snapshot_cache = source
         self.state.metrics = metrics
+        self.state.access = access = config_polls.access
+        metrics.access_denials = access.denials.counts
         self.config_polls = self.state.config_polls = config_polls
-        self.bundle_polls = self.state.bundle_polls = BundlePolls(source, settings, metrics)
+        self.bundle_polls = self.state.bundle_polls = BundlePolls(source, settings, metrics, access)
         self.ofrep = self.state.ofrep = OfrepEvaluations(source, settings, metrics, config_polls)
         self.body_timeout = settings.api_body_timeout
 
@@ -140,6 +143,7 @@ def create_app(
     `temporal_client` (tests) replaces the lazy connection to `settings`' Temporal.
     `app.state.snapshot_cache` is the SnapshotCache, `app.state.metrics` the metrics.
     """
+    access = AccessControl.from_settings(settings)
     cache = SnapshotCache(store, poll_interval=poll_interval)
     api_metrics = ApiMetrics(cache)
     conninfo = store.listen_conninfo()
@@ -148,7 +152,7 @@ def create_app(
         if conninfo is not None
         else None
     )
-    config_polls = ConfigPolls(cache, settings, api_metrics)
+    config_polls = ConfigPolls(cache, settings, api_metrics, access)
     pending_applied = PendingApplied()
 
     @asynccontextmanager

@@ -1,48 +1,112 @@
-"""Bearer tokens: `admin_token` guards the admin endpoints, `client_token` config reads and
-reports; each only when it is set. Compared in constant time."""
+"""What a route asks of access (api/access.py): who the caller is, whether they hold the role it
+needs in its namespace, and who an admin write is by."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 
+from tempoconf.access.identity import ClientPrincipal, Principal
+from tempoconf.access.roles import Role
+from tempoconf.api.access import WWW_AUTHENTICATE, AccessControl
 from tempoconf.api.errors import ApiError
 
 __all__ = [
     "WWW_AUTHENTICATE",
     "AdminIdentity",
-    "admin_identity",
-    "bearer_problem",
-    "require_admin",
+    "access_of",
+    "acting_identity",
+    "authorize",
+    "client_if_none_match",
+    "operator",
     "require_client",
+    "require_role",
+    "route_of",
 ]
 
-WWW_AUTHENTICATE = 'Bearer realm="tempoconf"'
+
+def access_of(request: Request) -> AccessControl:
+    access: AccessControl = request.app.state.access
+    return access
 
 
-def bearer_problem(authorization: bytes | None, token: str | None, *, what: str) -> str | None:
-    """Why `authorization` (the raw header) does not carry `token`; None when it does, or when
-    no token is configured."""
-    if token is None:
-        return None
-    if not authorization:
-        return f"missing bearer token: this endpoint needs `Authorization: Bearer <{what}>`"
-    scheme, _, credentials = authorization.strip().partition(b" ")
-    if scheme.lower() != b"bearer":
-        return f"the Authorization header must use the Bearer scheme with the {what}"
-    if not hmac.compare_digest(credentials.strip(), token.encode()):
-        return f"wrong bearer token: this endpoint needs the {what}"
-    return None
+def route_of(request: Request) -> str:
+    """The route's template (`/v1/admin/schemas/{path}`: metric labels never hold a raw path)."""
+    template: str = request.scope.get("tempoconf.route", "other")
+    return template
 
 
-def client_if_none_match(headers: Iterable[tuple[bytes, bytes]], token: str | None) -> bytes | None:
-    """A client GET's `If-None-Match` (repeated headers joined), once its client token is
-    checked: the raw ASGI routes' (polls, bundles) whole reading of the head. 401 when the
-    token is missing or wrong."""
+async def operator(request: Request) -> Principal:
+    """Who calls this admin route (401 when nobody the API knows)."""
+    return await access_of(request).operator(
+        request.headers.get("authorization"), route_of(request)
+    )
+
+
+def require_role(
+    request: Request, principal: Principal, role: Role, namespaces: Iterable[str]
+) -> None:
+    """403 unless `principal` holds `role` in each of `namespaces`."""
+    access_of(request).require(principal, role, namespaces, route_of(request))
+
+
+async def authorize(request: Request, role: Role, namespace: str) -> Principal:
+    """Who calls, once they are known to hold `role` in `namespace` (401, 403 else)."""
+    principal = await operator(request)
+    require_role(request, principal, role, (namespace,))
+    return principal
+
+
+@dataclass(frozen=True)
+class AdminIdentity:
+    """Who an admin write is by: `name`, and whether the API verified it."""
+
+    name: str
+    verified: bool
+
+
+def acting_identity(
+    principal: Principal, raw: Any, *, field: str = "by", what: str
+) -> AdminIdentity:
+    """Who an admin write is by, decided here for every route (docs/contract.md, Admin API): the
+    verified caller (a named token's name, a policy token's, an OpenID identity); a body whose
+    `field` names anyone else is refused (403, naming both). An unverified caller (one shared
+    admin token, or none) is who the body's `field` says, else `api` (four eyes then rest on
+    trust)."""
+    claimed = raw.get(field) if isinstance(raw, dict) else None
+    claim = claimed.strip() if isinstance(claimed, str) else ""
+    if not principal.verified:
+        return AdminIdentity(claim or "api", verified=False)
+    if claim and claim != principal.name:
+        # A verified caller is who acts (four eyes count identities): it cannot speak for another.
+        raise ApiError(
+            403,
+            f"{what} refused: this caller is {principal.name!r}, and the body's {field} {claim!r} "
+            f"names someone else (leave `{field}` out: the API sets it from who calls)",
+        )
+    return AdminIdentity(principal.name, verified=True)
+
+
+def require_client(request: Request, namespace: str | None = None) -> ClientPrincipal:
+    """The client calling a client route (401 unless its token is known); with `namespace`,
+    403 unless it may read there."""
+    access = access_of(request)
+    route = route_of(request)
+    header = request.headers.get("authorization")
+    client = access.client(header, route)
+    if namespace is not None:
+        access.client_reads(client, namespace, route)
+    return client
+
+
+def client_if_none_match(
+    headers: Iterable[tuple[bytes, bytes]], access: AccessControl, route: str
+) -> tuple[bytes | None, ClientPrincipal]:
+    """A client GET's `If-None-Match` (repeated headers joined) and who the client is: the raw
+    ASGI routes' (polls, bundles) whole reading of the head. 401 when its token is not known."""
     if_none: bytes | None = None
     authorization: bytes | None = None
     for name, value in headers:
@@ -50,74 +114,4 @@ def client_if_none_match(headers: Iterable[tuple[bytes, bytes]], token: str | No
             if_none = value if if_none is None else if_none + b", " + value
         elif name == b"authorization":
             authorization = value
-    if token is not None:
-        problem = bearer_problem(authorization, token, what="client token")
-        if problem is not None:
-            raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-    return if_none
-
-
-def _require(request: Request, token: str | None, what: str) -> None:
-    header = request.headers.get("authorization")
-    problem = bearer_problem(header.encode("latin-1") if header else None, token, what=what)
-    if problem is not None:
-        raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-
-
-def require_admin(request: Request) -> str | None:
-    """401 unless the request carries an admin token (when any is configured): the single
-    `TEMPOCONF_ADMIN_TOKEN` or one of the named `TEMPOCONF_ADMIN_TOKENS`. Returns the name of
-    the named token it carries (who the caller is); None for the single token, which names
-    nobody, or when no token is configured."""
-    settings = request.app.state.settings
-    named: tuple[tuple[str, str], ...] = settings.admin_tokens
-    if not named:
-        _require(request, settings.admin_token, "admin token")
-        return None
-    header = request.headers.get("authorization")
-    raw = header.encode("latin-1") if header else None
-    tokens = [token for _, token in named] + (
-        [settings.admin_token] if settings.admin_token else []
-    )
-    # Every token compared (constant time each), so the answer's timing tells no token's place.
-    problems = [bearer_problem(raw, token, what="admin token") for token in tokens]
-    refusal = next((found for found in problems if found is not None), None)
-    if refusal is not None and all(found is not None for found in problems):
-        raise ApiError(401, refusal, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
-    for (name, _), found in zip(named, problems, strict=False):
-        if found is None:
-            return name
-    return None
-
-
-@dataclass(frozen=True)
-class AdminIdentity:
-    """Who an admin write is by: `name`, and whether the API verified it (a named token's)."""
-
-    name: str
-    verified: bool
-
-
-def admin_identity(request: Request, raw: Any, *, field: str = "by", what: str) -> AdminIdentity:
-    """Who an admin write is by, decided here for every route (docs/contract.md, Admin API): the
-    name of the named admin token the request carries; a body whose `field` names anyone else is
-    refused (403, naming both) before anything else of it is read. Without named tokens nobody is
-    verified: the body's `field` stands, else `api` (four eyes then rest on trust)."""
-    caller = require_admin(request)
-    claimed = raw.get(field) if isinstance(raw, dict) else None
-    claim = claimed.strip() if isinstance(claimed, str) else ""
-    if caller is None:
-        return AdminIdentity(claim or "api", verified=False)
-    if claim and claim != caller:
-        # A named token is who acts (four eyes count identities): it cannot speak for another.
-        raise ApiError(
-            403,
-            f"{what} refused: this admin token is {caller!r}, and the body's {field} {claim!r} "
-            f"names someone else (leave `{field}` out: the API sets it from the token's name)",
-        )
-    return AdminIdentity(caller, verified=True)
-
-
-def require_client(request: Request) -> None:
-    """401 unless the request carries the client token (when one is configured)."""
-    _require(request, request.app.state.settings.client_token, "client token")
+    return if_none, access.client(authorization, route)

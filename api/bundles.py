@@ -18,6 +18,7 @@ from time import perf_counter
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
+from tempoconf.api.access import AccessControl
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import ConfigQuery, PreparedResponse, header_lines, json_headers
 from tempoconf.api.errors import ApiError, send_error
@@ -85,8 +86,16 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
 
     prefix = BUNDLES_PREFIX.encode()
 
-    def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
-        super().__init__(cache, settings, metrics, prepare_bundle, serving="the bundle of ")
+    def __init__(
+        self,
+        cache: SnapshotSource,
+        settings: Settings,
+        metrics: ApiMetrics,
+        access: AccessControl | None = None,
+    ) -> None:
+        super().__init__(
+            cache, settings, metrics, prepare_bundle, serving="the bundle of ", access=access
+        )
         self._waiting: dict[tuple[str, str], dict[_BundleWaiter, None]] = {}
         """Long-polls answered on their connection, per config (the ASGI path's wait on the
         config's change event instead)."""
@@ -115,8 +124,10 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, head: bool, started: float
     ) -> None:
-        if_none = client_if_none_match(scope["headers"], self._settings.client_token)
+        if_none, client = client_if_none_match(scope["headers"], self.access, BUNDLE_ROUTE)
         query = self._query(scope["path"], scope["query_string"])
+        if client.namespaces is not None:
+            self.access.client_reads(client, query.namespace, BUNDLE_ROUTE)
         # The event before the snapshot (no await in between): a change after this read sets it.
         changed = self._cache.changed_for(query.namespace, query.path)
         bundle = self._prepared_for(query)
@@ -184,8 +195,10 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
         try:
             if b"%" in path:
                 return False
-            if_none = client_if_none_match(headers, self._settings.client_token)
+            if_none, client = client_if_none_match(headers, self.access, BUNDLE_ROUTE)
             query = self._query(path.decode("ascii"), query_string)
+            if client.namespaces is not None:
+                self.access.client_reads(client, query.namespace, BUNDLE_ROUTE)
             bundle = self._prepared_for(query)
         except (ApiError, UnicodeDecodeError):
             return False

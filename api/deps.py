@@ -7,6 +7,9 @@ from typing import Protocol
 
 from starlette.requests import Request
 
+from tempoconf.access.identity import Principal
+from tempoconf.access.roles import Role
+from tempoconf.api.auth import operator, require_role
 from tempoconf.api.distribution import config_name_from
 from tempoconf.api.errors import ApiError
 from tempoconf.api.metrics import ApiMetrics
@@ -15,7 +18,7 @@ from tempoconf.api.temporal_client import TemporalConnector
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 
-__all__ = ["AppState", "config_name", "limit_param", "state_of"]
+__all__ = ["AppState", "authorized_config", "config_name", "limit_param", "state_of"]
 
 
 class AppState(Protocol):
@@ -36,6 +39,15 @@ def state_of(request: Request) -> AppState:
 def config_name(request: Request) -> tuple[str, str]:
     """(namespace, path) from `{path}` and `?namespace=`; ApiError(400) when either is invalid."""
     return config_name_from(request.path_params["path"], request.query_params)
+
+
+async def authorized_config(request: Request, role: Role) -> tuple[Principal, str, str]:
+    """Who calls, and the (namespace, path) they hold `role` in: 401 before a bad name's 400,
+    which comes before a 403."""
+    principal = await operator(request)
+    namespace, path = config_name(request)
+    require_role(request, principal, role, (namespace,))
+    return principal, namespace, path
 
 
 # ASCII digits only: str.isdigit() and int() also take other scripts' digits ('٣'), and

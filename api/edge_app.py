@@ -25,8 +25,8 @@ from starlette.datastructures import QueryParams
 from starlette.middleware import Middleware
 from starlette.types import Receive, Scope, Send
 
+from tempoconf.api.access import AccessControl
 from tempoconf.api.app import DistributionApp
-from tempoconf.api.auth import bearer_problem
 from tempoconf.api.distribution import QUERIES_KEPT
 from tempoconf.api.edge_reports import DEFAULT_FLUSH_INTERVAL, ReportRelay
 from tempoconf.api.edge_snapshots import (
@@ -58,7 +58,7 @@ class EdgeApp(DistributionApp):
 
     source: BundleSnapshots
     upstream_url: str
-    client_token: str | None
+    access: AccessControl
     _asked: dict[tuple[str, bytes], list[tuple[str, str]]]
     """(path, query string) → the configs the request names, parsed once."""
 
@@ -96,11 +96,16 @@ class EdgeApp(DistributionApp):
         await super().__call__(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
-        """Only a client with the token starts a watch; the routes answer the others 401."""
-        if self.client_token is None:
-            return True
+        """Only a known client starts a watch; the routes answer the others 401 (and a
+        namespace it may not read, 403)."""
         authorization = next((v for n, v in scope["headers"] if n == b"authorization"), None)
-        return bearer_problem(authorization, self.client_token, what="client token") is None
+        client = self.access.known_client(authorization)
+        if client is None:
+            return False
+        if client.namespaces is None:
+            return True
+        namespace = QueryParams(scope["query_string"]).get("namespace", DEFAULT_NAMESPACE)
+        return client.reads(namespace)
 
 
 def _configs_asked(path: str, query_string: bytes) -> list[tuple[str, str]]:
@@ -187,7 +192,8 @@ def create_edge_app(
     relay = ReportRelay(http, interval=report_interval)
     api_metrics = ApiMetrics(source)
     api_metrics.registry.register(_EdgeCollector(source, relay))
-    config_polls = ConfigPolls(source, settings, api_metrics)
+    access = AccessControl.from_settings(settings)
+    config_polls = ConfigPolls(source, settings, api_metrics, access)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -217,7 +223,7 @@ def create_edge_app(
     app.source = source
     app._asked = {}
     app.upstream_url = upstream_url
-    app.client_token = settings.client_token
+    app.access = access
     app.state.report_relay = relay
     # OFREP included: never reached (EdgeApp answers it 421), but DistributionApp expects one.
     app.answer_from(source, settings, api_metrics, config_polls)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
@@ -81,6 +81,8 @@ class ApiMetrics:
         """(namespace, path, version) → health reports received."""
         self.client_operations: defaultdict[tuple[str, str, str, str], int] = defaultdict(int)
         """(namespace, path, version, result) → operations clients reported."""
+        self.access_denials: Mapping[tuple[str, str], int] = {}
+        """(route template, reason) → requests refused by access (api/access.py)."""
         self._cache = cache
         self.registry.register(_Collector(self, cache))
         cache.on_change(self._snapshots_changed)
@@ -195,6 +197,15 @@ class _Collector(Collector):
             "resolve again: shutdown, config deleted); a change that moves nobody wakes nobody",
             value=metrics.long_poll_wakeups,
         )
+        denied = CounterMetricFamily(
+            "tempoconf_api_access_denied",
+            "Requests refused by access control, by route template and reason (missing, "
+            "malformed, unknown_token, role, namespace, client_token, operator_token, oidc_*)",
+            labels=["route", "reason"],
+        )
+        for (route, reason), count in list(metrics.access_denials.items()):
+            denied.add_metric([route, reason], count)
+        yield denied
         yield from self._served()
 
     def _served(self) -> Iterator[Metric]:

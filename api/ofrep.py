@@ -24,7 +24,6 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
 from tempoconf.api.distribution import (
     ConfigQuery,
     PerSnapshot,
@@ -219,16 +218,13 @@ class OfrepEvaluations:
                 namespace_header = value
             elif name == b"content-length":
                 declared = value
-        token = self._settings.client_token
-        if token is not None:
-            problem = bearer_problem(authorization, token, what="client token")
-            if problem is not None:
-                raise OfrepError(
-                    401,
-                    OfrepErrorCode.GENERAL,
-                    problem,
-                    headers={"WWW-Authenticate": WWW_AUTHENTICATE},
-                )
+        route = FLAG_ROUTE if key is not None else BULK_ROUTE
+        try:
+            client = self._polls.access.client(authorization, route)
+        except ApiError as refused:
+            raise OfrepError(
+                refused.status, OfrepErrorCode.GENERAL, refused.message, headers=refused.headers
+            ) from None
         namespace = DEFAULT_NAMESPACE
         if namespace_header is not None:
             namespace = namespace_header.decode("latin-1")
@@ -237,6 +233,11 @@ class OfrepEvaluations:
                 raise OfrepError(
                     400, OfrepErrorCode.GENERAL, f"invalid header {NAMESPACE_HEADER}: {problem}"
                 )
+        if not client.reads(namespace):
+            try:
+                self._polls.access.client_reads(client, namespace, route)
+            except ApiError as refused:
+                raise OfrepError(403, OfrepErrorCode.GENERAL, refused.message) from None
         if key is not None:
             problem = flag_key_problem(key)
             if problem is not None:

@@ -17,6 +17,7 @@ from time import perf_counter
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
+from tempoconf.api.access import AccessControl
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import (
     ConfigQuery,
@@ -62,8 +63,14 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
 
     prefix = CONFIGS_PREFIX.encode()
 
-    def __init__(self, cache: SnapshotSource, settings: Settings, metrics: ApiMetrics) -> None:
-        super().__init__(cache, settings, metrics, prepare_config)
+    def __init__(
+        self,
+        cache: SnapshotSource,
+        settings: Settings,
+        metrics: ApiMetrics,
+        access: AccessControl | None = None,
+    ) -> None:
+        super().__init__(cache, settings, metrics, prepare_config, access=access)
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
 
@@ -107,9 +114,11 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         started = perf_counter()
         head = scope["method"] == "HEAD"
         try:
-            if_none = client_if_none_match(scope["headers"], self._settings.client_token)
+            if_none, client = client_if_none_match(scope["headers"], self.access, CONFIG_ROUTE)
             query_string: bytes = scope["query_string"]
             query = self._query(scope["path"], query_string)
+            if client.namespaces is not None:
+                self.access.client_reads(client, query.namespace, CONFIG_ROUTE)
             prepared = self._prepared_for(query)
             answer = _answer(prepared.answer_for(query_string, query), query)
             header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
@@ -172,8 +181,10 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             return False
         started = perf_counter()
         try:
-            if_none = client_if_none_match(headers, self._settings.client_token)
+            if_none, client = client_if_none_match(headers, self.access, CONFIG_ROUTE)
             query = self._query(path.decode("ascii"), query_string)
+            if client.namespaces is not None:
+                self.access.client_reads(client, query.namespace, CONFIG_ROUTE)
             prepared = self._prepared_for(query)
             answer = _answer(prepared.answer_for(query_string, query), query)
         except (ApiError, UnicodeDecodeError):

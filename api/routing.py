@@ -57,6 +57,7 @@ def route(path: str, endpoint: Endpoint, *, methods: list[str], name: str | None
 
     async def timed(request: Request) -> Response:
         started = perf_counter()
+        request.scope["tempoconf.route"] = template  # access refusals are counted by route
         try:
             return await endpoint(request)
         finally:

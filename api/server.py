@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 from collections.abc import Callable, Iterator
 from typing import TypedDict, Unpack
@@ -129,6 +130,7 @@ async def serve_app(
         finally:
             ready.cancel()
         if server.ready.is_set():
+            _reload_on_sighup(app)
             logger.info("tempoconf API listening on %s", base_url)
             if on_started is not None:
                 on_started(base_url)
@@ -142,6 +144,16 @@ async def serve_app(
             # A second cancellation while we wait here cancels `serving` too: a forced stop.
             await serving
         sock.close()
+
+
+def _reload_on_sighup(app: DistributionApp) -> None:
+    """SIGHUP reads the access policy file again (it is also reloaded when its mtime changes):
+    where the process owns its signals (the main thread of `tempoconf api` or `edge`)."""
+    access = app.state.access
+    if access.source is None:
+        return
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, access.reload)
 
 
 def bind_listener(

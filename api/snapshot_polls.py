@@ -10,6 +10,7 @@ from typing import ClassVar, Generic
 
 from starlette.datastructures import QueryParams
 
+from tempoconf.api.access import AccessControl
 from tempoconf.api.distribution import (
     ConfigQuery,
     ParsedQueries,
@@ -44,9 +45,12 @@ class SnapshotPolls(Generic[Prepared]):
         prepare: Callable[[ConfigSnapshot], Prepared],
         *,
         serving: str = "",
+        access: AccessControl | None = None,
     ) -> None:
         self._cache = cache
         self._settings = settings
+        self.access = access or AccessControl(settings)
+        """Who may poll which namespace (the app's, api/access.py)."""
         self._metrics = metrics
         self._prepared = PerSnapshot(prepare)
         self._queries = ParsedQueries()

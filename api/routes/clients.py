@@ -10,9 +10,9 @@ from datetime import timedelta
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import ClientsAnswer, SeenClientAnswer
-from tempoconf.api.auth import require_admin
-from tempoconf.api.deps import config_name, state_of
+from tempoconf.api.deps import authorized_config, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.api.seen import SEEN_CLIENT_RETENTION
@@ -28,8 +28,7 @@ _VERSION = re.compile(r"[0-9a-f]{16}")
 
 
 async def recent_clients(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    _, namespace, path = await authorized_config(request, Role.VIEWER)
     seconds = _since_seconds(request.query_params.get("since_seconds"))
     version = _version(request.query_params.get("version"))
     not_applied = _flag(request.query_params.get("not_applied"), "not_applied")

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tempoconf.api.auth import WWW_AUTHENTICATE, bearer_problem
+from tempoconf.api.auth import access_of, require_client, route_of
 from tempoconf.api.distribution import (
     ConfigQuery,
     PreparedAnswer,
@@ -89,15 +89,9 @@ def _resolve(
 
 async def get_configs(request: Request) -> Response:
     """Several configs for one client, from one snapshot, with one ETag (304 on If-None-Match)."""
-    token = request.app.state.settings.client_token
-    if token is not None:
-        header = request.headers.get("authorization")
-        problem = bearer_problem(
-            header.encode("latin-1") if header is not None else None, token, what="client token"
-        )
-        if problem is not None:
-            raise ApiError(401, problem, headers={"WWW-Authenticate": WWW_AUTHENTICATE})
+    client = require_client(request)
     queries = _queries(request)
+    access_of(request).client_reads(client, queries[0].namespace, route_of(request))
     cache: SnapshotSource = request.app.state.snapshot_cache
     if_none = request.headers.get("if-none-match")
     wait = queries[0].wait

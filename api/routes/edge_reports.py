@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tempoconf.api.answers import Accepted
-from tempoconf.api.auth import require_client
+from tempoconf.api.auth import access_of, require_client, route_of
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
 from tempoconf.api.deps import state_of
 from tempoconf.api.edge_reports import ReportRelay
@@ -24,9 +24,10 @@ __all__ = ["routes"]
 
 
 async def post_report(request: Request) -> Response:
-    require_client(request)
+    client = require_client(request)
     raw = await read_json(request, limit=REPORT_BODY_LIMIT)
     report = validate_body(ReportBody, raw, what="report")
+    access_of(request).client_reads(client, report.namespace, route_of(request))
     body = report.model_dump(mode="json", exclude_none=True)
     relay: ReportRelay = request.app.state.report_relay
     if report.version not in served_versions(request, report.namespace, report.path):

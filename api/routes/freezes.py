@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import FreezeAnswer
-from tempoconf.api.auth import admin_identity, require_admin
+from tempoconf.api.auth import acting_identity, operator, require_role
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
 from tempoconf.api.deps import limit_param, state_of
 from tempoconf.api.errors import ApiError
@@ -79,7 +80,7 @@ class FreezesAnswer(BaseModel):
 
 async def freezes(request: Request) -> JSONResponse:
     # One route for both methods, so a 405 lists both in its Allow header.
-    require_admin(request)
+    principal = await operator(request)
     store = state_of(request).store
     if request.method == "GET":
         namespace = request.query_params.get("namespace")
@@ -87,14 +88,21 @@ async def freezes(request: Request) -> JSONResponse:
             raise ApiError(
                 400, f"invalid query parameter namespace: {namespace_problem(namespace)}"
             )
+        if namespace is not None:
+            require_role(request, principal, Role.VIEWER, (namespace,))
         limit = limit_param(request, default=DEFAULT_FREEZE_LIMIT, maximum=MAX_FREEZE_LIMIT)
-        listed = await freezing.list_freezes(store, namespace, limit=limit)
+        listed = [
+            freeze
+            for freeze in await freezing.list_freezes(store, namespace, limit=limit)
+            if principal.may(Role.VIEWER, freeze.namespace)  # every namespace: those it sees
+        ]
         now = datetime.now(UTC)
         answer = FreezesAnswer(freezes=[FreezeAnswer.of(freeze, now) for freeze in listed])
         return JSONResponse(answer.model_dump(mode="json"))
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
-    by = admin_identity(request, raw, what="freeze")
+    by = acting_identity(principal, raw, what="freeze")
     body = validate_body(FreezeStartBody, raw, what="freeze")
+    require_role(request, principal, Role.ADMIN, (body.namespace,))
     until = None
     if body.until is not None:
         try:
@@ -110,13 +118,14 @@ async def freezes(request: Request) -> JSONResponse:
 
 
 async def end_freeze(request: Request) -> JSONResponse:
-    require_admin(request)
+    principal = await operator(request)
     namespace = request.path_params["namespace"]
     problem = namespace_problem(namespace)
     if problem is not None:
         raise ApiError(400, f"invalid namespace in the URL: {problem}")
+    require_role(request, principal, Role.ADMIN, (namespace,))
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
-    by = admin_identity(request, raw, what="freeze end")
+    by = acting_identity(principal, raw, what="freeze end")
     body = validate_body(FreezeEndBody, raw, what="freeze end")
     app = state_of(request)
     ended = await freezing.end_freeze(

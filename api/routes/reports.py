@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 
 from tempoconf.api.answers import Accepted
 from tempoconf.api.applied import PendingApplied
-from tempoconf.api.auth import require_client
+from tempoconf.api.auth import access_of, require_client, route_of
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
 from tempoconf.api.deps import state_of
 from tempoconf.api.errors import ApiError
@@ -122,9 +122,10 @@ class ReportBody(BaseModel):
 
 
 async def post_report(request: Request) -> JSONResponse:
-    require_client(request)
+    client = require_client(request)
     raw = await read_json(request, limit=REPORT_BODY_LIMIT)
     report = validate_body(ReportBody, raw, what="report")
+    access_of(request).client_reads(client, report.namespace, route_of(request))
     await _require_version(request, report)
     if report.applied is not None:
         record_applied(request, report)

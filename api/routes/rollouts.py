@@ -11,6 +11,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.access.identity import Principal
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import (
     ChangeAnswer,
     LockAnswer,
@@ -22,7 +24,7 @@ from tempoconf.api.answers import (
     StableAnswer,
     WorkflowAnswer,
 )
-from tempoconf.api.auth import admin_identity, require_admin
+from tempoconf.api.auth import acting_identity, operator, require_role
 from tempoconf.api.bodies import (
     ADMIN_BODY_LIMIT,
     ROLLOUT_BODY_LIMIT,
@@ -30,7 +32,7 @@ from tempoconf.api.bodies import (
     read_json,
     validate_body,
 )
-from tempoconf.api.deps import config_name, state_of
+from tempoconf.api.deps import authorized_config, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.operations import start as starting
@@ -39,7 +41,7 @@ from tempoconf.operations.state import RolloutState, read_rollout_state
 from tempoconf.operations.steer import OperatorCommandInput, steer_rollout
 from tempoconf.problems import InvalidRequestError
 from tempoconf.resolution import VersionRecord
-from tempoconf.rollout.commands import COMMAND_NAMES, OperatorCommand
+from tempoconf.rollout.commands import COMMAND_NAMES, CommandName, OperatorCommand
 from tempoconf.rollout.digest import plan_digest
 from tempoconf.rollout.plan import plan_from_request
 from tempoconf.storable import text_problem
@@ -52,9 +54,9 @@ _MAX_WORKFLOW_ID = 1000
 
 # -- start --------------------------------------------------------------------------------------
 async def start_rollout(request: Request) -> JSONResponse:
-    require_admin(request)
+    principal = await operator(request)
     workflow_id = _workflow_id_param(request)
-    raw, preview = await _planned(request)
+    raw, preview = await _planned(request, principal)
     started = await starting.start_rollout(
         state_of(request).temporal,
         raw,
@@ -74,28 +76,35 @@ async def start_rollout(request: Request) -> JSONResponse:
     return JSONResponse(answer.body(), status_code=202)
 
 
-async def _planned(request: Request) -> tuple[Any, RolloutPreview]:
+async def _planned(request: Request, principal: Principal) -> tuple[Any, RolloutPreview]:
     """The body (a start hands it to the workflow) and its preview, validated exactly as the
-    workflow's prepare step validates it; 400 with every problem. With a named admin token the
-    request's `started_by` is the token's name (a body naming another: 403); four eyes forbid it
-    as they forbid the `author` the body names. It is no part of the plan's digest, so a plan
-    reviewed by one identity and started by another keeps its digest."""
+    workflow's prepare step validates it; 400 with every problem; 403 unless the caller is an
+    operator in every namespace it touches (a changeset's several). A verified caller is the
+    request's `started_by` (a body naming another: 403); four eyes forbid it as they forbid the
+    `author` the body names. It is no part of the plan's digest, so a plan reviewed by one
+    identity and started by another keeps its digest."""
     raw = await read_json(request, limit=ROLLOUT_BODY_LIMIT)
-    starter = admin_identity(request, raw, field="started_by", what="start")
+    starter = acting_identity(principal, raw, field="started_by", what="start")
     if starter.verified and isinstance(raw, dict):
         raw = {**raw, "started_by": starter.name}
     try:
-        return raw, await starting.plan_rollout(state_of(request).store, raw)
+        preview = await starting.plan_rollout(state_of(request).store, raw)
     except InvalidRequestError as error:
         raise invalid("rollout request", error.problems) from None
+    parsed = preview.request
+    touched = [
+        parsed.namespace,
+        *(parsed.change_namespace(change) for change in parsed.changes or ()),
+    ]
+    require_role(request, principal, Role.OPERATOR, touched)
+    return raw, preview
 
 
 # -- plan ---------------------------------------------------------------------------------------
 async def plan_rollout(request: Request) -> JSONResponse:
     """What a request would do, validated exactly as a start: its version, the value, the stable
     and the change against it, the lock. Nothing is stored or started."""
-    require_admin(request)
-    _, preview = await _planned(request)
+    _, preview = await _planned(request, await operator(request))
     namespace, path = preview.request.namespace, preview.request.path
     answer = PlanContextAnswer(
         namespace=namespace,
@@ -130,8 +139,7 @@ def stable_answer(namespace: str, path: str, record: VersionRecord | None) -> St
 
 # -- state --------------------------------------------------------------------------------------
 async def rollout_state(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    _, namespace, path = await authorized_config(request, Role.VIEWER)
     app = state_of(request)
     state = await read_rollout_state(
         lambda: app.store, app.temporal, namespace, path, _workflow_id_param(request)
@@ -196,11 +204,12 @@ def _command_endpoint(name: str) -> Endpoint:
 
 
 async def _send(request: Request, name: str) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    # Approving is the approver's; every other command the operator's (halt included).
+    role = Role.APPROVER if name == CommandName.APPROVE else Role.OPERATOR
+    principal, namespace, path = await authorized_config(request, role)
     explicit = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
-    by = admin_identity(request, raw, what=name)
+    by = acting_identity(principal, raw, what=name)
     command = validate_body(OperatorCommand, raw, what=f"{name} request")
     store = state_of(request).store
     sent = await steer_rollout(

@@ -9,10 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import SchemaAnswer
-from tempoconf.api.auth import admin_identity, require_admin
+from tempoconf.api.auth import acting_identity
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, invalid, read_json, validate_body
-from tempoconf.api.deps import config_name, state_of
+from tempoconf.api.deps import authorized_config, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, route
 from tempoconf.problems import Problem
@@ -34,8 +35,7 @@ class SchemaBody(BaseModel):
 
 
 async def get_schema(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    _, namespace, path = await authorized_config(request, Role.VIEWER)
     schema = await asyncio.to_thread(state_of(request).store.get_schema, namespace, path)
     if schema is None:
         raise ApiError(404, f"config {path!r} in namespace {namespace!r} has no schema")
@@ -43,10 +43,9 @@ async def get_schema(request: Request) -> JSONResponse:
 
 
 async def put_schema(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    principal, namespace, path = await authorized_config(request, Role.ADMIN)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT)
-    by = admin_identity(request, raw, what="schema")
+    by = acting_identity(principal, raw, what="schema")
     body = validate_body(SchemaBody, raw, what="schema request")
     problems = [
         Problem("/schema" + problem.pointer, problem.message)

@@ -9,13 +9,14 @@ from datetime import UTC, datetime
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import (
     FreezeAnswer,
     ServedConfigAnswer,
     ServedLockAnswer,
     ServedStateAnswer,
 )
-from tempoconf.api.auth import require_admin
+from tempoconf.api.auth import operator, require_role
 from tempoconf.api.deps import state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
@@ -38,13 +39,24 @@ def _namespaces(request: Request) -> list[str] | None:
 
 
 async def served_configs(request: Request) -> JSONResponse:
-    require_admin(request)
+    principal = await operator(request)
     namespaces = _namespaces(request)
+    if namespaces is not None:
+        require_role(request, principal, Role.VIEWER, namespaces)
     state = await served_state(state_of(request).store, namespaces)
     now = datetime.now(UTC)
+    # Every namespace asked for: those the caller may view.
     answer = ServedStateAnswer(
-        configs=[_config(config) for config in state.configs],
-        freezes=[FreezeAnswer.of(freeze, now) for freeze in state.freezes],
+        configs=[
+            _config(config)
+            for config in state.configs
+            if principal.may(Role.VIEWER, config.namespace)
+        ],
+        freezes=[
+            FreezeAnswer.of(freeze, now)
+            for freeze in state.freezes
+            if principal.may(Role.VIEWER, freeze.namespace)
+        ],
     )
     return JSONResponse(answer.body())
 

@@ -9,9 +9,9 @@ from datetime import datetime
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import AuditEntryAnswer, HistoryAnswer, VersionAnswer, VersionsAnswer
-from tempoconf.api.auth import require_admin
-from tempoconf.api.deps import config_name, limit_param, state_of
+from tempoconf.api.deps import authorized_config, limit_param, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routes.rollouts import stable_answer
 from tempoconf.api.routing import CONFIG_PATH, route
@@ -24,8 +24,7 @@ MAX_HISTORY_LIMIT = 1000
 
 
 async def list_versions(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    _, namespace, path = await authorized_config(request, Role.VIEWER)
     versions = await asyncio.to_thread(state_of(request).store.list_versions, namespace, path)
     if not versions:
         raise ApiError(404, f"unknown config {path!r} in namespace {namespace!r}")
@@ -40,8 +39,7 @@ async def list_versions(request: Request) -> JSONResponse:
 
 
 async def stable(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    _, namespace, path = await authorized_config(request, Role.VIEWER)
     record = await asyncio.to_thread(state_of(request).store.get_stable, namespace, path)
     answer = stable_answer(namespace, path, record)
     if answer is None:
@@ -50,8 +48,7 @@ async def stable(request: Request) -> JSONResponse:
 
 
 async def history(request: Request) -> JSONResponse:
-    require_admin(request)
-    namespace, path = config_name(request)
+    _, namespace, path = await authorized_config(request, Role.VIEWER)
     limit = limit_param(request, default=DEFAULT_HISTORY_LIMIT, maximum=MAX_HISTORY_LIMIT)
     entries = await asyncio.to_thread(state_of(request).store.history, namespace, path, limit=limit)
     answer = HistoryAnswer(

@@ -37,6 +37,9 @@ class Settings:
     """`TEMPOCONF_ADMIN_TOKENS` (`alice:secret1,bob:secret2`): named admin tokens (name, token).
     The API acts as the name of the token a request carries (who approves, docs/contract.md)."""
     client_token: str | None = None
+    access_file: Path | None = None
+    """`TEMPOCONF_ACCESS_FILE`: the access policy (tempoconf.access.policy); None is the
+    single-team mode, where the admin and client tokens above guard everything."""
     ui_url: str | None = None
     """`TEMPOCONF_UI_URL`, the Temporal Web UI for links; None means http://host:ui_port."""
     deployment_name: str | None = None
@@ -80,6 +83,9 @@ class Settings:
             admin_token=env.get("TEMPOCONF_ADMIN_TOKEN") or None,
             admin_tokens=_named_tokens(env, "TEMPOCONF_ADMIN_TOKENS"),
             client_token=env.get("TEMPOCONF_CLIENT_TOKEN") or None,
+            access_file=Path(env["TEMPOCONF_ACCESS_FILE"])
+            if env.get("TEMPOCONF_ACCESS_FILE")
+            else None,
             ui_url=env.get("TEMPOCONF_UI_URL") or None,
             deployment_name=env.get("TEMPOCONF_DEPLOYMENT_NAME") or None,
             build_id=env.get("TEMPOCONF_BUILD_ID") or None,

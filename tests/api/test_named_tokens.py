@@ -61,7 +61,7 @@ async def test_the_tokens_name_is_who_approves(
             # bob's token speaks for bob only
             impostor = await approve("bob", {"by": "carol", "digest": digest})
             assert impostor.status_code == 403, impostor.text
-            assert "this admin token is 'bob'" in impostor.json()["error"]
+            assert "this caller is 'bob'" in impostor.json()["error"]
             assert "'carol' names someone else" in impostor.json()["error"]
 
             # the author's token: refused, even with no `by` in the body
@@ -126,7 +126,7 @@ async def test_the_starter_is_the_token_and_cannot_approve_under_another_author(
                 headers=bearer(TOKENS["alice"]),
             )
             assert forged.status_code == 403, forged.text
-            assert "this admin token is 'alice'" in forged.json()["error"]
+            assert "this caller is 'alice'" in forged.json()["error"]
             # the plan reviewed by bob has the digest of the start by alice
             planned = await http.post(
                 "/v1/admin/plans", json=request, headers=bearer(TOKENS["bob"])
@@ -211,7 +211,7 @@ async def test_a_body_naming_someone_else_is_refused_on_every_admin_write(
                     method, path, json={field: "carol"}, headers=bearer(TOKENS["bob"])
                 )
                 assert answer.status_code == 403, (method, path, answer.text)
-                assert "this admin token is 'bob'" in answer.json()["error"]
+                assert "this caller is 'bob'" in answer.json()["error"]
                 assert f"body's {field} 'carol' names someone else" in answer.json()["error"]
 
             # and what is written names the token: a freeze and its end, a schema
