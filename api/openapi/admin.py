@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import (
     ClientsAnswer,
     CommandAnswer,
@@ -20,7 +21,7 @@ from tempoconf.api.answers import (
 )
 from tempoconf.api.bodies import ADMIN_BODY_LIMIT, ROLLOUT_BODY_LIMIT
 from tempoconf.api.openapi.components import (
-    ADMIN,
+    admin_role,
     answer,
     error,
     namespace_schema,
@@ -37,7 +38,7 @@ from tempoconf.api.routes.freezes import (
     FreezeStartBody,
 )
 from tempoconf.api.routes.schemas import SchemaBody
-from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS, OperatorCommand
+from tempoconf.rollout.commands import COMMAND_NAMES, COMMANDS, CommandName, OperatorCommand
 from tempoconf.rollout.request import RolloutRequest
 
 __all__ = ["admin_paths", "command_paths", "freeze_paths", "served_paths"]
@@ -54,7 +55,7 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "getSchema",
                 "summary": "A config's JSON Schema",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": params("ConfigPath", "Namespace"),
                 "responses": {
                     "200": answer(SchemaAnswer, "The schema"),
@@ -67,7 +68,7 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "putSchema",
                 "summary": "Register or replace a config's JSON Schema",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.ADMIN),
                 "parameters": params("ConfigPath", "Namespace"),
                 "requestBody": request(SchemaBody),
                 "responses": {
@@ -83,7 +84,7 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "listVersions",
                 "summary": "Every version of a config, newest first, stable marked",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": params("ConfigPath", "Namespace"),
                 "responses": {
                     "200": answer(VersionsAnswer, "The versions"),
@@ -98,7 +99,7 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "getStable",
                 "summary": "A config's stable version, with its value",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": params("ConfigPath", "Namespace"),
                 "responses": {
                     "200": answer(StableAnswer, "The stable version"),
@@ -113,7 +114,7 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "getHistory",
                 "summary": "A config's audit log, oldest first",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": params("ConfigPath", "Namespace", "Limit"),
                 "responses": {
                     "200": answer(HistoryAnswer, "The audit log"),
@@ -128,7 +129,7 @@ def admin_paths() -> dict[str, Any]:
                 "summary": "Clients seen recently (from their polls or their health reports): "
                 "who a rollout plan counts",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": params(
                     "ConfigPath", "Namespace", "SinceSeconds", "AppliedVersion", "NotApplied"
                 ),
@@ -151,7 +152,7 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "startRollout",
                 "summary": "Start the ConfigRollout workflow",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.OPERATOR),
                 "parameters": params("WorkflowId"),
                 "requestBody": request(RolloutRequest),
                 "responses": {
@@ -170,7 +171,7 @@ def admin_paths() -> dict[str, Any]:
                 "summary": "What a rollout request would do, validated as a start; nothing is "
                 "stored or started",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.OPERATOR),
                 "requestBody": request(RolloutRequest),
                 "responses": {
                     "200": answer(PlanContextAnswer, "What it would do"),
@@ -187,7 +188,7 @@ def admin_paths() -> dict[str, Any]:
                 "the newest in the audit log): store row, lock, the workflow's status or result, "
                 "and who started it",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": params("ConfigPath", "Namespace", "WorkflowId"),
                 "responses": {
                     "200": answer(
@@ -210,7 +211,7 @@ def command_paths() -> dict[str, Any]:
                 "operationId": f"{name}Rollout",
                 "summary": COMMANDS[name].summary + " Sent as a workflow update.",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.APPROVER if name == CommandName.APPROVE else Role.OPERATOR),
                 "parameters": params("ConfigPath", "Namespace", "WorkflowId"),
                 "requestBody": request(OperatorCommand, required=False),
                 "responses": {
@@ -238,7 +239,7 @@ def freeze_paths() -> dict[str, Any]:
                 "operationId": "listFreezes",
                 "summary": "Freezes, newest first: active and recent",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": [
                     {
                         "name": "namespace",
@@ -271,7 +272,7 @@ def freeze_paths() -> dict[str, Any]:
                 "summary": "Freeze a namespace: no rollout in it widens or promotes until the "
                 "freeze ends (at `until`, or by `:end`)",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.ADMIN),
                 "requestBody": request(FreezeStartBody),
                 "responses": {
                     "201": answer(FreezeAnswer, "The freeze, active"),
@@ -287,7 +288,7 @@ def freeze_paths() -> dict[str, Any]:
                 "operationId": "endFreeze",
                 "summary": "End a namespace's active freeze now",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.ADMIN),
                 "parameters": [
                     {
                         "name": "namespace",
@@ -325,7 +326,7 @@ def served_paths() -> dict[str, Any]:
                 "or a lock), by namespace and path, with its stable version, its schema's digest "
                 "and its lock, and the namespaces' active freezes: one read for configs as code",
                 "tags": ["admin"],
-                "security": ADMIN,
+                **admin_role(Role.VIEWER),
                 "parameters": [
                     {
                         "name": "namespace",

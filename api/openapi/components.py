@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
+from tempoconf.access.roles import Role
 from tempoconf.api.answers import (
     Accepted,
     BundleAnswer,
@@ -114,6 +115,20 @@ Mode = Literal["validation", "serialization"]
 
 ADMIN: list[dict[str, list[str]]] = [{"adminToken": []}, {}]
 CLIENT: list[dict[str, list[str]]] = [{"clientToken": []}, {}]
+ROLE_KEY = "x-tempoconf-role"
+"""The role an admin operation needs in its namespace(s) under an access policy."""
+
+
+def admin_role(role: Role) -> dict[str, Any]:
+    """An admin operation's security: an operator's token, holding `role` where it acts."""
+    return {"security": ADMIN, ROLE_KEY: role.value}
+
+
+def forbidden(what: str) -> dict[str, Any]:
+    return {
+        "description": f"{what} (an access policy is on): the caller and what it lacks",
+        "content": {"application/json": {"schema": _ref(ErrorAnswer)}},
+    }
 
 
 @cache
@@ -283,14 +298,18 @@ def parameters() -> dict[str, Any]:
 
 
 def security_schemes() -> dict[str, Any]:
-    def bearer(variable: str) -> dict[str, Any]:
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": f"{variable}; required only when set",
-        }
+    def bearer(description: str) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer", "description": description}
 
     return {
-        "adminToken": bearer("TEMPOCONF_ADMIN_TOKEN"),
-        "clientToken": bearer("TEMPOCONF_CLIENT_TOKEN"),
+        "adminToken": bearer(
+            "An operator's token: with an access policy (TEMPOCONF_ACCESS_FILE), one of its "
+            "`tokens` or an OpenID Connect access token, holding the operation's "
+            "`x-tempoconf-role` in its namespace; without one, TEMPOCONF_ADMIN_TOKEN(S), "
+            "required only when set"
+        ),
+        "clientToken": bearer(
+            "A client token: with an access policy, one of its `clients`, for its namespaces; "
+            "without one, TEMPOCONF_CLIENT_TOKEN, required only when set"
+        ),
     }
