@@ -61,13 +61,16 @@ def api_credential(settings: Settings) -> ApiCredential:
 
 def _run(command: str) -> str:
     # A process group of its own: on a timeout the shell's children die with it, else one holding
-    # the pipes open would keep us waiting. stdin stays the user's (a plugin may prompt).
+    # the pipes open would keep us waiting. No input: outside the terminal's foreground group a
+    # prompt would stop it until the timeout; reading nothing, it fails at once, saying why.
     with subprocess.Popen(
         command,
         shell=True,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="replace",
         process_group=0,
     ) as process:
         try:

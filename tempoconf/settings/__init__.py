@@ -36,7 +36,7 @@ class Settings:
     api_token: str | None = field(default=None, repr=False)
     """`TEMPOCONF_API_TOKEN`: the bearer token the operator commands send the admin API as is (a
     static token or an OIDC access token); wins over `admin_token` (cli/_api_token.py)."""
-    api_token_command: str | None = None
+    api_token_command: str | None = field(default=None, repr=False)
     """`TEMPOCONF_API_TOKEN_COMMAND`: a shell command that prints that token (as kubectl's exec
     credential plugins do), run once per command that needs it; wins over `api_token`."""
     admin_tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)

@@ -225,6 +225,10 @@ def test_a_forbidden_request_gets_the_apis_reason(dev: RunningDev, tmp_path: Pat
             "TEMPOCONF_API_TOKEN_COMMAND printed no token (exit 0): no session",
         ),
         ("echo '   '", "TEMPOCONF_API_TOKEN_COMMAND printed no token (exit 0)"),
+        (  # no input to prompt on: it fails at once instead of waiting for an answer
+            "read -r answer || { echo 'cannot ask for a password' >&2; exit 4; }",
+            "TEMPOCONF_API_TOKEN_COMMAND failed (exit 4): cannot ask for a password",
+        ),
         (
             'printf \'{"id_token": "leaked-secret"}\'',
             "TEMPOCONF_API_TOKEN_COMMAND printed a JSON object without a token (expected a string "
