@@ -1,6 +1,7 @@
-"""The operator's backend in API mode: the admin API (`/v1/admin/...`) over HTTP with the admin
-token, whose routes run the same operations (tempoconf.operations) as the direct mode; its answers
-are decoded into the same records, its refusals raised as the same errors."""
+"""The operator's backend in API mode: the admin API (`/v1/admin/...`) over HTTP with the API
+token (cli/_api_token.py), whose routes run the same operations (tempoconf.operations) as the
+direct mode; its answers are decoded into the same records, its refusals raised as the same
+errors."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from tempoconf.cli._api_token import api_credential
 from tempoconf.cli._common import die
 from tempoconf.cli._operator_records import Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
@@ -48,22 +50,24 @@ _Record = TypeVar("_Record")
 
 
 class ApiBackend:
-    """The admin API (`/v1/admin/...`) with the admin token: nothing else is touched."""
+    """The admin API (`/v1/admin/...`) with the API token: nothing else is touched."""
 
-    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+    def __init__(self, settings: Settings, http: httpx.AsyncClient, token_variable: str) -> None:
         self._base = settings.resolved_api_url
         self._http = http
+        self._token_variable = token_variable
 
     @classmethod
     @asynccontextmanager
     async def connect(cls, settings: Settings) -> AsyncIterator[ApiBackend]:
         import httpx
 
-        headers = {"Authorization": f"Bearer {settings.admin_token}"}
+        credential = api_credential(settings)
+        headers = {"Authorization": f"Bearer {credential.token}"}
         async with httpx.AsyncClient(
             base_url=settings.resolved_api_url, headers=headers, timeout=HTTP_TIMEOUT_SECONDS
         ) as http:
-            yield cls(settings, http)
+            yield cls(settings, http, credential.variable)
 
     # -- the exchange ------------------------------------------------------------------------
     async def _call(
@@ -92,11 +96,17 @@ class ApiBackend:
             )
         if response.status_code in expected:
             return response
-        if response.status_code in (401, 403):
+        variable = self._token_variable
+        if response.status_code == 401:
             die(
-                f"the admin API at {self._base} refused the admin token "
-                f"({response.status_code}: {_error_text(response)}). "
-                "Set TEMPOCONF_ADMIN_TOKEN to the token the API was started with."
+                f"the admin API at {self._base} refused the token of {variable} "
+                f"(401: {_error_text(response)}). {_TOKEN_FIXES[variable]}"
+            )
+        if response.status_code == 403:
+            # The token is good, its identity may not do this: the API says what it lacks.
+            die(
+                f"the admin API at {self._base} forbids this to the token of {variable} "
+                f"(403): {_error_text(response)}"
             )
         self._refused(response)
 
@@ -346,6 +356,14 @@ class ApiBackend:
         )
         workflow: dict[str, Any] = response.json()["workflow"]
         return workflow
+
+
+_TOKEN_FIXES = {
+    "TEMPOCONF_API_TOKEN_COMMAND": "Make TEMPOCONF_API_TOKEN_COMMAND print a token the API accepts.",
+    "TEMPOCONF_API_TOKEN": "Set TEMPOCONF_API_TOKEN to a token the API accepts.",
+    "TEMPOCONF_ADMIN_TOKEN": "Set TEMPOCONF_ADMIN_TOKEN to a token the API accepts.",
+}
+"""What to do about a token the API refused (401), by the setting it came from."""
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -1,7 +1,8 @@
 """Where the operator commands read and act: the store and Temporal directly (`DirectBackend`, a
 thin transport over tempoconf.operations), or the admin API over HTTP (`ApiBackend`,
 cli/_api_backend.py: the same operations behind the API's routes) when TEMPOCONF_API_URL (or
---api-url) and TEMPOCONF_ADMIN_TOKEN are both set, so an operator needs neither database
+--api-url) is set with a token: TEMPOCONF_API_TOKEN_COMMAND, TEMPOCONF_API_TOKEN or
+TEMPOCONF_ADMIN_TOKEN (cli/_api_token.py, in that order), so an operator needs neither database
 credentials nor access to Temporal. Both answer with the same records and raise the operations'
 errors; the commands format them with the same code, so the output is the same in either mode."""
 
@@ -13,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tempoconf.cli._api_token import token_variable
 from tempoconf.cli._common import actor, connect_temporal, die, open_store
 from tempoconf.cli._operator_records import CommandRefused, Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
@@ -109,9 +111,10 @@ class OperatorBackend(Protocol):
 
 
 def api_mode(settings: Settings) -> bool:
-    """Both the API's URL and the admin token are set: the operator goes through the admin API.
-    The URL alone keeps the direct mode (`get` and the hints use it already)."""
-    return bool(settings.api_url and settings.admin_token)
+    """The API's URL and a token (or the command that prints one, not run here) are set: the
+    operator goes through the admin API. The URL alone keeps the direct mode (`get` and the hints
+    use it already)."""
+    return bool(settings.api_url and token_variable(settings))
 
 
 @asynccontextmanager

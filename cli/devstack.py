@@ -188,7 +188,7 @@ class DevStack(AsyncRunning):
             "  - the API's admin endpoints (/v1/admin/...) answer 401 without "
             "`Authorization: Bearer <token>`;",
             "  - tempoconf in another shell, with the export line above, reads the store and "
-            "Temporal directly; with TEMPOCONF_ADMIN_TOKEN=<token> set as well it goes through the "
+            "Temporal directly; with TEMPOCONF_API_TOKEN=<token> set as well it goes through the "
             f"admin API instead, {acting} (who approves a four-eyes stage);",
             "  - the Temporal CLI command above talks to Temporal: no token applies, and an "
             "approval's `by` is whatever its --input says.",

@@ -33,6 +33,12 @@ class Settings:
     api_url: str | None = None
     """`TEMPOCONF_API_URL`; None means http://host:api_port."""
     admin_token: str | None = None
+    api_token: str | None = field(default=None, repr=False)
+    """`TEMPOCONF_API_TOKEN`: the bearer token the operator commands send the admin API as is (a
+    static token or an OIDC access token); wins over `admin_token` (cli/_api_token.py)."""
+    api_token_command: str | None = field(default=None, repr=False)
+    """`TEMPOCONF_API_TOKEN_COMMAND`: a shell command that prints that token (as kubectl's exec
+    credential plugins do), run once per command that needs it; wins over `api_token`."""
     admin_tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """`TEMPOCONF_ADMIN_TOKENS` (`alice:secret1,bob:secret2`): named admin tokens (name, token).
     The API acts as the name of the token a request carries (who approves, docs/contract.md)."""
@@ -81,6 +87,8 @@ class Settings:
             database_url=env.get("TEMPOCONF_DATABASE_URL") or None,
             api_url=env.get("TEMPOCONF_API_URL") or None,
             admin_token=env.get("TEMPOCONF_ADMIN_TOKEN") or None,
+            api_token=env.get("TEMPOCONF_API_TOKEN", "").strip() or None,
+            api_token_command=env.get("TEMPOCONF_API_TOKEN_COMMAND", "").strip() or None,
             admin_tokens=_named_tokens(env, "TEMPOCONF_ADMIN_TOKENS"),
             client_token=env.get("TEMPOCONF_CLIENT_TOKEN") or None,
             access_file=Path(env["TEMPOCONF_ACCESS_FILE"])

@@ -269,7 +269,8 @@ def test_a_wrong_admin_token_names_the_setting(
     result = _api(dev, env, "versions", "myproject/server_config")
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(
-        f"tempoconf: the admin API at {dev.api_url} refused the admin token (401: wrong bearer token"
+        f"tempoconf: the admin API at {dev.api_url} refused the token of TEMPOCONF_ADMIN_TOKEN "
+        "(401: wrong bearer token"
     )
     assert "Set TEMPOCONF_ADMIN_TOKEN" in result.stderr and "Traceback" not in result.stderr
 

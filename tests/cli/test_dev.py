@@ -111,7 +111,7 @@ def test_the_banner_says_when_admin_tokens_are_on_and_what_that_means() -> None:
     assert "Admin tokens are on (TEMPOCONF_ADMIN_TOKENS: alice, bob):" in banner, banner
     assert "answer 401 without `Authorization: Bearer <token>`" in banner
     assert (
-        "with TEMPOCONF_ADMIN_TOKEN=<token> set as well it goes through the admin API instead, "
+        "with TEMPOCONF_API_TOKEN=<token> set as well it goes through the admin API instead, "
         "acting as its token's name (the `by` of an approval)" in banner
     ), banner
     assert "the Temporal CLI command above talks to Temporal: no token applies" in banner
