@@ -427,12 +427,15 @@ def test_what_looks_like_a_jwt() -> None:
     assert not looks_like_jwt("a." * 9000 + "b")
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
 def _token_like() -> st.SearchStrategy[str]:
-    json_values = st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-        max_leaves=8,
-    )
+    json_values = JSON_VALUES
     header = st.fixed_dictionaries(
         {},
         optional={
@@ -488,3 +491,29 @@ async def test_garbage_is_always_refused_never_an_error(
             assert refused.reason != "provider_unreachable"
         else:
             assert _same_bytes(token, genuine), token
+
+
+@settings(max_examples=150, deadline=None)
+@given(changes=st.dictionaries(
+    st.sampled_from(["iss", "aud", "sub", "exp", "nbf", "iat", "groups", "jti"]),
+    JSON_VALUES | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True, allow_infinity=True),
+    max_size=4,
+))  # fmt: skip
+async def test_any_signed_claims_verify_or_are_refused_never_an_error(
+    oidc_provider: OidcProvider, fuzzed: tuple[OidcVerifier, str], changes: dict[str, Any]
+) -> None:
+    # Signed with the provider's own key: PyJWT's claim checks and the identity's see anything.
+    checker, _ = fuzzed
+    made = claims(oidc_provider, groups=["platform"])
+    made.update(changes)
+    try:
+        token = sign(made, oidc_provider.keys[0])
+    except (TypeError, ValueError):
+        return  # not JSON (NaN is, for Python's json; PyJWT may refuse it anyway)
+    try:
+        identity = await checker.verify(token)
+    except OidcRefusal as refused:
+        assert refused.reason != "provider_unreachable"
+    else:
+        assert identity.name == made["sub"]
+        assert all(isinstance(group, str) for group in identity.groups)
