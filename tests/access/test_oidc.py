@@ -351,6 +351,26 @@ async def test_a_rotation_without_overlap_verifies_new_tokens_at_once(
         assert (await refusal(checker, before)).reason == "unknown_key"
 
 
+async def test_elliptic_curve_and_edwards_keys_verify_too(
+    tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    with running_oidc_provider(tmp_path, keys=[new_signing_key("ES256")]) as provider:
+        checker = verifier(provider, http, min_refetch_interval=0)
+        token = provider.token("deployer")
+        assert jwt.get_unverified_header(token)["alg"] == "ES256"
+        assert (await checker.verify(token)).name == "deployer"
+        provider.rotate(alg="EdDSA")
+        token = provider.token("reader")
+        assert jwt.get_unverified_header(token)["alg"] == "EdDSA"
+        assert (await checker.verify(token)).groups == ("readers",)
+        # An EdDSA signature under an ES256 header, with the EdDSA key's kid: the wrong family.
+        mislabelled = sign(claims(provider), provider.keys[0])
+        header, body, signature = mislabelled.split(".")
+        relabelled = {**jwt.get_unverified_header(mislabelled), "alg": "ES256"}
+        refused = await refusal(checker, f"{segment(relabelled)}.{body}.{signature}")
+        assert refused.reason == "algorithm"
+
+
 async def test_a_key_set_older_than_its_maximum_age_is_fetched_again(
     oidc_provider: OidcProvider, http: httpx.AsyncClient, requests: Requests
 ) -> None:

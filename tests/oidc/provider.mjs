@@ -83,6 +83,12 @@ const provider = new Provider(issuer, {
       }),
     },
   },
+  // Its clients' defaults name an algorithm its keys can sign with (RS256 otherwise).
+  clientDefaults: {
+    grant_types: ['client_credentials'],
+    id_token_signed_response_alg: signingAlg,
+    response_types: [],
+  },
   extraTokenClaims: (_ctx, token) => ({ groups: groupsOf.get(token.clientId) ?? [] }),
   ttl: { ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? ttl },
   // Only the test keeps these cookies' secrets: there are no browser interactions.
