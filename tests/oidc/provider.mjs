@@ -53,9 +53,9 @@ if (!Array.isArray(clients)) fail('--clients: not a list');
 const groupsOf = new Map(clients.map((client) => [client.client_id, client.groups ?? []]));
 const ttlOf = new Map(clients.map((client) => [client.client_id, client.ttl ?? ttl]));
 
-// The signing key's algorithm: oidc-provider signs with the first key that fits it.
+// The first key signs (named by its kid below); the others are only published.
 const signingKey = jwks.keys[0];
-const signingAlg = signingKey.alg ?? (signingKey.kty === 'OKP' ? 'EdDSA' : 'RS256');
+const signingAlg = signingKey.alg ?? fail('--jwks: the first key has no "alg"');
 
 const issuer = `http://127.0.0.1:${port}`;
 const provider = new Provider(issuer, {
