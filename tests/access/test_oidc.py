@@ -496,7 +496,7 @@ def _same_bytes(token: str, genuine: str) -> bool:
     ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(garbage=_token_like(), cut=st.integers(0, 2000), flip=st.characters())
 async def test_garbage_is_always_refused_never_an_error(
     fuzzed: tuple[OidcVerifier, str], garbage: str, cut: int, flip: str
@@ -513,7 +513,7 @@ async def test_garbage_is_always_refused_never_an_error(
             assert _same_bytes(token, genuine), token
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(changes=st.dictionaries(
     st.sampled_from(["iss", "aud", "sub", "exp", "nbf", "iat", "groups", "jti"]),
     JSON_VALUES | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True, allow_infinity=True),
