@@ -20,6 +20,16 @@ $(STAMP): pyproject.toml
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q -j 0 tempoconf workflows activities api cli examples tests bench
 
+# The real OpenID provider the access tests run (tests/fixtures/oidc.py): npm's oidc-provider,
+# installed from tests/oidc's lock file again whenever that changes (npm ci empties node_modules
+# first, so the stamp goes with it).
+OIDC_MODULES := tests/oidc/node_modules/.installed
+
+$(OIDC_MODULES): tests/oidc/package-lock.json tests/oidc/package.json
+	@command -v npm >/dev/null || { echo "npm is missing: the OpenID Connect tests run oidc-provider on Node 20 or later (Debian package nodejs)" >&2; exit 1; }
+	npm ci --prefix tests/oidc --no-audit --no-fund
+	touch $@
+
 run: bytecode
 	$(BIN)/tempoconf demo
 
@@ -28,7 +38,7 @@ run: bytecode
 # and files go out in collection order (tests/conftest.py: the slow folders first), not xdist's
 # most-tests-first, which left the long end-to-end files running alone at the end. The slowest
 # tests are listed at the end.
-test: bytecode
+test: bytecode $(OIDC_MODULES)
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 -m "not soak and not faults and not fuzz and not compose" tests
 
 # Rollouts of days and weeks on skipped time (history budgets, leases across continue-as-new).
