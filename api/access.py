@@ -80,6 +80,7 @@ class AccessControl:
         self._policy: AccessPolicy | None = None
         self._verifier: OidcVerifier | None = None
         self._signer: CommandSigner | None = None
+        self._retired: list[OidcVerifier] = []
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessControl:
@@ -122,9 +123,10 @@ class AccessControl:
     def _adopt(self, policy: AccessPolicy) -> None:
         """What a new policy brings: its OpenID verifier (kept, keys and all, when the provider
         did not change) and its signing key (a key that does not load keeps the one before)."""
-        if policy.oidc is None:
+        if self._verifier is not None and self._verifier.settings != policy.oidc:
+            self._retired.append(self._verifier)  # closed with the app (aclose)
             self._verifier = None
-        elif self._verifier is None or self._verifier.settings != policy.oidc:
+        if policy.oidc is not None and self._verifier is None:
             from tempoconf.access.oidc import OidcVerifier
 
             self._verifier = OidcVerifier(policy.oidc)
@@ -140,6 +142,12 @@ class AccessControl:
         else:
             self._signer = None
         self._policy = policy
+
+    async def aclose(self) -> None:
+        """Close the OpenID verifiers' connections (the app's lifespan ends)."""
+        for verifier in [*self._retired, *([self._verifier] if self._verifier else [])]:
+            await verifier.aclose()
+        self._retired.clear()
 
     def reload(self) -> bool:
         """SIGHUP: read the policy file again now."""

@@ -190,6 +190,7 @@ def create_app(
                         await task
                 await seen
                 await applied
+                await access.aclose()
 
     app = DistributionApp(
         routes=[

@@ -205,6 +205,7 @@ def create_edge_app(
                 drain.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await drain
+                await access.aclose()
         await http.aclose()
 
     app = EdgeApp(
