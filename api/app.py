@@ -215,6 +215,7 @@ def create_app(
     app.state.change_listener = listener
     app.state.known_versions = set()
     app.state.pending_applied = pending_applied
+    app.state.command_signer = None  # api.command_signing: the access policy's signing key
     return app
 
 

@@ -30,6 +30,7 @@ from tempoconf.api.bodies import (
     read_json,
     validate_body,
 )
+from tempoconf.api.command_signing import command_signer, with_approval_key
 from tempoconf.api.deps import config_name, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
@@ -84,6 +85,7 @@ async def _planned(request: Request) -> tuple[Any, RolloutPreview]:
     starter = admin_identity(request, raw, field="started_by", what="start")
     if starter.verified and isinstance(raw, dict):
         raw = {**raw, "started_by": starter.name}
+    raw = with_approval_key(request, raw)
     try:
         return raw, await starting.plan_rollout(state_of(request).store, raw)
     except InvalidRequestError as error:
@@ -201,6 +203,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
     explicit = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
     by = admin_identity(request, raw, what=name)
+    signer = command_signer(request, raw, what=name)
     command = validate_body(OperatorCommand, raw, what=f"{name} request")
     store = state_of(request).store
     sent = await steer_rollout(
@@ -215,6 +218,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
             digest=command.digest,
             workflow_id=explicit,
         ),
+        signer=signer,
     )
     # The workflow's short CommandResult (the full progress stays GET /v1/admin/rollouts/{path}),
     # passed on as it comes: api.answers.CommandAnswer documents it.

@@ -6,9 +6,13 @@ names the digest of the plan its approver reviewed (tempoconf.rollout.digest). A
 takes one `approve`, which may name a digest (then it must match) or not.
 
 Who approves is the command's `by`: the admin API sets it from the name of the caller's token
-(and refuses a body `by` that differs); through the Temporal CLI it is whatever `--input` says,
-since Temporal gives workflow code no caller identity (temporalio 1.35: `UpdateInfo` has an id
-and a name only). docs/contract.md, Four-eyes approvals, says what this trusts.
+(and refuses a body `by` that differs). Temporal gives workflow code no caller identity
+(temporalio 1.35: `UpdateInfo` has an id and a name only), so through the Temporal CLI `by` would
+be whatever `--input` says: a rollout the API started with an access policy on carries the API's
+public key (`approval_key`), and counts an approve only with the API's fresh signature over its
+`by`, the workflow, the command and the digest (tempoconf.rollout.signatures); the Temporal CLI
+cannot make one. Without a key, `by` is taken as given. docs/contract.md, Four-eyes approvals and
+Signed approvals, says what this trusts.
 
 Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) and its
 `apply_approve` (a signal, or an accepted update).
@@ -16,10 +20,13 @@ Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) a
 
 from __future__ import annotations
 
-from tempoconf.rollout.commands import OperatorCommand
+from datetime import datetime
+
+from tempoconf.rollout.commands import CommandName, OperatorCommand
 from tempoconf.rollout.digest import digest_problem, plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import Approval, RolloutProgress
+from tempoconf.rollout.signatures import signature_problem
 
 __all__ = [
     "approval_refusal",
@@ -50,11 +57,34 @@ def current_stage(plan: RolloutPlan | None, progress: RolloutProgress) -> Planne
 
 
 def approval_refusal(
-    plan: RolloutPlan | None, progress: RolloutProgress, command: OperatorCommand
+    plan: RolloutPlan | None,
+    progress: RolloutProgress,
+    command: OperatorCommand,
+    *,
+    now: datetime | None = None,
 ) -> str | None:
     """Why this approval of the stage awaiting approval cannot count; None: it counts.
 
-    The digest first (a stale plan is the most important thing to tell), then who approves."""
+    The API's signature first, where the plan wants one (without it nothing else is worth
+    telling: approve through the API), then the digest (a stale plan is the most important thing
+    to tell), then who approves. `now`: the workflow's clock, required with an `approval_key`."""
+    if plan is not None and plan.approval_key:
+        if now is None:
+            raise ValueError("a signed approval is judged at a time: pass `now`")
+        # Signed over the digest and identity as sent (not stripped): what the API signed.
+        problem = signature_problem(
+            plan.approval_key,
+            signature=command.signature,
+            signed_at=command.signed_at,
+            identity=command.by,
+            workflow_id=progress.workflow_id,
+            command=CommandName.APPROVE.value,
+            digest=command.digest,
+            now=now,
+            path=progress.path or plan.path,
+        )
+        if problem is not None:
+            return problem
     given = command.digest.strip()
     # A run continued from one that predates digests carries none: its plan still has one.
     running = progress.digest or (plan_digest(plan) if plan is not None else "")

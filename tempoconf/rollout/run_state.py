@@ -162,6 +162,7 @@ class RolloutRunState:
         self.plan = plan
         self.progress.version = plan.version
         self.progress.author = plan.author
+        self.progress.signed_approvals = bool(plan.approval_key)
         self.progress.changes = (
             [f"{namespace}/{path} {version}" for namespace, path, version in plan.configs()]
             if plan.changes
@@ -492,12 +493,17 @@ class RolloutRunState:
         if progress.approved:
             held = f", held until resume (paused: {paused})" if paused else ""
             return self._ignored(by, f"{progress.stage_name} is already approved{held}", at=at)
-        if (refused := approval_refusal(self.plan, progress, command)) is not None:
-            # A stale digest or a second approval by one identity changes nothing (an update's
-            # validator refused it).
+        refused = approval_refusal(self.plan, progress, command, now=datetime.fromisoformat(at))
+        if refused is not None:
+            # A stale digest, a second approval by one identity or one without the API's
+            # signature changes nothing (an update's validator refused it).
             return self._ignored(by, refused.replace("cannot approve", "approve ignored", 1), at=at)
         approved, text = record_approval(self.plan, progress, command, at=at)
-        audit = {"approval": {"identity": by, "digest": command.digest, "reason": command.reason}}
+        approval = {"identity": by, "digest": command.digest, "reason": command.reason}
+        if command.signature:
+            # The API's signature the rollout checked: the audit row can be verified again.
+            approval |= {"signature": command.signature, "signed_at": command.signed_at}
+        audit = {"approval": approval}
         if not approved:
             waiting = f"{text}; waiting for more approvals"
             self.note(by, text, at=at, details=audit)
@@ -539,8 +545,16 @@ class RolloutRunState:
         }[command]
         return apply(argument, at=at)
 
-    def refusal(self, command: CommandName, argument: OperatorCommand | None = None) -> str | None:
-        """Why an update `command` is refused before it is written to history; None: accepted."""
+    def refusal(
+        self,
+        command: CommandName,
+        argument: OperatorCommand | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> str | None:
+        """Why an update `command` is refused before it is written to history; None: accepted.
+        `now`: the workflow's clock, which judges an approval's signature (a plan with an
+        `approval_key`)."""
         progress = self.progress
         state = RolloutState(progress.state)
         if state in FINAL_STATES:
@@ -580,5 +594,5 @@ class RolloutRunState:
                     + (f" at stage {progress.stage_name}" if progress.stage_name else "")
                     + ")"
                 )
-            return approval_refusal(self.plan, progress, argument or OperatorCommand())
+            return approval_refusal(self.plan, progress, argument or OperatorCommand(), now=now)
         return None
