@@ -62,7 +62,7 @@ class CommandSigner:
             ) from error
         if not isinstance(key, Ed25519PrivateKey):
             raise SigningKeyError(
-                path, f"holds a {type(key).__name__.removesuffix('PrivateKey')} key, not Ed25519"
+                path, f"holds another kind of key ({type(key).__name__}), not Ed25519"
             )
         return cls(key)
 
