@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tempoconf.canonical import canonical_json
 
 __all__ = [
+    "API_ONLY",
     "KEY_PREFIX",
     "MAX_KEY_CHARS",
     "MAX_SIGNATURE_CHARS",
@@ -50,14 +51,15 @@ cannot be replayed later (within the window, it could only repeat the approval i
 SIGNATURE_MAX_SKEW = timedelta(minutes=2)
 """How far in the future of the workflow's clock `signed_at` may be: the API's and the worker's
 clocks differ a little."""
+API_ONLY = "this rollout takes approvals only through the tempoconf API"
+"""What every refusal of an approve without a signature says (the CLI looks for it)."""
 
 
 def approve_through_api(path: str = "PATH") -> str:
     """The refusal of an approve without a signature, for config `path`."""
     route = "{path}" if path == "PATH" else path
     return (
-        "cannot approve: this rollout takes approvals only through the tempoconf API (its access "
-        f"policy signs them); approve with `tempoconf rollout approve {path}` or "
+        f"cannot approve: {API_ONLY} (its access policy signs them); approve with `tempoconf rollout approve {path}` or "
         f"POST /v1/admin/rollouts/{route}:approve"
     )
 
