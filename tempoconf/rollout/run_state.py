@@ -500,8 +500,9 @@ class RolloutRunState:
             return self._ignored(by, refused.replace("cannot approve", "approve ignored", 1), at=at)
         approved, text = record_approval(self.plan, progress, command, at=at)
         approval = {"identity": by, "digest": command.digest, "reason": command.reason}
-        if command.signature:
-            # The API's signature the rollout checked: the audit row can be verified again.
+        if self.plan is not None and self.plan.approval_key:
+            # The API's signature the rollout checked: the audit row can be verified again (an
+            # unkeyed rollout checks none, so it records none).
             approval |= {"signature": command.signature, "signed_at": command.signed_at}
         audit = {"approval": approval}
         if not approved:

@@ -287,3 +287,10 @@ def test_a_key_file_that_is_no_ed25519_key_is_named(tmp_path: Path) -> None:
     with pytest.raises(SigningKeyError, match="unencrypted") as caught:
         CommandSigner.from_pem_file(encrypted)
     assert "openssl genpkey -algorithm ed25519" in str(caught.value)
+
+
+def test_an_unkeyed_rollout_records_no_signature_it_did_not_check() -> None:
+    state = awaiting("")
+    claimed = OperatorCommand(by="bob", signature="made up", signed_at="now")
+    assert state.apply(CommandName.APPROVE, claimed, at=NOW.isoformat()).accepted
+    assert "signature" not in state.progress.history[-1].details["approval"]
