@@ -57,10 +57,9 @@ API_ONLY = "this rollout takes approvals only through the tempoconf API"
 
 def approve_through_api(path: str = "PATH") -> str:
     """The refusal of an approve without a signature, for config `path`."""
-    route = "{path}" if path == "PATH" else path
     return (
-        f"cannot approve: {API_ONLY} (its access policy signs them); approve with `tempoconf rollout approve {path}` or "
-        f"POST /v1/admin/rollouts/{route}:approve"
+        f"cannot approve: {API_ONLY} (its access policy signs them); approve with "
+        f"`tempoconf rollout approve {path}` or POST /v1/admin/rollouts/{path}:approve"
     )
 
 

@@ -294,3 +294,19 @@ def test_an_unkeyed_rollout_records_no_signature_it_did_not_check() -> None:
     claimed = OperatorCommand(by="bob", signature="made up", signed_at="now")
     assert state.apply(CommandName.APPROVE, claimed, at=NOW.isoformat()).accepted
     assert "signature" not in state.progress.history[-1].details["approval"]
+
+
+def test_the_key_crosses_continue_as_new() -> None:
+    """The next run gets the state as the default converter carries it (workflows/rollout)."""
+    from temporalio.converter import DataConverter
+
+    converter = DataConverter.default.payload_converter
+    state = awaiting(SIGNER.public_key)
+    [payload] = converter.to_payloads([state])
+    [carried] = converter.from_payloads([payload], [RolloutRunState])
+    assert carried.plan is not None and carried.plan.approval_key == SIGNER.public_key
+    assert carried.progress.signed_approvals is True
+    unsigned = OperatorCommand(by="bob")
+    assert "only through the tempoconf API" in (
+        carried.refusal(CommandName.APPROVE, unsigned, now=NOW) or ""
+    )
