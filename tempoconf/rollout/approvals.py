@@ -15,18 +15,16 @@ cannot make one. Without a key, `by` is taken as given. docs/contract.md, Four-e
 Signed approvals, says what this trusts.
 
 Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) and its
-`apply_approve` (a signal, or an accepted update).
+`apply_approve` (a signal, or an accepted update), once its `signature_refusal` passed the
+command.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from tempoconf.rollout.commands import CommandName, OperatorCommand
+from tempoconf.rollout.commands import OperatorCommand
 from tempoconf.rollout.digest import digest_problem, plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import Approval, RolloutProgress
-from tempoconf.rollout.signatures import signature_problem
 
 __all__ = [
     "approval_refusal",
@@ -57,34 +55,12 @@ def current_stage(plan: RolloutPlan | None, progress: RolloutProgress) -> Planne
 
 
 def approval_refusal(
-    plan: RolloutPlan | None,
-    progress: RolloutProgress,
-    command: OperatorCommand,
-    *,
-    now: datetime | None = None,
+    plan: RolloutPlan | None, progress: RolloutProgress, command: OperatorCommand
 ) -> str | None:
     """Why this approval of the stage awaiting approval cannot count; None: it counts.
 
-    The API's signature first, where the plan wants one (without it nothing else is worth
-    telling: approve through the API), then the digest (a stale plan is the most important thing
-    to tell), then who approves. `now`: the workflow's clock, required with an `approval_key`."""
-    if plan is not None and plan.approval_key:
-        if now is None:
-            raise ValueError("a signed approval is judged at a time: pass `now`")
-        # Signed over the digest and identity as sent (not stripped): what the API signed.
-        problem = signature_problem(
-            plan.approval_key,
-            signature=command.signature,
-            signed_at=command.signed_at,
-            identity=command.by,
-            workflow_id=progress.workflow_id,
-            command=CommandName.APPROVE.value,
-            digest=command.digest,
-            now=now,
-            path=progress.path or plan.path,
-        )
-        if problem is not None:
-            return problem
+    The digest first (a stale plan is the most important thing to tell), then who approves. (The
+    API's signature, where the plan wants one, is judged before: RolloutRunState.signature_refusal.)"""
     given = command.digest.strip()
     # A run continued from one that predates digests carries none: its plan still has one.
     running = progress.digest or (plan_digest(plan) if plan is not None else "")

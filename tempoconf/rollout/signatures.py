@@ -32,7 +32,7 @@ __all__ = [
     "SIGNATURE_MAX_AGE",
     "SIGNATURE_MAX_SKEW",
     "approval_key_problem",
-    "approve_through_api",
+    "through_api",
     "signature_problem",
     "signed_message",
 ]
@@ -51,15 +51,17 @@ cannot be replayed later (within the window, it could only repeat the approval i
 SIGNATURE_MAX_SKEW = timedelta(minutes=2)
 """How far in the future of the workflow's clock `signed_at` may be: the API's and the worker's
 clocks differ a little."""
-API_ONLY = "this rollout takes approvals only through the tempoconf API"
-"""What every refusal of an approve without a signature says (the CLI looks for it)."""
+API_ONLY = "only through the tempoconf API"
+"""What every refusal of a command without a signature says (the CLI looks for it)."""
 
 
-def approve_through_api(path: str = "PATH") -> str:
-    """The refusal of an approve without a signature, for config `path`."""
+def through_api(command: str = "approve", path: str = "PATH") -> str:
+    """The refusal of `command` without a signature, for config `path`."""
+    what = "approvals" if command == "approve" else f"`{command}`"
     return (
-        f"cannot approve: {API_ONLY} (its access policy signs them); approve with "
-        f"`tempoconf rollout approve {path}` or POST /v1/admin/rollouts/{path}:approve"
+        f"cannot {command}: this rollout takes {what} {API_ONLY} (its access policy signs "
+        f"them); {command} with `tempoconf rollout {command} {path}` or "
+        f"POST /v1/admin/rollouts/{path}:{command}"
     )
 
 
@@ -126,28 +128,28 @@ def signature_problem(
     """Why this command's signature does not count (None: it is valid and fresh): the signature
     of `public_key`'s private key over `signed_message`, `signed_at` within `SIGNATURE_MAX_AGE`
     before `now` (the workflow's clock) and `SIGNATURE_MAX_SKEW` after it. `path`: the config, in
-    the message that says to approve through the API."""
+    the message that says to send it through the API."""
     if not signature and not signed_at:
-        return approve_through_api(path)
+        return through_api(command, path)
+    cannot = f"cannot {command}:"
+    again = f"{command} through the tempoconf API"
     if approval_key_problem(public_key) is not None:
         # Validated with the request: only a plan altered some other way gets here.
-        return (
-            "cannot approve: the rollout's approval key is not an Ed25519 key; no signature counts"
-        )
+        return f"{cannot} the rollout's approval key is not an Ed25519 key; no signature counts"
     key = Ed25519PublicKey.from_public_bytes(
         base64.b64decode(public_key[len(KEY_PREFIX) :], validate=True)
     )
     raw = _decode(signature, size=_SIGNATURE_BYTES)
     if raw is None:
         return (
-            "cannot approve: the signature is not the base64 of a 64-byte Ed25519 signature "
-            "(approve through the tempoconf API, which signs it)"
+            f"{cannot} the signature is not the base64 of a 64-byte Ed25519 signature "
+            f"({again}, which signs it)"
         )
     at = _parse_time(signed_at)
     if at is None:
         return (
-            f"cannot approve: signed_at {signed_at[:60]!r} is not an ISO 8601 time with a zone "
-            "(approve through the tempoconf API, which signs it)"
+            f"{cannot} signed_at {signed_at[:60]!r} is not an ISO 8601 time with a zone "
+            f"({again}, which signs it)"
         )
     message = signed_message(
         identity=identity,
@@ -160,19 +162,20 @@ def signature_problem(
         key.verify(raw, message)
     except InvalidSignature:
         return (
-            "cannot approve: the signature is not valid for this approval (it was made for "
-            "another identity, workflow, command or plan digest, or by another key than this "
-            "rollout's); approve through the tempoconf API"
+            f"{cannot} the signature is not valid for this "
+            f"{'approval' if command == 'approve' else command} (it was made for another "
+            "identity, workflow, command or plan digest, or by another key than this rollout's); "
+            f"{again}"
         )
     if at < now - SIGNATURE_MAX_AGE:
         return (
-            f"cannot approve: the signature is stale (signed at {signed_at}, more than "
+            f"{cannot} the signature is stale (signed at {signed_at}, more than "
             f"{int(SIGNATURE_MAX_AGE.total_seconds() // 60)} minutes before {now.isoformat()}); "
-            "approve through the tempoconf API again"
+            f"{again} again"
         )
     if at > now + SIGNATURE_MAX_SKEW:
         return (
-            f"cannot approve: the signature is dated in the future (signed at {signed_at}, more "
+            f"{cannot} the signature is dated in the future (signed at {signed_at}, more "
             f"than {int(SIGNATURE_MAX_SKEW.total_seconds() // 60)} minutes after "
             f"{now.isoformat()}): the API's clock is ahead of the worker's"
         )

@@ -19,7 +19,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tempoconf.access.signing import CommandSigner, SigningKeyError
 from tempoconf.canonical import canonical_json
 from tempoconf.problems import InvalidRequestError
-from tempoconf.rollout.approvals import approval_refusal
 from tempoconf.rollout.commands import COMMANDS, CommandName, OperatorCommand
 from tempoconf.rollout.plan import plan_from_request
 from tempoconf.rollout.progress import RolloutProgress, RolloutState
@@ -101,7 +100,7 @@ def test_the_public_key_and_the_signed_message_are_as_documented() -> None:
 )
 def test_a_signature_counts_for_what_it_signed_only(tampered: dict[str, str]) -> None:
     found = problem(**tampered)
-    assert found is not None and "the signature is not valid for this approval" in found, found
+    assert found is not None and "the signature is not valid for this" in found, found
     assert "another identity, workflow, command or plan digest" in found
 
 
@@ -233,9 +232,10 @@ def test_a_rollout_without_a_key_approves_unsigned_as_before() -> None:
 
 def test_a_key_without_a_clock_is_a_programming_error() -> None:
     state = awaiting(SIGNER.public_key)
-    assert state.plan is not None
     with pytest.raises(ValueError, match="pass `now`"):
-        approval_refusal(state.plan, state.progress, OperatorCommand(by="bob"))
+        state.refusal(CommandName.APPROVE, OperatorCommand(by="bob"))
+    # an unsigned command needs no clock
+    assert state.refusal(CommandName.PAUSE, OperatorCommand(by="bob")) is None
 
 
 # -- the signing key file -------------------------------------------------------------------
@@ -310,3 +310,34 @@ def test_the_key_crosses_continue_as_new() -> None:
     assert "only through the tempoconf API" in (
         carried.refusal(CommandName.APPROVE, unsigned, now=NOW) or ""
     )
+
+
+def test_the_registry_flag_decides_which_commands_need_a_signature(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Marking another command `signed` (bypass skips every approval) is all it takes: the
+    rollout judges any signed command alike, and the API signs what the registry marks."""
+    monkeypatch.setitem(COMMANDS, "bypass", replace(COMMANDS["bypass"], signed=True))
+    state = awaiting(SIGNER.public_key)
+    unsigned = OperatorCommand(by="bob", reason="hotfix")
+    assert state.refusal(CommandName.BYPASS, unsigned, now=NOW) == (
+        "cannot bypass: this rollout takes `bypass` only through the tempoconf API (its access "
+        "policy signs them); bypass with `tempoconf rollout bypass a/b` or "
+        "POST /v1/admin/rollouts/a/b:bypass"
+    )
+    ignored = state.apply(CommandName.BYPASS, unsigned, at=NOW.isoformat())
+    assert not ignored.accepted and state.bypass is None
+    assert state.progress.history[-1].reason.startswith("bypass ignored: this rollout takes")
+    signature, signed_at = SIGNER.sign("bob", SIGNED["workflow_id"], "bypass", "", NOW)
+    good = replace(unsigned, signature=signature, signed_at=signed_at)
+    assert state.refusal(CommandName.BYPASS, good, now=NOW) is None
+    assert state.apply(CommandName.BYPASS, good, at=NOW.isoformat()).accepted
+    # halt, never
+    assert state.refusal(CommandName.HALT, OperatorCommand(), now=NOW) is None
+
+
+def test_a_halt_is_never_refused_for_want_of_a_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(COMMANDS, "halt", replace(COMMANDS["halt"], signed=True))
+    state = awaiting(SIGNER.public_key)
+    assert state.refusal(CommandName.HALT, OperatorCommand(), now=NOW) is None
+    assert state.apply(CommandName.HALT, OperatorCommand(reason="x"), at=NOW.isoformat()).accepted
