@@ -131,11 +131,11 @@ class AccessControl:
 
             self._verifier = OidcVerifier(policy.oidc)
         if policy.signing_key is not None:
-            from tempoconf.access.signing import CommandSigner
+            from tempoconf.access.signing import CommandSigner, SigningKeyError
 
             try:
-                self._signer = CommandSigner.from_pem(policy.signing_key)
-            except ValueError as error:
+                self._signer = CommandSigner.from_pem_file(policy.signing_key)
+            except SigningKeyError as error:
                 if self._signer is None:
                     raise
                 logger.error("%s; the signing key loaded before stays in use", error)

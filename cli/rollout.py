@@ -17,6 +17,7 @@ from tempoconf.cli._backend import (
     OperatorBackend,
     OperatorCommandInput,
     Prepared,
+    api_mode,
     operator_backend,
 )
 from tempoconf.cli._common import (
@@ -38,6 +39,7 @@ from tempoconf.gates.windows import next_opening, window_from_spec
 from tempoconf.problems import InvalidRequestError
 from tempoconf.rollout.details import time_left
 from tempoconf.rollout.request import RolloutRequest
+from tempoconf.rollout.signatures import API_ONLY
 from tempoconf.settings import Settings
 from tempoconf.temporal.names import request_workflow_id
 
@@ -309,6 +311,13 @@ async def _update(settings: Settings, args: argparse.Namespace) -> int:
             sent = await backend.command(command)
         except CommandRefused as refusal:
             print(refusal)
+            if API_ONLY in str(refusal) and not api_mode(settings):
+                # Direct mode sends the approve to Temporal itself, unsigned: say how to sign it.
+                print(
+                    "  this tempoconf talks to Temporal directly and cannot sign: set "
+                    "TEMPOCONF_API_URL (or --api-url) and TEMPOCONF_ADMIN_TOKEN to approve "
+                    "through the API"
+                )
             return 1
     return _print_command_result(name, sent.workflow_id, sent.result)
 

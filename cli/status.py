@@ -59,12 +59,15 @@ def steering_commands(
     approve: bool,
     digest: str = "",
     approvals: str = "",
+    signed: bool = False,
 ) -> list[str]:
     """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI.
 
     The approve commands name the plan's `digest` (a stage with approvals refuses one without);
     `approvals` is who may still approve such a stage (tempoconf.rollout.approvals.approvals_wanted),
-    whose Temporal CLI command then carries a `by` to fill in."""
+    whose Temporal CLI command then carries a `by` to fill in. `signed`: the rollout takes
+    approvals only through tempoconf's API (its plan has an `approval_key`), so no Temporal CLI
+    approve is printed."""
     tempoconf, temporal = tempoconf_command(), temporal_command()
     target = path_args(namespace, path)
     if workflow_id != rollout_workflow_id(namespace, path):
@@ -89,10 +92,17 @@ def steering_commands(
         lines.append(f"approve  {tempoconf} rollout approve {target}{plan} --reason '...'")
         if approvals:
             lines.append(f"         # {approvals}")
-        lines.append(
-            f"         {temporal} workflow update execute {where} -w '{workflow_id}' --name approve"
-            + given
-        )
+        if signed:
+            # The rollout counts only the API's signed approvals: the Temporal CLI's is refused.
+            lines.append(
+                "         # this rollout takes approvals only through tempoconf's API (signed): "
+                "not through the Temporal CLI"
+            )
+        else:
+            lines.append(
+                f"         {temporal} workflow update execute {where} -w '{workflow_id}' "
+                "--name approve" + given
+            )
     return lines
 
 
@@ -340,6 +350,7 @@ def format_view(
                     approve=approve,
                     digest=str(progress.get("digest") or ""),
                     approvals=approvals_note(progress),
+                    signed=bool(progress.get("signed_approvals")),
                 )
             ]
         lines.append(

@@ -32,6 +32,7 @@ from tempoconf.api.bodies import (
     read_json,
     validate_body,
 )
+from tempoconf.api.command_signing import command_signer, with_approval_key
 from tempoconf.api.deps import authorized_config, state_of
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
@@ -87,6 +88,7 @@ async def _planned(request: Request, principal: Principal) -> tuple[Any, Rollout
     starter = acting_identity(principal, raw, field="started_by", what="start")
     if starter.verified and isinstance(raw, dict):
         raw = {**raw, "started_by": starter.name}
+    raw = with_approval_key(request, raw)
     try:
         preview = await starting.plan_rollout(state_of(request).store, raw)
     except InvalidRequestError as error:
@@ -210,6 +212,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
     explicit = _workflow_id_param(request)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
     by = acting_identity(principal, raw, what=name)
+    signer = command_signer(request, raw, what=name)
     command = validate_body(OperatorCommand, raw, what=f"{name} request")
     store = state_of(request).store
     sent = await steer_rollout(
@@ -224,6 +227,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
             digest=command.digest,
             workflow_id=explicit,
         ),
+        signer=signer,
     )
     # The workflow's short CommandResult (the full progress stays GET /v1/admin/rollouts/{path}),
     # passed on as it comes: api.answers.CommandAnswer documents it.

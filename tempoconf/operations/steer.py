@@ -14,6 +14,7 @@ from tempoconf.operations.temporal_access import RPC_TIMEOUT, TemporalAccess, te
 from tempoconf.temporal.names import rollout_workflow_id
 
 if TYPE_CHECKING:
+    from tempoconf.access.signing import CommandSigner
     from tempoconf.store.store import Store
 
 __all__ = ["CommandSent", "OperatorCommandInput", "failure_message", "steer_rollout"]
@@ -55,13 +56,22 @@ def target_workflow(store: Store, namespace: str, path: str) -> str:
 
 
 async def steer_rollout(
-    open_store: Callable[[], Store], temporal: TemporalAccess, command: OperatorCommandInput
+    open_store: Callable[[], Store],
+    temporal: TemporalAccess,
+    command: OperatorCommandInput,
+    *,
+    signer: CommandSigner | None = None,
 ) -> CommandSent:
     """Send `command`. Refused when the rollout refuses it, NotFound when no such workflow runs,
     Undelivered when Temporal could not take it. `open_store`: the store, opened only when the
-    workflow must be looked up (a command with its workflow id needs none)."""
+    workflow must be looked up (a command with its workflow id needs none). `signer` (the admin
+    API's, with an access policy on): a command the registry marks `signed` (approve) carries its
+    signature over who, the workflow, the command and the digest, now
+    (tempoconf.rollout.signatures)."""
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError, RPCStatusCode
+
+    from tempoconf.rollout.commands import COMMANDS
 
     name, namespace, path = command.name, command.namespace, command.path
     workflow_id = command.workflow_id
@@ -71,6 +81,12 @@ async def steer_rollout(
     argument = {"reason": command.reason, "by": command.by}
     if command.digest:
         argument["digest"] = command.digest
+    spec = COMMANDS.get(name)
+    if signer is not None and spec is not None and spec.signed:
+        # Signed once the workflow is known: the signature is good for this workflow only.
+        argument["signature"], argument["signed_at"] = signer.sign_now(
+            command.by, workflow_id, name, command.digest
+        )
     try:
         result = await client.get_workflow_handle(workflow_id).execute_update(
             name, argument, rpc_timeout=RPC_TIMEOUT

@@ -6,12 +6,17 @@ names the digest of the plan its approver reviewed (tempoconf.rollout.digest). A
 takes one `approve`, which may name a digest (then it must match) or not.
 
 Who approves is the command's `by`: the admin API sets it from the name of the caller's token
-(and refuses a body `by` that differs); through the Temporal CLI it is whatever `--input` says,
-since Temporal gives workflow code no caller identity (temporalio 1.35: `UpdateInfo` has an id
-and a name only). docs/contract.md, Four-eyes approvals, says what this trusts.
+(and refuses a body `by` that differs). Temporal gives workflow code no caller identity
+(temporalio 1.35: `UpdateInfo` has an id and a name only), so through the Temporal CLI `by` would
+be whatever `--input` says: a rollout the API started with an access policy on carries the API's
+public key (`approval_key`), and counts an approve only with the API's fresh signature over its
+`by`, the workflow, the command and the digest (tempoconf.rollout.signatures); the Temporal CLI
+cannot make one. Without a key, `by` is taken as given. docs/contract.md, Four-eyes approvals and
+Signed approvals, says what this trusts.
 
 Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) and its
-`apply_approve` (a signal, or an accepted update).
+`apply_approve` (a signal, or an accepted update), once its `signature_refusal` passed the
+command.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ def approval_refusal(
 ) -> str | None:
     """Why this approval of the stage awaiting approval cannot count; None: it counts.
 
-    The digest first (a stale plan is the most important thing to tell), then who approves."""
+    The digest first (a stale plan is the most important thing to tell), then who approves. (The
+    API's signature, where the plan wants one, is judged before: RolloutRunState.signature_refusal.)"""
     given = command.digest.strip()
     # A run continued from one that predates digests carries none: its plan still has one.
     running = progress.digest or (plan_digest(plan) if plan is not None else "")

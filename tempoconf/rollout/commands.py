@@ -15,7 +15,9 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import ConfigDict, Field, with_config
+from pydantic.json_schema import SkipJsonSchema
 
+from tempoconf.rollout.signatures import MAX_SIGNATURE_CHARS, MAX_SIGNED_AT_CHARS
 from tempoconf.storable import STORABLE
 
 __all__ = [
@@ -64,6 +66,9 @@ class CommandSpec:
     """An update: refused by its validator before anything is recorded, else answered."""
     takes_digest: bool = False
     """The command names the plan it acts on (`digest`, `--digest`; tempoconf.rollout.approvals)."""
+    signed: bool = False
+    """A rollout whose plan has an `approval_key` takes it only with the API's signature
+    (tempoconf.rollout.signatures). Never halt: the way back is always open."""
 
     @property
     def summary(self) -> str:
@@ -86,7 +91,11 @@ OPERATOR_COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(CommandName.RESUME, "clear the pause", AnswerWhen.SETTLED),
     CommandSpec(
-        CommandName.APPROVE, "let a manual stage advance", AnswerWhen.SETTLED, takes_digest=True
+        CommandName.APPROVE,
+        "let a manual stage advance",
+        AnswerWhen.SETTLED,
+        takes_digest=True,
+        signed=True,
     ),
 )
 COMMANDS: Mapping[str, CommandSpec] = {spec.name.value: spec for spec in OPERATOR_COMMANDS}
@@ -109,6 +118,17 @@ class OperatorCommand:
     """approve only: the digest of the plan the approver reviewed (tempoconf.rollout.digest); it must be
     the running rollout's. Required by a stage with `approvals`; the other commands ignore it
     (a halt is never refused for a stale digest)."""
+    # Not in the API's document (SkipJsonSchema): the API sets both, and refuses a body's.
+    signature: Annotated[
+        SkipJsonSchema[str], Field(max_length=MAX_SIGNATURE_CHARS, strict=True), STORABLE
+    ] = ""
+    """approve only: the API's Ed25519 signature (base64) over who, which workflow, which command,
+    which digest and `signed_at` (tempoconf.rollout.signatures); the admin API sets it, a rollout
+    whose plan has an `approval_key` requires it."""
+    signed_at: Annotated[
+        SkipJsonSchema[str], Field(max_length=MAX_SIGNED_AT_CHARS, strict=True), STORABLE
+    ] = ""
+    """When the API signed it (ISO 8601): a signature counts for 10 minutes."""
 
 
 def command_path(path: str, name: str) -> str:

@@ -232,10 +232,24 @@ def render_current_details(
             four_eyes = stage is not None and stage.approvals is not None
             argument = approve_argument(progress.digest, approvals=four_eyes)
             who = approvals_line(plan, progress) if four_eyes else None
-            lines.append(
-                f"- approve{f' ({who})' if who else ''}: "
-                f"{command('update execute', 'approve', argument=argument)}"
-            )
+            if plan.approval_key:
+                # The Temporal CLI cannot sign: its approve would be refused.
+                digest = f" --digest {progress.digest}" if progress.digest else ""
+                target = progress.path + (
+                    f" --namespace {progress.namespace}"
+                    if progress.namespace not in ("", "default")
+                    else ""
+                )
+                lines.append(
+                    f"- approve{f' ({who})' if who else ''}: through tempoconf's API only "
+                    f"(this rollout takes signed approvals): `tempoconf rollout approve "
+                    f"{target}{digest}`"
+                )
+            else:
+                lines.append(
+                    f"- approve{f' ({who})' if who else ''}: "
+                    f"{command('update execute', 'approve', argument=argument)}"
+                )
         if state in (RolloutState.WAITING_FOR_APPLY, RolloutState.APPLY_TIMED_OUT):
             lines.append(f"- pass the apply gate as is: {command('update execute', 'advance')}")
         if progress.pause_reasons:

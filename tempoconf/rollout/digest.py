@@ -58,6 +58,9 @@ EXCLUDED_PLAN_FIELDS = frozenset(
         # Who starts it, not what it does: a plan reviewed by one identity and started by
         # another keeps its digest.
         "started_by",
+        # Whose signature an approval needs: how approvals reach it, not what it does (a plan
+        # reviewed without the API keeps its digest when the API starts it).
+        "approval_key",
     }
 )
 """Top-level fields of `RolloutPlan` that are no part of what the rollout does."""

@@ -231,6 +231,8 @@ class RolloutPlan:
     message: str = ""
     started_by: str = ""
     """Who started it, verified (tempoconf.rollout.request); "" when no one was."""
+    approval_key: str = ""
+    """The public key an `approve` must be signed with (tempoconf.rollout.signatures); "": none."""
     webhooks: list[str] = field(default_factory=list)
     change: str = ""
     """What the rollout changes, for people (`max_connections 1000 → 2000`; tempoconf.rollout.change)."""
@@ -346,6 +348,7 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         commit=request.commit,
         message=request.message,
         started_by=request.started_by,
+        approval_key=request.approval_key,
         webhooks=list(request.webhooks),
         windows=[window_from_spec(window) for window in request.windows],
         override_freeze=request.override_freeze.reason if request.override_freeze else None,

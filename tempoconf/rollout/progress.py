@@ -229,6 +229,9 @@ class RolloutProgress:
     """The approvals the current stage has so far (a stage with `approvals`)."""
     author: str = ""
     """The request's author: who may not approve a stage with `approvals.forbid_author`."""
+    signed_approvals: bool = False
+    """The plan has an `approval_key`: an `approve` counts only through the tempoconf API, which
+    signs it (tempoconf.rollout.signatures)."""
 
 
 @dataclass

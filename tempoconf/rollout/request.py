@@ -29,6 +29,7 @@ from tempoconf.rollout.change_specs import (
     changeset_problems,
 )
 from tempoconf.rollout.health_specs import HealthCheckSpec
+from tempoconf.rollout.signatures import MAX_KEY_CHARS, approval_key_problem
 from tempoconf.rollout.spec_fields import (
     VERSION_ID_PATTERN,
     ConfigPath,
@@ -124,6 +125,11 @@ class RolloutRequest(StrictSpec):
     started_by: str = Field(default="", max_length=200)
     """Who started it, as the admin API verified it: a named admin token's name, set by the API
     (a body naming another is refused). Four eyes forbid it as they forbid `author`."""
+    approval_key: str = Field(default="", max_length=MAX_KEY_CHARS)
+    """The public key (`ed25519:` + base64) whose signature an `approve` must carry: set by the
+    admin API when its access policy signs commands (a body naming another key is refused), so
+    an approval sent to the workflow some other way (the Temporal CLI) does not count; "": any
+    approve counts (tempoconf.rollout.signatures). No part of the plan's digest."""
     # Change windows and freezes (tempoconf.gates.windows, tempoconf.gates.freezes).
     windows: list[WindowSpec] = Field(default_factory=list, max_length=20)
     """A stage is published (and the version promoted) only inside one of these; none: any time."""
@@ -131,6 +137,14 @@ class RolloutRequest(StrictSpec):
     """Pass a freeze of the namespace; each freeze passed is in the audit log with this reason."""
 
     _positive_expiration = field_validator("default_expiration_time")(positive_duration)
+
+    @field_validator("approval_key")
+    @classmethod
+    def _an_ed25519_key(cls, key: str) -> str:
+        problem = approval_key_problem(key) if key else None
+        if problem is not None:
+            raise ValueError(problem)
+        return key
 
     @property
     def is_changeset(self) -> bool:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from tempoconf.rollout.approvals import approval_refusal, record_approval
-from tempoconf.rollout.commands import CommandName, OperatorCommand
+from tempoconf.rollout.commands import COMMANDS, CommandName, OperatorCommand
 from tempoconf.rollout.digest import plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import (
@@ -38,6 +38,7 @@ from tempoconf.rollout.progress import (
     describe_phase,
     stays_on,
 )
+from tempoconf.rollout.signatures import signature_problem
 
 __all__ = [
     "APPLY_GATE_STATES",
@@ -162,6 +163,7 @@ class RolloutRunState:
         self.plan = plan
         self.progress.version = plan.version
         self.progress.author = plan.author
+        self.progress.signed_approvals = bool(plan.approval_key)
         self.progress.changes = (
             [f"{namespace}/{path} {version}" for namespace, path, version in plan.configs()]
             if plan.changes
@@ -497,7 +499,12 @@ class RolloutRunState:
             # validator refused it).
             return self._ignored(by, refused.replace("cannot approve", "approve ignored", 1), at=at)
         approved, text = record_approval(self.plan, progress, command, at=at)
-        audit = {"approval": {"identity": by, "digest": command.digest, "reason": command.reason}}
+        approval = {"identity": by, "digest": command.digest, "reason": command.reason}
+        if self.plan is not None and self.plan.approval_key:
+            # The API's signature the rollout checked: the audit row can be verified again (an
+            # unkeyed rollout checks none, so it records none).
+            approval |= {"signature": command.signature, "signed_at": command.signed_at}
+        audit = {"approval": approval}
         if not approved:
             waiting = f"{text}; waiting for more approvals"
             self.note(by, text, at=at, details=audit)
@@ -527,8 +534,40 @@ class RolloutRunState:
             return f"halted: nothing was published; {stays_on(self.progress)}"
         return effect.done
 
+    def signature_refusal(
+        self, command: CommandName, argument: OperatorCommand, *, now: datetime | None
+    ) -> str | None:
+        """Why `command` does not count for want of the API's signature; None: it needs none (an
+        unsigned command, a plan without `approval_key`) or carries a valid, fresh one
+        (tempoconf.rollout.signatures; `now`: the workflow's clock, required then)."""
+        plan = self.plan
+        # halt, whatever the registry says: the way back is always open.
+        if command == CommandName.HALT or not COMMANDS[command].signed:
+            return None
+        if plan is None or not plan.approval_key:
+            return None
+        if now is None:
+            raise ValueError(f"a signed {command} is judged at a time: pass `now`")
+        # Signed over the identity and digest as sent (not stripped): what the API signed.
+        return signature_problem(
+            plan.approval_key,
+            signature=argument.signature,
+            signed_at=argument.signed_at,
+            identity=argument.by,
+            workflow_id=self.progress.workflow_id,
+            command=command.value,
+            digest=argument.digest,
+            now=now,
+            path=self.progress.path or plan.path,
+        )
+
     def apply(self, command: CommandName, argument: OperatorCommand, *, at: str) -> Effect:
         """Act on an operator command (a signal, or an update its validator accepted)."""
+        unsigned = self.signature_refusal(command, argument, now=datetime.fromisoformat(at))
+        if unsigned is not None:
+            # A signal cannot be refused: one the API did not sign changes nothing, noted.
+            why = unsigned.replace(f"cannot {command}", f"{command} ignored", 1)
+            return self._ignored(argument.by or DEFAULT_OPERATOR, why, at=at)
         apply = {
             CommandName.HALT: self.apply_halt,
             CommandName.BYPASS: self.apply_bypass,
@@ -539,12 +578,24 @@ class RolloutRunState:
         }[command]
         return apply(argument, at=at)
 
-    def refusal(self, command: CommandName, argument: OperatorCommand | None = None) -> str | None:
-        """Why an update `command` is refused before it is written to history; None: accepted."""
+    def refusal(
+        self,
+        command: CommandName,
+        argument: OperatorCommand | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> str | None:
+        """Why an update `command` is refused before it is written to history; None: accepted.
+        `now`: the workflow's clock, which judges the API's signature of a signed command
+        (`signature_refusal`)."""
         progress = self.progress
         state = RolloutState(progress.state)
         if state in FINAL_STATES:
             return f"cannot {command}: the rollout has already ended ({state.value})"
+        # Without the API's signature nothing else is worth telling: send it through the API.
+        unsigned = self.signature_refusal(command, argument or OperatorCommand(), now=now)
+        if unsigned is not None:
+            return unsigned
         if command == CommandName.HALT and state == RolloutState.PROMOTING:
             return (
                 "cannot halt: the version is being promoted to stable; roll back with "

@@ -141,3 +141,20 @@ def test_who_may_still_approve() -> None:
         approvals_wanted(required=1, approved_by=["bob"], author="alice", forbid_author=True)
         == "approvals 1/1 (bob)"
     )
+
+
+def test_a_rollout_with_an_approval_key_hints_approving_through_the_api_only() -> None:
+    key = "ed25519:A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg="
+    state = awaiting_approval({**FOUR_EYES, "approval_key": key})
+    digest = state.progress.digest
+    view = status_view(state)
+    # tempoconf's approve (through the API when it is configured), never the Temporal CLI's
+    assert f"rollout approve myproject/payment_limits --digest {digest}" in view, view
+    assert "--name approve" not in view, view
+    assert "approvals only through tempoconf's API (signed): not through the Temporal CLI" in view
+    assert "--name halt" in view, view
+    details = render_current_details(state.progress, state.plan, now=NOW)
+    line = next(line for line in details.splitlines() if line.startswith("- approve"))
+    assert "through tempoconf's API only (this rollout takes signed approvals)" in line, line
+    assert f"`tempoconf rollout approve myproject/payment_limits --digest {digest}`" in line
+    assert "--name approve" not in details and "--name halt" in details, details

@@ -53,7 +53,9 @@ def test_a_bad_body_says_what_is_wrong_and_where(raw: dict[str, object], problem
 def test_the_argument_crosses_the_default_converter() -> None:
     converter = DataConverter.default.payload_converter
     [payload] = converter.to_payloads([OperatorCommand("why", "bob")])
-    assert json.loads(payload.data) == {"reason": "why", "by": "bob", "digest": ""}
+    assert json.loads(payload.data) == {
+        "reason": "why", "by": "bob", "digest": "", "signature": "", "signed_at": "",
+    }  # fmt: skip
     assert converter.from_payloads([payload], [OperatorCommand]) == [OperatorCommand("why", "bob")]
     # what the CLI and the API send when no digest is given: no digest key at all
     [without] = converter.to_payloads([{"reason": "why", "by": "bob"}])

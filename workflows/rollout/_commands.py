@@ -107,6 +107,8 @@ def apply(run: RolloutRun, command: CommandName, argument: OperatorCommand | Non
         reason=storable_text(given.reason),
         by=storable_text(given.by),
         digest=storable_text(given.digest),
+        signature=storable_text(given.signature),
+        signed_at=storable_text(given.signed_at),
     )
     effect = run.state.apply(command, given, at=run.now_iso())
     refresh_view(run)
@@ -124,7 +126,8 @@ def refuse(run: RolloutRun, command: CommandName, argument: OperatorCommand | No
         problem = text_problem(text)
         if problem is not None:
             raise ApplicationError(f"invalid {command.value} {field}: {problem}")
-    refusal = run.state.refusal(command, argument)
+    # The workflow's clock judges an approval's signature (its freshness).
+    refusal = run.state.refusal(command, argument, now=run.clock())
     if refusal:
         raise ApplicationError(refusal)
 
