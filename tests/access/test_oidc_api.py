@@ -73,6 +73,12 @@ async def test_operators_sign_in_with_the_providers_tokens(tmp_path: Path) -> No
                 assert polled.status_code == 401, polled.text
                 assert "not an OpenID Connect token" in polled.text
 
+                # the provider rotates its key: new tokens verify (the unknown kid refetches;
+                # refetches are spaced, so this comes before the forged kid below)
+                provider.rotate()
+                rotated = provider.token("deployer")
+                assert (await http.get(schema, headers=bearer(rotated))).status_code == 200
+
                 # a token signed by a key the provider never published
                 forged = sign(
                     {
@@ -87,11 +93,6 @@ async def test_operators_sign_in_with_the_providers_tokens(tmp_path: Path) -> No
                 refused = await http.get(schema, headers=bearer(forged))
                 assert refused.status_code == 401, refused.text
                 assert refused.json()["error"].startswith("OpenID Connect token refused")
-
-                # the provider rotates its key: new tokens verify (the unknown kid refetches)
-                provider.rotate()
-                rotated = provider.token("deployer")
-                assert (await http.get(schema, headers=bearer(rotated))).status_code == 200
 
                 # a token long expired, signed with the provider's own key
                 expired = sign(

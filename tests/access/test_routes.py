@@ -202,7 +202,6 @@ async def test_a_changeset_needs_the_role_in_every_namespace_it_touches(
     )
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", migrate=True)
     changeset = {
-        "changeset": "pair",
         "changes": [
             {"path": PATH, "namespace": NAMESPACE, "value": {"a": 1}},
             {"path": PATH, "namespace": "team-b", "value": {"b": 1}},
@@ -216,7 +215,8 @@ async def test_a_changeset_needs_the_role_in_every_namespace_it_touches(
             )
             assert planned.status_code == 403, planned.text
             assert "'alice' needs the operator role in namespace 'team-b'" in planned.text
-            changeset["changes"] = changeset["changes"][:1]
+            changeset["changes"][1]["namespace"] = NAMESPACE
+            changeset["changes"][1]["path"] = "app/other"
             planned = await http.post(
                 "/v1/admin/plans", json=changeset, headers=bearer("alice-secret")
             )
@@ -242,7 +242,7 @@ async def test_lists_across_namespaces_show_only_those_the_caller_may_view(
             for namespace in (NAMESPACE, "team-b"):
                 frozen = await http.post(
                     "/v1/admin/freezes",
-                    json={"namespace": namespace},
+                    json={"namespace": namespace, "reason": "release"},
                     headers=bearer("root-secret"),
                 )
                 assert frozen.status_code == 201, frozen.text
@@ -258,11 +258,17 @@ async def test_lists_across_namespaces_show_only_those_the_caller_may_view(
 
 # Header values a client can send (latin-1, no CR, LF or NUL): anything at all after that.
 _HEADER_VALUES = st.one_of(
-    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=200),
+    st.text(
+        alphabet=st.characters(min_codepoint=32, max_codepoint=255, exclude_characters="\x7f"),
+        max_size=200,
+    ),
     st.builds(
         lambda scheme, rest: f"{scheme} {rest}",
         st.sampled_from(["Bearer", "bearer", "BEARER", "Basic", "Token", "Bearer  "]),
-        st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=200),
+        st.text(
+            alphabet=st.characters(min_codepoint=32, max_codepoint=255, exclude_characters="\x7f"),
+            max_size=200,
+        ),
     ),
     st.builds(
         lambda a, b, c: f"Bearer {a}.{b}.{c}",  # shaped like a JWT: the OpenID path
@@ -296,9 +302,9 @@ async def test_malformed_authorization_headers_are_401s_never_errors(tmp_path: P
             check()
             for value, _ in answers:
                 for target in (f"/v1/admin/schemas/{PATH}", f"/v1/configs/{PATH}"):
-                    answer = await http.get(
-                        target, headers={"Authorization": value.encode("latin-1")}
-                    )
+                    # h11 sends no value with leading or trailing whitespace
+                    header = value.strip(" \t").encode("latin-1")
+                    answer = await http.get(target, headers={"Authorization": header})
                     assert answer.status_code in (401, 403, 503), (value, answer.text)
                     if answer.status_code == 503:  # a JWT-shaped one asks the OpenID provider
                         assert "OpenID" in answer.text or "provider" in answer.text, answer.text
