@@ -129,7 +129,9 @@ class AccessControl:
         if policy.oidc is not None and self._verifier is None:
             from tempoconf.access.oidc import OidcVerifier
 
-            self._verifier = OidcVerifier(policy.oidc)
+            self._verifier = OidcVerifier(
+                policy.oidc, min_refetch_interval=policy.oidc.key_refresh_seconds
+            )
         if policy.signing_key is not None:
             from tempoconf.access.signing import CommandSigner, SigningKeyError
 

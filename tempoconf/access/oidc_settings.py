@@ -17,3 +17,6 @@ class OidcSettings:
     """The claim that names who the caller is (audit rows, approvals)."""
     groups_claim: str = "groups"
     """The claim listing the caller's groups (the policy's `groups` give them roles)."""
+    key_refresh_seconds: float = 30.0
+    """A token signed by a key not yet known makes the API fetch the provider's keys again, at
+    most this often (a flood of made-up key ids must not become a flood of fetches)."""

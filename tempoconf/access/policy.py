@@ -96,6 +96,7 @@ POLICY_SCHEMA: Mapping[str, Any] = {
                 "audience": {"type": "string", "minLength": 1},
                 "identity_claim": {"type": "string", "minLength": 1},
                 "groups_claim": {"type": "string", "minLength": 1},
+                "key_refresh_seconds": {"type": "number", "minimum": 0, "maximum": 86400},
             },
         },
         "groups": {"type": "object", "additionalProperties": _GRANTS},
