@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from time import monotonic
 from typing import TYPE_CHECKING
 
@@ -52,13 +52,14 @@ def bearer_credentials(authorization: bytes | str | None) -> bytes | bool | None
 class AccessDenials:
     """Refusals counted by (route, reason) for /metrics; each caller's logged once a minute."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = monotonic) -> None:
         self.counts: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._logged: dict[tuple[str, str], float] = {}
+        self._clock = clock
 
     def deny(self, status: int, route: str, reason: str, who: str, message: str) -> ApiError:
         self.counts[(route, reason)] += 1
-        now = monotonic()
+        now = self._clock()
         key = (who, reason)
         last = self._logged.get(key)
         if last is None or now - last >= _LOG_EVERY:

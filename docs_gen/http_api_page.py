@@ -60,7 +60,9 @@ def _security(document: dict[str, Any], operation: dict[str, Any]) -> str:
     said = [
         f"{code(name)} ({schemes.get(name, {}).get('description', 'bearer')})" for name in names
     ]
-    return "*Auth*: a bearer token, " + ", ".join(said) + "."
+    role = operation.get("x-tempoconf-role")
+    needs = f" Under an access policy, the {code(role)} role in the namespace." if role else ""
+    return "*Auth*: a bearer token, " + ", ".join(said) + "." + needs
 
 
 class _Page:
