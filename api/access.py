@@ -18,6 +18,7 @@ from time import monotonic
 from typing import TYPE_CHECKING
 
 from tempoconf.access.identity import EVERY_CLIENT, ClientPrincipal, Principal, PrincipalKind
+from tempoconf.access.oidc import OidcRefusal, OidcVerifier, looks_like_jwt
 from tempoconf.access.policy import AccessPolicy
 from tempoconf.access.roles import Role
 from tempoconf.access.source import PolicySource
@@ -25,7 +26,6 @@ from tempoconf.api.errors import ApiError
 from tempoconf.settings import Settings
 
 if TYPE_CHECKING:
-    from tempoconf.access.oidc import OidcVerifier
     from tempoconf.access.signing import CommandSigner
 
 __all__ = ["WWW_AUTHENTICATE", "AccessControl", "AccessDenials", "bearer_credentials"]
@@ -63,7 +63,7 @@ class AccessDenials:
         key = (who, reason)
         last = self._logged.get(key)
         if last is None or now - last >= _LOG_EVERY:
-            if len(self._logged) >= _LOG_KEYS_KEPT:  # bounded: callers are the caller's choice
+            if len(self._logged) >= _LOG_KEYS_KEPT:  # bounded: the names come from requests
                 self._logged = {k: t for k, t in self._logged.items() if now - t < _LOG_EVERY}
             self._logged[key] = now
             logger.warning("access denied (%s) to %s on %s: %s", reason, who, route, message)
@@ -85,8 +85,9 @@ class AccessControl:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessControl:
-        """PolicyError when the policy file does not load; ValueError when the policy file and
-        the single-team tokens are both set (which would guard the API?)."""
+        """PolicyError when the policy file does not load, SigningKeyError when its signing key
+        does not; ValueError when the single-team tokens are set beside it (which of the two
+        would guard the API is not for the reader to guess)."""
         if settings.access_file is None:
             return cls(settings)
         both = [
@@ -128,8 +129,6 @@ class AccessControl:
             self._retired.append(self._verifier)  # closed with the app (aclose)
             self._verifier = None
         if policy.oidc is not None and self._verifier is None:
-            from tempoconf.access.oidc import OidcVerifier
-
             self._verifier = OidcVerifier(
                 policy.oidc, min_refetch_interval=policy.oidc.key_refresh_seconds
             )
@@ -139,8 +138,10 @@ class AccessControl:
             try:
                 self._signer = CommandSigner.from_pem_file(policy.signing_key)
             except SigningKeyError as error:
-                if self._signer is None:
-                    raise
+                if self._policy is None:
+                    raise  # at start: the process refuses to run
+                # A reload: approvals stay signed with the key before (or, without one, unsigned
+                # and so refused by the rollouts that carry a key: the safe side).
                 logger.error("%s; the signing key loaded before stays in use", error)
         else:
             self._signer = None
@@ -186,21 +187,13 @@ class AccessControl:
     def client(self, authorization: bytes | str | None, route: str) -> ClientPrincipal:
         """The fleet client calling a client route (config reads, bundles, OFREP, reports);
         401 without a client credential the API knows, 403 for an operator's token."""
+        found = self.known_client(authorization)
+        if found is not None:
+            return found
         policy = self.policy
-        if policy is None:
-            token = self.settings.client_token
-            if token is None:
-                return EVERY_CLIENT
-            credentials = bearer_credentials(authorization)
-            if isinstance(credentials, bytes) and hmac.compare_digest(credentials, token.encode()):
-                return EVERY_CLIENT
-            raise self._unauthenticated(route, credentials, "client token")
         credentials = bearer_credentials(authorization)
-        if not isinstance(credentials, bytes):
+        if policy is None or not isinstance(credentials, bytes):
             raise self._unauthenticated(route, credentials, "client token")
-        entry = policy.client(credentials)
-        if entry is not None:
-            return ClientPrincipal(entry.name, entry.namespaces)
         operator = policy.token(credentials)
         if operator is not None:
             raise self.denials.deny(
@@ -265,8 +258,6 @@ class AccessControl:
         raise self._unknown(route, "operator token")
 
     async def _oidc(self, policy: AccessPolicy, token: str, route: str) -> Principal:
-        from tempoconf.access.oidc import OidcRefusal
-
         assert self._verifier is not None
         try:
             identity = await self._verifier.verify(token)
@@ -358,6 +349,5 @@ class AccessControl:
 
 
 def _looks_like_jwt(credentials: bytes) -> bool:
-    """Three base64url segments: worth asking the OpenID verifier about."""
-    parts = credentials.split(b".")
-    return len(parts) == 3 and all(parts[:2]) and len(credentials) < 16384
+    """Shaped like a JWT: worth asking the OpenID verifier about."""
+    return looks_like_jwt(credentials.decode("latin-1"))
