@@ -207,7 +207,9 @@ class DevStack(AsyncRunning):
             held = f"its file does not load now ({len(error.problems)} problem(s))"
         else:
             issuer = f", OpenID issuer {policy.oidc.issuer}" if policy.oidc is not None else ""
-            held = f"{len(policy.tokens)} operator token(s), {len(policy.clients)} client(s){issuer}"
+            held = (
+                f"{len(policy.tokens)} operator token(s), {len(policy.clients)} client(s){issuer}"
+            )
         return [
             f"Access policy on ({shown_path(path)}): {held};",
             "  - tempoconf in another shell goes through the API with TEMPOCONF_API_TOKEN=<token> "
