@@ -2,11 +2,13 @@
 API (live, over a store) under another: the edge's clients read and report in their namespaces
 only (403 elsewhere, 401 without a token, 403 for an operator's token), through an upstream
 token that is a client of the origin's policy covering both; a long-poll through the edge gets
-the change made at the origin."""
+the change made at the origin; SIGHUP makes the edge read its policy again."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,3 +149,26 @@ async def test_edge_clients_read_and_report_in_their_namespaces_only(
         woken = await asyncio.wait_for(held, 25)
         assert woken.status_code == 200, woken.text
         assert (woken.json()["value"], woken.json()["version"]) == ({"limit": 2}, a2.version)
+
+        # SIGHUP: the edge reads its policy again (rotated in place, its stamp kept: only the
+        # signal can explain the change), and serves on
+        rotated = write_policy(
+            tmp_path / "rotated",
+            tokens={"alice": (OPERATOR, [(["team-a"], ["operator"])])},
+            clients={"fleet-a": (FLEET_A, ["team-a"]), "fleet-b": ("fleet-b-rotated", ["team-b"])},
+        )
+        before = os.stat(edge_policy)
+        with open(edge_policy, "r+b") as file:
+            file.write(rotated.read_bytes())
+        os.utime(edge_policy, ns=(before.st_atime_ns, before.st_mtime_ns))
+        await asyncio.sleep(1.5)
+        assert (await read(FLEET_B, "team-b")).status_code == 200
+        edge.process.send_signal(signal.SIGHUP)
+
+        async def rotated_in() -> bool:
+            assert (await read("fleet-b-rotated", "team-b")).status_code == 200
+            return True
+
+        await eventually(rotated_in, what="the edge's policy reloaded", timeout=3)
+        assert (await read(FLEET_B, "team-b")).status_code == 401
+        assert edge.process.poll() is None, edge.log()
