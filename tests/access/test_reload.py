@@ -141,7 +141,7 @@ def test_the_policy_file_is_followed_by_mtime_kept_when_broken_and_reread_on_sig
         eventually_sync(
             lambda: api.status("fleet-n-secret") == 200, what="the added client", timeout=5
         )
-        assert time.monotonic() - added < 3.0
+        assert time.monotonic() - added < 4.0  # looked at once a second (slack for a busy host)
 
         # A client removed: its token stops working.
         _policy(api.policy.parent, **{"fleet-n": ("fleet-n-secret", [NAMESPACE])})

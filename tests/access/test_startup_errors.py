@@ -107,6 +107,7 @@ def test_a_policy_that_cannot_be_used_stops_the_start_with_one_clear_message(
     for text in expected:
         assert text in result.stderr, result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout == ""  # the one message is all
     assert "starting the Temporal dev server" not in result.stdout  # refused before anything
     assert "listening" not in result.stdout + result.stderr
     assert not (data_dir / "temporal.log").exists()  # dev started no server
