@@ -31,6 +31,7 @@ __all__ = [
     "SUCCESSFUL_OUTCOMES",
     "CommandError",
     "actor",
+    "check_access_policy",
     "connect_temporal",
     "die",
     "example_path",
@@ -78,6 +79,22 @@ class CommandError(Exception):
 
 def die(message: str, *, exit_code: int = 1) -> NoReturn:
     raise CommandError(message, exit_code=exit_code)
+
+
+def check_access_policy(settings: Settings, command: str) -> None:
+    """Refuse to start `tempoconf COMMAND` (api, dev, edge) when its access policy
+    (TEMPOCONF_ACCESS_FILE) would not load: exit 2 at once, with the problems and where they
+    are, before anything else starts (dev's Temporal server, a supervisor's workers)."""
+    if settings.access_file is None:
+        return
+    from tempoconf.access.policy import PolicyError
+    from tempoconf.access.signing import SigningKeyError
+    from tempoconf.api.access import AccessControl
+
+    try:
+        AccessControl.from_settings(settings)  # loads the file and its signing key, as the app will
+    except (PolicyError, SigningKeyError, ValueError) as error:
+        die(f"tempoconf {command}: {error}", exit_code=2)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -286,11 +303,19 @@ def workflow_ui_url(settings: Settings, workflow_id: str, run_id: str | None = N
 
 
 def run_until_signal(
-    main: Callable[[], Coroutine[Any, Any, int]], *, fast_loop: bool = False, quiet: bool = False
+    main: Callable[[], Coroutine[Any, Any, int]],
+    *,
+    fast_loop: bool = False,
+    quiet: bool = False,
+    hangup: bool = False,
 ) -> int:
     """Run `main()`; SIGINT/SIGTERM cancel it (its cleanup runs) and the exit code is 0.
 
     `quiet` leaves out the "stopping..."/"stopped." lines (an API worker: its supervisor speaks).
+
+    `hangup`: SIGHUP does not stop it (its default action would). It asks a server to read its
+    access policy again: the API's or edge's handler (api/server.py) takes it over once serving
+    under a policy; until then, or without one, it is only noted.
 
     `fast_loop` runs it on uvloop (installed with uvicorn[standard]) when available: the API's poll
     path is measured on it (bench/), so production should run on it too.
@@ -314,6 +339,8 @@ def run_until_signal(
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal, signum)
+        if hangup:
+            loop.add_signal_handler(signal.SIGHUP, _hangup_noted)
         try:
             return await main()
         except asyncio.CancelledError:
@@ -323,7 +350,7 @@ def run_until_signal(
                 return 0
             raise
         finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in (signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hangup else [])):
                 loop.remove_signal_handler(signum)
 
     loop_factory = None
@@ -336,3 +363,7 @@ def run_until_signal(
             pass
     with asyncio.Runner(loop_factory=loop_factory) as runner_:
         return runner_.run(runner())
+
+
+def _hangup_noted() -> None:
+    print("SIGHUP: no access policy is being served to read again", file=sys.stderr, flush=True)

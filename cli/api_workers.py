@@ -5,7 +5,8 @@ seen-clients flush and metrics) that binds the port with SO_REUSEPORT, so the ke
 connections across them. The supervisor (this process) holds the port bound without listening (so
 `--port 0` resolves once and nobody else takes the port between restarts), starts the workers,
 restarts one that dies (with backoff, logged), and on SIGTERM/SIGINT stops them all gracefully.
-Workers die with the supervisor, even when it is killed (PR_SET_PDEATHSIG).
+SIGHUP is passed on to every worker (each reads its access policy again). Workers die with the
+supervisor, even when it is killed (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ async def supervise_workers(
     Returns a worker's exit code when one fails before the first start of every worker is
     serving (a setting, the store): restarting it would only fail again."""
     pool = [_Worker(index) for index in range(1, workers + 1)]
+    loop = asyncio.get_running_loop()
+    # The workers are in sessions of their own: a SIGHUP meant for the API reaches them only so
+    # (and SIGHUP's default action would stop the supervisor).
+    loop.add_signal_handler(signal.SIGHUP, _pass_on, pool, signal.SIGHUP)
     try:
         for worker in pool:
             await _start(worker, args, settings, port)
@@ -78,7 +83,21 @@ async def supervise_workers(
         await _keep_running(pool, args, settings, port)
         return 0  # unreachable: _keep_running returns only by cancellation
     finally:
+        loop.remove_signal_handler(signal.SIGHUP)
         await asyncio.shield(_stop_all(pool))
+
+
+def _pass_on(pool: list[_Worker], signum: signal.Signals) -> None:
+    """To the workers that serve: one still starting has not set its handler (the signal would
+    stop it), and reads the file as it is anyway."""
+    for worker in pool:
+        if (
+            worker.served.is_set()
+            and worker.process is not None
+            and worker.process.returncode is None
+        ):
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.send_signal(signum)
 
 
 async def _start(worker: _Worker, args: argparse.Namespace, settings: Settings, port: int) -> None:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 from tempoconf.cli._common import (
+    check_access_policy,
     connect_temporal,
     die,
     open_store,
@@ -27,6 +28,8 @@ def run_dev_stack(
     from tempoconf.temporal.connection import use_process_runtime
 
     settings = settings_from_args(args)
+    # A policy that would not load stops it here, before the Temporal dev server starts.
+    check_access_policy(settings, command)
     # One SDK runtime for the stack's worker and API: Core's logs plain and throttled, as a
     # `tempoconf worker`'s.
     use_process_runtime()
@@ -46,7 +49,7 @@ def run_dev_stack(
 
     # uvloop, as `tempoconf api`: the stack's API serves as a deployment's does. The worker is
     # fine on it (workflows run on temporalio's own deterministic loop, activities on this one).
-    return run_until_signal(run, fast_loop=True)
+    return run_until_signal(run, fast_loop=True, hangup=True)
 
 
 def dev_command(args: argparse.Namespace) -> int:
@@ -102,6 +105,8 @@ def api_command(args: argparse.Namespace) -> int:
     )
 
     settings = settings_from_args(args)
+    # Before the workers of `--workers N` start: one message, not one per worker.
+    check_access_policy(settings, "api")
     try:
         # The API connects to Temporal on first use; settings it could never use fail here, at once.
         temporal_connection(settings)
@@ -140,7 +145,7 @@ def api_command(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return run_until_signal(run, fast_loop=True, quiet=worker_index is not None)
+    return run_until_signal(run, fast_loop=True, quiet=worker_index is not None, hangup=True)
 
 
 def _supervise_api(args: argparse.Namespace, settings: Settings) -> int:

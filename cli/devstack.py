@@ -171,8 +171,11 @@ class DevStack(AsyncRunning):
 
     def admin_token_lines(self) -> list[str]:
         """What the API's admin tokens, when set, mean for the commands the banner suggests (api/auth.py,
-        cli/_backend.py): the token's names, never the tokens themselves."""
+        cli/_backend.py): the token's names, never the tokens themselves. Under an access policy,
+        what it holds (counted) and how the commands meet it instead."""
         settings = self.settings
+        if settings.access_file is not None:
+            return self._access_policy_lines(settings.access_file)
         named = [name for name, _ in settings.admin_tokens]
         if not named and not settings.admin_token:
             return []
@@ -192,6 +195,28 @@ class DevStack(AsyncRunning):
             f"admin API instead, {acting} (who approves a four-eyes stage);",
             "  - the Temporal CLI command above talks to Temporal: no token applies, and an "
             "approval's `by` is whatever its --input says.",
+            "",
+        ]
+
+    def _access_policy_lines(self, path: Path) -> list[str]:
+        from tempoconf.access.policy import PolicyError, load_policy
+
+        try:
+            policy = load_policy(path)
+        except PolicyError as error:  # loaded at start; broken since (the last good one serves)
+            held = f"its file does not load now ({len(error.problems)} problem(s))"
+        else:
+            issuer = f", OpenID issuer {policy.oidc.issuer}" if policy.oidc is not None else ""
+            held = (
+                f"{len(policy.tokens)} operator token(s), {len(policy.clients)} client(s){issuer}"
+            )
+        return [
+            f"Access policy on ({shown_path(path)}): {held};",
+            "  - tempoconf in another shell goes through the API with TEMPOCONF_API_TOKEN=<token> "
+            "(or TEMPOCONF_API_TOKEN_COMMAND); with the export line alone it reads the store and "
+            "Temporal directly, outside the policy;",
+            "  - approvals go through the API (they are signed);",
+            "  - the Temporal CLI command above talks to Temporal: the policy does not apply.",
             "",
         ]
 

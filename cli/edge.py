@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from tempoconf.cli._common import die, run_until_signal, settings_from_args
+from tempoconf.cli._common import check_access_policy, die, run_until_signal, settings_from_args
 from tempoconf.cli._flags import seconds_flag
 
 __all__ = ["add_parser", "edge_command"]
@@ -58,6 +58,7 @@ def edge_command(args: argparse.Namespace) -> int:
     token = args.upstream_token or os.environ.get(UPSTREAM_TOKEN_ENV) or None
     if args.idle_after <= 0 or args.report_interval <= 0:
         die("tempoconf edge: --idle-after and --report-interval must be positive", exit_code=2)
+    check_access_policy(settings, "edge")
 
     async def run() -> int:
         from tempoconf.api.edge_app import create_edge_app
@@ -80,4 +81,4 @@ def edge_command(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return run_until_signal(run, fast_loop=True)
+    return run_until_signal(run, fast_loop=True, hangup=True)
