@@ -5,7 +5,6 @@ where (the policy's JSON pointers), no traceback, and `dev` starts no Temporal s
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,8 +78,14 @@ PROBLEMS: dict[str, Callable[[Path], tuple[Path, dict[str, str], list[str]]]] = 
 }
 
 
-@pytest.mark.parametrize("problem", PROBLEMS)
-@pytest.mark.parametrize("command", COMMANDS)
+# Every problem through `api`; each other command with one (they share the check, cli/_common.py):
+# each case is a process start, and the main suite's time is counted.
+CASES = [("api", problem) for problem in PROBLEMS] + [
+    (command, "wrong fields") for command in COMMANDS if command != "api"
+]
+
+
+@pytest.mark.parametrize(("command", "problem"), CASES)
 def test_a_policy_that_cannot_be_used_stops_the_start_with_one_clear_message(
     tmp_path: Path, command: str, problem: str
 ) -> None:
@@ -97,9 +102,7 @@ def test_a_policy_that_cannot_be_used_stops_the_start_with_one_clear_message(
         TEMPOCONF_DATABASE_URL=f"sqlite:///{tmp_path / 'none.db'}",
         **variables,
     )
-    started = time.monotonic()
     result = run_cli(*args, env=env, cwd=tmp_path, timeout=60)
-    took = time.monotonic() - started
 
     name = command.split(" ")[0]
     assert result.returncode == 2, result.stdout + result.stderr
@@ -112,4 +115,3 @@ def test_a_policy_that_cannot_be_used_stops_the_start_with_one_clear_message(
     assert "listening" not in result.stdout + result.stderr
     assert not (data_dir / "temporal.log").exists()  # dev started no server
     assert not (tmp_path / "none.db").exists()  # nor opened a store
-    assert took < 20, took  # at once: nothing waited for
