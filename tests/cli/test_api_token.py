@@ -208,7 +208,7 @@ def test_a_forbidden_request_gets_the_apis_reason(dev: RunningDev, tmp_path: Pat
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(
         f"tempoconf: the admin API at {dev.api_url} forbids this to the token of "
-        "TEMPOCONF_API_TOKEN_COMMAND (403): start refused: this admin token is 'alice'"
+        "TEMPOCONF_API_TOKEN_COMMAND (403): start refused: this caller is 'alice'"
     ), done.stderr
     assert "Set " not in done.stderr and "alice-secret" not in done.stderr
 

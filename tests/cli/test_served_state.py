@@ -51,7 +51,7 @@ async def test_the_direct_and_the_api_mode_answer_the_same_served_state(
             base_url=settings.resolved_api_url,
             headers={"Authorization": f"Bearer {ADMIN}"},
         ) as http:
-            api = ApiBackend(settings, http)
+            api = ApiBackend(settings, http, "TEMPOCONF_ADMIN_TOKEN")
             with ExitStack() as stack:
                 direct = DirectBackend(settings, stack)
                 for namespaces in (None, ["payments"], ["search", "default"], ["nowhere"], []):
