@@ -2,7 +2,7 @@
 either the tempoconf API over a store (on the protocol `tempoconf api` uses), or the floor app:
 raw ASGI answering a fixed 304 (on uvicorn's own httptools protocol).
 
-    python bench/_serve.py api DATABASE_URL
+    python bench/_serve.py api DATABASE_URL   (BENCH_CLIENT_TOKEN, BENCH_ACCESS_FILE: its access)
     python bench/_serve.py edge UPSTREAM_URL
     python bench/_serve.py floor [PORT]
 
@@ -14,8 +14,10 @@ stdout line, then serves until SIGTERM or SIGINT. Started by `_common.ApiProcess
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -55,8 +57,13 @@ def build_app(kind: str, database_url: str | None) -> tuple[Any, Any]:
         from tempoconf.store.store import Store
 
         # Settings() and not from_env: a token or URL in the caller's environment must not
-        # change what is measured.
-        settings = Settings(database_url=database_url)
+        # change what is measured. A bench that measures access says so with BENCH_* variables.
+        access_file = os.environ.get("BENCH_ACCESS_FILE")
+        settings = Settings(
+            database_url=database_url,
+            client_token=os.environ.get("BENCH_CLIENT_TOKEN") or None,
+            access_file=Path(access_file) if access_file else None,
+        )
         app = create_app(Store(database_url, migrate=True), settings)
         return app, _api_protocol(settings, app)
     if kind == "edge" and database_url:

@@ -36,7 +36,7 @@ from bench_poll_cost import (
     CLIENTS,
     DURATION_SECONDS,
     WARMUP_SECONDS,
-    _cycling_requests,
+    cycling_requests,
     paired_rounds,
     poll_target,
     run_wrk,
@@ -53,7 +53,7 @@ def write_lua_200(directory: Path) -> Path:
     rows = ",\n".join(f'  {{"{poll_target(i)}"}}' for i in range(CLIENTS))
     script = directory / "gets.lua"
     script.write_text(
-        f"local clients = {{\n{rows}\n}}\n" + _cycling_requests('wrk.format("GET", c[1])')
+        f"local clients = {{\n{rows}\n}}\n" + cycling_requests('wrk.format("GET", c[1])')
     )
     return script
 

@@ -101,7 +101,7 @@ async def fetch_ofrep_etags(api: ApiProcess) -> list[str]:
     return etags
 
 
-def _cycling_requests(format_call: str) -> str:
+def cycling_requests(format_call: str) -> str:
     """The rest of a wrk script after its `clients` table: each request made once by
     `format_call` (Lua, over a client row `c`), then sent in turn; threads start at different
     clients."""
@@ -123,7 +123,7 @@ def _cycling_requests(format_call: str) -> str:
     )
 
 
-def _lua_string(text: str) -> str:
+def lua_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -134,14 +134,14 @@ def write_ofrep_lua(directory: Path, etags: list[str] | None) -> Path:
     for i in range(CLIENTS):
         headers = '["Content-Type"] = "application/json"'
         if etags is not None:
-            headers += f', ["If-None-Match"] = {_lua_string(etags[i])}'
-        rows.append(f"  {{{{{headers}}}, {_lua_string(ofrep_body(i))}}}")
+            headers += f', ["If-None-Match"] = {lua_string(etags[i])}'
+        rows.append(f"  {{{{{headers}}}, {lua_string(ofrep_body(i))}}}")
     script = directory / ("ofrep_304.lua" if etags is not None else "ofrep_200.lua")
     script.write_text(
         "local clients = {\n"
         + ",\n".join(rows)
         + "\n}\n"
-        + _cycling_requests(f'wrk.format("POST", "{OFREP_BULK}", c[1], c[2])')
+        + cycling_requests(f'wrk.format("POST", "{OFREP_BULK}", c[1], c[2])')
     )
     return script
 
@@ -155,7 +155,7 @@ def write_lua(directory: Path, etags: list[str]) -> Path:
     script = directory / "polls.lua"
     script.write_text(
         f"local clients = {{\n{rows}\n}}\n"
-        + _cycling_requests('wrk.format("GET", c[1], {["If-None-Match"] = c[2]})')
+        + cycling_requests('wrk.format("GET", c[1], {["If-None-Match"] = c[2]})')
     )
     return script
 

@@ -315,8 +315,8 @@ async def _update(settings: Settings, args: argparse.Namespace) -> int:
                 # Direct mode sends the approve to Temporal itself, unsigned: say how to sign it.
                 print(
                     "  this tempoconf talks to Temporal directly and cannot sign: set "
-                    "TEMPOCONF_API_URL (or --api-url) and TEMPOCONF_ADMIN_TOKEN to approve "
-                    "through the API"
+                    "TEMPOCONF_API_URL (or --api-url) and TEMPOCONF_API_TOKEN (a token with the "
+                    "approver role) to approve through the API"
                 )
             return 1
     return _print_command_result(name, sent.workflow_id, sent.result)
