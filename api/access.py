@@ -43,6 +43,8 @@ def bearer_credentials(authorization: bytes | str | None) -> bytes | bool | None
     if authorization is None or not authorization.strip():
         return None
     raw = authorization.encode("latin-1") if isinstance(authorization, str) else authorization
+    if raw.startswith(b"Bearer ") and b" " not in raw[7:]:  # as every client sends it: per poll
+        return raw[7:] or False
     scheme, _, credentials = raw.strip().partition(b" ")
     if scheme.lower() != b"bearer" or not credentials.strip():
         return False
@@ -82,6 +84,8 @@ class AccessControl:
         self._verifier: OidcVerifier | None = None
         self._signer: CommandSigner | None = None
         self._retired: list[OidcVerifier] = []
+        self._clients: dict[bytes, ClientPrincipal] = {}
+        """The policy's clients by their secret's digest, made once (polls ask every time)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessControl:
@@ -145,6 +149,9 @@ class AccessControl:
                 logger.error("%s; the signing key loaded before stays in use", error)
         else:
             self._signer = None
+        self._clients = {
+            entry.digest: ClientPrincipal(entry.name, entry.namespaces) for entry in policy.clients
+        }
         self._policy = policy
 
     async def aclose(self) -> None:
@@ -170,7 +177,10 @@ class AccessControl:
     # -- clients ---------------------------------------------------------------------------
     def known_client(self, authorization: bytes | str | None) -> ClientPrincipal | None:
         """The client whose credential this is; None (not counted as refused) when none is."""
-        policy = self.policy
+        # Asked on every poll: the policy in force without the property's indirection.
+        policy = self.source.current() if self.source is not None else None
+        if policy is not None and policy is not self._policy:
+            self._adopt(policy)
         credentials = bearer_credentials(authorization)
         if policy is None:
             token = self.settings.client_token
@@ -182,7 +192,7 @@ class AccessControl:
         if not isinstance(credentials, bytes):
             return None
         entry = policy.client(credentials)
-        return ClientPrincipal(entry.name, entry.namespaces) if entry is not None else None
+        return self._clients[entry.digest] if entry is not None else None
 
     def client(self, authorization: bytes | str | None, route: str) -> ClientPrincipal:
         """The fleet client calling a client route (config reads, bundles, OFREP, reports);

@@ -3,10 +3,10 @@ each may do where."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from tempoconf.access.roles import Grant, Role
+from tempoconf.access.roles import Grant, NamespaceMatcher, Role
 
 __all__ = ["EVERY_CLIENT", "ClientPrincipal", "Principal", "PrincipalKind"]
 
@@ -52,9 +52,14 @@ class ClientPrincipal:
 
     name: str
     namespaces: tuple[str, ...] | None
+    _matches: NamespaceMatcher | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        matcher = NamespaceMatcher(self.namespaces) if self.namespaces is not None else None
+        object.__setattr__(self, "_matches", matcher)
 
     def reads(self, namespace: str) -> bool:
-        return self.namespaces is None or Grant.of(self.namespaces, ()).covers(namespace)
+        return self._matches is None or self._matches(namespace)
 
 
 EVERY_CLIENT = ClientPrincipal("", None)

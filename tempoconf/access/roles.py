@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from fnmatch import fnmatchcase
+from fnmatch import translate
 
-__all__ = ["Grant", "Role", "namespace_pattern_problem"]
+__all__ = ["Grant", "NamespaceMatcher", "Role", "namespace_pattern_problem"]
 
 
 class Role(StrEnum):
@@ -45,12 +45,35 @@ def namespace_pattern_problem(pattern: str) -> str | None:
     return None
 
 
+class NamespaceMatcher:
+    """Whether a namespace matches one of `patterns`: the exact names in a set, the patterns with
+    `*` in one compiled expression (asked on every poll under a policy: no per-call work)."""
+
+    __slots__ = ("_exact", "_wild")
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        patterns = tuple(patterns)
+        self._exact = frozenset(pattern for pattern in patterns if "*" not in pattern)
+        wild = [translate(pattern) for pattern in patterns if "*" in pattern]
+        self._wild = re.compile("|".join(wild)) if wild else None
+
+    def __call__(self, namespace: str) -> bool:
+        return namespace in self._exact or (
+            self._wild is not None and self._wild.match(namespace) is not None
+        )
+
+
 @dataclass(frozen=True)
 class Grant:
     """`roles` (each with the roles it includes) in the namespaces `namespaces` match."""
 
     namespaces: tuple[str, ...]
     roles: frozenset[Role]
+    covers: NamespaceMatcher = field(init=False, repr=False, compare=False)
+    """Whether the grant covers a namespace."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "covers", NamespaceMatcher(self.namespaces))
 
     @classmethod
     def of(cls, namespaces: Iterable[str], roles: Iterable[Role]) -> Grant:
@@ -58,9 +81,6 @@ class Grant:
         for role in roles:
             held |= role.includes
         return cls(tuple(namespaces), frozenset(held))
-
-    def covers(self, namespace: str) -> bool:
-        return any(fnmatchcase(namespace, pattern) for pattern in self.namespaces)
 
     def gives(self, role: Role, namespace: str) -> bool:
         return role in self.roles and self.covers(namespace)
