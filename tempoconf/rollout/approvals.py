@@ -15,24 +15,29 @@ cannot make one. Without a key, `by` is taken as given. docs/contract.md, Four-e
 Signed approvals, says what this trusts.
 
 Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) and its
-`apply_approve` (a signal, or an accepted update), once its `signature_refusal` passed the
-command.
+`apply_approve` (a signal, or an accepted update), once `signature_refusal` passed the command.
 """
 
 from __future__ import annotations
 
-from tempoconf.rollout.commands import OperatorCommand
+from datetime import datetime
+
+from tempoconf.rollout.commands import COMMANDS, CommandName, OperatorCommand
 from tempoconf.rollout.digest import digest_problem, plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
-from tempoconf.rollout.progress import Approval, RolloutProgress
+from tempoconf.rollout.progress import Approval, RolloutProgress, RolloutState
+from tempoconf.rollout.signatures import signature_problem
 
 __all__ = [
+    "approval_audit",
     "approval_refusal",
+    "approve_refusal",
     "approvals_line",
     "approvals_wanted",
     "current_stage",
     "record_approval",
     "same_identity",
+    "signature_refusal",
 ]
 
 
@@ -54,13 +59,74 @@ def current_stage(plan: RolloutPlan | None, progress: RolloutProgress) -> Planne
     return plan.stages[progress.stage_index]
 
 
+def signature_refusal(
+    plan: RolloutPlan | None,
+    progress: RolloutProgress,
+    command: CommandName,
+    argument: OperatorCommand,
+    *,
+    now: datetime | None,
+) -> str | None:
+    """Why `command` does not count for want of the API's signature; None: it needs none (an
+    unsigned command, a plan without `approval_key`) or carries a valid, fresh one
+    (tempoconf.rollout.signatures; `now`: the workflow's clock, required then)."""
+    # halt, whatever the registry says: the way back is always open.
+    if command == CommandName.HALT or not COMMANDS[command].signed:
+        return None
+    if plan is None or not plan.approval_key:
+        return None
+    if now is None:
+        raise ValueError(f"a signed {command} is judged at a time: pass `now`")
+    # Signed over the identity and digest as sent (not stripped): what the API signed.
+    return signature_problem(
+        plan.approval_key,
+        signature=argument.signature,
+        signed_at=argument.signed_at,
+        identity=argument.by,
+        workflow_id=progress.workflow_id,
+        command=command.value,
+        digest=argument.digest,
+        now=now,
+        path=progress.path or plan.path,
+    )
+
+
+def approve_refusal(
+    plan: RolloutPlan | None, progress: RolloutProgress, command: OperatorCommand
+) -> str | None:
+    """Why an `approve` update is refused (its validator, once the signature passed): nothing
+    waits for one, the stage is approved already, or `approval_refusal`."""
+    waiting = progress.state == RolloutState.AWAITING_APPROVAL
+    if waiting and progress.approved:
+        paused = "; ".join(progress.pause_reasons)
+        return f"cannot approve: {progress.stage_name} is already approved" + (
+            f"; the rollout is paused ({paused}) and moves on at resume" if paused else ""
+        )
+    if not waiting:
+        return (
+            f"cannot approve: nothing is waiting for approval (the rollout is {progress.state}"
+            + (f" at stage {progress.stage_name}" if progress.stage_name else "")
+            + ")"
+        )
+    return approval_refusal(plan, progress, command)
+
+
+def approval_audit(plan: RolloutPlan | None, command: OperatorCommand, by: str) -> dict[str, str]:
+    """An approval's audit details; with the API's signature the rollout checked, so the row can
+    be verified again (an unkeyed rollout checks none, so it records none)."""
+    approval = {"identity": by, "digest": command.digest, "reason": command.reason}
+    if plan is not None and plan.approval_key:
+        approval |= {"signature": command.signature, "signed_at": command.signed_at}
+    return approval
+
+
 def approval_refusal(
     plan: RolloutPlan | None, progress: RolloutProgress, command: OperatorCommand
 ) -> str | None:
     """Why this approval of the stage awaiting approval cannot count; None: it counts.
 
     The digest first (a stale plan is the most important thing to tell), then who approves. (The
-    API's signature, where the plan wants one, is judged before: RolloutRunState.signature_refusal.)"""
+    API's signature, where the plan wants one, is judged before: `signature_refusal`.)"""
     given = command.digest.strip()
     # A run continued from one that predates digests carries none: its plan still has one.
     running = progress.digest or (plan_digest(plan) if plan is not None else "")

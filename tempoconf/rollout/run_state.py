@@ -17,8 +17,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from tempoconf.rollout.approvals import approval_refusal, record_approval
-from tempoconf.rollout.commands import COMMANDS, CommandName, OperatorCommand
+from tempoconf.rollout.approvals import (
+    approval_audit,
+    approval_refusal,
+    approve_refusal,
+    record_approval,
+    signature_refusal,
+)
+from tempoconf.rollout.commands import CommandName, OperatorCommand
 from tempoconf.rollout.digest import plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import (
@@ -38,7 +44,6 @@ from tempoconf.rollout.progress import (
     describe_phase,
     stays_on,
 )
-from tempoconf.rollout.signatures import signature_problem
 
 __all__ = [
     "APPLY_GATE_STATES",
@@ -499,12 +504,7 @@ class RolloutRunState:
             # validator refused it).
             return self._ignored(by, refused.replace("cannot approve", "approve ignored", 1), at=at)
         approved, text = record_approval(self.plan, progress, command, at=at)
-        approval = {"identity": by, "digest": command.digest, "reason": command.reason}
-        if self.plan is not None and self.plan.approval_key:
-            # The API's signature the rollout checked: the audit row can be verified again (an
-            # unkeyed rollout checks none, so it records none).
-            approval |= {"signature": command.signature, "signed_at": command.signed_at}
-        audit = {"approval": approval}
+        audit = {"approval": approval_audit(self.plan, command, by)}
         if not approved:
             waiting = f"{text}; waiting for more approvals"
             self.note(by, text, at=at, details=audit)
@@ -534,36 +534,11 @@ class RolloutRunState:
             return f"halted: nothing was published; {stays_on(self.progress)}"
         return effect.done
 
-    def signature_refusal(
-        self, command: CommandName, argument: OperatorCommand, *, now: datetime | None
-    ) -> str | None:
-        """Why `command` does not count for want of the API's signature; None: it needs none (an
-        unsigned command, a plan without `approval_key`) or carries a valid, fresh one
-        (tempoconf.rollout.signatures; `now`: the workflow's clock, required then)."""
-        plan = self.plan
-        # halt, whatever the registry says: the way back is always open.
-        if command == CommandName.HALT or not COMMANDS[command].signed:
-            return None
-        if plan is None or not plan.approval_key:
-            return None
-        if now is None:
-            raise ValueError(f"a signed {command} is judged at a time: pass `now`")
-        # Signed over the identity and digest as sent (not stripped): what the API signed.
-        return signature_problem(
-            plan.approval_key,
-            signature=argument.signature,
-            signed_at=argument.signed_at,
-            identity=argument.by,
-            workflow_id=self.progress.workflow_id,
-            command=command.value,
-            digest=argument.digest,
-            now=now,
-            path=self.progress.path or plan.path,
-        )
-
     def apply(self, command: CommandName, argument: OperatorCommand, *, at: str) -> Effect:
         """Act on an operator command (a signal, or an update its validator accepted)."""
-        unsigned = self.signature_refusal(command, argument, now=datetime.fromisoformat(at))
+        unsigned = signature_refusal(
+            self.plan, self.progress, command, argument, now=datetime.fromisoformat(at)
+        )
         if unsigned is not None:
             # A signal cannot be refused: one the API did not sign changes nothing, noted.
             why = unsigned.replace(f"cannot {command}", f"{command} ignored", 1)
@@ -586,14 +561,15 @@ class RolloutRunState:
         now: datetime | None = None,
     ) -> str | None:
         """Why an update `command` is refused before it is written to history; None: accepted.
-        `now`: the workflow's clock, which judges the API's signature of a signed command
-        (`signature_refusal`)."""
+        `now`: the workflow's clock, which judges the API's signature (`signature_refusal`)."""
         progress = self.progress
         state = RolloutState(progress.state)
         if state in FINAL_STATES:
             return f"cannot {command}: the rollout has already ended ({state.value})"
         # Without the API's signature nothing else is worth telling: send it through the API.
-        unsigned = self.signature_refusal(command, argument or OperatorCommand(), now=now)
+        unsigned = signature_refusal(
+            self.plan, progress, command, argument or OperatorCommand(), now=now
+        )
         if unsigned is not None:
             return unsigned
         if command == CommandName.HALT and state == RolloutState.PROMOTING:
@@ -620,16 +596,5 @@ class RolloutRunState:
         if command == CommandName.RESUME and not progress.pause_reasons:
             return "cannot resume: the rollout is not paused"
         if command == CommandName.APPROVE:
-            if state == RolloutState.AWAITING_APPROVAL and progress.approved:
-                paused = "; ".join(progress.pause_reasons)
-                return f"cannot approve: {progress.stage_name} is already approved" + (
-                    f"; the rollout is paused ({paused}) and moves on at resume" if paused else ""
-                )
-            if state != RolloutState.AWAITING_APPROVAL:
-                return (
-                    f"cannot approve: nothing is waiting for approval (the rollout is {progress.state}"
-                    + (f" at stage {progress.stage_name}" if progress.stage_name else "")
-                    + ")"
-                )
-            return approval_refusal(self.plan, progress, argument or OperatorCommand())
+            return approve_refusal(self.plan, progress, argument or OperatorCommand())
         return None
