@@ -7,6 +7,7 @@ test functions; it can be stopped and started again on the same port (an outage)
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from tempoconf.api.server import serve_api
+from tempoconf.api.server import bind_listener, serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import sample
@@ -34,6 +35,9 @@ class LiveApi:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._held: socket.socket | None = None
+        """The port, bound but not listening, through an outage: connections to it are refused,
+        and no other test's server (tests run in parallel) can take it and answer instead."""
 
     @property
     def running(self) -> bool:
@@ -42,6 +46,7 @@ class LiveApi:
     def start(self) -> str:
         """Serve (on the port of the previous run, if any); returns the base URL."""
         assert self._thread is None, "already running"
+        self.release()
         started: Future[str] = Future()
 
         async def main() -> None:
@@ -72,7 +77,8 @@ class LiveApi:
         self.port = int(self.url.rsplit(":", 1)[1])
         return self.url
 
-    def stop(self) -> None:
+    def stop(self, *, hold: bool = True) -> None:
+        """Stop serving; `hold`: keep the port (refusing connections) until `start()`."""
         thread, loop, task = self._thread, self._loop, self._task
         self._thread = self._loop = self._task = None
         if thread is None:
@@ -81,6 +87,14 @@ class LiveApi:
         loop.call_soon_threadsafe(task.cancel)
         thread.join(timeout=15)
         assert not thread.is_alive(), "the API did not stop"
+        if hold:
+            self._held = bind_listener("127.0.0.1", self.port, listen=False)
+
+    def release(self) -> None:
+        """Give back the port held through an outage (a test that ended stopped)."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def wait_served(self, path: str, version: str, *, timeout: float = 10.0, **params: str) -> None:
         """Wait until the API has loaded a store write and answers `version` (client "probe")."""
@@ -116,4 +130,5 @@ def running_api(store: Store, settings: Settings) -> Iterator[LiveApi]:
     try:
         yield api
     finally:
-        api.stop()
+        api.stop(hold=False)
+        api.release()
