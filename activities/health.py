@@ -43,6 +43,7 @@ from tempoconf.rollout.health_verdicts import (
     apply_no_data_policy,
     cohort_stages,
     evidence_since,
+    evidence_window,
     gather_evidence,
     judge_reports,
     judge_samples,
@@ -51,6 +52,7 @@ from tempoconf.rollout.health_verdicts import (
 from tempoconf.rollout.plan import CheckSpec
 from tempoconf.rollout.progress import CheckResult, HealthReport, Verdict
 from tempoconf.rollout.run_state import count_failures
+from tempoconf.rollout.sequential_verdicts import settle_inconclusive
 from tempoconf.store.store import Store
 
 __all__ = [
@@ -202,7 +204,13 @@ class HealthCheckActivities:
         result = CheckResult(
             index=index, name=name, kind=kind, verdict=verdict, summary=summary, figures=figures
         )
-        return apply_no_data_policy(result, check.on_no_data, final=input.final)
+        judge = getattr(spec, "judge", None)
+        return settle_inconclusive(
+            apply_no_data_policy(result, check.on_no_data, final=input.final),
+            judge.sequential if judge is not None else None,
+            final=input.final,
+            extension_over=input.extension_over,
+        )
 
     async def _evaluate(
         self, input: CheckHealthInput, spec: CheckSpec
@@ -218,7 +226,7 @@ class HealthCheckActivities:
     ) -> tuple[Verdict, str, dict[str, Any]]:
         plan = input.plan
         now = datetime.now(UTC)
-        since, reason = evidence_since(_published_at(input), now, spec.window)
+        since, reason = evidence_since(_published_at(input), now, evidence_window(spec))
         try:
             totals = [
                 reports

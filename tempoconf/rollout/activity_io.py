@@ -89,6 +89,9 @@ class CheckHealthInput:
     """Which of the stage's checks to run; None: all of them."""
     published_at: str | None = None
     """When the stage was published (ISO 8601; PublishStageResult): evidence starts there."""
+    extension_over: bool = False
+    """The hold's extension (a sequential judge's `on_inconclusive: extend`) is over: what is
+    still inconclusive is settled by `after_extension`."""
 
 
 @dataclass

@@ -24,8 +24,10 @@ __all__ = [
     "CHECK_KINDS",
     "HealthCheckSpec",
     "HttpCheckSpec",
+    "JudgeSpec",
     "PrometheusCheckSpec",
     "ReportsCheckSpec",
+    "SequentialJudgeSpec",
 ]
 
 
@@ -57,12 +59,52 @@ class _CheckBase(StrictSpec):
         return self
 
 
+class SequentialJudgeSpec(StrictSpec):
+    """The cohort against the baseline with an always-valid confidence interval of the increase
+    (tempoconf.rollout.sequential): a regression once the whole interval lies above the
+    tolerance, no regression once it lies below, inconclusive in between."""
+
+    model_config = ConfigDict(json_schema_extra=one_of("max_increase", "max_latency_increase_ms"))
+
+    max_increase: float | None = Field(default=None, gt=0, le=1)
+    """The error-rate increase tolerated, as a fraction: 0.005 is half a percentage point."""
+    max_latency_increase_ms: float | None = Field(default=None, gt=0)
+    """The increase of the mean latency tolerated, in milliseconds (reports' `latency_sum_ms`
+    over `latency_count`)."""
+    confidence: float = Field(default=0.95, ge=0.8, le=0.999)
+    """The interval's confidence, valid however often the check looks."""
+    on_inconclusive: Literal["extend", "fail", "pass"] = "extend"
+    """What the end of the hold does when the interval still holds the tolerance: `extend` the
+    hold (re-checking every `interval`, else every 30s) up to `max_extension`, or fail, or pass."""
+    max_extension: Duration = timedelta(minutes=10)
+    """How long `extend` holds on past the hold's end."""
+    after_extension: Literal["fail", "pass"] = "fail"
+    """What an extension that ends inconclusive concludes."""
+
+    _positive_extension = field_validator("max_extension")(positive_duration)
+
+    @model_validator(mode="after")
+    def _needs_a_tolerance(self) -> SequentialJudgeSpec:
+        if self.max_increase is None and self.max_latency_increase_ms is None:
+            raise ValueError("a sequential judge needs max_increase or max_latency_increase_ms")
+        return self
+
+
+class JudgeSpec(StrictSpec):
+    """How a check turns its figures into a verdict, instead of a threshold."""
+
+    sequential: SequentialJudgeSpec
+    """An always-valid confidence interval of the cohort's increase over the baseline."""
+
+
 class ReportsCheckSpec(_CheckBase):
     """Error ratio of the cohort's health reports on the rollout's version."""
 
-    model_config = ConfigDict(json_schema_extra=one_of("max_error_ratio", "max_baseline_factor"))
-    _BOUND = ("max_error_ratio", "max_baseline_factor")
-    _NO_BOUND = "a reports check needs max_error_ratio or max_baseline_factor"
+    model_config = ConfigDict(
+        json_schema_extra=one_of("max_error_ratio", "max_baseline_factor", "judge")
+    )
+    _BOUND = ("max_error_ratio", "max_baseline_factor", "judge")
+    _NO_BOUND = "a reports check needs max_error_ratio, max_baseline_factor or judge"
 
     kind: Literal["reports"]
     """The cohort's health reports (`POST /v1/reports`) on the rollout's version."""
@@ -75,7 +117,11 @@ class ReportsCheckSpec(_CheckBase):
     config's clients outside the cohort, on other versions, over the same span)."""
     window: Duration = timedelta(minutes=5)
     """How far back the check looks: reports since the stage's publish, or within this, when
-    shorter."""
+    shorter. A `judge` looks at every report since the stage's publish (its interval is over
+    all the evidence)."""
+    judge: JudgeSpec | None = None
+    """Judge the cohort against the baseline with confidence (`sequential`), beside or instead
+    of the thresholds."""
 
 
 class PrometheusCheckSpec(_CheckBase):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -18,9 +18,12 @@ from tempoconf.resolution import ClientIdentity, StageTarget, stage_matches
 from tempoconf.rollout.health_specs import PrometheusCheckSpec, ReportsCheckSpec
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import CheckResult, Verdict
+from tempoconf.rollout.sequential import RatioSums
+from tempoconf.rollout.sequential_verdicts import GroupSums, judge_sequential
 
 __all__ = [
     "HEALTHY",
+    "INCONCLUSIVE",
     "NO_DATA",
     "UNHEALTHY",
     "ClientReports",
@@ -30,6 +33,7 @@ __all__ = [
     "cohort_stages",
     "describe_evidence",
     "evidence_since",
+    "evidence_window",
     "gather_evidence",
     "judge_reports",
     "judge_samples",
@@ -40,6 +44,7 @@ __all__ = [
 HEALTHY = Verdict.HEALTHY
 UNHEALTHY = Verdict.UNHEALTHY
 NO_DATA = Verdict.NO_DATA
+INCONCLUSIVE = Verdict.INCONCLUSIVE
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,10 @@ class ReportTally:
     ok: int = 0
     failed: int = 0
     reports: int = 0
+    # Derived from the same reports: two tallies of them are equal whatever their sums' rounding.
+    per_client: GroupSums = field(default=GroupSums(RatioSums(), RatioSums()), compare=False)
+    """Each client's failed over operations, and latency over timed operations, as the sums a
+    sequential judge needs (tempoconf.rollout.sequential)."""
 
     @property
     def error_ratio(self) -> float | None:
@@ -71,6 +80,10 @@ class ClientReports(Protocol):
     def failed(self) -> int: ...
     @property
     def reports(self) -> int: ...
+    @property
+    def latency_count(self) -> int: ...
+    @property
+    def latency_sum_ms(self) -> float: ...
     @property
     def channel(self) -> str | None: ...
     @property
@@ -97,14 +110,28 @@ class ReportEvidence:
 
 
 def evidence_since(
-    published_at: datetime | None, now: datetime, window: timedelta
+    published_at: datetime | None, now: datetime, window: timedelta | None
 ) -> tuple[datetime, str]:
     """Where a stage's evidence starts: its publish time, or `now - window` when that is later
-    (or the publish time is unknown). Earlier reports are about another stage, or another rollout."""
+    (or the publish time is unknown: then the window, 5 minutes when None). Earlier reports are
+    about another stage, or another rollout."""
+    if window is None:
+        if published_at is not None:
+            return published_at, "stage published"
+        window = _UNKNOWN_PUBLISH_WINDOW
     windowed = now - window
     if published_at is None or windowed > published_at:
         return windowed, f"window {format_duration(window)}"
     return published_at, "stage published"
+
+
+_UNKNOWN_PUBLISH_WINDOW = timedelta(minutes=5)
+
+
+def evidence_window(spec: ReportsCheckSpec) -> timedelta | None:
+    """How far back a reports check looks: its `window`, or (None) everything since the stage's
+    publish for a judge, whose interval is over all the evidence."""
+    return None if spec.judge is not None else spec.window
 
 
 def cohort_stages(plan: RolloutPlan, stage: PlannedStage) -> list[PlannedStage]:
@@ -160,11 +187,25 @@ def gather_evidence(
 
 
 def _tally(totals: Sequence[ClientReports]) -> ReportTally:
+    # A client's reports under several identities or versions are one client's evidence.
+    rates: dict[str, list[float]] = {}
+    latency: dict[str, list[float]] = {}
+    for reports in totals:
+        rate = rates.setdefault(reports.client, [0.0, 0.0])
+        rate[0] += reports.failed
+        rate[1] += reports.ok + reports.failed
+        timed = latency.setdefault(reports.client, [0.0, 0.0])
+        timed[0] += reports.latency_sum_ms
+        timed[1] += reports.latency_count
     return ReportTally(
-        clients=len({reports.client for reports in totals}),
+        clients=len(rates),
         ok=sum(reports.ok for reports in totals),
         failed=sum(reports.failed for reports in totals),
         reports=sum(reports.reports for reports in totals),
+        per_client=GroupSums(
+            rates=RatioSums.of((x, d) for x, d in rates.values()),
+            latency=RatioSums.of((x, d) for x, d in latency.values()),
+        ),
     )
 
 
@@ -195,7 +236,8 @@ def _ratio(value: float | None) -> str:
 def judge_reports(
     spec: ReportsCheckSpec, evidence: ReportEvidence, *, now: datetime
 ) -> tuple[Verdict, str, dict[str, Any]]:
-    """Judge the cohort's reports on the rollout's version (and, optionally, against the baseline)."""
+    """Judge the cohort's reports on the rollout's version: against its thresholds, then (with a
+    `judge`) against the baseline with confidence. The one function the health activity calls."""
     cohort, baseline = evidence.cohort, evidence.baseline
     figures: dict[str, Any] = {
         "clients": cohort.clients,
@@ -210,13 +252,33 @@ def judge_reports(
         figures["baseline_clients"] = baseline.clients
         figures["baseline_error_ratio"] = baseline.error_ratio
     source = f"evidence: {describe_evidence(evidence, now)}"
-    if cohort.clients < spec.min_clients or cohort.error_ratio is None:
+    judged = spec.judge is not None
+    if cohort.clients < spec.min_clients or (cohort.error_ratio is None and not judged):
         return (
             NO_DATA,
             f"{cohort.clients} client(s) of the cohort reported operations on this version; "
             f"min_clients is {spec.min_clients}; {source}",
             figures,
         )
+    thresholds = spec.max_error_ratio is not None or spec.max_baseline_factor is not None
+    if thresholds and cohort.error_ratio is not None:
+        verdict, summary = _judge_thresholds(spec, evidence, figures, source)
+        if spec.judge is None or verdict == UNHEALTHY:
+            return verdict, summary, figures
+    assert spec.judge is not None  # a check without thresholds has a judge (its validator)
+    verdict, summary, sequential = judge_sequential(
+        spec.judge.sequential, cohort.per_client, baseline.per_client
+    )
+    return verdict, f"{summary}; {source}", {**figures, **sequential}
+
+
+def _judge_thresholds(
+    spec: ReportsCheckSpec, evidence: ReportEvidence, figures: dict[str, Any], source: str
+) -> tuple[Verdict, str]:
+    """The thresholds: `max_error_ratio`, and `max_baseline_factor` times the baseline's ratio
+    (the bound that failed is added to `figures`)."""
+    cohort, baseline = evidence.cohort, evidence.baseline
+    assert cohort.error_ratio is not None  # judge_reports calls this only then
     described = (
         f"error ratio {_ratio(cohort.error_ratio)} ({cohort.failed} failed of {cohort.ok + cohort.failed} "
         f"operations, {cohort.clients} client(s))"
@@ -226,14 +288,12 @@ def judge_reports(
         return (
             UNHEALTHY,
             f"{described} exceeds max_error_ratio {spec.max_error_ratio:g}; {source}",
-            figures,
         )
     if spec.max_baseline_factor is not None:
         if baseline.error_ratio is None:
             return (
                 HEALTHY,
                 f"{described}; no baseline reports from clients outside the cohort; {source}",
-                figures,
             )
         # A flawless baseline (ratio 0) would make any single error fatal; 0.1% keeps the factor meaningful.
         threshold = max(baseline.error_ratio, 0.001) * spec.max_baseline_factor
@@ -250,13 +310,11 @@ def judge_reports(
                 UNHEALTHY,
                 f"{described} is more than {spec.max_baseline_factor:g}x {baseline_text} "
                 f"(threshold {threshold:.4g}); {source}",
-                figures,
             )
-        return HEALTHY, f"{described}; {baseline_text}; {source}", figures
+        return HEALTHY, f"{described}; {baseline_text}; {source}"
     return (
         HEALTHY,
         f"{described} within max_error_ratio {spec.max_error_ratio:g}; {source}",
-        figures,
     )
 
 

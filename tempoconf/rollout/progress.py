@@ -107,6 +107,8 @@ class Verdict(StrEnum):
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
     NO_DATA = "no_data"
+    INCONCLUSIVE = "inconclusive"
+    """A sequential judge's interval still holds its tolerance (tempoconf.rollout.sequential)."""
 
 
 class TransitionKind(StrEnum):

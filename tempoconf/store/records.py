@@ -138,6 +138,9 @@ class ReportTotals:
     seen_channel: str | None = None
     seen_labels: dict[str, str] | None = None
     """The identity the client last polled this config with; labels None: never seen polling."""
+    latency_count: int = 0
+    latency_sum_ms: float = 0.0
+    """The operations the reports timed, and their latencies' sum in milliseconds."""
 
 
 @dataclass(frozen=True)

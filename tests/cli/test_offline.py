@@ -49,7 +49,7 @@ def test_bad_rollout_request_prints_every_problem_and_starts_nothing(tmp_path: P
         "/stages/1/percentile: Input should be less than or equal to 100",
         "/stages/2: a stage must name at least one of channel, percentile, labels",
         "/stages/3/percentile: percentile has at most two decimals",
-        "/health/0: a reports check needs max_error_ratio or max_baseline_factor",
+        "/health/0: a reports check needs max_error_ratio, max_baseline_factor or judge",
         "/health/1: unknown check kind 'dns'",
         "/value: fails the config's schema: Additional properties are not allowed ('max_conections'",
         "/value/is_debug: fails the config's schema: 'yes' is not of type 'boolean'",

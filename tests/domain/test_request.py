@@ -229,7 +229,7 @@ def test_http_check_url_may_use_placeholders() -> None:
         (
             {**MINIMAL, "health": [{"kind": "reports"}]},
             "/health/0",
-            "max_error_ratio or max_baseline_factor",
+            "max_error_ratio, max_baseline_factor or judge",
         ),
         (
             {**MINIMAL, "health": [{"kind": "reports", "max_error_ratio": 2}]},

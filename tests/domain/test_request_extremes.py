@@ -30,6 +30,19 @@ EVERY_CHECK_FIELD: dict[str, Any] = {
 CHECKS: list[dict[str, Any]] = [
     {"kind": "reports", "max_error_ratio": 0.1, "min_clients": 1, **EVERY_CHECK_FIELD},
     {"kind": "reports", "max_baseline_factor": 2, "window": {"seconds": 60, "nanos": 0}},
+    {
+        "kind": "reports",
+        "judge": {
+            "sequential": {
+                "max_increase": 0.005,
+                "max_latency_increase_ms": 20,
+                "confidence": 0.99,
+                "on_inconclusive": "extend",
+                "max_extension": {"seconds": 600, "nanos": 0},
+                "after_extension": "pass",
+            }
+        },
+    },
     {"kind": "prometheus", "url": PROMETHEUS, "query": "up", "max": 1, "min": 0},
     {"kind": "http", "url": PROMETHEUS, "timeout": {"seconds": 2, "nanos": 0}},
 ]
