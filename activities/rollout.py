@@ -41,7 +41,7 @@ from tempoconf.rollout.activity_io import (
     RevertResult,
 )
 from tempoconf.rollout.plan import RolloutPlan
-from tempoconf.rollout.progress import NOTE
+from tempoconf.rollout.progress import NOTE, Transition
 from tempoconf.rollout.request import RolloutRequest
 from tempoconf.rollout.validation import ValidatedRollout, validate_rollout
 from tempoconf.store.records import LockRecord, RunConfig, StageLease
@@ -335,7 +335,7 @@ class RolloutActivities:
                         config,
                         changeset=changeset,
                         key=f"{input.run_id}:transition:{sequence}",
-                        action="rollout.command" if note else f"rollout.{transition.to_state}",
+                        action=_action(transition, note=note),
                         actor=transition.by,
                         reason=transition.reason,
                         version=input.version,
@@ -383,3 +383,11 @@ class RolloutActivities:
         )
         stable = await asyncio.to_thread(self._store.get_stable, input.namespace, input.path)
         return RevertResult(stable_version=stable.version if stable is not None else None)
+
+
+def _action(transition: Transition, *, note: bool) -> str:
+    """The audit row's action: the state entered; for a note, a judged health check's verdict
+    (`rollout.verdict`) or an operator's command."""
+    if not note:
+        return f"rollout.{transition.to_state}"
+    return "rollout.verdict" if "verdict" in transition.details else "rollout.command"

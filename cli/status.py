@@ -30,6 +30,7 @@ from tempoconf.cli.schema import check_config_name
 from tempoconf.operations.view import RolloutSnapshot, StoreContext, unavailable_message
 from tempoconf.rollout.approvals import approvals_wanted
 from tempoconf.rollout.details import approve_argument, time_left
+from tempoconf.rollout.progress import health_word
 from tempoconf.settings import Settings
 from tempoconf.temporal.names import rollout_workflow_id
 
@@ -292,7 +293,7 @@ def format_view(
     health = progress.get("last_health")
     lines.append("")
     if health:
-        verdict = "healthy" if health.get("healthy") else "UNHEALTHY"
+        verdict = health_word(health)
         lines.append(
             f"  health     {verdict} at {zoned_text(health.get('checked_at'))}"
             + (f" ({health.get('stage')})" if health.get("stage") else "")

@@ -14,7 +14,13 @@ from datetime import datetime
 from tempoconf.gates.applied_gate import describe_gate, straggler_lines
 from tempoconf.rollout.approvals import approvals_line
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
-from tempoconf.rollout.progress import FINAL_STATES, RolloutProgress, RolloutState, StageProgress
+from tempoconf.rollout.progress import (
+    FINAL_STATES,
+    RolloutProgress,
+    RolloutState,
+    StageProgress,
+    health_word,
+)
 
 __all__ = ["approve_argument", "render_current_details", "steering_command", "time_left"]
 
@@ -102,6 +108,11 @@ def _waits_for(progress: RolloutProgress, plan: RolloutPlan | None, now: datetim
         waits_for = f"the hold to end: {_hold_end(progress.hold_deadline, now, as_of=True)}{checks}"
     elif state == RolloutState.CHECKING_HEALTH:
         waits_for = "the health checks of this stage"
+        if progress.hold_extended_until:
+            waits_for += (
+                f": the hold is extended until {_clock(progress.hold_extended_until)} while a "
+                "judged check is inconclusive (then its after_extension decides)"
+            )
     elif state == RolloutState.AWAITING_APPROVAL:
         waits_for = "an operator's approve (the hold and health checks of this stage passed)"
     elif state in (RolloutState.WAITING_FOR_WINDOW, RolloutState.FROZEN):
@@ -192,7 +203,7 @@ def render_current_details(
     if progress.stages:
         lines.append("")
     if progress.last_health:
-        verdict = "healthy" if progress.last_health.healthy else "UNHEALTHY"
+        verdict = health_word(progress.last_health)
         lines += [
             f"Last health check ({_clock(progress.last_health.checked_at)}): **{verdict}**",
             "",

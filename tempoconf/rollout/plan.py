@@ -78,6 +78,9 @@ class PlannedCheck:
     """Tries against an unreachable source before the check counts as failed."""
     timeout_seconds: float = DEFAULT_CHECK_TIMEOUT_SECONDS
     """How long one attempt may take."""
+    max_extension_seconds: float | None = None
+    """A judged check (`judge.sequential`) with `on_inconclusive: extend`: how long the hold goes
+    on past its end while the check is inconclusive; None: it never extends the hold."""
     spec: dict[str, Any] = field(default_factory=dict)
     """The check as the request gave it, as JSON (durations in seconds; unset fields left out)."""
 
@@ -109,9 +112,17 @@ def plan_check(spec: CheckSpec | Mapping[str, Any], index: int) -> PlannedCheck:
         # `or`: a zero timeout leaves the attempt its default budget, as before checks were typed
         timeout_seconds=(timeout.total_seconds() if timeout is not None else 0.0)
         or DEFAULT_CHECK_TIMEOUT_SECONDS,
+        max_extension_seconds=_max_extension_seconds(typed),
         # dumped anew for each stage: no check dict is shared between two stages
         spec=typed.model_dump(mode="json", exclude_none=True),
     )
+
+
+def _max_extension_seconds(spec: CheckSpec) -> float | None:
+    judge = getattr(spec, "judge", None)
+    if judge is None or judge.sequential.on_inconclusive != "extend":
+        return None
+    return float(judge.sequential.max_extension.total_seconds())
 
 
 def _check_name(spec: CheckSpec, index: int) -> str:

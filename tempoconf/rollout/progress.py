@@ -32,6 +32,7 @@ __all__ = [
     "Verdict",
     "anything_published",
     "describe_phase",
+    "health_word",
     "stays_on",
 ]
 
@@ -171,6 +172,19 @@ class HealthReport:
     final: bool = True
 
 
+def health_word(report: HealthReport | dict[str, Any]) -> str:
+    """`UNHEALTHY`, `inconclusive` (a judged check needs more evidence) or `healthy`: a report,
+    or its JSON (the status query's)."""
+    if isinstance(report, HealthReport):
+        healthy, verdicts = report.healthy, [str(check.verdict) for check in report.checks]
+    else:
+        healthy = bool(report.get("healthy"))
+        verdicts = [str(check.get("verdict")) for check in report.get("checks") or []]
+    if not healthy or Verdict.UNHEALTHY in verdicts:
+        return "UNHEALTHY"
+    return "inconclusive" if Verdict.INCONCLUSIVE in verdicts else "healthy"
+
+
 @dataclass
 class StageProgress:
     index: int
@@ -201,6 +215,9 @@ class RolloutProgress:
     stage_count: int = 0
     stage_started_at: str | None = None
     hold_deadline: str | None = None
+    hold_extended_until: str | None = None
+    """While a judged health check is inconclusive past the hold's end (`on_inconclusive:
+    extend`): when the extension ends (ISO 8601)."""
     paused: bool = False
     pause_reasons: list[str] = field(default_factory=list)
     approved: bool = False
@@ -318,7 +335,12 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.PREPARING: "Preparing: validating the request and taking the config's lock",
         RolloutState.PUBLISHING: f"Publishing stage{stage}",
         RolloutState.HOLDING: f"Holding stage{stage} until {_clock(progress.hold_deadline)}",
-        RolloutState.CHECKING_HEALTH: f"Checking the health of stage{stage}",
+        RolloutState.CHECKING_HEALTH: f"Checking the health of stage{stage}"
+        + (
+            f" (hold extended until {_clock(progress.hold_extended_until)}: inconclusive)"
+            if progress.hold_extended_until
+            else ""
+        ),
         RolloutState.AWAITING_APPROVAL: f"Waiting for approval to leave stage{stage}",
         RolloutState.WAITING_FOR_WINDOW: f"Waiting for {progress.gate or 'the change window'}",
         RolloutState.FROZEN: f"Frozen: {progress.gate or 'the namespace is frozen'}",

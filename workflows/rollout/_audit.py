@@ -37,9 +37,10 @@ def transition(
     refresh_view(run)
 
 
-def note(run: RolloutRun, by: str, reason: str) -> None:
-    """Record an operator command that does not change the state (pause, approve, ...)."""
-    run.state.note(by, reason, at=run.now_iso())
+def note(run: RolloutRun, by: str, reason: str, *, details: dict[str, Any] | None = None) -> None:
+    """Record what does not change the state: an operator command (pause, approve, ...), or a
+    verdict of a judged health check (`details["verdict"]`)."""
+    run.state.note(by, reason, at=run.now_iso(), details=details)
     refresh_view(run)
 
 

@@ -1,21 +1,23 @@
 """The end-of-hold health checks: every check of the stage must pass (no data: its `on_no_data`
-decides); one failing fewer than `failure_limit` times in a row is looked at again."""
+decides); one failing fewer than `failure_limit` times in a row is looked at again; a judged one
+still inconclusive extends the hold (`on_inconclusive: extend`) and is looked at again until it
+concludes or the extension is over."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 from tempoconf.workflows.rollout import _activities
-from tempoconf.workflows.rollout._audit import refresh_view, transition
+from tempoconf.workflows.rollout._audit import note, refresh_view, transition
 from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun, unhealthy
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
     from tempoconf.rollout.activity_io import CheckHealthInput
-    from tempoconf.rollout.health_verdicts import UNHEALTHY
+    from tempoconf.rollout.health_verdicts import INCONCLUSIVE, UNHEALTHY
     from tempoconf.rollout.plan import PlannedStage, RolloutPlan
     from tempoconf.rollout.progress import CheckResult, HealthReport, RolloutState
 
@@ -46,23 +48,78 @@ async def check_health(
         )
     pending = list(range(len(stage.health)))
     while True:
-        report = await _run_checks(run, plan, stage, pending)
+        report = await _run_checks(run, plan, stage, pending, extension_over=_extension_over(run))
         if run.state.bypass is not None:
             return
-        pending = [result.index for result in report.checks if result.verdict == UNHEALTHY]
-        if not pending:
+        failing = [result.index for result in report.checks if result.verdict == UNHEALTHY]
+        inconclusive = [result.index for result in report.checks if result.verdict == INCONCLUSIVE]
+        if not failing and not inconclusive:
+            _concluded(run, stage, report)
             return
-        recheck = min(
-            stage.health[index].interval_seconds or DEFAULT_RECHECK_SECONDS for index in pending
+        if inconclusive and run.progress.hold_extended_until is None:
+            _extend_hold(run, stage, report, inconclusive)
+        pending = sorted(failing + inconclusive)
+        wake = run.clock() + timedelta(
+            seconds=min(
+                stage.health[index].interval_seconds or DEFAULT_RECHECK_SECONDS for index in pending
+            )
         )
+        if inconclusive:
+            # The last look is at the extension's end, where `after_extension` settles it.
+            wake = min(wake, _extended_until(run) or wake)
         await wait_until(
             run,
             lambda: run.state.bypass is not None,
-            deadline=run.clock() + timedelta(seconds=recheck),
-            summary=f"re-check {len(pending)} failing health check(s) of {stage.name}",
+            deadline=wake,
+            summary=f"re-check {len(pending)} health check(s) of {stage.name}",
         )
         if run.state.bypass is not None:
             return
+
+
+def _extended_until(run: RolloutRun) -> datetime | None:
+    until = run.progress.hold_extended_until
+    return datetime.fromisoformat(until) if until is not None else None
+
+
+def _extension_over(run: RolloutRun) -> bool:
+    until = _extended_until(run)
+    return until is not None and run.clock() >= until
+
+
+def _extend_hold(
+    run: RolloutRun, stage: PlannedStage, report: HealthReport, inconclusive: list[int]
+) -> None:
+    """The hold goes on past its end while a judged check is inconclusive: up to the longest
+    `max_extension` among them (recorded, so a run continued as new keeps the same end)."""
+    seconds = max(stage.health[index].max_extension_seconds or 0.0 for index in inconclusive)
+    until = run.clock() + timedelta(seconds=seconds)
+    run.progress.hold_extended_until = until.isoformat()
+    why = "; ".join(
+        f"{result.name}: {result.summary}"
+        for result in report.checks
+        if result.index in inconclusive
+    )
+    note(
+        run,
+        SYSTEM_ACTOR,
+        f"hold of {stage.name} extended by up to {seconds:g}s: {why}",
+        details={"verdict": str(INCONCLUSIVE), "extended_until": until.isoformat()},
+    )
+
+
+def _concluded(run: RolloutRun, stage: PlannedStage, report: HealthReport) -> None:
+    """A judged check's verdict is evidence: the history (and the audit log) keeps it."""
+    run.progress.hold_extended_until = None
+    judged = [result for result in report.checks if result.figures.get("judge")]
+    if judged:
+        note(
+            run,
+            SYSTEM_ACTOR,
+            f"health of {stage.name}: "
+            + "; ".join(f"{result.name}: {result.summary}" for result in judged),
+            details={"verdict": "healthy"},
+        )
 
 
 def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
@@ -71,7 +128,12 @@ def _health_check_timeout(stage: PlannedStage, indices: list[int]) -> timedelta:
 
 
 async def _run_checks(
-    run: RolloutRun, plan: RolloutPlan, stage: PlannedStage, indices: list[int]
+    run: RolloutRun,
+    plan: RolloutPlan,
+    stage: PlannedStage,
+    indices: list[int],
+    *,
+    extension_over: bool,
 ) -> HealthReport:
     """Run some of the stage's checks; revert once a check has failed `failure_limit` times in a row."""
     try:
@@ -82,6 +144,7 @@ async def _run_checks(
                 final=True,
                 check_indices=indices,
                 published_at=run.progress.stages[stage.index].published_at,
+                extension_over=extension_over,
             ),
             start_to_close_timeout=_health_check_timeout(stage, indices),
             summary=f"final health check of {stage.name} ({len(indices)} check(s))",
