@@ -2,9 +2,10 @@
 
 A report is accepted at once (202) and queued; every `interval` seconds the queue is sent upstream
 (`POST /v1/reports`, a few at a time over one keep-alive connection). Reports of the same client,
-config, version and identity queued within one interval are merged into one (their `ok` and
-`failed` added up; the last error text kept): what the health checks compute from them, error
-ratios and reporting clients per cohort, is the same, and a fleet's reports cost the upstream one
+config, version and identity queued within one interval are merged into one (their `ok`,
+`failed`, `latency_count` and `latency_sum_ms` added up; the last error text kept): what the
+health checks compute from them, error ratios, mean latencies and reporting clients per cohort, is
+the same, and a fleet's reports cost the upstream one
 request per client per interval at most. While the upstream is unreachable the queue is kept, up
 to `max_pending` reports (then new ones are dropped and counted).
 """
@@ -34,6 +35,7 @@ _CONCURRENCY = 8
 logger = logging.getLogger(__name__)
 
 _Key = tuple[Any, ...]
+_LATENCY_FIELDS = ("latency_count", "latency_sum_ms")
 
 
 @dataclass
@@ -90,6 +92,10 @@ class ReportRelay:
         if queued is not None:
             queued["ok"] += report["ok"]
             queued["failed"] += report["failed"]
+            for field in _LATENCY_FIELDS:
+                # Both or neither (ReportBody): a merged report carries them if either did.
+                if field in report:
+                    queued[field] = queued.get(field, 0) + report[field]
             if report.get("error") is not None:
                 queued["error"] = report["error"]
             return True

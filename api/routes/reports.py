@@ -37,12 +37,15 @@ __all__ = [
     "MAX_ERROR_LENGTH",
     "MAX_LABELS",
     "MAX_LABEL_LENGTH",
+    "MAX_LATENCY_SUM_MS",
     "ReportBody",
     "routes",
 ]
 
 MAX_COUNT = 10**12
 """Largest `ok` or `failed` of one report."""
+MAX_LATENCY_SUM_MS = 1e15
+"""Largest `latency_sum_ms` of one report: MAX_COUNT operations of a second each."""
 MAX_ERROR_LENGTH = 1000
 MAX_CHANNEL_LENGTH = 100
 """As long as a stage's channel can be."""
@@ -59,6 +62,7 @@ def _integral(value: Any) -> Any:
 
 # The bounds inside the validator, so that the JSON Schema states them (as minimum and maximum).
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(_integral)]
+Milliseconds = Annotated[float, Field(ge=0, le=MAX_LATENCY_SUM_MS, allow_inf_nan=False)]
 
 
 def _label_keys(labels: dict[str, str] | None) -> dict[str, str] | None:
@@ -113,11 +117,30 @@ class ReportBody(BaseModel):
     it failed (`apply_error` says why). Absent: a health report only."""
     apply_error: Annotated[str, Field(max_length=MAX_ERROR_LENGTH), STORABLE] | None = None
     """Why applying `version` failed; only with `applied: false`."""
+    latency_count: Count | None = None
+    """How many operations since the last report were timed; only with `latency_sum_ms`."""
+    latency_sum_ms: Milliseconds | None = None
+    """The timed operations' durations added up, in milliseconds; only with `latency_count` (their
+    mean latency is latency_sum_ms / latency_count)."""
 
     @model_validator(mode="after")
     def _apply_error_with_failed_apply(self) -> ReportBody:
         if self.apply_error is not None and self.applied is not False:
             raise ValueError("apply_error only with applied: false (a failed apply)")
+        return self
+
+    @model_validator(mode="after")
+    def _latency_count_with_its_sum(self) -> ReportBody:
+        # Both or neither: a sum without its count (or the reverse) has no mean to compare.
+        if self.latency_count is None and self.latency_sum_ms is not None:
+            raise ValueError("latency_sum_ms needs latency_count (how many operations were timed)")
+        if self.latency_sum_ms is None and self.latency_count is not None:
+            raise ValueError("latency_count needs latency_sum_ms (their durations added up, in ms)")
+        if self.latency_count == 0 and self.latency_sum_ms:
+            raise ValueError(
+                f"latency_sum_ms is {self.latency_sum_ms} with latency_count 0: "
+                "a sum needs timed operations"
+            )
         return self
 
 
@@ -129,7 +152,7 @@ async def post_report(request: Request) -> JSONResponse:
     await _require_version(request, report)
     if report.applied is not None:
         record_applied(request, report)
-        if report.ok == 0 and report.failed == 0:
+        if report.ok == 0 and report.failed == 0 and not report.latency_count:
             # An apply report only (the SDK and the agent send these): no operations to judge,
             # and a 0/0 health report would count the client as reporting health.
             return JSONResponse(Accepted().body(), status_code=202)
@@ -144,6 +167,8 @@ async def post_report(request: Request) -> JSONResponse:
         error=report.error,
         channel=report.channel,
         labels=report.labels,
+        latency_count=report.latency_count or 0,
+        latency_sum_ms=report.latency_sum_ms or 0.0,
     )
     state_of(request).metrics.record_report(
         report.namespace, report.path, report.version, report.ok, report.failed

@@ -163,12 +163,25 @@ class AsyncConfigClient(ClientBase, AsyncWatching):
         self._state.close()
 
     # -- reporting -----------------------------------------------------------------------------
-    async def report(self, ok: int, failed: int, error: str | None = None) -> None:
+    async def report(
+        self,
+        ok: int,
+        failed: int,
+        error: str | None = None,
+        *,
+        latency_count: int | None = None,
+        latency_sum_ms: float | None = None,
+    ) -> None:
         """POST a health report for the version in use: counts of ok and failed operations
         since the last report, with this client's id, channel and labels (so a stage's health
-        check counts it for the cohort the client is in). Raises ConfigRequestError /
+        check counts it for the cohort the client is in). `latency_count` and `latency_sum_ms`,
+        both or neither: how many of those operations were timed, and their durations added up
+        in milliseconds. Raises ValueError on a bad figure, ConfigRequestError /
         ConfigUnavailableError on failure."""
-        await self._send(self._state.report_request(ok, failed, error))
+        request = self._state.report_request(
+            ok, failed, error, latency_count=latency_count, latency_sum_ms=latency_sum_ms
+        )
+        await self._send(request)
 
     async def report_applied(self, version: str, error: str | None = None) -> None:
         """Tell the API this client applied `version` (error None) or failed to (`error`): what

@@ -41,6 +41,7 @@ __all__ = [
     "WatchState",
     "apply_error_text",
     "check_report_answer",
+    "latency_fields",
     "report_unreachable",
 ]
 
@@ -302,16 +303,25 @@ class WatchState:
         self._tell_source_listeners()
         return error
 
-    def report_request(self, ok: int, failed: int, error: str | None) -> ReportRequest:
-        """The POST /v1/reports body for the version in use."""
+    def report_request(
+        self,
+        ok: int,
+        failed: int,
+        error: str | None,
+        *,
+        latency_count: int | None = None,
+        latency_sum_ms: float | None = None,
+    ) -> ReportRequest:
+        """The POST /v1/reports body for the version in use (with its latency when given)."""
         for name, count in (("ok", ok), ("failed", failed)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise ValueError(f"{name} must be a count (an int >= 0), not {count!r}")
+        latency = latency_fields(latency_count, latency_sum_ms)
         value = self.current()
         if value is None:
             raise ConfigUnavailableError("no value in use yet: nothing to report health about")
         extra = {} if error is None else {"error": error}
-        return self._report(value.version, ok=ok, failed=failed, **extra)
+        return self._report(value.version, ok=ok, failed=failed, **extra, **latency)
 
     def applied_request(self, version: str, error: str | None) -> ReportRequest:
         """The POST /v1/reports body saying this client applied `version` (error None) or failed
@@ -465,6 +475,31 @@ def apply_error_text(error: BaseException) -> str:
     """What an apply report says of a subscriber's exception: its type and first line."""
     first = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def latency_fields(count: int | None, sum_ms: float | None) -> dict[str, Any]:
+    """A report's latency fields: none, or both (ValueError naming the one missing or wrong)."""
+    if count is None and sum_ms is None:
+        return {}
+    if count is None or sum_ms is None:
+        given, missing = (
+            ("latency_sum_ms", "latency_count")
+            if count is None
+            else ("latency_count", "latency_sum_ms")
+        )
+        raise ValueError(f"{given} needs {missing}: give both or neither")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"latency_count must be a count (an int >= 0), not {count!r}")
+    if (
+        isinstance(sum_ms, bool)
+        or not isinstance(sum_ms, (int, float))
+        or not math.isfinite(sum_ms)
+        or sum_ms < 0
+    ):
+        raise ValueError(f"latency_sum_ms must be a finite number of ms >= 0, not {sum_ms!r}")
+    if count == 0 and sum_ms > 0:
+        raise ValueError(f"latency_sum_ms is {sum_ms!r} with latency_count 0: nothing was timed")
+    return {"latency_count": count, "latency_sum_ms": float(sum_ms)}
 
 
 def report_unreachable(url: str, exc: Exception) -> ConfigUnavailableError:

@@ -50,7 +50,8 @@ class ConfigClient(ClientBase, Watching):
       `age_seconds` telling how stale). While watching, it makes no request of its own.
     - `subscribe(callback)` then `start()` (or `with client:`): a background thread long-polls
       and calls `callback(value)` with the value in use, then on every version change.
-    - `report(ok, failed, error=None)`: a health report for the version in use.
+    - `report(ok, failed, error=None, latency_count=None, latency_sum_ms=None)`: a health report
+      for the version in use (the latency of its operations too, when given).
 
     Settings: `options`, a ClientOptions, and (over it) any of its fields as keyword arguments:
     `namespace`, `client_id` (default the hostname: it decides the percentile bucket),
@@ -142,12 +143,25 @@ class ConfigClient(ClientBase, Watching):
         self._state.close()
 
     # -- reporting -----------------------------------------------------------------------------
-    def report(self, ok: int, failed: int, error: str | None = None) -> None:
+    def report(
+        self,
+        ok: int,
+        failed: int,
+        error: str | None = None,
+        *,
+        latency_count: int | None = None,
+        latency_sum_ms: float | None = None,
+    ) -> None:
         """POST a health report for the version in use: counts of ok and failed operations
         since the last report, with this client's id, channel and labels (so a stage's health
-        check counts it for the cohort the client is in). Raises ConfigRequestError /
+        check counts it for the cohort the client is in). `latency_count` and `latency_sum_ms`,
+        both or neither: how many of those operations were timed, and their durations added up
+        in milliseconds. Raises ValueError on a bad figure, ConfigRequestError /
         ConfigUnavailableError on failure."""
-        self._send(self._state.report_request(ok, failed, error))
+        request = self._state.report_request(
+            ok, failed, error, latency_count=latency_count, latency_sum_ms=latency_sum_ms
+        )
+        self._send(request)
 
     def report_applied(self, version: str, error: str | None = None) -> None:
         """Tell the API this client applied `version` (error None) or failed to (`error`): what

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -41,12 +42,17 @@ class ClientsMixin(StoreBase):
         received_at: datetime | None = None,
         channel: str | None = None,
         labels: Mapping[str, str] | None = None,
+        latency_count: int = 0,
+        latency_sum_ms: float = 0.0,
     ) -> None:
         """Store one client's health report (received_at defaults to now). `channel`/`labels`:
         the identity the client polls with; a report naming neither has no identity of its own
-        (see report_totals). Not a client-visible change: revision is not bumped."""
+        (see report_totals). `latency_count`/`latency_sum_ms`: how many operations the client
+        timed and their durations added up, in milliseconds (0 and 0.0: no latency reported).
+        Not a client-visible change: revision is not bumped."""
         if ok < 0 or failed < 0:
             raise ValueError(f"report counts must not be negative (ok={ok}, failed={failed})")
+        _check_latency(latency_count, latency_sum_ms)
         at = aware(received_at, "received_at") if received_at is not None else self.now()
         named = channel is not None or labels is not None
         with self._write() as conn:
@@ -62,6 +68,8 @@ class ClientsMixin(StoreBase):
                     received_at=at,
                     channel=channel,
                     labels=canonical_json(dict(labels or {})) if named else None,
+                    latency_count=latency_count,
+                    latency_sum_ms=float(latency_sum_ms),
                 )
             )
 
@@ -78,6 +86,8 @@ class ClientsMixin(StoreBase):
                 func.coalesce(func.sum(REPORT.c.ok), 0).label("ok"),
                 func.coalesce(func.sum(REPORT.c.failed), 0).label("failed"),
                 func.count().label("reports"),
+                func.coalesce(func.sum(REPORT.c.latency_count), 0).label("latency_count"),
+                func.coalesce(func.sum(REPORT.c.latency_sum_ms), 0.0).label("latency_sum_ms"),
             )
             .where(*scope)
             .group_by(*keys)
@@ -105,6 +115,8 @@ class ClientsMixin(StoreBase):
                 labels=json.loads(row.labels) if row.labels is not None else None,
                 seen_channel=row.seen_channel,
                 seen_labels=json.loads(row.seen_labels) if row.seen_labels is not None else None,
+                latency_count=int(row.latency_count),
+                latency_sum_ms=float(row.latency_sum_ms),
             )
             for row in rows
         ]
@@ -197,3 +209,21 @@ class ClientsMixin(StoreBase):
         cutoff = aware(older_than, "older_than")
         with self._write() as conn:
             return int(conn.execute(delete(SEEN).where(SEEN.c.last_seen < cutoff)).rowcount)
+
+
+def _check_latency(count: int, sum_ms: float) -> None:
+    """ValueError unless the latency figures are a count and a finite sum, neither negative, and
+    a sum above 0 comes with a count (no timed operation has no duration)."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"report latency_count must be an int >= 0, not {count!r}")
+    if (
+        isinstance(sum_ms, bool)
+        or not isinstance(sum_ms, (int, float))
+        or not math.isfinite(sum_ms)
+        or sum_ms < 0
+    ):
+        raise ValueError(f"report latency_sum_ms must be a finite number >= 0, not {sum_ms!r}")
+    if sum_ms > 0 and count == 0:
+        raise ValueError(
+            f"report latency_sum_ms={sum_ms!r} with latency_count=0: a sum needs timed operations"
+        )

@@ -140,7 +140,8 @@ class ReportTotals:
     """The identity the client last polled this config with; labels None: never seen polling."""
     latency_count: int = 0
     latency_sum_ms: float = 0.0
-    """The operations the reports timed, and their latencies' sum in milliseconds."""
+    """The operations the reports timed, and their durations added up in milliseconds (their mean
+    latency is latency_sum_ms / latency_count); 0 and 0.0 when none carried a latency."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Dialect,
+    Double,
     ForeignKeyConstraint,
     Index,
     Table,
@@ -222,6 +223,14 @@ class ClientReport(SQLModel, table=True):
     channel: str | None = Field(default=None, sa_type=Text)
     labels: str | None = Field(default=None, sa_type=Text)
     """The client's labels as JSON; NULL (with channel NULL) when the report named no identity."""
+    latency_count: int = Field(
+        default=0, sa_type=BigInteger, sa_column_kwargs={"server_default": "0"}
+    )
+    """How many operations the report timed; 0 when it carries no latency."""
+    latency_sum_ms: float = Field(
+        default=0.0, sa_type=Double, sa_column_kwargs={"server_default": "0"}
+    )
+    """The timed operations' durations added up, in milliseconds."""
 
 
 class ClientSeen(SQLModel, table=True):

@@ -60,6 +60,58 @@ async def test_async_report(live_api: LiveApi) -> None:
     assert (totals.ok, totals.failed, totals.channel, totals.labels) == (5, 1, None, {})
 
 
+def test_a_report_carries_the_latency_when_given(live_api: LiveApi) -> None:
+    stable_served(live_api, {"v": 1})
+    client = ConfigClient(live_api.url, PATH, client_id="h1")
+    try:
+        client.get()
+        client.report(ok=8, failed=2, latency_count=10, latency_sum_ms=152.5)
+        client.report(ok=4, failed=0, latency_count=4, latency_sum_ms=10)  # an int sum
+        client.report(ok=1, failed=0)  # without: adds nothing to the latency
+    finally:
+        client.close()
+    [totals] = live_api.store.report_totals("default", PATH, since=SINCE)
+    assert (totals.ok, totals.failed, totals.reports) == (13, 2, 3)
+    assert (totals.latency_count, totals.latency_sum_ms) == (14, 162.5)
+
+
+async def test_async_report_with_latency(live_api: LiveApi) -> None:
+    stable_served(live_api, {"v": 1})
+    client = AsyncConfigClient(live_api.url, PATH, client_id="h1")
+    try:
+        await client.get()
+        await client.report(5, 1, "slow db", latency_count=6, latency_sum_ms=0.75)
+    finally:
+        await client.aclose()
+    [totals] = live_api.store.report_totals("default", PATH, since=SINCE)
+    assert (totals.ok, totals.latency_count, totals.latency_sum_ms) == (5, 6, 0.75)
+
+
+def test_report_checks_its_latency_before_sending(live_api: LiveApi) -> None:
+    stable_served(live_api, {"v": 1})
+    client = ConfigClient(live_api.url, PATH, client_id="h1")
+    try:
+        client.get()
+        for latency, words in (
+            ({"latency_count": 3}, "latency_count needs latency_sum_ms"),
+            ({"latency_sum_ms": 3.0}, "latency_sum_ms needs latency_count"),
+            ({"latency_count": -1, "latency_sum_ms": 1.0}, "latency_count must be a count"),
+            ({"latency_count": True, "latency_sum_ms": 1.0}, "latency_count must be a count"),
+            ({"latency_count": 1, "latency_sum_ms": -1.0}, "latency_sum_ms must be a finite"),
+            (
+                {"latency_count": 1, "latency_sum_ms": float("nan")},
+                "latency_sum_ms must be a finite",
+            ),
+            ({"latency_count": 1, "latency_sum_ms": "12"}, "latency_sum_ms must be a finite"),
+            ({"latency_count": 0, "latency_sum_ms": 4.0}, "with latency_count 0"),
+        ):
+            with pytest.raises(ValueError, match=words):
+                client.report(ok=1, failed=0, **latency)  # type: ignore[arg-type]
+    finally:
+        client.close()
+    assert live_api.store.report_totals("default", PATH, since=SINCE) == []
+
+
 def test_report_checks_its_input(live_api: LiveApi) -> None:
     stable_served(live_api, {"v": 1})
     client = ConfigClient(live_api.url, PATH, client_id="h1")

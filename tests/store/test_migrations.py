@@ -305,3 +305,47 @@ def test_every_migration_only_adds_so_the_previous_version_keeps_serving(
                 f"{shape['unique']} -> {after[table]['unique']}"
             )
         before = after
+
+
+def test_reports_from_before_0008_carry_no_latency_and_sum_with_newer_ones(
+    database_url: str,
+) -> None:
+    """0008 adds a report's latency figures; reports stored before it (and inserts that do not
+    name them, as the previous version's) count 0 timed operations."""
+    migrate_to(database_url, "0007_applied_versions")
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO client_report (namespace, path, version, client, ok, failed, received_at) "
+                    "VALUES (:ns, :path, 'v1', 'host-1', 9, 1, CURRENT_TIMESTAMP)"
+                ),
+                {"ns": NS, "path": PATH},
+            )
+    finally:
+        engine.dispose()
+
+    store = Store(database_url, migrate=True)
+    try:
+        store.add_report(
+            NS, PATH, client="host-1", version="v1", ok=5, failed=0,
+            latency_count=5, latency_sum_ms=62.5,
+        )  # fmt: skip
+        [totals] = store.report_totals(NS, PATH, since=datetime(2000, 1, 1, tzinfo=UTC))
+    finally:
+        store.close()
+    assert (totals.ok, totals.failed, totals.reports) == (14, 1, 2)
+    assert (totals.latency_count, totals.latency_sum_ms) == (5, 62.5)
+
+    # And back: the downgrade drops the two columns and keeps the reports.
+    migrate_to(database_url, "0007_applied_versions", down=True)
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            columns = {column["name"] for column in inspect(conn).get_columns("client_report")}
+            assert conn.execute(text("SELECT count(*) FROM client_report")).scalar_one() == 2
+    finally:
+        engine.dispose()
+    assert "latency_count" not in columns and "latency_sum_ms" not in columns
+    assert {"ok", "failed", "channel", "labels"} <= columns

@@ -148,6 +148,68 @@ def test_report_totals_per_client_version_and_identity(store: Store) -> None:
     assert store.report_totals(NS, PATH, since=now + timedelta(minutes=1)) == []
 
 
+def test_report_totals_sum_the_latency_per_client_and_version(store: Store) -> None:
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    store.add_report(
+        NS, PATH, client="host-1", version=NEW, ok=10, failed=0,
+        latency_count=10, latency_sum_ms=125.5,
+    )  # fmt: skip
+    store.add_report(
+        NS, PATH, client="host-1", version=NEW, ok=4, failed=1,
+        latency_count=5, latency_sum_ms=0.25,
+    )  # fmt: skip
+    store.add_report(NS, PATH, client="host-1", version=NEW, ok=3, failed=0)  # timed nothing
+    store.add_report(
+        NS, PATH, client="host-1", version=OLD, ok=1, failed=0,
+        latency_count=1, latency_sum_ms=9.0,
+    )  # fmt: skip
+    # latency only: stored and summed as any other report
+    store.add_report(
+        NS, PATH, client="host-2", version=NEW, ok=0, failed=0,
+        latency_count=2, latency_sum_ms=3.5,
+    )  # fmt: skip
+    store.add_report(NS, PATH, client="host-3", version=NEW, ok=1, failed=0)
+    # before `since`: not counted
+    store.add_report(
+        NS, PATH, client="host-1", version=NEW, ok=1, failed=0,
+        latency_count=1, latency_sum_ms=1000.0, received_at=since - timedelta(seconds=1),
+    )  # fmt: skip
+
+    latency = {
+        (row.client, row.version): (row.latency_count, row.latency_sum_ms, row.reports)
+        for row in store.report_totals(NS, PATH, since=since)
+    }
+
+    assert latency == {
+        ("host-1", NEW): (15, 125.75, 3),
+        ("host-1", OLD): (1, 9.0, 1),
+        ("host-2", NEW): (2, 3.5, 1),
+        ("host-3", NEW): (0, 0.0, 1),
+    }
+    assert all(
+        isinstance(row.latency_sum_ms, float) for row in store.report_totals(NS, PATH, since=since)
+    )
+
+
+def test_bad_latency_figures_are_refused_and_not_stored(store: Store) -> None:
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    for count, sum_ms, words in (
+        (-1, 0.0, "latency_count must be an int >= 0"),
+        (1.5, 1.0, "latency_count must be an int >= 0"),
+        (True, 1.0, "latency_count must be an int >= 0"),
+        (1, -0.5, "latency_sum_ms must be a finite number >= 0"),
+        (1, float("nan"), "latency_sum_ms must be a finite number >= 0"),
+        (1, float("inf"), "latency_sum_ms must be a finite number >= 0"),
+        (0, 2.0, "latency_sum_ms=2.0 with latency_count=0"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            store.add_report(
+                NS, PATH, client="host-1", version=NEW, ok=1, failed=0,
+                latency_count=count, latency_sum_ms=sum_ms,  # type: ignore[arg-type]
+            )  # fmt: skip
+    assert store.report_totals(NS, PATH, since=since) == []
+
+
 def test_reports_do_not_bump_the_revision(store: Store) -> None:
     before = store.revision()
     store.add_report(NS, PATH, client="host-1", version=NEW, ok=1, failed=0)
