@@ -12,7 +12,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 from tempoconf.workflows.rollout import _activities
 from tempoconf.workflows.rollout._audit import note, refresh_view, transition
-from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, RolloutRun, unhealthy
+from tempoconf.workflows.rollout._run import SYSTEM_ACTOR, ContinueAsNew, RolloutRun, unhealthy
 from tempoconf.workflows.rollout._waiting import wait_until
 
 with workflow.unsafe.imports_passed_through():
@@ -46,6 +46,17 @@ async def check_health(
         transition(
             run, RolloutState.CHECKING_HEALTH, SYSTEM_ACTOR, f"checking the health of {stage.name}"
         )
+    try:
+        await _check_until_concluded(run, plan, stage)
+    except ContinueAsNew:
+        raise  # the next run goes on with the same extension
+    except BaseException:
+        run.progress.hold_extended_until = None  # reverted, halted or cancelled: no longer held
+        raise
+    run.progress.hold_extended_until = None
+
+
+async def _check_until_concluded(run: RolloutRun, plan: RolloutPlan, stage: PlannedStage) -> None:
     pending = list(range(len(stage.health)))
     while True:
         report = await _run_checks(run, plan, stage, pending, extension_over=_extension_over(run))
@@ -110,7 +121,6 @@ def _extend_hold(
 
 def _concluded(run: RolloutRun, stage: PlannedStage, report: HealthReport) -> None:
     """A judged check's verdict is evidence: the history (and the audit log) keeps it."""
-    run.progress.hold_extended_until = None
     judged = [result for result in report.checks if result.figures.get("judge")]
     if judged:
         note(

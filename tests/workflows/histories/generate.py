@@ -377,6 +377,44 @@ async def unhealthy_revert_in_hold(bench: Bench) -> WorkflowHandle[Any, Any]:
 
 
 @scenario
+async def inconclusive_extension(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """A sequential judge (issue 29) on thin evidence: inconclusive at the hold's end (cut short
+    by advance), the hold extended for 2 s and re-checked, then passed by after_extension."""
+    await bench.make_stable(STABLE_VALUE)
+    judge = {
+        "sequential": {
+            "max_increase": 0.01,
+            "on_inconclusive": "extend",
+            "max_extension": "2s",
+            "after_extension": "pass",
+        }
+    }
+    handle = await bench.start(
+        bench.request(stages=[{"channel": "canary"}], health=[{"kind": "reports", "judge": judge}]),
+        real_clock=True,
+    )
+    await reach(handle, "holding")
+    stable = version_id(STABLE_VALUE)
+    for client, version, channel in [
+        ("canary-0", NEW_VERSION, "canary"),
+        ("host-0", stable, None),
+        ("host-1", stable, None),
+    ]:
+        bench.store.add_report(
+            NAMESPACE,
+            bench.path,
+            client=client,
+            version=version,
+            ok=20,
+            failed=0,
+            channel=channel,
+            labels={},
+        )
+    await handle.execute_update("advance")
+    return await outcome(handle, "promoted")
+
+
+@scenario
 async def bypass(bench: Bench) -> WorkflowHandle[Any, Any]:
     await bench.make_stable(STABLE_VALUE)
     handle = await bench.start(bench.request(), real_clock=True)
