@@ -16,9 +16,12 @@ bench/bench_verdicts.py shows how far it falls.
 
 The unit is the client, not the operation: a client's operations share its host, its traffic and
 its bugs, so its errors come in clumps. The variance of a group's ratio is the clustered
-(sandwich) estimate over its clients, never below the binomial variance of its operations; a
-cohort of a few clients borrows the baseline's between-client spread, which it cannot measure
-itself. `tau` is the tolerance itself: the mixture is widest where the decision is made.
+(sandwich) estimate over its clients, widened for few clients, never below the binomial variance
+of its operations; a cohort of a few clients borrows the baseline's between-client spread, which
+it cannot measure itself. `tau` is the tolerance itself: the mixture is widest where the
+decision is made. No maintained Python library computes this (confseq, the reference
+implementation of Howard et al.'s confidence sequences, is a C++ extension that does not build
+from its sdist here); the formula is a few lines, checked by hand in tests/domain/test_sequential.py.
 """
 
 from __future__ import annotations
@@ -82,7 +85,10 @@ class RatioSums:
             - 2.0 * ratio * self.cross
             + ratio * ratio * self.denominator_squares
         )
-        return max(total, 0.0) * self.clients / (self.clients - 1)
+        # Clients all at one ratio leave rounding noise of the terms' size, not a spread.
+        if total <= 1e-12 * self.numerator_squares:
+            return 0.0
+        return total * self.clients / (self.clients - 1)
 
 
 class Conclusion(StrEnum):
@@ -136,60 +142,45 @@ def mixture_half_width(variance: float, tau: float, confidence: float) -> float:
     )
 
 
-# A cohort's own clustered variance is trusted from this many clients; below it, its estimate
-# has too few degrees of freedom to be more than a hint (the baseline's spread stands in).
-_OWN_SPREAD_CLIENTS = 4
-
-
 def _shrunk(sums: RatioSums) -> float:
     """A rate for the binomial variance that is never 0 or 1: no failure in 100 operations does
     not mean a rate known to be exactly zero (half an event added, as Jeffreys' prior does)."""
     return (sums.numerator + 0.5) / (sums.denominator + 1.0)
 
 
-def _inflation(clients: int) -> float:
-    """The variance of a t with k − 1 degrees of freedom over a normal's: a clustered estimate from
-    k clients is itself uncertain, and the interval widens for it."""
-    freedom = clients - 1
-    return freedom / (freedom - 2) if freedom > 2 else math.inf
-
-
-def _rate_variances(cohort: RatioSums, baseline: RatioSums) -> tuple[float, float]:
-    """Variances of the cohort's and the baseline's error rates (failed / operations)."""
-    base_rate, cohort_rate = _shrunk(baseline), _shrunk(cohort)
-    base_within = base_rate * (1.0 - base_rate)
-    clustered = baseline.residual_squares()
-    baseline_variance = max(clustered / baseline.denominator**2, base_within / baseline.denominator)
-    # The spread of the clients' own rates beyond the binomial, measured on the baseline
-    # (method of moments): Σ(x_i − R d_i)² ≈ Σ d_i p(1 − p) + σ²_between Σ d_i².
-    between = 0.0
-    if baseline.clients >= 2 and baseline.denominator_squares > 0:
-        between = max(
-            (clustered - baseline.denominator * base_within) / baseline.denominator_squares, 0.0
-        )
-    modelled = (
-        cohort.denominator * cohort_rate * (1.0 - cohort_rate)
-        + between * cohort.denominator_squares
-    ) / cohort.denominator**2
-    return max(modelled, _own_variance(cohort)), baseline_variance
-
-
-def _own_variance(sums: RatioSums) -> float:
-    if sums.clients < _OWN_SPREAD_CLIENTS:
+def _clustered(sums: RatioSums) -> float:
+    """The clustered variance of a group's ratio, widened for its few clients: an estimate from k
+    clients has k − 1 degrees of freedom, and ((k + 1) / (k − 1))² (9 at 2 clients, 2.25 at 5,
+    1.04 at 100) stands in for the t distribution's heavier tails. Zero below 2 clients."""
+    if sums.clients < 2:
         return 0.0
-    return _inflation(sums.clients) * sums.residual_squares() / sums.denominator**2
+    widen = ((sums.clients + 1) / (sums.clients - 1)) ** 2
+    return widen * sums.residual_squares() / sums.denominator**2
 
 
-def _mean_variances(cohort: RatioSums, baseline: RatioSums) -> tuple[float, float] | None:
-    """Variances of the cohort's and the baseline's mean (latency per timed operation): from the
-    clients alone, as a sum and a count say nothing of the spread within a client. None: too few
-    clients to tell."""
-    if baseline.clients < 2:
-        return None
-    baseline_variance = baseline.residual_squares() / baseline.denominator**2
-    # The baseline's spread per timed operation, scaled to the cohort's operations.
-    per_operation = baseline.residual_squares() / baseline.denominator
-    cohort_variance = max(per_operation / cohort.denominator, _own_variance(cohort))
+def _borrowed(baseline: RatioSums, cohort: RatioSums) -> float:
+    """The baseline's spread between clients, scaled to the cohort's clients: a cohort of a few
+    clients cannot measure its own, and under no change it is the baseline's."""
+    if baseline.clients < 2 or baseline.denominator_squares <= 0:
+        return 0.0
+    per_client = _clustered(baseline) * baseline.denominator**2 / baseline.denominator_squares
+    return per_client * cohort.denominator_squares / cohort.denominator**2
+
+
+def _variances(cohort: RatioSums, baseline: RatioSums, *, rate: bool) -> tuple[float, float]:
+    """Variances of the cohort's and the baseline's ratio: each the largest of what could explain
+    its spread — its own clustered estimate, for the cohort the baseline's spread borrowed, and
+    for an error rate the binomial variance of its operations (a mean has no such floor: a sum
+    and a count say nothing of the spread within a client). Every term shrinks, or stays, as
+    evidence is added at the same rates, so more evidence never widens the interval."""
+    cohort_variance = max(_clustered(cohort), _borrowed(baseline, cohort))
+    baseline_variance = _clustered(baseline)
+    if rate:
+        for_cohort, for_baseline = _shrunk(cohort), _shrunk(baseline)
+        cohort_variance = max(cohort_variance, for_cohort * (1.0 - for_cohort) / cohort.denominator)
+        baseline_variance = max(
+            baseline_variance, for_baseline * (1.0 - for_baseline) / baseline.denominator
+        )
     return cohort_variance, baseline_variance
 
 
@@ -207,14 +198,15 @@ def compare(
         return Comparison(None, "no cohort operations")
     if baseline.denominator <= 0:
         return Comparison(None, "no baseline operations")
-    if rate:
-        variances: tuple[float, float] | None = _rate_variances(cohort, baseline)
-    else:
-        variances = _mean_variances(cohort, baseline)
-    if variances is None:
+    if not rate and baseline.clients < 2:
         return Comparison(
             None, f"too few baseline clients ({baseline.clients}) to measure the spread"
         )
+    variances = _variances(cohort, baseline, rate=rate)
     increase = (cohort.ratio or 0.0) - (baseline.ratio or 0.0)
     half = mixture_half_width(sum(variances), tolerance, confidence)
-    return Comparison(IncreaseInterval(increase, increase - half, increase + half, confidence))
+    lower, upper = increase - half, increase + half
+    if rate:
+        # Two rates differ by at most 1 either way: the interval within that holds as often.
+        lower, upper = max(lower, -1.0), min(upper, 1.0)
+    return Comparison(IncreaseInterval(increase, lower, upper, confidence))

@@ -48,6 +48,10 @@ def _decimals(width: float) -> int:
     return min(max(1 - math.floor(math.log10(width)), 1), 4)
 
 
+def _clients(sums: RatioSums, side: str) -> str:
+    return f"{sums.clients} {side} client" + ("" if sums.clients == 1 else "s")
+
+
 def _count(value: float) -> str:
     return f"{round(value):,}"
 
@@ -56,8 +60,8 @@ def _evidence(
     metric: _Metric, comparison: Comparison, cohort: RatioSums, baseline: RatioSums
 ) -> str:
     sizes = (
-        f"{_count(cohort.denominator)} {metric.operations} from {cohort.clients} cohort clients vs "
-        f"{_count(baseline.denominator)} from {baseline.clients} baseline clients"
+        f"{_count(cohort.denominator)} {metric.operations} from {_clients(cohort, 'cohort')} vs "
+        f"{_count(baseline.denominator)} from {_clients(baseline, 'baseline')}"
     )
     interval = comparison.interval
     if interval is None:
