@@ -2,8 +2,9 @@
 
 Act one rolls examples/rollout.json out stage by stage until it is promoted. Act two rolls out a
 bad value (examples/demo-bad-value.json): valid for the schema, but the simulated servers fail
-with it (cli/fleet.py, `failure_ratio`); the canaries report errors, the health check fails, the
-rollout reverts, and the demo says how many hosts ever ran it, as the fleet observed.
+with it (cli/fleet.py, `failure_ratio`); the canaries report errors, the health check's sequential
+judge finds a regression (its confidence interval of the error rate's increase lies above the
+tolerance), the rollout reverts, and the demo says how many hosts ever ran it, as the fleet observed.
 
 The demo has its own config, `demo/server_config` (the examples' schema), so the README's
 walkthrough of `myproject/server_config` starts clean after `make run`.
@@ -37,15 +38,23 @@ from tempoconf.cli.components import run_dev_stack
 from tempoconf.cli.demo_view import FleetDisplay, LiveView
 from tempoconf.cli.devstack import DevStack
 from tempoconf.cli.fleet import SERVER_LOAD, FleetProcess, FleetSpec, failure_ratio
-from tempoconf.durations import parse_duration
+from tempoconf.durations import format_duration, parse_duration
 from tempoconf.resolution import STABLE
 from tempoconf.rollout.change import rollout_change, workflow_summary
+from tempoconf.rollout.health_specs import ReportsCheckSpec
 from tempoconf.rollout.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.schema_validation import value_problems
 from tempoconf.temporal.names import WORKFLOW_TYPE, rollout_workflow_id
 
-__all__ = ["demo_command", "load_example", "next_steps", "run_demo", "second_act_verdict"]
+__all__ = [
+    "check_text",
+    "demo_command",
+    "load_example",
+    "next_steps",
+    "run_demo",
+    "second_act_verdict",
+]
 
 DEMO_NAMESPACE = "default"
 DEMO_PATH = "demo/server_config"
@@ -255,8 +264,7 @@ async def _second_act(
         f"{bounds.get('maximum')}, so the rollout starts. But each simulated server carries "
         f"{SERVER_LOAD} open connections: with max_connections {value.get('max_connections')} "
         f"it refuses the rest, and reports {failure_ratio(value):.0%} of its operations as "
-        f"failed. The health check: the stage's reports, error ratio at most "
-        f"{check['max_error_ratio']:g}, checked every {check['interval']} during the hold.",
+        f"failed. {check_text(check)}",
         width=96,
     ):
         print(f"   {line}")
@@ -274,6 +282,40 @@ async def _second_act(
     for line in lines:
         view.log(line)
     return caught
+
+
+def check_text(check: Mapping[str, Any]) -> str:
+    """What the second act's health check does, in a sentence: its judge, else its threshold."""
+    spec = ReportsCheckSpec.model_validate(check)
+    when = (
+        f"checked every {format_duration(spec.interval)} during the hold"
+        if spec.interval is not None
+        else "checked at the end of the hold"
+    )
+    if spec.judge is None:
+        limits = []
+        if spec.max_error_ratio is not None:
+            limits.append(f"at most {spec.max_error_ratio:g}")
+        if spec.max_baseline_factor is not None:
+            limits.append(f"at most {spec.max_baseline_factor:g} times the baseline's")
+        return f"The health check: the stage's reports, error ratio {' and '.join(limits)}, {when}."
+    judge = spec.judge.sequential
+    bounds = []
+    if judge.max_increase is not None:
+        bounds.append(
+            f"of the error rate's increase lies wholly above max_increase "
+            f"{judge.max_increase * 100:g} pp"
+        )
+    if judge.max_latency_increase_ms is not None:
+        bounds.append(
+            f"of the mean latency's increase lies wholly above max_latency_increase_ms "
+            f"{judge.max_latency_increase_ms:g} ms"
+        )
+    return (
+        f"The health check: the stage's reports against the baseline's (the hosts outside the "
+        f"stage), {when}; a regression, which reverts the rollout, is when the "
+        f"{judge.confidence:.0%} confidence interval {' or the one '.join(bounds)}."
+    )
 
 
 def second_act_verdict(

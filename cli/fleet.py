@@ -37,6 +37,7 @@ import httpx
 from tempoconf.cli._lifecycle import AsyncRunning
 
 __all__ = [
+    "REPORT_OPERATIONS",
     "SERVER_LOAD",
     "UNSERVED",
     "Fleet",
@@ -51,6 +52,10 @@ UNSERVED = ("-", "-")
 """The (version, stage) of a client that has no answer yet."""
 SERVER_LOAD = 500
 """Open connections each simulated server carries (see `failure_ratio`)."""
+REPORT_OPERATIONS = (200, 400)
+"""The operations one report counts (at random, bounds included): a busy server's between two
+reports, enough that a single canary's first report bounds its error rate's increase within a few
+points, as the demo's sequential judge needs to decide at once."""
 
 
 def failure_ratio(value: Any) -> float:
@@ -268,7 +273,7 @@ class Fleet(AsyncRunning):
     async def _report(self, client: SimulatedClient) -> None:
         assert self._http is not None
         assert client.version is not None
-        operations = self._random.randint(50, 100)
+        operations = self._random.randint(*REPORT_OPERATIONS)
         ratio = failure_ratio(client.value)
         failed = round(operations * ratio)
         report: dict[str, Any] = {

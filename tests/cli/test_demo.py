@@ -18,10 +18,14 @@ import httpx
 import pytest
 
 from tempoconf.canonical import version_id
-from tempoconf.cli.demo import second_act_verdict
+from tempoconf.cli.demo import check_text, second_act_verdict
 from tempoconf.cli.demo_view import StageOrder, fleet_table
-from tempoconf.cli.fleet import failure_ratio
+from tempoconf.cli.fleet import REPORT_OPERATIONS, failure_ratio
+from tempoconf.rollout.health_specs import ReportsCheckSpec
+from tempoconf.rollout.progress import Verdict
 from tempoconf.rollout.request import parse_rollout_request
+from tempoconf.rollout.sequential import RatioSums
+from tempoconf.rollout.sequential_verdicts import GroupSums, judge_sequential
 from tempoconf.schema_validation import value_problems
 from tests.cli.conftest import (
     EXAMPLES,
@@ -35,7 +39,10 @@ from tests.cli.conftest import (
 REPO = Path(__file__).resolve().parents[2]
 STABLE = version_id({"is_debug": False, "max_connections": 1000})
 NEW = version_id({"is_debug": False, "max_connections": 2000})
-BAD = version_id({"is_debug": False, "max_connections": 200})
+BAD_VALUE = {"is_debug": False, "max_connections": 200}
+STABLE_VALUE = {"is_debug": False, "max_connections": 1000}
+BAD = version_id(BAD_VALUE)
+UNHEALTHY, HEALTHY = Verdict.UNHEALTHY, Verdict.HEALTHY
 # The fleet puts every 20th host on channel canary, starting with host-0001 (cli/fleet.py).
 CANARIES_OF_40 = ["host-0001", "host-0021"]
 CANARIES_OF_20 = ["host-0001"]
@@ -206,9 +213,16 @@ def test_demo_catches_the_bad_value_on_the_canaries_and_stays_up(tmp_path: Path)
             "with max_connections 200 it refuses the rest, and reports 60% of its operations as failed"
             in prose
         )
-        assert "error ratio at most 0.05, checked every 1s during the hold" in prose
+        assert (
+            "The health check: the stage's reports against the baseline's (the hosts outside the "
+            "stage), checked every 1s during the hold; a regression, which reverts the rollout, is "
+            "when the 95% confidence interval of the error rate's increase lies wholly above "
+            "max_increase 2 pp." in prose
+        )
+        # The revert's reason shows the interval, and that it lies above the tolerance.
         assert re.search(
-            r"rollout ended: reverted \(stage channel:canary is unhealthy: reports #1: error ratio",
+            r"rollout ended: reverted \(stage channel:canary is unhealthy: reports #1: regression: "
+            r"error rate \+[\d.]+ pp \[[\d.]+, [\d.]+\] at 95%, ",
             text,
         ), text
         assert re.search(
@@ -219,7 +233,9 @@ def test_demo_catches_the_bad_value_on_the_canaries_and_stays_up(tmp_path: Path)
         # Two counts of canaries, each saying when it was made: the check's (in the revert's
         # reason: the clients it had reports from when it tripped), and the fleet's, later.
         checked = re.search(
-            r"error ratio [\d.]+ \(\d+ failed of \d+ operations, (\d+) client", text
+            r"[\d,]+ operations from (\d+) cohort clients vs [\d,]+ from \d+ baseline clients; "
+            r"the interval lies wholly above max_increase 2 pp; evidence: ",
+            text,
         )
         assert checked is not None, text
         caught = re.search(
@@ -333,15 +349,65 @@ def test_the_demo_examples_pass_the_schema_and_the_bad_one_fails_the_fleet() -> 
     schema = json.loads((EXAMPLES / "server_config.schema.json").read_text())
     bad = parse_rollout_request(json.loads((EXAMPLES / "demo-bad-value.json").read_text()))
     assert value_problems(schema, bad.value) == []
-    bound = bad.health[0].max_error_ratio
+    check = bad.health[0]
+    assert isinstance(check, ReportsCheckSpec) and check.judge is not None
+    bound = check.judge.sequential.max_increase
     assert bound is not None and failure_ratio(bad.value) > bound
-    assert bad.health[0].interval is not None, "the check must run during the hold, to fail fast"
+    assert check.interval is not None, "the check must run during the hold, to fail fast"
     for name in ("demo-manual.json", "rollout.json", "rollout-manual.json"):
         request = parse_rollout_request(json.loads((EXAMPLES / name).read_text()))
         assert value_problems(schema, request.value) == [], name
         assert failure_ratio(request.value) == 0, name
     stable = json.loads((EXAMPLES / "server_config.stable.json").read_text())
     assert failure_ratio(stable) == 0
+
+
+@pytest.mark.parametrize(("value", "expected"), [(BAD_VALUE, UNHEALTHY), (STABLE_VALUE, HEALTHY)])
+def test_the_second_acts_judge_decides_on_one_canarys_first_report(
+    value: dict[str, object], expected: Verdict
+) -> None:
+    """With the fleet's report volume, one canary's first report (the fewest operations a report
+    counts) against 19 hosts on stable settles the judge: a regression on the bad value, no
+    regression on a good one. The smallest fleet the tests run (20 hosts) has one canary."""
+    bad = parse_rollout_request(json.loads((EXAMPLES / "demo-bad-value.json").read_text()))
+    check = bad.health[0]
+    assert isinstance(check, ReportsCheckSpec) and check.judge is not None
+    operations = REPORT_OPERATIONS[0]
+    failed = round(operations * failure_ratio(value))
+    no_latency = RatioSums()
+    verdict, summary, _ = judge_sequential(
+        check.judge.sequential,
+        GroupSums(RatioSums.of([(failed, operations)]), no_latency),
+        GroupSums(RatioSums.of([(0, operations)] * 19), no_latency),
+    )
+    assert verdict == expected, summary
+
+
+def test_the_demo_says_what_its_check_judges() -> None:
+    """The second act's sentence on its check: the judge's interval and tolerance, or (for a
+    request with the old thresholds) the bound."""
+    bad = json.loads((EXAMPLES / "demo-bad-value.json").read_text())
+    assert check_text(bad["health"][0]).endswith(
+        "checked every 1s during the hold; a regression, which reverts the rollout, is when the "
+        "95% confidence interval of the error rate's increase lies wholly above max_increase 2 pp."
+    )
+    both = {"kind": "reports", "judge": {"sequential": {
+        "max_latency_increase_ms": 20, "max_increase": 0.005, "confidence": 0.99}}}  # fmt: skip
+    assert check_text(both).endswith(
+        "checked at the end of the hold; a regression, which reverts the rollout, is when the 99% "
+        "confidence interval of the error rate's increase lies wholly above max_increase 0.5 pp "
+        "or the one of the mean latency's increase lies wholly above max_latency_increase_ms 20 ms."
+    )
+    threshold = {"kind": "reports", "max_error_ratio": 0.05, "interval": "2s"}
+    assert check_text(threshold) == (
+        "The health check: the stage's reports, error ratio at most 0.05, checked every 2s "
+        "during the hold."
+    )
+    factor = {"kind": "reports", "max_baseline_factor": 3}
+    assert check_text(factor) == (
+        "The health check: the stage's reports, error ratio at most 3 times the baseline's, "
+        "checked at the end of the hold."
+    )
 
 
 def test_fleet_table_lists_stages_in_rollout_order_then_stable() -> None:
