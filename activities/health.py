@@ -338,7 +338,7 @@ def _published_at(input: CheckHealthInput) -> datetime | None:
     return datetime.fromisoformat(input.published_at) if input.published_at else None
 
 
-def _placeholders(input: CheckHealthInput) -> dict[str, str]:
+def _placeholders(input: CheckHealthInput, now: datetime | None = None) -> dict[str, str]:
     plan = input.plan
     return placeholder_values(
         namespace=plan.namespace,
@@ -346,16 +346,22 @@ def _placeholders(input: CheckHealthInput) -> dict[str, str]:
         version=plan.version,
         stage=input.stage.name,
         published_at=_published_at(input),
-        now=datetime.now(UTC),
+        now=now or datetime.now(UTC),
     )
 
 
-async def _instant_query(http: httpx.AsyncClient, base_url: str, query: str) -> dict[str, Any]:
-    """The `data` of Prometheus's answer to an instant query: unreachable (a transport error, a
-    5xx, no JSON) is retried; a refused query is a verdict."""
+async def _instant_query(
+    http: httpx.AsyncClient, base_url: str, query: str, at: datetime | None = None
+) -> dict[str, Any]:
+    """The `data` of Prometheus's answer to an instant query (evaluated `at` that time, else its
+    own now): unreachable (a transport error, a 5xx, no JSON) is retried; a refused query is a
+    verdict."""
     url = base_url.rstrip("/") + "/api/v1/query"
+    params = {"query": query}
+    if at is not None:
+        params["time"] = f"{at.timestamp():.3f}"
     try:
-        response = await http.get(url, params={"query": query})
+        response = await http.get(url, params=params)
     except httpx.HTTPError as error:
         raise SourceUnreachableError(f"{url}: {type(error).__name__}: {error}") from error
     if response.status_code >= 500:
@@ -377,7 +383,10 @@ async def _prometheus_counts(
 ) -> tuple[Verdict, str, dict[str, Any]]:
     """A judged check: its four counts queries at once, joined per client, the cohort judged
     against the baseline."""
-    values = _placeholders(input)
+    # One evaluation time for the four: queried a moment apart, the counters would have grown
+    # in between, and a client's failed and total would not be of the same span.
+    at = datetime.now(UTC)
+    values = _placeholders(input, at)
     queries = {
         name: render_promql(getattr(counts, name), values)
         for name in ("cohort_failed", "cohort_total", "baseline_failed", "baseline_total")
@@ -385,7 +394,7 @@ async def _prometheus_counts(
     async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
         # Every query ends before the client closes, whichever fails first.
         answers = await asyncio.gather(
-            *(_instant_query(http, spec.url, query) for query in queries.values()),
+            *(_instant_query(http, spec.url, query, at) for query in queries.values()),
             return_exceptions=True,
         )
     data: list[dict[str, Any]] = []

@@ -37,7 +37,7 @@ class JoinedCounts:
     failed_without_total: list[str] = field(default_factory=list)
     """Failed series with no total series of the same labels, as `{label="value"}`."""
     unreadable: list[str] = field(default_factory=list)
-    """Series whose value is no finite number (NaN from 0/0, +Inf)."""
+    """Clients with a series whose value is no finite number (NaN from 0/0, +Inf): left out."""
 
 
 def series_name(labels: Mapping[str, str]) -> str:
@@ -51,31 +51,34 @@ def _key(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
 
 
 def _by_client(
-    samples: Iterable[LabelledSample], unreadable: list[str]
+    samples: Iterable[LabelledSample], unreadable: dict[frozenset[tuple[str, str]], str]
 ) -> dict[frozenset[tuple[str, str]], float]:
     # Two series with one label set once the name is dropped (`{__name__=~"a|b"}`) are added up.
     values: dict[frozenset[tuple[str, str]], float] = {}
     for labels, value in samples:
-        if not math.isfinite(value):
-            unreadable.append(series_name(labels))
-            continue
         key = _key(labels)
+        if not math.isfinite(value):
+            unreadable[key] = series_name(labels)
+            continue
         values[key] = values.get(key, 0.0) + value
     return values
 
 
 def join_counts(failed: Iterable[LabelledSample], total: Iterable[LabelledSample]) -> JoinedCounts:
-    """Each client's (failed, total), joined by labels, as the sums a sequential judge reads."""
-    unreadable: list[str] = []
+    """Each client's (failed, total), joined by labels, as the sums a sequential judge reads; a
+    client with a series of no finite value is left out (its rate is unknown)."""
+    unreadable: dict[frozenset[tuple[str, str]], str] = {}
     failed_by_client = _by_client(failed, unreadable)
     total_by_client = _by_client(total, unreadable)
     without_total = sorted(
         series_name(dict(key)) for key in failed_by_client if key not in total_by_client
     )
     sums = RatioSums.of(
-        (failed_by_client.get(key, 0.0), operations) for key, operations in total_by_client.items()
+        (failed_by_client.get(key, 0.0), operations)
+        for key, operations in total_by_client.items()
+        if key not in unreadable
     )
-    return JoinedCounts(sums, without_total, sorted(unreadable))
+    return JoinedCounts(sums, without_total, sorted(set(unreadable.values())))
 
 
 def judge_counts(
@@ -93,7 +96,7 @@ def judge_counts(
     for side, joined in (("cohort", cohort), ("baseline", baseline)):
         for name, what, series in (
             ("without_total", "failed series without a total series", joined.failed_without_total),
-            ("not_finite", "series with no finite value", joined.unreadable),
+            ("not_finite", "clients with a series of no finite value", joined.unreadable),
         ):
             if not series:
                 continue
