@@ -23,8 +23,9 @@ from temporalio.testing import ActivityEnvironment
 from tempoconf.activities.health import HealthCheckActivities
 from tempoconf.rollout.activity_io import CheckHealthInput
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan, plan_check
+from tempoconf.rollout.progress import CheckResult
 from tempoconf.store.store import Store
-from tests.fixtures.services import prometheus_server
+from tests.fixtures.services import free_port, prometheus_server
 from tests.fixtures.waiting import eventually
 
 NEW = "aaaaaaaaaaaaaaaa"
@@ -135,35 +136,48 @@ def _counts(scenario: str) -> dict[str, str]:
     }
 
 
-async def _judge(
-    store: Store, source: Source, scenario: str, *, final: bool = False, **sequential: Any
-) -> dict[str, Any]:
-    check = plan_check(
-        {
-            "kind": "prometheus",
-            "url": source.prometheus,
-            "judge": {"sequential": {"max_increase": 0.005, **sequential}},
-            "counts": _counts(scenario),
-        },
-        0,
-    )
+async def _run(
+    store: Store, check: dict[str, Any], *, published_at: datetime | None, final: bool = False
+) -> CheckResult:
+    """One check of a 10% stage of a rollout to NEW, as the workflow asks the activity."""
     plan = RolloutPlan(
         namespace="default",
         path="a/config",
         version=NEW,
-        stages=[PlannedStage(index=0, name="10%", percentile=10, health=[check])],
+        stages=[PlannedStage(index=0, name="10%", percentile=10, health=[plan_check(check, 0)])],
     )
-    await _scraped(source)
     report = await ActivityEnvironment().run(
         HealthCheckActivities(store).check_stage_health,
         CheckHealthInput(
             plan=plan,
             stage=plan.stages[0],
             final=final,
-            published_at=source.started.isoformat(),
+            published_at=published_at.isoformat() if published_at else None,
         ),
     )
     [result] = report.checks
+    return result
+
+
+def _check(url: str, counts: dict[str, str], **sequential: Any) -> dict[str, Any]:
+    return {
+        "kind": "prometheus",
+        "url": url,
+        "judge": {"sequential": {"max_increase": 0.005, **sequential}},
+        "counts": counts,
+    }
+
+
+async def _judge(
+    store: Store, source: Source, scenario: str, *, final: bool = False, **sequential: Any
+) -> dict[str, Any]:
+    await _scraped(source)
+    result = await _run(
+        store,
+        _check(source.prometheus, _counts(scenario), **sequential),
+        published_at=source.started,
+        final=final,
+    )
     assert result.name == "prometheus #1 (sequential, max_increase 0.5 pp)"
     return {"verdict": result.verdict, "summary": result.summary, **result.figures}
 
@@ -227,29 +241,24 @@ async def test_a_few_calls_are_inconclusive_and_settled_at_the_end_of_the_hold(
 async def test_a_query_prometheus_refuses_fails_the_check(
     sqlite_store: Store, source: Source
 ) -> None:
-    check = plan_check(
-        {
-            "kind": "prometheus",
-            "url": source.prometheus,
-            "judge": {"sequential": {"max_increase": 0.005}},
-            "counts": {**_counts("equal"), "baseline_total": "sum by (client) (rate(calls_total))"},
-        },
-        0,
+    counts = {**_counts("equal"), "baseline_total": "sum by (client) (rate(calls_total))"}
+    result = await _run(
+        sqlite_store, _check(source.prometheus, counts), published_at=source.started
     )
-    plan = RolloutPlan(
-        namespace="default",
-        path="a/config",
-        version=NEW,
-        stages=[PlannedStage(index=0, name="10%", percentile=10, health=[check])],
-    )
-    report = await ActivityEnvironment().run(
-        HealthCheckActivities(sqlite_store).check_stage_health,
-        CheckHealthInput(
-            plan=plan, stage=plan.stages[0], final=False, published_at=source.started.isoformat()
-        ),
-    )
-    [result] = report.checks
     assert result.verdict == "unhealthy"
     assert result.summary.startswith(
         "Prometheus rejected the query 'sum by (client) (rate(calls_total))': "
     ), result.summary
+
+
+async def test_an_unreachable_prometheus_fails_the_check_after_its_attempts(
+    sqlite_store: Store,
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    check = {**_check(url, _counts("equal")), "attempts": 2}
+    result = await _run(sqlite_store, check, published_at=None)
+    assert result.verdict == "unhealthy"
+    assert result.summary.startswith(
+        f"source unreachable after 2 attempt(s): {url}/api/v1/query: ConnectError"
+    ), result.summary
+    assert result.figures == {"attempts": 2}
