@@ -36,7 +36,12 @@ from tempoconf.rollout.activity_io import (
     WatchHealthProgress,
     WatchHealthResult,
 )
-from tempoconf.rollout.health_specs import HttpCheckSpec, PrometheusCheckSpec, ReportsCheckSpec
+from tempoconf.rollout.health_specs import (
+    HttpCheckSpec,
+    PrometheusCheckSpec,
+    PrometheusCountsSpec,
+    ReportsCheckSpec,
+)
 from tempoconf.rollout.health_verdicts import (
     HEALTHY,
     UNHEALTHY,
@@ -51,6 +56,7 @@ from tempoconf.rollout.health_verdicts import (
 )
 from tempoconf.rollout.plan import CheckSpec
 from tempoconf.rollout.progress import CheckResult, HealthReport, Verdict
+from tempoconf.rollout.prometheus_counts import join_counts, judge_counts
 from tempoconf.rollout.run_state import count_failures
 from tempoconf.rollout.sequential_verdicts import settle_inconclusive
 from tempoconf.store.store import Store
@@ -254,25 +260,13 @@ class HealthCheckActivities:
     async def _prometheus(
         self, input: CheckHealthInput, spec: PrometheusCheckSpec
     ) -> tuple[Verdict, str, dict[str, Any]]:
+        if spec.counts is not None:
+            return await _prometheus_counts(input, spec, spec.counts)
+        assert spec.query is not None  # a check without counts has a query (its validator)
         query = render_promql(spec.query, _placeholders(input))
-        url = spec.url.rstrip("/") + "/api/v1/query"
-        try:
-            async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
-                response = await http.get(url, params={"query": query})
-        except httpx.HTTPError as error:
-            raise SourceUnreachableError(f"{url}: {type(error).__name__}: {error}") from error
-        if response.status_code >= 500:
-            raise SourceUnreachableError(f"{url} answered {response.status_code}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise SourceUnreachableError(
-                f"{url} answered {response.status_code} with no JSON"
-            ) from None
-        if body.get("status") != "success":
-            raise _Verdict(f"Prometheus rejected the query {query!r}: {body.get('error', body)}")
-        samples = _samples(body.get("data", {}))
-        verdict, summary, figures = judge_samples(spec, samples)
+        async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
+            data = await _instant_query(http, spec.url, query)
+        verdict, summary, figures = judge_samples(spec, _samples(data))
         figures["query"] = query
         return verdict, summary, figures
 
@@ -344,7 +338,7 @@ def _published_at(input: CheckHealthInput) -> datetime | None:
     return datetime.fromisoformat(input.published_at) if input.published_at else None
 
 
-def _placeholders(input: CheckHealthInput) -> dict[str, str]:
+def _placeholders(input: CheckHealthInput, now: datetime | None = None) -> dict[str, str]:
     plan = input.plan
     return placeholder_values(
         namespace=plan.namespace,
@@ -352,20 +346,93 @@ def _placeholders(input: CheckHealthInput) -> dict[str, str]:
         version=plan.version,
         stage=input.stage.name,
         published_at=_published_at(input),
-        now=datetime.now(UTC),
+        now=now or datetime.now(UTC),
     )
+
+
+async def _instant_query(
+    http: httpx.AsyncClient, base_url: str, query: str, at: datetime | None = None
+) -> dict[str, Any]:
+    """The `data` of Prometheus's answer to an instant query (evaluated `at` that time, else its
+    own now): unreachable (a transport error, a 5xx, no JSON) is retried; a refused query is a
+    verdict."""
+    url = base_url.rstrip("/") + "/api/v1/query"
+    params = {"query": query}
+    if at is not None:
+        params["time"] = f"{at.timestamp():.3f}"
+    try:
+        response = await http.get(url, params=params)
+    except httpx.HTTPError as error:
+        raise SourceUnreachableError(f"{url}: {type(error).__name__}: {error}") from error
+    if response.status_code >= 500:
+        raise SourceUnreachableError(f"{url} answered {response.status_code}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise SourceUnreachableError(
+            f"{url} answered {response.status_code} with no JSON"
+        ) from None
+    if body.get("status") != "success":
+        raise _Verdict(f"Prometheus rejected the query {query!r}: {body.get('error', body)}")
+    data: dict[str, Any] = body.get("data", {})
+    return data
+
+
+async def _prometheus_counts(
+    input: CheckHealthInput, spec: PrometheusCheckSpec, counts: PrometheusCountsSpec
+) -> tuple[Verdict, str, dict[str, Any]]:
+    """A judged check: its four counts queries at once, joined per client, the cohort judged
+    against the baseline."""
+    # One evaluation time for the four: queried a moment apart, the counters would have grown
+    # in between, and a client's failed and total would not be of the same span.
+    at = datetime.now(UTC)
+    values = _placeholders(input, at)
+    queries = {
+        name: render_promql(getattr(counts, name), values)
+        for name in ("cohort_failed", "cohort_total", "baseline_failed", "baseline_total")
+    }
+    async with httpx.AsyncClient(timeout=spec.timeout.total_seconds()) as http:
+        # Every query ends before the client closes, whichever fails first.
+        answers = await asyncio.gather(
+            *(_instant_query(http, spec.url, query, at) for query in queries.values()),
+            return_exceptions=True,
+        )
+    data: list[dict[str, Any]] = []
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            # A refused query is a verdict, whatever else happened; else the first failure.
+            failures = [failed for failed in answers if isinstance(failed, BaseException)]
+            raise next((failed for failed in failures if isinstance(failed, _Verdict)), answer)
+        data.append(answer)
+    series = dict(zip(queries, (_labelled_samples(answer) for answer in data), strict=True))
+    verdict, summary, figures = judge_counts(
+        spec,
+        join_counts(series["cohort_failed"], series["cohort_total"]),
+        join_counts(series["baseline_failed"], series["baseline_total"]),
+    )
+    figures["queries"] = queries
+    return verdict, summary, figures
 
 
 def _samples(data: dict[str, Any]) -> list[float]:
     """Values of an instant query's result: vector, scalar, or the last point of each matrix series."""
+    return [value for _, value in _labelled_samples(data)]
+
+
+def _labelled_samples(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """_samples with each series' labels (a scalar's: none)."""
     result_type = data.get("resultType")
     result = data.get("result")
     if result_type == "scalar" and isinstance(result, list):
-        return [_number(result[1])]
+        return [({}, _number(result[1]))]
     if result_type == "vector" and isinstance(result, list):
-        return [_number(sample["value"][1]) for sample in result]
+        return [(dict(sample.get("metric", {})), _number(sample["value"][1])) for sample in result]
     if result_type == "matrix" and isinstance(result, list):
-        return [_number(series["values"][-1][1]) for series in result if series.get("values")]
+        return [
+            (dict(series.get("metric", {})), _number(series["values"][-1][1]))
+            for series in result
+            if series.get("values")
+        ]
     return []
 
 

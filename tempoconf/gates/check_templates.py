@@ -77,13 +77,14 @@ def render_url(template: str, values: dict[str, str]) -> str:
     return _render(template, values, lambda value: url_quote(value, safe="/"))
 
 
-def template_problems(template: str) -> list[str]:
-    """What is wrong with a query template: unknown placeholders, unbalanced braces or brackets."""
+def template_problems(template: str, field: str = "query") -> list[str]:
+    """What is wrong with a query template: unknown placeholders, unbalanced braces or brackets
+    (each problem starts with `field`, the name the template was given under)."""
     problems = []
     unknown = unknown_placeholders(template)
     if unknown:
         problems.append(
-            f"query uses unknown placeholder(s) {unknown}; known: {sorted(PROMQL_PLACEHOLDERS)}"
+            f"{field} uses unknown placeholder(s) {unknown}; known: {sorted(PROMQL_PLACEHOLDERS)}"
         )
     depth = {"{": 0, "(": 0, "[": 0}
     closing = {"}": "{", ")": "(", "]": "["}
@@ -98,9 +99,9 @@ def template_problems(template: str) -> list[str]:
         elif char in closing:
             depth[closing[char]] -= 1
             if depth[closing[char]] < 0:
-                problems.append(f"query has an unmatched {char!r}")
+                problems.append(f"{field} has an unmatched {char!r}")
                 return problems
     problems += [
-        f"query has an unclosed {opening!r}" for opening, count in depth.items() if count > 0
+        f"{field} has an unclosed {opening!r}" for opening, count in depth.items() if count > 0
     ]
     return problems

@@ -7,9 +7,17 @@ outside judge); `HealthCheckSpec` is the three, told apart by `kind`.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from tempoconf.gates.check_templates import template_problems
 from tempoconf.rollout.spec_fields import (
@@ -22,10 +30,13 @@ from tempoconf.rollout.spec_fields import (
 
 __all__ = [
     "CHECK_KINDS",
+    "CountsJudgeSpec",
+    "CountsSequentialJudgeSpec",
     "HealthCheckSpec",
     "HttpCheckSpec",
     "JudgeSpec",
     "PrometheusCheckSpec",
+    "PrometheusCountsSpec",
     "ReportsCheckSpec",
     "SequentialJudgeSpec",
 ]
@@ -124,32 +135,159 @@ class ReportsCheckSpec(_CheckBase):
     of the thresholds."""
 
 
-class PrometheusCheckSpec(_CheckBase):
-    """A PromQL query against a Prometheus HTTP API, judged against `max` and/or `min`."""
+class CountsSequentialJudgeSpec(SequentialJudgeSpec):
+    """A sequential judge of error counts: the increase of the cohort's error rate over the
+    baseline's (a prometheus check's counts hold no latency)."""
 
-    model_config = ConfigDict(json_schema_extra=one_of("max", "min"))
-    _BOUND = ("max", "min")
+    model_config = ConfigDict(json_schema_extra={})
+
+    max_increase: float = Field(gt=0, le=1)
+    """The error-rate increase tolerated, as a fraction: 0.005 is half a percentage point."""
+    max_latency_increase_ms: Annotated[
+        float | None, WithJsonSchema({"type": "null", "description": "Not for a prometheus check."})
+    ] = None
+
+    @field_validator("max_latency_increase_ms")
+    @classmethod
+    def _no_latency(cls, value: float | None) -> float | None:
+        if value is not None:
+            raise ValueError(
+                "max_latency_increase_ms is for a reports check: a prometheus check's counts are "
+                "failed and total operations, so its judge takes max_increase only"
+            )
+        return value
+
+
+class CountsJudgeSpec(JudgeSpec):
+    """How a prometheus check judges its counts: the cohort's error rate against the baseline's."""
+
+    sequential: CountsSequentialJudgeSpec
+    """An always-valid confidence interval of the cohort's error-rate increase over the
+    baseline's."""
+
+
+class PrometheusCountsSpec(StrictSpec):
+    """Four PromQL queries for a judge, each an instant vector with one series per client (its
+    labels, the metric name aside, join a client's failed and total series): e.g.
+    `sum by (instance) (increase(errors_total{version="{version}"}[{elapsed}]))`. The
+    placeholders are the `query`'s."""
+
+    cohort_failed: str = Field(min_length=1)
+    """Failed operations of each cohort client: a client with none may be left out (0)."""
+    cohort_total: str = Field(min_length=1)
+    """All operations of each cohort client."""
+    baseline_failed: str = Field(min_length=1)
+    """Failed operations of each baseline client (on other versions, outside the cohort)."""
+    baseline_total: str = Field(min_length=1)
+    """All operations of each baseline client."""
+
+    @field_validator("cohort_failed", "cohort_total", "baseline_failed", "baseline_total")
+    @classmethod
+    def _known_placeholders(cls, value: str, info: ValidationInfo) -> str:
+        problems = template_problems(value, str(info.field_name))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
+_UNVALIDATED = object()
+"""A field that failed validation: not in a later field validator's `info.data`."""
+
+
+def _query_or_judge() -> dict[str, Any]:
+    """The JSON Schema of PrometheusCheckSpec's validators: without a judge, `query` and a bound
+    (max or min); with one, `counts`, and no query or bound."""
+    given = {"not": {"type": "null"}}
+    absent = {"type": "null"}
+    with_query = [
+        {
+            "required": ["query", bound],
+            "properties": {
+                "query": given,
+                bound: given,
+                "judge": absent,
+                "counts": absent,
+            },
+        }
+        for bound in ("max", "min")
+    ]
+    with_judge = {
+        "required": ["judge", "counts"],
+        "properties": {
+            "judge": given,
+            "counts": given,
+            "query": absent,
+            "max": absent,
+            "min": absent,
+        },
+    }
+    return {"anyOf": [*with_query, with_judge]}
+
+
+class PrometheusCheckSpec(_CheckBase):
+    """A PromQL query against a Prometheus HTTP API, judged against `max` and/or `min`; or, with
+    a `judge`, four queries of the cohort's and the baseline's counts, judged against each other."""
+
+    model_config = ConfigDict(json_schema_extra=_query_or_judge())
+    _BOUND = ("max", "min", "judge")
     _NO_BOUND = "a prometheus check needs a bound: max or min"
 
     kind: Literal["prometheus"]
     """A PromQL query against a Prometheus server."""
     url: HttpUrl
     """The Prometheus server's base URL."""
-    query: str = Field(min_length=1)
+    judge: CountsJudgeSpec | None = None
+    """Judge the cohort's error rate against the baseline's with confidence (`sequential`), from
+    `counts`, instead of a `query` and its bounds."""
+    counts: PrometheusCountsSpec | None = Field(default=None, validate_default=True)
+    """With a `judge` (and only then): the queries of the cohort's and the baseline's failed and
+    total operations, per client."""
+    query: str | None = Field(default=None, min_length=1, validate_default=True)
     """PromQL, with the placeholders `{path}`, `{namespace}`, `{version}`, `{stage}` (escaped for a
     double-quoted PromQL string), `{since}` (the stage's publish, Unix seconds) and `{elapsed}`
-    (the time since, as a PromQL duration); any other `{name}` is refused. No sample: no data."""
+    (the time since, as a PromQL duration); any other `{name}` is refused. No sample: no data.
+    Required, unless the check has a `judge`."""
     max: float | None = None
     """Fail when the query's value is above this."""
     min: float | None = None
     """Fail when the query's value is below this."""
     timeout: Duration = timedelta(seconds=10)
-    """How long the server has to answer."""
+    """How long the server has to answer (each query, with a judge)."""
+
+    @field_validator("counts", mode="after")
+    @classmethod
+    def _counts_need_a_judge(
+        cls, value: PrometheusCountsSpec | None, info: ValidationInfo
+    ) -> PrometheusCountsSpec | None:
+        judge = info.data.get("judge", _UNVALIDATED)
+        if value is not None and judge is None:
+            raise ValueError("counts is read by a judge only: add judge, or leave counts out")
+        if value is None and judge is not None and judge is not _UNVALIDATED:
+            raise ValueError(
+                "counts is required with a judge: the PromQL of cohort_failed, cohort_total, "
+                "baseline_failed and baseline_total"
+            )
+        return value
+
+    @field_validator("query", "max", "min", mode="after")
+    @classmethod
+    def _query_or_judge(cls, value: str | float | None, info: ValidationInfo) -> str | float | None:
+        judge = info.data.get("judge", _UNVALIDATED)
+        if judge is _UNVALIDATED:
+            return value
+        if judge is None and value is None and info.field_name == "query":
+            raise PydanticCustomError("missing", "Field required")
+        if judge is not None and value is not None:
+            raise ValueError(
+                f"{info.field_name} is for a check without a judge: a judged prometheus check "
+                "reads its counts (a query with max or min is a check of its own)"
+            )
+        return value
 
     @field_validator("query")
     @classmethod
-    def _known_placeholders(cls, value: str) -> str:
-        problems = template_problems(value)
+    def _known_placeholders(cls, value: str | None) -> str | None:
+        problems = template_problems(value) if value is not None else []
         if problems:
             raise ValueError("; ".join(problems))
         return value

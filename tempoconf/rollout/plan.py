@@ -131,6 +131,9 @@ def _check_name(spec: CheckSpec, index: int) -> str:
     if isinstance(spec, HttpCheckSpec):
         return f"http {spec.url}"
     if isinstance(spec, PrometheusCheckSpec):
+        if spec.judge is not None:
+            tolerance = spec.judge.sequential.max_increase * 100
+            return f"prometheus #{index + 1} (sequential, max_increase {tolerance:g} pp)"
         bound = f"<= {spec.max:g}" if spec.max is not None else f">= {spec.min or 0:g}"
         return f"prometheus #{index + 1} ({bound})"
     return f"reports #{index + 1}"

@@ -44,6 +44,18 @@ CHECKS: list[dict[str, Any]] = [
         },
     },
     {"kind": "prometheus", "url": PROMETHEUS, "query": "up", "max": 1, "min": 0},
+    {
+        "kind": "prometheus",
+        "url": PROMETHEUS,
+        "judge": {"sequential": {"max_increase": 0.005, "on_inconclusive": "fail"}},
+        "counts": {
+            "cohort_failed": 'sum by (instance) (increase(errors_total{version="{version}"}[{elapsed}]))',
+            "cohort_total": 'sum by (instance) (increase(calls_total{version="{version}"}[{elapsed}]))',
+            "baseline_failed": 'sum by (instance) (increase(errors_total{version!="{version}"}[{elapsed}]))',
+            "baseline_total": 'sum by (instance) (increase(calls_total{version!="{version}"}[{elapsed}]))',
+        },
+        "timeout": {"seconds": 2, "nanos": 0},
+    },
     {"kind": "http", "url": PROMETHEUS, "timeout": {"seconds": 2, "nanos": 0}},
 ]
 STAGE_OF_EVERY_FIELD: dict[str, Any] = {
