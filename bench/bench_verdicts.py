@@ -16,15 +16,15 @@ The model (one scenario: cohort size x baseline error rate x effect; every figur
   from a Beta with the scenario's rate as its mean and a concentration that makes the
   between-client coefficient of variation 0.5. Under a bad change every cohort client's own rate
   gets the effect (+0.5 percentage points, x2 or x5); a good change leaves it as it is. The
-  tolerance (`max_increase`) is half the baseline's rate, so +0.5 pp on a 1% baseline is exactly
-  the increase tolerated: neither a revert nor a promotion is wrong there, and the summaries
-  count it as neither good nor a regression.
+  tolerance (`max_increase`) is a quarter of the baseline's rate (TOLERANCE_SHARE: an operator
+  who tolerates a quarter more errors than usual), so every effect is a regression; an effect
+  equal to the tolerance would count as neither good nor a regression (`at the tolerance`).
 - The cohort's clients (their rates and operations) are the same under every effect of a
   scenario (common random numbers), as is the baseline across the scenarios of a rate; the
   errors are drawn for each effect.
 
 The judges, looked at every minute:
-- `sequential`: `judge: {sequential: {max_increase: rate / 2, confidence: 0.95}}` on every
+- `sequential`: `judge: {sequential: {max_increase: rate / 4, confidence: 0.95}}` on every
   report since the publish. Unhealthy at a look: reverted there. Healthy, inconclusive or no data:
   the hold goes on; at the 10th look healthy is promoted, anything else inconclusive (the
   product extends the hold; it does not promote).
@@ -100,6 +100,8 @@ THIN = (5, 0.001)
 
 REVERTED, PROMOTED, INCONCLUSIVE = "reverted", "promoted", "inconclusive"
 GOOD, REGRESSION, AT_TOLERANCE = "good", "regression", "at the tolerance"
+TOLERANCE_SHARE = 0.25
+"""The tolerance (`max_increase`) as a share of the baseline's rate."""
 DECIDED = "decided"
 """Reverted or promoted."""
 JUDGES = ("sequential", "threshold", "peeking_z")
@@ -451,7 +453,7 @@ def run(rollouts: int, seed: int, sizes: Sequence[int], rates: Sequence[float]) 
     for rate_index, rate in enumerate(BASELINE_RATES):
         if rate not in rates:
             continue
-        tolerance = rate / 2
+        tolerance = rate * TOLERANCE_SHARE
         sequential = ReportsJudge(sequential_spec(tolerance))
         sequential_judges.append(sequential)
         started = time.perf_counter()
@@ -539,7 +541,7 @@ def main() -> None:
                 "between_client_cv": BETWEEN_CLIENT_CV,
                 "looks": LOOKS,
                 "look_every_minutes": 1,
-                "max_increase": "baseline rate / 2",
+                "max_increase": f"baseline rate x {TOLERANCE_SHARE:g}",
                 "confidence": CONFIDENCE,
                 "threshold": f"max_baseline_factor {THRESHOLD_FACTOR:g}, window "
                 f"{THRESHOLD_SPEC.window / timedelta(minutes=1):g} min",
