@@ -80,4 +80,6 @@ def test_the_page_names_every_field_of_the_judge_and_the_methods_source() -> Non
         assert f"`{field}`" in text, field
     assert "Johari, Koomen, Pekelis and Walsh" in text and "2022" in text
     # The measured error rates are another page's: named by its section, as written there.
-    assert 'The figures are in `bench/README.md`, section "Verdicts".' in text
+    assert 'The figures are in `bench/README.md`, under "Issue 29, verdicts".' in text
+    bench = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    assert "\n### Issue 29, verdicts (" in bench
