@@ -8,6 +8,7 @@ import re
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.fixtures.temporal import RolloutHarness
@@ -130,3 +131,47 @@ async def test_thin_evidence_is_inconclusive_and_the_policy_decides(
     if outcome == "promoted":
         # The evidence that let it pass is in the audit log.
         assert any(said in row.reason for row in verdicts), verdicts
+
+
+async def test_a_slower_canary_reverts_on_its_mean_latency(rollout_harness: RolloutHarness) -> None:
+    """Latency through the whole path: reports carrying latency_count and latency_sum_ms, the
+    store's sums per client, the judge on the mean's increase."""
+    checks = [
+        {
+            "kind": "reports",
+            "interval": "1s",
+            "judge": {"sequential": {"max_latency_increase_ms": 20}},
+        }
+    ]
+    async with holding_canary(rollout_harness, checks) as canary:
+        async with httpx.AsyncClient(base_url=canary.api) as http:
+            # 20 baseline hosts near 100 ms an operation, 8 canaries near 250 ms.
+            for number, (version, channel, mean) in enumerate(
+                [(canary.stable, None, 100.0)] * 20 + [(NEW_VERSION, "canary", 250.0)] * 8
+            ):
+                mean += (number % 5 - 2) * 4.0  # clients differ a little
+                response = await http.post(
+                    "/v1/reports",
+                    json={
+                        "path": canary.path,
+                        "namespace": NAMESPACE,
+                        "client": f"{channel or 'host'}-{number}",
+                        "version": version,
+                        "ok": 500,
+                        "failed": 0,
+                        "latency_count": 500,
+                        "latency_sum_ms": 500 * mean,
+                        "channel": channel,
+                        "labels": {},
+                    },
+                )
+                assert response.status_code == 202, response.text
+        result = await outcome_of(canary.handle)
+    assert result["outcome"] == "reverted", result
+    assert re.search(
+        # An interval check may run while the canaries' reports arrive: some of them, or all 8.
+        r"regression: mean latency \+1\d\d\.\d+ ms \[\d+\.\d+, \d+\.\d+\] at 95%, [\d,]+ timed "
+        r"operations from [1-8] cohort clients? vs 10,000 from 20 baseline clients",
+        result["reason"],
+    ), result["reason"]
+    assert "wholly above max_latency_increase_ms 20 ms" in result["reason"]

@@ -58,14 +58,20 @@ async def check_health(
 
 async def _check_until_concluded(run: RolloutRun, plan: RolloutPlan, stage: PlannedStage) -> None:
     pending = list(range(len(stage.health)))
+    passed: dict[int, CheckResult] = {}
     while True:
         report = await _run_checks(run, plan, stage, pending, extension_over=_extension_over(run))
         if run.state.bypass is not None:
             return
         failing = [result.index for result in report.checks if result.verdict == UNHEALTHY]
         inconclusive = [result.index for result in report.checks if result.verdict == INCONCLUSIVE]
+        passed.update(
+            (result.index, result)
+            for result in report.checks
+            if result.index not in failing and result.index not in inconclusive
+        )
         if not failing and not inconclusive:
-            _concluded(run, stage, report)
+            _concluded(run, stage, [passed[index] for index in sorted(passed)])
             return
         if inconclusive and run.progress.hold_extended_until is None:
             _extend_hold(run, stage, report, inconclusive)
@@ -119,9 +125,9 @@ def _extend_hold(
     )
 
 
-def _concluded(run: RolloutRun, stage: PlannedStage, report: HealthReport) -> None:
+def _concluded(run: RolloutRun, stage: PlannedStage, results: list[CheckResult]) -> None:
     """A judged check's verdict is evidence: the history (and the audit log) keeps it."""
-    judged = [result for result in report.checks if result.figures.get("judge")]
+    judged = [result for result in results if result.figures.get("judge")]
     if judged:
         note(
             run,
