@@ -233,7 +233,7 @@ def test_demo_catches_the_bad_value_on_the_canaries_and_stays_up(tmp_path: Path)
         # Two counts of canaries, each saying when it was made: the check's (in the revert's
         # reason: the clients it had reports from when it tripped), and the fleet's, later.
         checked = re.search(
-            r"[\d,]+ operations from (\d+) cohort clients vs [\d,]+ from \d+ baseline clients; "
+            r"[\d,]+ operations from (\d+) cohort clients? vs [\d,]+ from \d+ baseline clients?; "
             r"the interval lies wholly above max_increase 2 pp; evidence: ",
             text,
         )

@@ -148,7 +148,7 @@ def test_the_verdict_states_its_evidence() -> None:
         GroupSums(baseline, NO_LATENCY),
     )
     assert verdict == Verdict.UNHEALTHY
-    assert summary.startswith("regression: error rate +8.00 pp [")
+    assert summary.startswith("regression: error rate +8.0 pp [")
     assert (
         "at 95%, 10,000 operations from 10 cohort clients vs 20,000 from 20 baseline clients"
         in (summary)
