@@ -1,4 +1,6 @@
-"""Every config's snapshot, held in memory and reloaded when the store's revision moves.
+"""Every config's snapshot, held in memory and refreshed when the store's revision moves: only
+the configs the store's change log names are reloaded, every one on the first load (or when the
+log cannot say what changed).
 
 Polls are served from here, never by a store query per poll (docs/architecture.md, Data flow).
 """
@@ -13,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from tempoconf.resolution import ConfigSnapshot
+from tempoconf.store.records import SnapshotDelta
 from tempoconf.store.store import Store
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "HeldSnapshots", "SnapshotCache", "SnapshotsNotLoadedError"]
@@ -92,10 +95,13 @@ class HeldSnapshots:
 
 
 class SnapshotCache(HeldSnapshots):
-    """`store.load_snapshots_with_revision()` in memory, refreshed when `store.revision()` changes.
+    """`store.load_snapshots_with_revision()` in memory, refreshed when `store.revision()` changes
+    by `store.load_snapshots_since(revision held)`: the configs changed since, swapped into a new
+    mapping; every snapshot is reloaded when that returns None (the cache fell behind the change
+    log's retention, or the store is another one).
 
     `run()` (or `running()`) checks the revision every `poll_interval` seconds, or at once when
-    `notify()` is called (PostgreSQL's LISTEN does); `refresh()` reloads at once. The event
+    `notify()` is called (PostgreSQL's LISTEN does); `refresh()` refreshes at once. The event
     `changed_for(namespace, path)` hands out is set by the next refresh that changes that config's
     snapshot, so a waiter that took it before reading the snapshot never misses a change.
     """
@@ -150,11 +156,15 @@ class SnapshotCache(HeldSnapshots):
 
     # -- loading -------------------------------------------------------------------------------
     async def refresh(self) -> int:
-        """Reload every snapshot now; returns the revision loaded."""
+        """Bring the snapshots to the store's revision now (the changed ones, or every one);
+        returns the revision loaded."""
         async with self._refresh_lock:
             began = time.monotonic()  # what was read is current as of the read's start
-            revision, snapshots, changed_keys = await asyncio.to_thread(self._load, self._snapshots)
-            self._snapshots = MappingProxyType(snapshots)
+            revision, snapshots, changed_keys = await asyncio.to_thread(
+                self._load, self._snapshots, self._revision
+            )
+            if snapshots is not self._snapshots:
+                self._snapshots = MappingProxyType(snapshots)
             self._revision = revision
             self._confirmed_at = began
             self.last_error = None
@@ -162,9 +172,19 @@ class SnapshotCache(HeldSnapshots):
             return revision
 
     def _load(
-        self, previous: Mapping[tuple[str, str], ConfigSnapshot]
-    ) -> tuple[int, dict[tuple[str, str], ConfigSnapshot], list[tuple[str, str]]]:
-        """(In a thread.) The store's snapshots, reusing each unchanged one, and the changed keys."""
+        self, previous: Mapping[tuple[str, str], ConfigSnapshot], held: int | None
+    ) -> tuple[int, Mapping[tuple[str, str], ConfigSnapshot], list[tuple[str, str]]]:
+        """(In a thread.) The store's snapshots, reusing each unchanged one, and the changed keys:
+        the configs changed since `held` (the revision of `previous`), or every one."""
+        if held is not None:
+            delta = self._store.load_snapshots_since(held)
+            if delta is not None:
+                return _apply(previous, delta)
+            logger.info(
+                "reloading every config snapshot: the store's change log cannot say what "
+                "changed since revision %d",
+                held,
+            )
         # One consistent read: the revision recorded is exactly that of the snapshots held.
         revision, loaded = self._store.load_snapshots_with_revision()
         snapshots: dict[tuple[str, str], ConfigSnapshot] = {}
@@ -246,3 +266,26 @@ class SnapshotCache(HeldSnapshots):
         if self._revision is None:
             reason = f": {self.last_error}" if self.last_error is not None else ""
             raise SnapshotsNotLoadedError(f"config snapshots not loaded from the store yet{reason}")
+
+
+def _apply(
+    previous: Mapping[tuple[str, str], ConfigSnapshot], delta: SnapshotDelta
+) -> tuple[int, Mapping[tuple[str, str], ConfigSnapshot], list[tuple[str, str]]]:
+    """`previous` with the snapshots of `delta` swapped in, and the keys whose snapshot differs.
+    A new mapping (`previous` is read-only and shared with readers), or `previous` itself when no
+    snapshot differs; an equal snapshot keeps its old object, so what was derived from it stays
+    valid."""
+    changed_keys = [key for key, snapshot in delta.changed.items() if previous.get(key) != snapshot]
+    if not changed_keys:
+        return delta.revision, previous, []
+    # MappingProxyType.copy() copies the dict under it (C speed: ~0.1 ms for 10,000 configs).
+    snapshots: dict[tuple[str, str], ConfigSnapshot] = (
+        previous.copy() if isinstance(previous, MappingProxyType) else dict(previous)
+    )
+    for key in changed_keys:
+        snapshot = delta.changed[key]
+        if snapshot is None:
+            del snapshots[key]
+        else:
+            snapshots[key] = snapshot
+    return delta.revision, snapshots, changed_keys

@@ -16,6 +16,7 @@ from tempoconf.store.records import (
     RunConfig,
     SeenClient,
     ServedConfig,
+    SnapshotDelta,
     StageLease,
     VersionInfo,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "RunConfig",
     "SeenClient",
     "ServedConfig",
+    "SnapshotDelta",
     "StageLease",
     "Store",
     "StoreSchemaError",

@@ -96,7 +96,7 @@ class CatalogueMixin(StoreBase):
             )
             if inserted:
                 # A config is known (listed by load_snapshots_with_revision) from its first version on.
-                bump_revision(conn)
+                bump_revision(conn, [(namespace, path)])
         return inserted
 
     def get_version(self, namespace: str, path: str, version: str) -> VersionRecord | None:
@@ -181,7 +181,7 @@ class CatalogueMixin(StoreBase):
                 reason=reason,
                 workflow_id=workflow_id,
             )
-            bump_revision(conn)
+            bump_revision(conn, [(namespace, path)])
         return True
 
     # -- what is served ----------------------------------------------------------------------------

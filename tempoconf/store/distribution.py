@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, Select, Table, and_, select, tuple_
 
 from tempoconf.resolution import ConfigSnapshot, PublishedStage
 from tempoconf.store._base import (
@@ -16,7 +18,9 @@ from tempoconf.store._base import (
     same_version,
     version_record,
 )
+from tempoconf.store.change_log import changed_since
 from tempoconf.store.engine import read_revision
+from tempoconf.store.records import SnapshotDelta
 
 __all__ = ["DistributionMixin"]
 
@@ -31,21 +35,58 @@ class DistributionMixin(StoreBase):
         with self._read(consistent=True) as conn:
             return read_revision(conn), _snapshots(conn)
 
+    def load_snapshots_since(self, revision: int) -> SnapshotDelta | None:
+        """The current revision and the snapshot of each config changed after `revision` (None
+        for one the store no longer knows), read from one consistent snapshot of the database:
+        the work grows with the changes, not with the configs. None when the change log cannot
+        say what changed (`revision` was pruned from it, or is ahead of this store): load every
+        snapshot then (`load_snapshots_with_revision`)."""
+        with self._read(consistent=True) as conn:
+            since = changed_since(conn, revision)
+            if since is None:
+                return None
+            current, keys = since
+            ordered = sorted(keys)
+            loaded: dict[tuple[str, str], ConfigSnapshot] = {}
+            for start in range(0, len(ordered), _KEYS_PER_QUERY):
+                loaded.update(_snapshots(conn, ordered[start : start + _KEYS_PER_QUERY]))
+        return SnapshotDelta(revision=current, changed={key: loaded.get(key) for key in ordered})
 
-def _snapshots(conn: Connection) -> dict[tuple[str, str], ConfigSnapshot]:
-    """Four queries whatever the number of configs: known configs, stables, rollouts, stages."""
-    known = conn.execute(select(VERSION.c.namespace, VERSION.c.path).distinct()).all()
+
+_KEYS_PER_QUERY = 500
+"""Configs named in one query's `(namespace, path) IN (...)`: 1000 parameters, well within
+SQLite's and PostgreSQL's limits."""
+
+
+def _snapshots(
+    conn: Connection, keys: Sequence[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], ConfigSnapshot]:
+    """Four queries whatever the number of configs: known configs, stables, rollouts, stages.
+    `keys`: only those configs (None: every one)."""
+    if keys is not None and not keys:
+        return {}
+
+    def among(statement: Select[Any], t: Table) -> Select[Any]:
+        if keys is None:
+            return statement
+        return statement.where(tuple_(t.c.namespace, t.c.path).in_(keys))
+
+    known = conn.execute(
+        among(select(VERSION.c.namespace, VERSION.c.path).distinct(), VERSION)
+    ).all()
     stables = {
         (row.namespace, row.path): version_record(row)
-        for row in conn.execute(select(VERSION).join(STABLE, same_version(STABLE)))
+        for row in conn.execute(among(select(VERSION).join(STABLE, same_version(STABLE)), STABLE))
     }
     staged = {
         (row.namespace, row.path): version_record(row)
-        for row in conn.execute(select(VERSION).join(ROLLOUT, same_version(ROLLOUT)))
+        for row in conn.execute(
+            among(select(VERSION).join(ROLLOUT, same_version(ROLLOUT)), ROLLOUT)
+        )
     }
     stages: dict[tuple[str, str], list[PublishedStage]] = {}
     for row in conn.execute(
-        select(STAGE)
+        among(select(STAGE), STAGE)
         .join(
             ROLLOUT,
             and_(

@@ -1,13 +1,14 @@
 """Engine set-up: connections (SQLite pragmas and write locks), migrations, the revision counter.
 
 The revision counter is the store's change feed: every change a client can see bumps it in the
-same transaction, and on PostgreSQL the bump also sends `NOTIFY tempoconf_changes` at commit.
+same transaction, logging the configs it changed (change_log.py), and on PostgreSQL the bump also
+sends `NOTIFY tempoconf_changes` at commit.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
+from tempoconf.store.change_log import record_changes
 from tempoconf.store.spans import trace_engine
 from tempoconf.store.tables import StoreRevision, table
 
@@ -164,17 +166,31 @@ def _migrate(engine: Engine, step: Callable[[Config, str], None], revision: str)
             config.attributes.pop("connection", None)
 
 
-def bump_revision(conn: Connection) -> None:
-    """Add one to the revision in the caller's transaction (PostgreSQL: and NOTIFY at commit)."""
-    statement = (
-        update(_REVISION).where(_REVISION.c.id == 1).values(revision=_REVISION.c.revision + 1)
+def bump_revision(conn: Connection, keys: Iterable[tuple[str, str]]) -> int:
+    """Add one to the revision in the caller's transaction and log `keys`, the (namespace, path)
+    of every config the change touched, at it (PostgreSQL: and NOTIFY the revision at commit).
+    Returns the new revision. ValueError when `keys` is empty: a change names what it changed."""
+    changed = sorted(set(keys))
+    if not changed:
+        raise ValueError(
+            "bump_revision needs the (namespace, path) of each config the change touched: "
+            "readers reload only the configs logged (tempoconf/store/change_log.py)"
+        )
+    # The UPDATE locks the revision row to the commit: revisions commit in order, so a reader
+    # that sees revision R also sees every change logged at R or before.
+    revision = int(
+        conn.execute(
+            update(_REVISION)
+            .where(_REVISION.c.id == 1)
+            .values(revision=_REVISION.c.revision + 1)
+            .returning(_REVISION.c.revision)
+        ).scalar_one()
     )
-    if conn.dialect.name != "postgresql":
-        conn.execute(statement)
-        return
-    revision = conn.execute(statement.returning(_REVISION.c.revision)).scalar_one()
-    # Delivered at commit, and only if it commits: listeners never hear of a rolled-back change.
-    conn.execute(select(func.pg_notify(CHANGE_CHANNEL, str(revision))))
+    record_changes(conn, revision, changed)
+    if conn.dialect.name == "postgresql":
+        # Delivered at commit, and only if it commits: listeners never hear of a rolled-back change.
+        conn.execute(select(func.pg_notify(CHANGE_CHANNEL, str(revision))))
+    return revision
 
 
 def read_revision(conn: Connection) -> int:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
+
+if TYPE_CHECKING:
+    from tempoconf.resolution import ConfigSnapshot
 
 __all__ = [
     "AppliedReport",
@@ -18,6 +21,7 @@ __all__ = [
     "RunConfig",
     "SeenClient",
     "ServedConfig",
+    "SnapshotDelta",
     "StageLease",
     "VersionInfo",
 ]
@@ -33,6 +37,17 @@ class LockRecord:
     run_id: str
     version: str
     acquired_at: datetime
+
+
+@dataclass(frozen=True)
+class SnapshotDelta:
+    """The configs changed after a revision, as `Store.load_snapshots_since` reads them."""
+
+    revision: int
+    """The store's revision the snapshots were read at."""
+    changed: Mapping[tuple[str, str], ConfigSnapshot | None]
+    """Each config changed since, by (namespace, path): its snapshot now, None when the store
+    no longer knows it."""
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ class RolloutsMixin(StoreBase):
                 version=version,
                 at=now,
             )
-            bump_revision(conn)
+            bump_revision(conn, [(namespace, path)])
         return True
 
     def get_rollout(self, namespace: str, path: str) -> RolloutRecord | None:

@@ -111,7 +111,7 @@ class StepsMixin(StoreBase):
                         .values(expires_at=expires_at)
                     ).rowcount
                 if renewed_here:
-                    bump_revision(conn)
+                    bump_revision(conn, [(config.namespace, config.path)])
                 count += renewed_here
         return count
 
@@ -237,7 +237,7 @@ def _publish(step: ConfigWrite, stage: PublishedStage, expires_at: datetime) -> 
             updated_at=step.at,
         )
     )
-    bump_revision(conn)
+    bump_revision(conn, [(namespace, path)])
     return True
 
 
@@ -266,7 +266,7 @@ def _promote(step: ConfigWrite, workflow_id: str, version: str, reason: str) -> 
     # The lock holder owns the config: any rollout row here is this run's or a dead run's.
     clear_rollout(conn, namespace, path)
     release_lock(conn, namespace, path, step.run_id)
-    bump_revision(conn)
+    bump_revision(conn, [(namespace, path)])
     return True
 
 
@@ -306,5 +306,5 @@ def _revert(
         clear_rollout(conn, namespace, path)
     if holds_lock:
         release_lock(conn, namespace, path, run_id)
-    bump_revision(conn)
+    bump_revision(conn, [(namespace, path)])
     return True

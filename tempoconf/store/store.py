@@ -5,7 +5,8 @@ INTERFACE CONTRACT (implementations must keep it):
 - Every write an activity makes is idempotent: methods that take `event_key` insert an audit row
   with that unique key in the same transaction, and do nothing at all (returning False) when the
   key exists already, so an activity retried after a crash writes nothing twice.
-- Every change that alters what a client resolves to bumps `revision()` in the same transaction.
+- Every change that alters what a client resolves to bumps `revision()` in the same transaction,
+  naming the configs it changed (the change log `load_snapshots_since` reads).
 - Times are timezone-aware UTC datetimes in and out.
 
 The methods live beside this module, one module per concern, and `Store` composes them:
@@ -13,7 +14,8 @@ catalogue.py (schemas, versions, stable), rollouts.py (locks and rollout rows), 
 publish, lease renewal, promote and revert, over each config it changes: a single config's
 rollout is a changeset of one), rollout_rows.py (the rows those two write), audit.py (events and
 history), clients.py (health reports, clients seen), distribution.py (snapshots clients resolve
-against), and engine.py (engine set-up, migrations, the revision counter). _base.py holds what
+against), engine.py (engine set-up, migrations, the revision counter) and change_log.py (the
+configs each revision changed). _base.py holds what
 they share: the connection, transactions and statements.
 """
 

@@ -29,6 +29,7 @@ __all__ = [
     "ClientApplied",
     "ClientReport",
     "ClientSeen",
+    "ConfigChange",
     "ConfigLock",
     "ConfigSchema",
     "ConfigVersion",
@@ -297,6 +298,26 @@ class StoreRevision(SQLModel, table=True):
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     revision: int = Field(default=0, sa_type=BigInteger)
+    change_floor: int = Field(
+        default=0, sa_type=BigInteger, sa_column_kwargs={"server_default": "0"}
+    )
+    """config_change holds every change made after this revision (the highest pruned, or the
+    revision the change log started at)."""
+
+
+class ConfigChange(SQLModel, table=True):
+    """The change log: a config a revision changed (a revision that changed several has a row
+    for each). Kept for the last CHANGE_LOG_RETENTION revisions (tempoconf/store/change_log.py)."""
+
+    __tablename__ = "config_change"
+    # No index besides the primary key: its first column, revision, serves the range reads and
+    # the pruning (a second index on revision alone would only cost every write).
+
+    revision: int = Field(
+        primary_key=True, sa_type=BigInteger, sa_column_kwargs={"autoincrement": False}
+    )
+    namespace: str = Field(primary_key=True, max_length=255)
+    path: str = Field(primary_key=True, max_length=255)
 
 
 metadata = SQLModel.metadata

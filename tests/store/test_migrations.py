@@ -106,6 +106,7 @@ def test_migrations_create_exactly_the_tables_the_models_describe(store: Store) 
                 "alembic_version",
                 "client_report",
                 "client_seen",
+                "config_change",
             }
     finally:
         engine.dispose()
@@ -349,3 +350,40 @@ def test_reports_from_before_0008_carry_no_latency_and_sum_with_newer_ones(
         engine.dispose()
     assert "latency_count" not in columns and "latency_sum_ms" not in columns
     assert {"ok", "failed", "channel", "labels"} <= columns
+
+
+def test_a_store_from_before_0009_logs_the_changes_after_its_revision(database_url: str) -> None:
+    """0009 adds the change log; it starts empty, at the revision the store is at, so a reader
+    holding an older revision is told to load everything."""
+    migrate_to(database_url, "0008_report_latency")
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE store_revision SET revision = 7 WHERE id = 1"))
+    finally:
+        engine.dispose()
+
+    store = Store(database_url, migrate=True)
+    try:
+        assert store.revision() == 7
+        assert store.load_snapshots_since(6) is None
+        unchanged = store.load_snapshots_since(7)
+        assert unchanged is not None and dict(unchanged.changed) == {}
+        put(store, 1)
+        delta = store.load_snapshots_since(7)
+        assert delta is not None and (delta.revision, set(delta.changed)) == (8, {(NS, PATH)})
+    finally:
+        store.close()
+
+    # And back: the downgrade drops the log and its floor, and keeps the revision.
+    migrate_to(database_url, "0008_report_latency", down=True)
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            columns = {column["name"] for column in inspect(conn).get_columns("store_revision")}
+            revision = conn.execute(text("SELECT revision FROM store_revision")).scalar_one()
+    finally:
+        engine.dispose()
+    assert "config_change" not in tables and "change_floor" not in columns
+    assert revision == 8
