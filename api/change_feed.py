@@ -22,13 +22,27 @@ from prometheus_client.registry import Collector
 from tempoconf.api.answers import ChangedConfigAnswer, ChangesAnswer
 from tempoconf.api.snapshot_source import SnapshotSource
 
-__all__ = ["ChangeFeed", "ChangeFeedCollector", "FeedAnswer", "RING_ENTRIES", "RING_KEYS"]
+__all__ = [
+    "CHANGES_ROUTE",
+    "ChangeFeed",
+    "ChangeFeedCollector",
+    "FeedAnswer",
+    "RING_ENTRIES",
+    "RING_KEYS",
+]
 
+CHANGES_ROUTE = "/v1/changes"
 RING_ENTRIES = 4096
 """Changes (one per snapshot refresh that changed something) the feed remembers at most."""
 RING_KEYS = 200_000
 """Changed configs, summed over the entries, the feed remembers at most (a refresh may change
 every config at once)."""
+
+CATCH_UP = 2.0
+"""Seconds a caller whose `since` is ahead of this process waits for it to catch up before it is
+told to reset: another replica (or worker) of the same store may have told it a revision this one
+loads a moment later; a reset would refetch everything."""
+_CATCH_UP_CHECK = 0.05
 
 Key = tuple[str, str]
 
@@ -120,9 +134,16 @@ class ChangeFeed:
         self, since: int | None, wants: Callable[[str], bool], seconds: float
     ) -> FeedAnswer:
         """`read`, held up to `seconds` until it has something (then an empty answer at the
-        current revision); shutdown (`close`) answers at once."""
+        current revision); shutdown (`close`) answers at once. A `since` ahead of this process
+        is given up to CATCH_UP seconds (within `seconds`) to be reached before it resets."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
+        catch_up = min(deadline, loop.time() + CATCH_UP)
+        while since is not None and since > (self._source.revision or 0) and not self._closing:
+            # A revision may move with no config changed (no listener call): checked, not awaited.
+            if loop.time() >= catch_up:
+                break
+            await asyncio.sleep(_CATCH_UP_CHECK)
         while True:
             answer = self.read(since, wants)
             if answer is not None:

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.access import AccessControl
 from tempoconf.api.app import DistributionApp
+from tempoconf.api.change_feed import CHANGES_ROUTE
 from tempoconf.api.distribution import QUERIES_KEPT
 from tempoconf.api.edge_reports import DEFAULT_FLUSH_INTERVAL, ReportRelay
 from tempoconf.api.edge_snapshots import (
@@ -87,7 +88,7 @@ class EdgeApp(DistributionApp):
                 head=scope["method"] == "HEAD",
             )
             return
-        if scope["method"] in ("GET", "HEAD") and self._authorized(scope):
+        if path != CHANGES_ROUTE and scope["method"] in ("GET", "HEAD") and self._authorized(scope):
             asked = (path, scope["query_string"])
             keys = self._asked.get(asked)
             if keys is None:

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import httpx
 
+from tempoconf.api.change_feed import CHANGES_ROUTE
 from tempoconf.api.snapshots import HeldSnapshots, SnapshotsNotLoadedError
 from tempoconf.backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
@@ -56,7 +57,6 @@ FETCH_CONCURRENCY = 8
 """Bundle fetches upstream at once at most (a reset refetches every served config)."""
 PROBE_INTERVAL = 5.0
 """Seconds between two checks of the upstream's /healthz (readiness with no config served)."""
-CHANGES_ROUTE = "/v1/changes"
 _FETCH_TIMEOUT = 10.0
 _HTTP_MARGIN = 15.0
 """A feed long-poll's read timeout: its wait plus this."""

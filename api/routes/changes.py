@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tempoconf.api.auth import access_of, require_client, route_of
-from tempoconf.api.change_feed import ChangeFeed
+from tempoconf.api.change_feed import CHANGES_ROUTE, ChangeFeed
 from tempoconf.api.distribution import MAX_WAIT
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
@@ -18,9 +18,7 @@ from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import namespace_problem
 
-__all__ = ["CHANGES_ROUTE", "routes"]
-
-CHANGES_ROUTE = "/v1/changes"
+__all__ = ["routes"]
 
 
 def _since(raw: str | None) -> int | None:

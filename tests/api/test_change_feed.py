@@ -72,9 +72,18 @@ async def test_a_namespace_filter_and_an_unknown_since(
     theirs = await changes(client, since=revision, namespace="team-b")
     assert theirs["changes"] == [{"namespace": "team-b", "path": "feed/other"}]
 
-    # newer than the process holds (another database, another replica): reset
+    # newer than the process holds (another database): reset, once it had a moment to catch up
+    began = loop.time()
     ahead = await changes(client, since=cache.revision + 1000, wait=5)
     assert ahead == {"revision": cache.revision, "reset": True}
+    assert 1.9 <= loop.time() - began < 4.5
+
+    # just ahead (another replica told the caller a revision this one is about to load): no reset
+    held = asyncio.create_task(changes(client, since=cache.revision + 1, wait=5))
+    await asyncio.sleep(0.3)
+    make_stable(api_store, "feed/other", {"v": 2}, namespace="team-b")
+    caught_up = await held
+    assert caught_up["reset"] is False, caught_up
 
 
 async def test_a_since_older_than_the_ring_resets(
