@@ -22,6 +22,8 @@ __all__ = [
     "BundleAnswer",
     "BundleStageAnswer",
     "BundleVersionAnswer",
+    "ChangedConfigAnswer",
+    "ChangesAnswer",
     "ClientsAnswer",
     "CommandAnswer",
     "ConfigAnswer",
@@ -149,6 +151,27 @@ class BundleAnswer(_Answer):
     """The version the live rollout stages; null when none is live."""
     stages: list[BundleStageAnswer]
     """The stages published so far, in evaluation order (by index)."""
+
+
+class ChangedConfigAnswer(_Answer):
+    namespace: str
+    path: str
+
+
+class ChangesAnswer(_Answer):
+    """The configs changed after a revision (`GET /v1/changes`): what an edge relay follows."""
+
+    revision: int
+    """The revision held now: `since` of the next call."""
+    changes: list[ChangedConfigAnswer] | None = None
+    """The configs changed after `since`, in the namespaces this caller reads (empty when the
+    wait ended without any); absent on a reset."""
+    reset: bool
+    """True when `since` is missing, older than this process remembers, or newer than the
+    revision it holds (another database, another replica): refetch every config served."""
+
+    def body(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class Accepted(_Answer):

@@ -17,6 +17,7 @@ from temporalio.client import Client
 from tempoconf.api.access import AccessControl
 from tempoconf.api.applied import APPLIED_RETENTION, PendingApplied, record_applied_reports
 from tempoconf.api.bundles import BUNDLES_PREFIX, BundlePolls
+from tempoconf.api.change_feed import ChangeFeed, ChangeFeedCollector
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol
@@ -27,6 +28,7 @@ from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
 from tempoconf.api.read_limits import bounded_body
 from tempoconf.api.routes import (
     bundles,
+    changes,
     clients,
     config_sets,
     configs,
@@ -64,6 +66,8 @@ class DistributionApp(Starlette):
     config_polls: ConfigPolls
     bundle_polls: BundlePolls
     """`GET|HEAD /v1/bundles/...`: answered ahead of the framework too (clients long-poll it)."""
+    change_feed: ChangeFeed
+    """`GET /v1/changes`: the configs changed after a revision (edges follow it upstream)."""
     ofrep: OfrepEvaluations
     """OFREP's evaluations: answered ahead of the framework too (clients poll the bulk call)."""
     body_timeout: float
@@ -86,6 +90,8 @@ class DistributionApp(Starlette):
         self.config_polls = self.state.config_polls = config_polls
         self.bundle_polls = self.state.bundle_polls = BundlePolls(source, settings, metrics, access)
         self.ofrep = self.state.ofrep = OfrepEvaluations(source, settings, metrics, config_polls)
+        self.change_feed = self.state.change_feed = ChangeFeed(source)
+        metrics.registry.register(ChangeFeedCollector(self.change_feed))
         self.body_timeout = settings.api_body_timeout
 
     prefix = b"/v1/"
@@ -196,6 +202,7 @@ def create_app(
         routes=[
             *configs.routes,
             *bundles.routes,
+            *changes.routes,
             *ofrep.routes,
             *config_sets.routes,
             *reports.routes,

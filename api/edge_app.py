@@ -3,7 +3,8 @@
 The edge is a `DistributionApp` whose snapshots come from its upstream (`BundleSnapshots`) instead
 of the store: config polls, multi-path reads and bundles are answered by exactly the code the origin
 uses, so an edge's client cannot tell it from the origin. Ahead of that, a request for a config
-the edge does not watch yet starts its watch and waits for the upstream's first answer. Reports
+the edge does not serve yet fetches it and waits for the upstream's first answer; the upstream's
+change feed keeps it fresh, and the edge serves its own feed (`/v1/changes`) to edges behind it. Reports
 are queued and forwarded upstream in batches (`ReportRelay`). Admin routes are the origin's: the
 edge answers them 421 and names its upstream.
 """
@@ -27,18 +28,28 @@ from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.access import AccessControl
 from tempoconf.api.app import DistributionApp
+from tempoconf.api.change_feed import CHANGES_ROUTE
 from tempoconf.api.distribution import QUERIES_KEPT
 from tempoconf.api.edge_reports import DEFAULT_FLUSH_INTERVAL, ReportRelay
 from tempoconf.api.edge_snapshots import (
     DEFAULT_FIRST_ANSWER_TIMEOUT,
     DEFAULT_IDLE_AFTER,
+    FETCH_CONCURRENCY,
     BundleSnapshots,
     UpstreamUnavailableError,
 )
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors, error_body
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.polls import CONFIGS_PREFIX, ConfigPolls
-from tempoconf.api.routes import bundles, config_sets, configs, edge_reports, health, metrics
+from tempoconf.api.routes import (
+    bundles,
+    changes,
+    config_sets,
+    configs,
+    edge_reports,
+    health,
+    metrics,
+)
 from tempoconf.api.routes.config_sets import MAX_PATHS
 from tempoconf.paths import DEFAULT_NAMESPACE, namespace_problem, path_problem
 from tempoconf.resolution.bundles import BUNDLES_PREFIX
@@ -54,7 +65,8 @@ logger = logging.getLogger(__name__)
 
 
 class EdgeApp(DistributionApp):
-    """`DistributionApp` with on-demand watches ahead of the config routes, and no admin routes."""
+    """`DistributionApp` that starts serving a config on its first request (ahead of the config
+    routes), and has no admin routes."""
 
     source: BundleSnapshots
     upstream_url: str
@@ -76,7 +88,7 @@ class EdgeApp(DistributionApp):
                 head=scope["method"] == "HEAD",
             )
             return
-        if scope["method"] in ("GET", "HEAD") and self._authorized(scope):
+        if path != CHANGES_ROUTE and scope["method"] in ("GET", "HEAD") and self._authorized(scope):
             asked = (path, scope["query_string"])
             keys = self._asked.get(asked)
             if keys is None:
@@ -86,7 +98,7 @@ class EdgeApp(DistributionApp):
                     self._asked.clear()
                 self._asked[asked] = keys
             try:
-                if len(keys) == 1:  # a poll: no task, and no suspension once watched
+                if len(keys) == 1:  # a poll: no task, and no suspension once served
                     await self.source.ensure(*keys[0])
                 elif keys:
                     await asyncio.gather(*(self.source.ensure(*key) for key in keys))
@@ -96,7 +108,7 @@ class EdgeApp(DistributionApp):
         await super().__call__(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
-        """Only a known client starts a watch; the routes answer the others 401 (and a
+        """Only a known client makes the edge serve a config; the routes answer the others 401 (and a
         namespace it may not read, 403)."""
         authorization = next((v for n, v in scope["headers"] if n == b"authorization"), None)
         client = self.access.known_client(authorization)
@@ -149,8 +161,22 @@ class _EdgeCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "tempoconf_edge_watches",
-            "Configs this edge watches upstream (one bundle long-poll each)",
+            "Configs this edge serves, kept fresh by its one change feed long-poll upstream",
             value=self._source.watched,
+        )
+        fetches = CounterMetricFamily(
+            "tempoconf_edge_bundle_fetches",
+            "Bundles fetched upstream, by outcome: ok, absent (404), failed; one per config first "
+            "asked for, per change of a served config, and per served config on a feed reset",
+            labels=["outcome"],
+        )
+        for outcome in ("ok", "absent", "failed"):
+            fetches.add_metric([outcome], self._source.fetch_counts[outcome])
+        yield fetches
+        yield CounterMetricFamily(
+            "tempoconf_edge_feed_resets",
+            "Times the upstream's change feed said reset (every served config fetched again)",
+            value=self._source.feed_resets,
         )
         yield GaugeMetricFamily(
             "tempoconf_edge_reports_pending",
@@ -185,8 +211,8 @@ def create_edge_app(
     http = httpx.AsyncClient(
         base_url=upstream_url.rstrip("/"),
         headers=headers,
-        # One connection per watched config (each holds a long-poll), plus the reports'.
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=1000),
+        # The change feed's long-poll, FETCH_CONCURRENCY bundle fetches, the probe, the reports.
+        limits=httpx.Limits(max_connections=FETCH_CONCURRENCY + 8, max_keepalive_connections=32),
     )
     source = BundleSnapshots(http, first_answer_timeout=first_answer_timeout, idle_after=idle_after)
     relay = ReportRelay(http, interval=report_interval)
@@ -212,6 +238,7 @@ def create_edge_app(
         routes=[
             *configs.routes,
             *bundles.routes,
+            *changes.routes,
             *config_sets.routes,
             *edge_reports.routes,
             *health.routes,

@@ -1,25 +1,33 @@
 """`BundleSnapshots`: an edge relay's config snapshots, fed by its upstream's resolution bundles.
 
-One watch per config a client of the edge asks for: a long-poll on the upstream's
-`GET /v1/bundles/{path}` (an origin API or another edge), started on the first request for it and
-dropped once nobody has asked for it for `idle_after` seconds. While the upstream is unreachable
-the watches retry with backoff and the snapshots held keep being served: leases are in the
-snapshot, so resolution still stops serving a stage once its lease ends (by this host's clock).
+The edge serves the configs its clients ask for. A config asked for the first time is fetched once
+(`GET /v1/bundles/{path}` on the upstream: an origin API or another edge) and then kept fresh by
+ONE long-poll upstream, the change feed (`GET /v1/changes`, api/change_feed.py): each change that
+names a served config fetches that config's bundle again (a few at once at most), and a `reset`
+(the upstream restarted, or lost track of this edge's revision) fetches every served config again.
+A config nobody asked for during `idle_after` seconds is no longer served. While the upstream is
+unreachable the feed and the fetches retry with backoff and the snapshots held keep being served:
+leases are in the snapshot, so resolution still stops serving a stage once its lease ends (by this
+host's clock).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from tempoconf.api.change_feed import CHANGES_ROUTE
 from tempoconf.api.snapshots import HeldSnapshots, SnapshotsNotLoadedError
 from tempoconf.backoff import Backoff
 from tempoconf.resolution import ConfigSnapshot
@@ -29,6 +37,7 @@ __all__ = [
     "BundleSnapshots",
     "DEFAULT_FIRST_ANSWER_TIMEOUT",
     "DEFAULT_IDLE_AFTER",
+    "FETCH_CONCURRENCY",
     "UPSTREAM_WAIT",
     "UpstreamUnavailableError",
 ]
@@ -36,18 +45,21 @@ __all__ = [
 DEFAULT_FIRST_ANSWER_TIMEOUT = 10.0
 """Seconds a client's first request for a config waits for the upstream's first answer."""
 DEFAULT_IDLE_AFTER = 600.0
-"""A config nobody asked the edge for during this many seconds is no longer watched."""
+"""A config nobody asked the edge for during this many seconds is no longer served."""
 UPSTREAM_WAIT = 30
-"""Seconds of each upstream long-poll (the API accepts up to 60)."""
+"""Seconds of each long-poll of the upstream's change feed (the API accepts up to 60)."""
 ABSENT_RECHECK = 5.0
 """Seconds between two asks for a config the upstream does not know (404): it may be created."""
 MAX_WATCHES = 10_000
-"""Configs watched at once at most: a client naming ever new paths cannot make the edge open
-unbounded connections upstream (the next one is answered 503)."""
+"""Configs served at once at most: a client naming ever new paths cannot make the edge fetch and
+hold unbounded configs (the next one is answered 503)."""
+FETCH_CONCURRENCY = 8
+"""Bundle fetches upstream at once at most (a reset refetches every served config)."""
 PROBE_INTERVAL = 5.0
-"""Seconds between two checks of the upstream's /healthz (readiness with no config watched)."""
+"""Seconds between two checks of the upstream's /healthz (readiness with no config served)."""
+_FETCH_TIMEOUT = 10.0
 _HTTP_MARGIN = 15.0
-"""An upstream long-poll's read timeout: its wait plus this."""
+"""A feed long-poll's read timeout: its wait plus this."""
 
 logger = logging.getLogger(__name__)
 
@@ -56,24 +68,45 @@ class UpstreamUnavailableError(RuntimeError):
     """The upstream has not answered for a config yet (unreachable, or too slow)."""
 
 
+class ChangeFeedError(ValueError):
+    """The upstream's change feed answered something that is not a change feed answer."""
+
+
 @dataclass(eq=False)
-class _Watch:
+class _Served:
+    """A config this edge serves, and how its last fetch went."""
+
     namespace: str
     path: str
     last_used: float
     created_at: float = field(default_factory=time.monotonic)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set by the first answer of the upstream (200, 304 or 404)."""
-    task: asyncio.Task[None] | None = None
+    """Set by the first answer of the upstream (200 or 404)."""
+    fetching: bool = False
+    again: bool = False
+    """A change came while a fetch was under way: fetch once more after it."""
+    absent: bool = False
+    """The upstream's last answer was 404."""
     failing_since: float | None = None
     confirmed_at: float | None = None
     error: BaseException | None = None
 
 
+@dataclass
+class _Feed:
+    """The change feed upstream: where it is, and whether it answers."""
+
+    since: int | None = None
+    failing_since: float | None = None
+    confirmed_at: float | None = None
+    error: BaseException | None = None
+    resets: int = 0
+
+
 class BundleSnapshots(HeldSnapshots):
     """The `SnapshotSource` of an edge relay (see the module's docstring).
 
-    `ensure(namespace, path)` starts a config's watch (or marks it used) and waits, bounded, for
+    `ensure(namespace, path)` serves this config (fetching it, if not yet) and waits, bounded, for
     its first answer; `get` and `snapshots` read only what is held.
     """
 
@@ -90,8 +123,15 @@ class BundleSnapshots(HeldSnapshots):
         self._first_answer_timeout = first_answer_timeout
         self._idle_after = idle_after
         self._upstream_wait = upstream_wait
-        self._watches: dict[tuple[str, str], _Watch] = {}
-        self._revision = 0
+        self._served: dict[tuple[str, str], _Served] = {}
+        # Microseconds since the epoch at start, then one more per change: a restarted edge
+        # starts above anything it told before, so an edge behind it resets (change feed).
+        self._revision = time.time_ns() // 1000
+        self._feed = _Feed()
+        self._fetch_slots = asyncio.Semaphore(FETCH_CONCURRENCY)
+        self._fetches: set[asyncio.Task[None]] = set()
+        self.fetch_counts: Counter[str] = Counter()
+        """Bundle fetches upstream by outcome: ok, absent (404), failed."""
         self._probe_confirmed_at: float | None = None
         self._probe_error: BaseException | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -105,170 +145,183 @@ class BundleSnapshots(HeldSnapshots):
 
     @property
     def age(self) -> float | None:
-        """0 while every watch is connected; else seconds since the oldest failing one last had an
-        answer (what its clients are served is at most that old)."""
+        """0 while the feed and every fetch succeed; else seconds since the oldest failing one last
+        had an answer (what its clients are served is at most that old)."""
         if not self.loaded:
             return None
         now = time.monotonic()
         ages = [0.0]
         if self._probe_error is not None and self._probe_confirmed_at is not None:
             ages.append(now - self._probe_confirmed_at)
-        for watch in self._watches.values():
-            if watch.failing_since is not None:
-                since = (
-                    watch.confirmed_at if watch.confirmed_at is not None else watch.failing_since
-                )
+        upstream: list[_Feed | _Served] = [self._feed, *self._served.values()]
+        for part in upstream:
+            if part.failing_since is not None:
+                since = part.confirmed_at if part.confirmed_at is not None else part.failing_since
                 ages.append(now - since)
         return max(ages)
 
     @property
     def revision(self) -> int | None:
-        """How many config snapshots changed since start (the edge has no store revision)."""
+        """Grows by one per config snapshot changed; starts at the microseconds since the epoch
+        when the edge started (the edge has no store revision)."""
         return self._revision if self.loaded else None
 
     @property
     def last_error(self) -> BaseException | None:
         """Why the upstream could not be read, while it cannot (None when it can)."""
-        for watch in self._watches.values():
-            if watch.failing_since is not None and watch.error is not None:
-                return watch.error
+        if self._feed.failing_since is not None and self._feed.error is not None:
+            return self._feed.error
+        for served in self._served.values():
+            if served.failing_since is not None and served.error is not None:
+                return served.error
         return self._probe_error
 
     @property
     def watched(self) -> int:
-        """How many configs are watched upstream."""
-        return len(self._watches)
+        """How many configs are served (kept fresh by the change feed)."""
+        return len(self._served)
+
+    @property
+    def feed_resets(self) -> int:
+        """How many times the upstream's feed said reset (every served config fetched again)."""
+        return self._feed.resets
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[BundleSnapshots]:
-        """Probe the upstream and drop idle watches while inside; every watch stops on exit."""
+        """Follow the upstream's change feed, probe it and drop idle configs while inside; every
+        fetch stops on exit."""
         self._tasks = [
+            asyncio.create_task(self._follow(), name="tempoconf-edge-feed"),
             asyncio.create_task(self._probe(), name="tempoconf-edge-probe"),
             asyncio.create_task(self._drop_idle(), name="tempoconf-edge-idle"),
+            asyncio.create_task(self._recheck_absent(), name="tempoconf-edge-absent"),
         ]
         try:
             yield self
         finally:
-            tasks = self._tasks + [w.task for w in self._watches.values() if w.task is not None]
+            tasks = self._tasks + list(self._fetches)
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            self._watches.clear()
+            self._served.clear()
 
-    # -- watches ---------------------------------------------------------------------------------
+    # -- serving ---------------------------------------------------------------------------------
     async def ensure(self, namespace: str, path: str) -> None:
-        """Watch this config (if not yet) and wait for the upstream's first answer on it, at most
-        `first_answer_timeout` seconds; UpstreamUnavailableError if none came."""
+        """Serve this config (fetch it, if not yet) and wait for the upstream's first answer on
+        it, at most `first_answer_timeout` seconds; UpstreamUnavailableError if none came."""
         key = (namespace, path)
-        watch = self._watches.get(key)
+        served = self._served.get(key)
         now = time.monotonic()
-        if watch is None:
-            if len(self._watches) >= MAX_WATCHES:
+        if served is None:
+            if len(self._served) >= MAX_WATCHES:
                 raise UpstreamUnavailableError(
-                    f"this edge already watches {MAX_WATCHES} configs: config {path!r} in "
-                    f"namespace {namespace!r} cannot be watched until some go idle"
+                    f"this edge already serves {MAX_WATCHES} configs: config {path!r} in "
+                    f"namespace {namespace!r} cannot be served until some go idle"
                 )
-            watch = self._watches[key] = _Watch(namespace, path, last_used=now)
-            watch.task = asyncio.create_task(
-                self._watch(watch), name=f"tempoconf-edge-watch {namespace}/{path}"
-            )
+            served = self._served[key] = _Served(namespace, path, last_used=now)
+            self._fetch(served)
         else:
-            watch.last_used = now
-        if watch.answered.is_set():
+            served.last_used = now
+        if served.answered.is_set():
             return
-        if watch.error is not None and watch.task is not None and not self._fresh(watch, now):
-            # The upstream failed this watch before it ever answered: say so now, rather than
-            # hold every request for the bound while the watch backs off.
+        if served.error is not None and not self._fresh(served, now):
+            # The upstream failed this config before it ever answered: say so now, rather than
+            # hold every request for the bound while its fetch backs off.
             raise UpstreamUnavailableError(
                 f"the upstream has not answered for config {path!r} in namespace "
-                f"{namespace!r} yet: {watch.error}"
+                f"{namespace!r} yet: {served.error}"
             )
         try:
             async with asyncio.timeout(self._first_answer_timeout):
-                await watch.answered.wait()
+                await served.answered.wait()
         except TimeoutError:
-            reason = f": {watch.error}" if watch.error is not None else ""
+            reason = f": {served.error}" if served.error is not None else ""
             raise UpstreamUnavailableError(
                 f"the upstream has not answered for config {path!r} in namespace "
                 f"{namespace!r} yet{reason}"
             ) from None
 
-    def _fresh(self, watch: _Watch, now: float) -> bool:
-        """The watch started less than the first-answer bound ago (its creator still waits)."""
-        return now - watch.created_at < self._first_answer_timeout
+    def _fresh(self, served: _Served, now: float) -> bool:
+        """The config was first asked for less than the first-answer bound ago (its asker still
+        waits)."""
+        return now - served.created_at < self._first_answer_timeout
 
-    async def _watch(self, watch: _Watch) -> None:
-        """Long-poll the config's bundle upstream until cancelled."""
-        key = (watch.namespace, watch.path)
-        url = f"/v1/bundles/{quote(watch.path)}"
-        etag: str | None = None
+    def _fetch(self, served: _Served) -> None:
+        """Fetch the config's bundle (again): at once, or after the fetch under way."""
+        if served.fetching:
+            served.again = True  # that fetch may have read the bundle before this change
+            return
+        served.fetching = True
+        task = asyncio.create_task(
+            self._fetching(served), name=f"tempoconf-edge-fetch {served.namespace}/{served.path}"
+        )
+        self._fetches.add(task)
+        task.add_done_callback(self._fetches.discard)
+
+    async def _fetching(self, served: _Served) -> None:
+        """Fetch until one fetch started after the last change asked for has answered."""
         backoff = Backoff()
-        retried = False
-        while True:
-            params: dict[str, str | float] = {"namespace": watch.namespace}
-            headers = {}
-            if etag is not None:
-                params["wait"] = self._upstream_wait
-                headers["If-None-Match"] = etag
-            try:
-                response = await self._http.get(
-                    url,
-                    params=params,
-                    headers=headers,
-                    timeout=httpx.Timeout(10.0, read=self._upstream_wait + _HTTP_MARGIN),
-                )
-                if response.status_code == 200:
-                    snapshot = parse_bundle_body(response.content)
-                    if (snapshot.namespace, snapshot.path) != key:
-                        raise BundleError(
-                            f"the upstream answered the bundle of {snapshot.path!r} in namespace "
-                            f"{snapshot.namespace!r} for {watch.path!r} in {watch.namespace!r}"
-                        )
-                    etag = response.headers.get("etag")
-                    self._set(key, snapshot)
-                elif response.status_code == 404:
-                    etag = None
-                    self._set(key, None)
-                elif response.status_code != 304:
-                    raise UpstreamUnavailableError(
-                        f"the upstream answered {response.status_code} for config "
-                        f"{watch.path!r}: {response.text[:200]}"
-                    )
-            except httpx.RemoteProtocolError as exc:
-                # The keep-alive race: the upstream closed the idle connection as this request
-                # went out on it. Once, at once, on a new connection; then as any failure.
-                if not retried:
-                    retried = True
+        try:
+            while self._served.get((served.namespace, served.path)) is served:
+                served.again = False
+                try:
+                    async with self._fetch_slots:
+                        await self._fetch_once(served)
+                except (httpx.HTTPError, UpstreamUnavailableError, BundleError) as exc:
+                    # BundleError: a malformed bundle (it names the field); keep what is held,
+                    # as for an unreachable upstream.
+                    self.fetch_counts["failed"] += 1
+                    if served.failing_since is None:
+                        logger.warning("edge: cannot fetch %s upstream: %s", served.path, exc)
+                        served.failing_since = time.monotonic()
+                    served.error = exc
+                    await asyncio.sleep(backoff.next())
                     continue
-                self._failed(watch, exc)
-                await asyncio.sleep(backoff.next())
-                continue
-            except (httpx.HTTPError, UpstreamUnavailableError, BundleError) as exc:
-                # BundleError: a malformed bundle (it names the field); keep what is held, as
-                # for an unreachable upstream.
-                self._failed(watch, exc)
-                await asyncio.sleep(backoff.next())
-                continue
-            retried = False
-            if watch.failing_since is not None:
-                logger.info("edge: watching %s upstream again", watch.path)
-            watch.failing_since = None
-            watch.error = None
-            watch.confirmed_at = time.monotonic()
-            self._loaded = True
-            backoff.reset()
-            watch.answered.set()
-            if response.status_code == 404:
-                await asyncio.sleep(ABSENT_RECHECK)
+                if not served.again:
+                    return
+        finally:
+            served.fetching = False
 
-    @staticmethod
-    def _failed(watch: _Watch, error: BaseException) -> None:
-        if watch.failing_since is None:
-            logger.warning("edge: cannot watch %s upstream: %s", watch.path, error)
-            watch.failing_since = time.monotonic()
-        watch.error = error
+    async def _fetch_once(self, served: _Served) -> None:
+        key = (served.namespace, served.path)
+        url = f"/v1/bundles/{quote(served.path)}"
+        response = await self._get(url, {"namespace": served.namespace}, _FETCH_TIMEOUT)
+        snapshot: ConfigSnapshot | None = None
+        if response.status_code == 200:
+            snapshot = parse_bundle_body(response.content)
+            if (snapshot.namespace, snapshot.path) != key:
+                raise BundleError(
+                    f"the upstream answered the bundle of {snapshot.path!r} in namespace "
+                    f"{snapshot.namespace!r} for {served.path!r} in {served.namespace!r}"
+                )
+        elif response.status_code != 404:
+            raise UpstreamUnavailableError(
+                f"the upstream answered {response.status_code} for config "
+                f"{served.path!r}: {response.text[:200]}"
+            )
+        if self._served.get(key) is not served:
+            return  # dropped (idle) while it was fetched: not served any more
+        self.fetch_counts["ok" if snapshot is not None else "absent"] += 1
+        if served.failing_since is not None:
+            logger.info("edge: fetching %s upstream again", served.path)
+        served.failing_since = None
+        served.error = None
+        served.confirmed_at = time.monotonic()
+        served.absent = snapshot is None
+        self._loaded = True
+        self._set(key, snapshot)
+        served.answered.set()
+
+    async def _get(self, url: str, params: dict[str, Any], read_timeout: float) -> httpx.Response:
+        """GET upstream; once more at once on the keep-alive race (the upstream closed the idle
+        connection as this request went out on it)."""
+        timeout = httpx.Timeout(10.0, read=read_timeout)
+        try:
+            return await self._http.get(url, params=params, timeout=timeout)
+        except httpx.RemoteProtocolError:
+            return await self._http.get(url, params=params, timeout=timeout)
 
     def _set(self, key: tuple[str, str], snapshot: ConfigSnapshot | None) -> None:
         old = self._snapshots.get(key)
@@ -283,19 +336,68 @@ class BundleSnapshots(HeldSnapshots):
         self._revision += 1
         self._changed((key,))
 
+    # -- the change feed -------------------------------------------------------------------------
+    async def _follow(self) -> None:
+        """Long-poll the upstream's change feed until cancelled; fetch what it names."""
+        feed = self._feed
+        backoff = Backoff()
+        while True:
+            params: dict[str, Any] = {"wait": self._upstream_wait}
+            if feed.since is not None:
+                params["since"] = feed.since
+            try:
+                response = await self._get(
+                    CHANGES_ROUTE, params, self._upstream_wait + _HTTP_MARGIN
+                )
+                revision, changes = _feed_answer(response)
+            except (httpx.HTTPError, UpstreamUnavailableError, ChangeFeedError) as exc:
+                if feed.failing_since is None:
+                    logger.warning("edge: cannot follow the upstream's change feed: %s", exc)
+                    feed.failing_since = time.monotonic()
+                feed.error = exc
+                await asyncio.sleep(backoff.next())
+                continue
+            if feed.failing_since is not None:
+                logger.info("edge: following the upstream's change feed again")
+            backoff.reset()
+            feed.failing_since = None
+            feed.error = None
+            feed.confirmed_at = time.monotonic()
+            self._loaded = True
+            if changes is None:
+                if feed.since is not None:
+                    logger.info("edge: the upstream's change feed reset: fetching every config")
+                feed.resets += 1
+                for served in list(self._served.values()):
+                    self._fetch(served)
+            else:
+                for key in changes:
+                    changed = self._served.get(key)
+                    if changed is not None:
+                        self._fetch(changed)
+            feed.since = revision
+
+    # -- upkeep ----------------------------------------------------------------------------------
     async def _drop_idle(self) -> None:
         while True:
             await asyncio.sleep(max(0.05, min(60.0, self._idle_after / 4)))
             cutoff = time.monotonic() - self._idle_after
-            for key, watch in list(self._watches.items()):
-                if watch.last_used < cutoff:
-                    del self._watches[key]
-                    if watch.task is not None:
-                        watch.task.cancel()
+            for key, served in list(self._served.items()):
+                if served.last_used < cutoff:
+                    del self._served[key]
                     self._set(key, None)
 
+    async def _recheck_absent(self) -> None:
+        """Ask again for the configs the upstream did not know: the feed names a config created
+        upstream, this also covers an upstream that does not."""
+        while True:
+            await asyncio.sleep(ABSENT_RECHECK)
+            for served in list(self._served.values()):
+                if served.absent and not served.fetching:
+                    self._fetch(served)
+
     async def _probe(self) -> None:
-        """Whether the upstream answers at all: readiness before any config is watched."""
+        """Whether the upstream answers at all: readiness before any config is served."""
         backoff = Backoff()
         while True:
             try:
@@ -315,3 +417,40 @@ class BundleSnapshots(HeldSnapshots):
         if not self.loaded:
             reason = f": {self.last_error}" if self.last_error is not None else ""
             raise SnapshotsNotLoadedError(f"the edge has not reached its upstream yet{reason}")
+
+
+def _feed_answer(response: httpx.Response) -> tuple[int, list[tuple[str, str]] | None]:
+    """(revision, changed configs) of a change feed answer; None for the changes on a reset."""
+    if response.status_code == 404:
+        raise UpstreamUnavailableError(
+            f"the upstream answered 404 for {CHANGES_ROUTE}: it predates the change feed "
+            "(upgrade the origin API before its edges)"
+        )
+    if response.status_code != 200:
+        raise UpstreamUnavailableError(
+            f"the upstream answered {response.status_code} for {CHANGES_ROUTE}: "
+            f"{response.text[:200]}"
+        )
+    try:
+        body = json.loads(response.content)
+    except ValueError as exc:
+        raise ChangeFeedError(f"the upstream's change feed answered no JSON: {exc}") from None
+    revision = body.get("revision") if isinstance(body, dict) else None
+    if not isinstance(revision, int) or isinstance(revision, bool):
+        raise ChangeFeedError("the upstream's change feed answer has no integer `revision`")
+    if body.get("reset") is True:
+        return revision, None
+    raw = body.get("changes")
+    if not isinstance(raw, list):
+        raise ChangeFeedError("the upstream's change feed answer has no `changes` list")
+    changes: list[tuple[str, str]] = []
+    for index, change in enumerate(raw):
+        namespace = change.get("namespace") if isinstance(change, dict) else None
+        path = change.get("path") if isinstance(change, dict) else None
+        if not isinstance(namespace, str) or not isinstance(path, str):
+            raise ChangeFeedError(
+                f"the upstream's change feed answer: changes[{index}] needs a string namespace "
+                "and path"
+            )
+        changes.append((namespace, path))
+    return revision, changes

@@ -140,6 +140,7 @@ async def serve_app(
         if not serving.done():
             app.state.config_polls.close()  # waiting long-polls answer now, not in up to 60 s
             app.state.bundle_polls.close()
+            app.state.change_feed.close()
             server.should_exit = True
             # A second cancellation while we wait here cancels `serving` too: a forced stop.
             await serving

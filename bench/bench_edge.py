@@ -4,9 +4,9 @@ same 10,000 long-polling the origin API, in the same run. Goal: edge p99 <= orig
 Phase 1: the clients long-poll the origin (an API process over SQLite), and rollouts are measured
 as in bench_propagation.py (stage committed to the store → each client holds the new version).
 Phase 2: the same number of clients long-poll an edge process (`bench/_serve.py edge`) whose
-upstream is that origin; the edge holds ONE bundle long-poll upstream for the config, so the
-extra hop is: the origin answers the edge's bundle long-poll, the edge parses it and answers its
-own waiters. Same store, same writer, same load generators, one after the other.
+upstream is that origin; the edge holds ONE long-poll upstream, on the change feed, so the
+extra hop is: the origin answers the edge's feed long-poll, the edge fetches the config's bundle,
+parses it and answers its own waiters. Same store, same writer, same load generators, one after the other.
 """
 
 from __future__ import annotations

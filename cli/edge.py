@@ -18,7 +18,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     edge = commands.add_parser(
         "edge",
         help="run an edge relay: serves /v1/configs, /v1/bundles and reports from its upstream "
-        "(an origin API or another edge), one bundle watch per config",
+        "(an origin API or another edge), kept fresh by one change feed long-poll upstream",
     )
     edge.add_argument(
         "--upstream",
@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         edge,
         "--idle-after",
         600.0,
-        "stop watching a config nobody asked for during this long (default 600)",
+        "stop serving a config nobody asked for during this long (default 600)",
     )
     seconds_flag(
         edge,

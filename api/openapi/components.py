@@ -12,6 +12,7 @@ from tempoconf.access.roles import Role
 from tempoconf.api.answers import (
     Accepted,
     BundleAnswer,
+    ChangesAnswer,
     ClientsAnswer,
     CommandAnswer,
     ConfigAnswer,
@@ -101,6 +102,7 @@ ANSWERS: tuple[type[Any], ...] = (
     CommandAnswer,
     ConfigsAnswer,
     BundleAnswer,
+    ChangesAnswer,
     FreezeAnswer,
     FreezeEndAnswer,
     FreezesAnswer,

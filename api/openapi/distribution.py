@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tempoconf.api.answers import Accepted, BundleAnswer, ConfigAnswer, ConfigsAnswer
+from tempoconf.api.answers import Accepted, BundleAnswer, ChangesAnswer, ConfigAnswer, ConfigsAnswer
 from tempoconf.api.bodies import REPORT_BODY_LIMIT
+from tempoconf.api.distribution import MAX_WAIT
 from tempoconf.api.ofrep import BULK_ROUTE, FLAG_ROUTE, OFREP_BODY_LIMIT
 from tempoconf.api.ofrep_answers import (
     OfrepBulkAnswer,
@@ -46,6 +47,51 @@ def _polled(ok: dict[str, Any], invalid: str, not_found: str) -> dict[str, Any]:
         "401": unauthorized(),
         "404": error(not_found),
         "503": error(_NEVER_LOADED),
+    }
+
+
+def _changes() -> dict[str, Any]:
+    def query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": schema,
+            "description": description,
+        }
+
+    return {
+        "get": {
+            "operationId": "getChanges",
+            "summary": "The configs changed after a revision: one long-poll for an edge relay, "
+            "instead of one per config it serves",
+            "description": "Answers as soon as the process holds a revision after `since` with "
+            "changes in the namespaces the caller reads (or the one `namespace` names), else "
+            "after `wait` seconds with none. `reset: true` (no `changes`) when `since` is "
+            "missing, older than the changes this process remembers, or newer than its "
+            "revision: refetch every config served, then follow on from `revision`.",
+            "tags": ["distribution"],
+            "security": CLIENT,
+            "parameters": [
+                query(
+                    "since",
+                    {"type": "integer", "minimum": 0},
+                    "The `revision` of the previous answer (leave it out on a first call)",
+                ),
+                query(
+                    "wait",
+                    {"type": "number", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
+                    "Long-poll: hold the request up to this many seconds until a change",
+                ),
+                query("namespace", namespace_schema(), "Only this namespace's changes"),
+            ],
+            "responses": {
+                "200": answer(ChangesAnswer, "The changes after `since`, or a reset"),
+                "400": error("Invalid since, wait or namespace"),
+                "401": unauthorized(),
+                "503": error(_NEVER_LOADED),
+            },
+        }
     }
 
 
@@ -96,6 +142,7 @@ def distribution_paths() -> dict[str, Any]:
                 ),
             }
         },
+        "/v1/changes": _changes(),
         "/v1/configs": {
             "get": {
                 "operationId": "getConfigs",

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from tempoconf.api.answers import (
     Accepted,
     BundleAnswer,
+    ChangesAnswer,
     ClientsAnswer,
     CommandAnswer,
     ConfigAnswer,
@@ -178,6 +179,7 @@ BODIES: dict[tuple[str, str], tuple[type[Any] | None, dict[str, type[Any]]]] = {
     ("/v1/configs/{path}", "get"): (None, {"200": ConfigAnswer}),
     ("/v1/configs", "get"): (None, {"200": ConfigsAnswer}),
     ("/v1/bundles/{path}", "get"): (None, {"200": BundleAnswer}),
+    ("/v1/changes", "get"): (None, {"200": ChangesAnswer}),
     ("/v1/reports", "post"): (ReportBody, {"202": Accepted}),
     ("/v1/admin/schemas/{path}", "get"): (None, {"200": SchemaAnswer}),
     ("/v1/admin/schemas/{path}", "put"): (SchemaBody, {"200": SchemaAnswer}),
