@@ -370,9 +370,10 @@ def seed_live_rollout(url: str) -> None:
 # -- the API process ------------------------------------------------------------------------
 class ApiProcess:
     """`bench/_serve.py` in a subprocess: the API over `database_url` (kind "api"), an edge relay
-    whose upstream is the URL given as `database_url` (kind "edge"), or the fixed 304 floor
-    (kind "floor"), on uvicorn with httptools and uvloop, one worker, a free port (a floor given
-    `shared_port`: that port, shared with the other floors given it, by SO_REUSEPORT)."""
+    whose upstream is the URL given as `database_url` (kind "edge"), or a fixed 304 floor
+    (kind "floor": raw ASGI; "lean_floor": the API's own protocol), on uvicorn with httptools
+    and uvloop, one worker, a free port (a floor given `shared_port`: that port, shared with the
+    other floors given it, by SO_REUSEPORT)."""
 
     def __init__(
         self, kind: str, database_url: str | None = None, *, shared_port: int | None = None

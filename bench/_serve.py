@@ -1,12 +1,19 @@
 """Child process of the benchmarks: one uvicorn server (httptools, uvloop, one worker) serving
-either the tempoconf API over a store (on the protocol `tempoconf api` uses), or the floor app:
-raw ASGI answering a fixed 304 (on uvicorn's own httptools protocol).
+the tempoconf API over a store (on the protocol `tempoconf api` uses), or one of two floors that
+answer every request with a fixed 304 and look nothing up:
+
+- `lean_floor`: the API's own serving path (api/read_limits.py's bounds on api/lean_protocol.py's
+  protocol, which answers on the connection) with a direct handler that writes a constant 304:
+  what the API's protocol costs per poll before the API resolves anything.
+- `floor`: a raw ASGI app on uvicorn's own httptools protocol (a scope, a cycle, a coroutine per
+  request): the floor of an ASGI app, which the API's direct answers skip.
 
     python bench/_serve.py api DATABASE_URL   (BENCH_CLIENT_TOKEN, BENCH_ACCESS_FILE: its access)
     python bench/_serve.py edge UPSTREAM_URL
     python bench/_serve.py floor [PORT]
+    python bench/_serve.py lean_floor [PORT]
 
-It binds 127.0.0.1 on a free port (the floor given PORT: that port, with SO_REUSEPORT, so several
+It binds 127.0.0.1 on a free port (a floor given PORT: that port, with SO_REUSEPORT, so several
 floor processes share it as `tempoconf api --workers N` does), prints that port as its first
 stdout line, then serves until SIGTERM or SIGINT. Started by `_common.ApiProcess`; not meant to be run by hand.
 """
@@ -28,6 +35,9 @@ FLOOR_HEADERS = [
     (b"etag", b'W/"0123456789abcdef.0123456789ab"'),
     (b"cache-control", b"no-cache"),
 ]
+FLOOR_WIRE = b"".join(name + b": " + value + b"\r\n" for name, value in FLOOR_HEADERS) + b"\r\n"
+"""The lean floor's 304 after its status line and default headers, as the API writes its own."""
+FLOOR_KINDS = ("floor", "lean_floor")
 LISTEN_BACKLOG = 4096
 """Large enough that 10,000 clients connecting at once are not dropped to SYN retries."""
 
@@ -46,11 +56,29 @@ async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
+class ConstantNotModified:
+    """The lean floor's direct handler: every GET answered 304 on the connection, nothing
+    parsed, nothing looked up (api/lean_protocol.py's DirectAnswers)."""
+
+    prefix = b"/"
+
+    def answer_directly(
+        self, connection: Any, path: bytes, query_string: bytes, headers: Any
+    ) -> bool:
+        connection.answer(304, FLOOR_WIRE)
+        return True
+
+
 def build_app(kind: str, database_url: str | None) -> tuple[Any, Any]:
-    """The app and uvicorn's `http` protocol for it: the API gets the protocol `tempoconf api`
-    serves with (api/read_limits.py's, on api/lean_protocol.py's), the floor uvicorn's own."""
+    """The app and uvicorn's `http` protocol for it: the API and the lean floor get the protocol
+    `tempoconf api` serves with (api/read_limits.py's, on api/lean_protocol.py's), the floor
+    uvicorn's own."""
     if kind == "floor":
         return floor_app, "httptools"
+    if kind == "lean_floor":
+        from tempoconf.settings import Settings
+
+        return floor_app, _api_protocol(Settings(), ConstantNotModified())
     if kind == "api" and database_url:
         from tempoconf.api.app import create_app
         from tempoconf.settings import Settings
@@ -74,11 +102,14 @@ def build_app(kind: str, database_url: str | None) -> tuple[Any, Any]:
         # here the argument is the upstream
         app = create_edge_app(database_url, settings)
         return app, _api_protocol(settings, app)
-    raise SystemExit("usage: _serve.py api DATABASE_URL | _serve.py edge URL | _serve.py floor")
+    raise SystemExit(
+        "usage: _serve.py api DATABASE_URL | _serve.py edge URL | _serve.py floor|lean_floor [PORT]"
+    )
 
 
 def _api_protocol(settings: Any, app: Any) -> Any:
-    """The protocol `serve_app` gives `app` (config and bundle polls answered on the connection)."""
+    """The protocol `serve_app` gives `app` (config and bundle polls answered on the connection;
+    for the lean floor, every GET)."""
     from tempoconf.api.read_limits import bounded_protocol
 
     return bounded_protocol(
@@ -105,7 +136,7 @@ class _Server(uvicorn.Server):
 def main() -> None:
     kind = sys.argv[1] if len(sys.argv) > 1 else ""
     argument = sys.argv[2] if len(sys.argv) > 2 else None
-    if kind == "floor" and argument is not None:
+    if kind in FLOOR_KINDS and argument is not None:
         app, http = build_app(kind, None)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)

@@ -1,19 +1,24 @@
 """Every core: 304 poll throughput of `tempoconf api --workers 2` next to `tempoconf api` (one
-process), on the same store, in the same run. Goal: at least 1.5x (wrk shares the 2 cores).
+process), on the same store, in the same run, judged against what a second process gains the
+floor in the same rounds. Goal: the API's ratio (two workers over one process) is at least 0.95
+of the lean floor's (two processes over one).
 
 Both are the real command (a supervisor and two SO_REUSEPORT workers; one process), started as
 an operator starts them. wrk drives both with bench_poll_cost's script (1,000 clients, each with
 its own If-None-Match), the same threads, connections and duration, after a warm-up each, in
 back-to-back pairs; the ratio is the median of the pairs' ratios.
 
-In the same rounds the floor (bench/_serve.py's fixed 304) runs as one process and as two sharing
-a port: `floor_ratio` is what two processes can gain on this machine for a request that cheap,
-with wrk on the same cores. Once the API answers as cheaply as the floor, its ratio cannot pass
-the floor's.
+In the same rounds the lean floor (bench/_serve.py's `lean_floor`: the API's own protocol
+answering a constant 304, no lookup) runs as one process and as two sharing a port with
+SO_REUSEPORT: `floor_ratio` is what a second process can gain on this machine for a request that
+cheap, with wrk on the same cores (which a 1.5x goal ignored: wrk takes a third of them). The
+goal compares the API's gain with that one, round by round (`to_floor_ratio`). The floor runs
+before the API in odd rounds and after it in even ones.
 
 `cores` gives, per round and per run, the cores the server processes (a supervisor's workers
 included) and wrk used over the measured seconds, and the server's CPU microseconds per request:
 whether a second process costs more per request, and how much of the machine wrk left.
+`--tiny` runs it in seconds (100 clients, 1 s runs, 2 rounds); its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -36,24 +41,22 @@ from _common import (
     raise_fd_limit,
     require_wrk,
     seed_live_rollout,
-    tree_cpu_seconds,
-    waited_children_cpu_seconds,
 )
 from bench_poll_cost import (
-    CLIENTS,
-    DURATION_SECONDS,
-    WARMUP_SECONDS,
+    Size,
     fetch_etags,
+    in_round_order,
+    measure,
+    median_of,
     paired_rounds,
-    run_wrk,
+    size_from_arguments,
     write_lua,
     wrk_settings,
 )
 
-GOAL_RATIO = 1.5
+GOAL_TO_FLOOR = 0.95
+"""The API's gain from a second worker, as a share of the lean floor's in the same round."""
 WORKERS = 2
-ROUNDS = 3
-"""Pairs (one process, then --workers 2) measured."""
 
 
 def api(database_url: str, workers: int) -> CliProcess:
@@ -65,7 +68,7 @@ def api(database_url: str, workers: int) -> CliProcess:
     )  # fmt: skip
 
 
-async def main() -> None:
+async def main(size: Size) -> None:
     wrk = require_wrk()
     raise_fd_limit()
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:
@@ -75,68 +78,71 @@ async def main() -> None:
             bounded(900, "the workers benchmark"),
             api(url, 1) as single,
             api(url, WORKERS) as several,
-            ApiProcess("floor") as floor_single,
+            ApiProcess("lean_floor") as floor_single,
             contextlib.AsyncExitStack() as floors,
         ):
             floor_pair = [
-                await floors.enter_async_context(ApiProcess("floor", shared_port=shared))
+                await floors.enter_async_context(ApiProcess("lean_floor", shared_port=shared))
                 for _ in range(WORKERS)
             ]
-            several_floors = f"http://127.0.0.1:{shared}"
-            script = write_lua(Path(scratch), await fetch_etags(single))  # type: ignore[arg-type]
-            floor_pids = [floor_single.pid]
+            etags = await fetch_etags(single, size.clients)
+            script = write_lua(Path(scratch), etags)
+            runs = [
+                ("floor_one", floor_single.base_url, [floor_single.pid]),
+                ("floor_workers", f"http://127.0.0.1:{shared}", [f.pid for f in floor_pair]),
+                ("one", single.base_url, [single.pid]),
+                ("workers", several.base_url, [several.pid]),
+            ]
             rounds: list[dict[str, float]] = []
             cores: list[dict[str, dict[str, float]]] = []
-            for number in range(1, ROUNDS + 1):
+            for number in range(1, size.rounds + 1):
                 measured: dict[str, float] = {}
                 used: dict[str, dict[str, float]] = {}
-                for name, base_url, pids in (
-                    ("floor_one", floor_single.base_url, floor_pids),
-                    ("floor_workers", several_floors, [floor.pid for floor in floor_pair]),
-                    ("one", single.base_url, [single.pid]),
-                    ("workers", several.base_url, [several.pid]),
-                ):
-                    await run_wrk(wrk, base_url, script, WARMUP_SECONDS)
-                    server_before = sum(tree_cpu_seconds(pid) for pid in pids)
-                    wrk_before = waited_children_cpu_seconds()
-                    measured[name] = await run_wrk(wrk, base_url, script, DURATION_SECONDS)
-                    server = sum(tree_cpu_seconds(pid) for pid in pids) - server_before
-                    used[name] = {
-                        "server": round(server / DURATION_SECONDS, 2),
-                        "wrk": round(
-                            (waited_children_cpu_seconds() - wrk_before) / DURATION_SECONDS, 2
-                        ),
-                        "server_us_per_request": round(
-                            1e6 * server / (measured[name] * DURATION_SECONDS), 1
-                        ),
-                    }
-                    log(
-                        f"round {number}: {name} {measured[name]:.0f} requests/s, cores {used[name]}"
-                    )
+                for name, base_url, pids in in_round_order(runs, number):
+                    run = await measure(wrk, base_url, script, pids, size)
+                    measured[name], used[name] = run.rps, run.cores()
+                    log(f"round {number}: {name} {run.rps:.0f} requests/s, cores {used[name]}")
                 rounds.append(measured)
                 cores.append(used)
-    ratio = statistics.median(r["workers"] / r["one"] for r in rounds)
-    floor_ratio = statistics.median(r["floor_workers"] / r["floor_one"] for r in rounds)
+    ratio = median_of(rounds, "workers", "one")
+    floor_ratio = median_of(rounds, "floor_workers", "floor_one")
+    to_floor = [(r["workers"] / r["one"]) / (r["floor_workers"] / r["floor_one"]) for r in rounds]
+    to_floor_ratio = round(statistics.median(to_floor), 3)
     emit(
         {
             "bench": "workers",
             "workers": WORKERS,
-            "clients": CLIENTS,
-            "wrk": wrk_settings(ROUNDS),
+            "clients": size.clients,
+            "wrk": wrk_settings(size=size),
             "one_process_rps": round(statistics.median(r["one"] for r in rounds)),
             "workers_rps": round(statistics.median(r["workers"] for r in rounds)),
-            "ratio": round(ratio, 3),
+            "ratio": ratio,
+            "floor": "lean_floor (the API's protocol, a constant 304)",
             "floor_one_process_rps": round(statistics.median(r["floor_one"] for r in rounds)),
             "floor_workers_rps": round(statistics.median(r["floor_workers"] for r in rounds)),
-            "floor_ratio": round(floor_ratio, 3),
-            "rounds": paired_rounds(rounds, "workers", "one"),
+            "floor_ratio": floor_ratio,
+            "to_floor_ratio": to_floor_ratio,
+            "rounds": [
+                {**pair, "to_floor": round(share, 3)}
+                for pair, share in zip(
+                    paired_rounds(rounds, "workers", "one"), to_floor, strict=True
+                )
+            ],
             "floor_rounds": paired_rounds(rounds, "floor_workers", "floor_one"),
+            "order": [[name for name, _, _ in in_round_order(runs, n)] for n in (1, 2)],
+            "cores_median": {
+                name: {
+                    field: round(statistics.median(used[name][field] for used in cores), 2)
+                    for field in ("server", "wrk", "server_us_per_request")
+                }
+                for name, _, _ in runs
+            },
             "cores": cores,
-            "goal": f"ratio >= {GOAL_RATIO}",
-            "goal_met": ratio >= GOAL_RATIO,
+            "goal": f"to_floor_ratio (ratio / floor_ratio, per round) >= {GOAL_TO_FLOOR}",
+            "goal_met": to_floor_ratio >= GOAL_TO_FLOOR,
         }
     )
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(asyncio.run(main(size_from_arguments(__doc__))))
