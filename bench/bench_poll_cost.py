@@ -35,14 +35,15 @@ from _common import (
     require_wrk,
     seed_live_rollout,
 )
+from _scale import sized
 
-CLIENTS = 1000
+CLIENTS = sized(1000, 100)
 GOAL_RATIO = 0.9
 THREADS = 2
 CONNECTIONS = 64
-WARMUP_SECONDS = 2
-DURATION_SECONDS = 8
-ROUNDS = 3
+WARMUP_SECONDS = sized(2, 1)
+DURATION_SECONDS = sized(8, 1)
+ROUNDS = sized(3, 1)
 """Pairs (floor, then API) measured."""
 
 OFREP_BULK = "/ofrep/v1/evaluate/flags"

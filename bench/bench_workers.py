@@ -39,6 +39,7 @@ from _common import (
     tree_cpu_seconds,
     waited_children_cpu_seconds,
 )
+from _scale import sized
 from bench_poll_cost import (
     CLIENTS,
     DURATION_SECONDS,
@@ -52,7 +53,7 @@ from bench_poll_cost import (
 
 GOAL_RATIO = 1.5
 WORKERS = 2
-ROUNDS = 3
+ROUNDS = sized(3, 1)
 """Pairs (one process, then --workers 2) measured."""
 
 
