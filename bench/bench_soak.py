@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 from _common import BENCH_DIR, PYTHON, cpu_seconds, database, emit, log, require_fds
-from _scale import TINY_FLAG, TINY_HELP
+from _scale import TINY_FLAG, TINY_HELP, sized
 from _soak_fleet import identity
 from temporalio.client import Client, WorkflowHandle
 
@@ -64,7 +64,9 @@ DRAIN_TIMEOUT = 180.0
 killed worker's activity is retried after its heartbeat timeout, 10 s)."""
 TINY_SIZES = (0.2, 20, 2, 6.0)
 """--tiny: minutes per phase, clients, rollouts at a time, seconds between worker kills."""
-TINY_SOAK = "2 x 12 s, 20 clients, 2 rollouts, a kill every 6 s"
+TINY_SOAK = "2 x 12 s, 20 clients, 2 rollouts, a kill every 6 s, holds of 2-4 s"
+HOLD_SECONDS = sized((8.0, 15.0), (2.0, 4.0))
+"""A stage's hold, drawn in this range, where no operator ends it (--tiny: so rollouts end soon)."""
 ROLLOUT_TIMEOUT = 600.0
 CHECK_WEDGED_EVERY = 15.0
 WEDGED_ATTEMPTS = 4
@@ -503,7 +505,7 @@ class Soak:
             "namespace": NAMESPACE,
             "value": value,
             "stages": stages,
-            "default_cooldown_time": "1h" if long_holds else f"{rng.uniform(8.0, 15.0):.1f}s",
+            "default_cooldown_time": "1h" if long_holds else f"{rng.uniform(*HOLD_SECONDS):.1f}s",
             "health": [check],
             "author": "soak@bench",
             "commit": f"soak-{self.counter}",
