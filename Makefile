@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup bytecode run test test-soak test-faults test-fuzz compose-test bench lint docs docs-serve clean
+.PHONY: setup bytecode run test test-soak test-faults test-fuzz compose-test bench bench-tiny require-wrk lint docs docs-serve clean
 
 setup: $(STAMP)
 
@@ -63,12 +63,21 @@ compose-test: bytecode
 	.ci/compose/build-images.sh
 	$(BIN)/python -m pytest -q -s -m compose tests/compose
 
-# wrk (Debian package) drives bench_poll_cost.py; installed here when run as root.
-bench: bytecode
+# wrk (Debian package) drives bench_poll_cost.py and the benchmarks on its script; installed here
+# when run as root.
+require-wrk:
 	@command -v wrk >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; \
-	  else echo "wrk is missing: run 'sudo apt-get install -y wrk', then make bench again" >&2; exit 1; fi; }
+	  else echo "wrk is missing: run 'sudo apt-get install -y wrk', then make $(MAKECMDGOALS) again" >&2; exit 1; fi; }
+
+bench: bytecode require-wrk
 	@for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+# Every benchmark at its smallest (--tiny, seconds each; CI runs this so that none rots): checks
+# that each ran (exit 0, a JSON line with "bench" last on stdout), not its figures; prints the time
+# each took (bench/_tiny.py).
+bench-tiny: bytecode require-wrk
+	$(BIN)/python bench/_tiny.py bench/bench_*.py
 
 # mypy and lint-imports find modules on disk, not through the editable install's import hook: they
 # read the installed shape (tempoconf.workflows is workflows/, ...) from a tree of links in LAYOUT.

@@ -32,6 +32,7 @@ from _common import (
     require_wrk,
     seed_live_rollout,
 )
+from _scale import parse_tiny
 from bench_poll_cost import (
     CLIENTS,
     DURATION_SECONDS,
@@ -102,6 +103,7 @@ def write_lua(directory: Path, name: str, etags: list[str], token: str) -> Path:
 
 
 async def main() -> None:
+    parse_tiny(__doc__)  # --tiny: bench_poll_cost's sizes shrink
     wrk = require_wrk()
     raise_fd_limit()
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:

@@ -32,6 +32,7 @@ from _common import (
     require_wrk,
     seed_live_rollout,
 )
+from _scale import parse_tiny, sized
 from bench_poll_cost import (
     CLIENTS,
     DURATION_SECONDS,
@@ -44,7 +45,7 @@ from bench_poll_cost import (
 )
 
 GOAL_RATIO = 0.9
-ROUNDS = 3
+ROUNDS = sized(3, 1)
 """Pairs (api, then dev) measured."""
 
 
@@ -68,7 +69,7 @@ async def wait_for_config(base_url: str) -> None:
     raise SystemExit(f"{base_url} never served {CONFIG_PATH}")
 
 
-SEQUENTIAL_REQUESTS = 200
+SEQUENTIAL_REQUESTS = sized(200, 20)
 
 
 async def keep_alive_latency_ms(base_url: str) -> float:
@@ -94,6 +95,7 @@ async def keep_alive_latency_ms(base_url: str) -> float:
 
 
 async def main() -> None:
+    parse_tiny(__doc__)
     wrk = require_wrk()
     raise_fd_limit()
     with tempfile.TemporaryDirectory(prefix="tempoconf-bench-dev-") as scratch:

@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from _common import ApiProcess, database, emit, log, stdout_to_stderr
+from _scale import parse_tiny, sized
 
 from tempoconf.canonical import version_id
 from tempoconf.resolution import VersionRecord
 from tempoconf.store.store import Store
 
-CONFIGS = 1000
-CHANGED = 10
-WITH_SCHEMA = 100
-TRIALS = 3
+CONFIGS = sized(1000, 20)
+CHANGED = sized(10, 2)
+WITH_SCHEMA = sized(100, 5)
+TRIALS = sized(3, 1)
 GOAL_S = 5.0
 NAMESPACE = "bench"
 TEMPOCONF = Path(sys.executable).parent / "tempoconf"
@@ -145,6 +146,7 @@ async def run(backend: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    parse_tiny(__doc__)
     results: dict[str, Any] = {}
     with stdout_to_stderr():
         for backend in ("sqlite", "postgresql"):

@@ -11,6 +11,7 @@ parses it and answers its own waiters. Same store, same writer, same load genera
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from typing import Any
@@ -26,11 +27,12 @@ from _common import (
     require_fds,
     seed_config,
 )
+from _scale import TINY_FLAG, TINY_HELP, sized
 from bench_propagation import LONG_POLL_WAIT, TRIALS, trial
 
 from tempoconf.store.store import Store
 
-CLIENTS = 10_000
+CLIENTS = sized(10_000, 100)
 GOAL_EXTRA_S = 0.3
 """The edge may add this much to the origin's p99."""
 PHASE_TIMEOUT = 240.0
@@ -64,7 +66,10 @@ async def phase(
 
 
 async def main() -> None:
-    clients = int(sys.argv[1]) if len(sys.argv) > 1 else CLIENTS
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("clients", type=int, nargs="?", default=CLIENTS)
+    parser.add_argument(TINY_FLAG, action="store_true", help=TINY_HELP)
+    clients = parser.parse_args().clients
     require_fds(clients + 2000)
     with database("sqlite") as url:
         store = Store(url, migrate=True)

@@ -34,13 +34,14 @@ from _common import (
     require_wrk,
     seed_live_rollout,
 )
+from _scale import parse_tiny, sized
 from bench_poll_cost import DURATION_SECONDS, WARMUP_SECONDS, fetch_etags, run_wrk, write_lua
 
 from tempoconf.client import LocalConfig
 
-CHECKED = 1000
-EVALUATED = 10_000
-ROUNDS = 3
+CHECKED = sized(1000, 100)
+EVALUATED = sized(10_000, 1000)
+ROUNDS = sized(3, 1)
 GOAL_SECONDS = 0.3
 GOAL_RATIO = 0.9
 BUNDLE = f"/v1/bundles/{CONFIG_PATH}"
@@ -84,6 +85,7 @@ def write_bundle_lua(directory: Path, etag: str) -> Path:
 
 
 async def main() -> None:
+    parse_tiny(__doc__)
     wrk = require_wrk()
     raise_fd_limit()
     with database("sqlite") as url, tempfile.TemporaryDirectory() as scratch:

@@ -21,12 +21,13 @@ from _common import (
     require_fds,
     seed_live_rollout,
 )
+from _scale import sized
 
-CLIENTS = 10_000
+CLIENTS = sized(10_000, 200)
 GOAL_MB = 200.0
 GOAL_KB_PER_LONG_POLL = 8.0
 LONG_POLL_WAIT = 60.0
-HOLD_SECONDS = 3.0
+HOLD_SECONDS = sized(3.0, 1.0)
 """Sample RSS over this long once every long-poll waits, and keep the highest."""
 RUN_TIMEOUT = 150.0
 

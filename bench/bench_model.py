@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from _common import BENCH_DIR, PYTHON, emit, log
+from _scale import parse_tiny
 
 ROOT = BENCH_DIR.parent
 PREFIX = "model check summary: "  # tests/fuzz/test_model.py SUMMARY_PREFIX
@@ -25,9 +26,11 @@ TIMEOUT_SECONDS = 1800
 
 
 def main() -> None:
-    examples = os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or "40"
+    tiny = parse_tiny(__doc__)
+    examples = os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or ("1" if tiny else "40")
     test = "serves_what_the_model_says"  # the model check, not the file's explicit examples
-    both = bool(os.environ.get("TEMPOCONF_TEST_DATABASE_URL"))
+    # Tiny: SQLite only (the wrapper is what is checked; `make test-fuzz` runs both backends).
+    both = bool(os.environ.get("TEMPOCONF_TEST_DATABASE_URL")) and not tiny
     selection = ["-k", test if both else f"{test} and sqlite"]
     command = [
         PYTHON, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-o", "timeout=0",

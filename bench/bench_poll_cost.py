@@ -52,14 +52,15 @@ from _common import (
     waited_children_cpu_seconds,
 )
 from _nginx import NginxProcess, find_nginx
+from _scale import sized
 
-CLIENTS = 1000
+CLIENTS = sized(1000, 100)
 GOAL_RATIO = 0.9
 THREADS = 2
 CONNECTIONS = 64
-WARMUP_SECONDS = 2
-DURATION_SECONDS = 8
-ROUNDS = 3
+WARMUP_SECONDS = sized(2, 1)
+DURATION_SECONDS = sized(8, 1)
+ROUNDS = sized(3, 1)
 """Pairs measured by the benches that share this one's script (bench_access.py)."""
 ALTERNATING_ROUNDS = 4
 """Rounds measured here: an even number, so each order (floor first, API first) runs as often."""

@@ -30,6 +30,7 @@ from _common import (
     require_fds,
     seed_config,
 )
+from _scale import parse_tiny, sized
 from sqlalchemy.exc import OperationalError
 
 from tempoconf.resolution import stage_matches
@@ -37,8 +38,11 @@ from tempoconf.store.store import Store
 
 GOAL_P99_S = 0.3
 GOAL_CLIENTS = 10_000
-RUNS = [("sqlite", 1000), ("postgresql", 1000), ("sqlite", 10_000), ("postgresql", 10_000)]
-TRIALS = 3
+RUNS = sized(
+    [("sqlite", 1000), ("postgresql", 1000), ("sqlite", 10_000), ("postgresql", 10_000)],
+    [("sqlite", 100), ("postgresql", 100)],
+)
+TRIALS = sized(3, 1)
 """Rollouts per run, each measured; the figures pool every trial's per-client latencies."""
 LONG_POLL_WAIT = 30.0
 SETTLE_TIMEOUT = 15.0
@@ -129,6 +133,7 @@ async def measure(backend: str, clients: int) -> dict[str, Any]:
 
 
 async def main() -> None:
+    parse_tiny(__doc__)
     require_fds(max(count for _, count in RUNS) + 2000)
     runs: list[dict[str, Any]] = []
     for backend, clients in RUNS:

@@ -31,6 +31,7 @@ from _common import (
     seed_config,
     stdout_to_stderr,
 )
+from _scale import parse_tiny, sized
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -40,9 +41,9 @@ from tempoconf.store.store import Store
 from tempoconf.temporal.binaries import temporal_cli_path
 from tempoconf.temporal.names import SEARCH_ATTRIBUTES, WORKFLOW_TYPE
 
-CLIENTS = 1000
+CLIENTS = sized(1000, 100)
 GOAL_S = 2.0
-TRIALS = 3
+TRIALS = sized(3, 1)
 """Rollouts halted per run; the figures pool every trial's per-client latencies."""
 SETTLE_TIMEOUT = 30.0
 RUN_TIMEOUT = 240.0
@@ -106,6 +107,7 @@ async def trial(
 
 
 async def main() -> None:
+    parse_tiny(__doc__)
     require_fds(CLIENTS + 2000)
     with database("sqlite") as url:
         store = Store(url, migrate=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 from _common import NAMESPACE, bounded, cpu_seconds, database, emit, log, stdout_to_stderr
 from _noop_workflow import NOOP_WORKFLOW, NoOpInput, NoOpWorkflow, noop_activity
+from _scale import TINY_FLAG, TINY_HELP
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -42,6 +43,7 @@ from tempoconf.temporal.names import SEARCH_ATTRIBUTES, WORKFLOW_TYPE
 from tempoconf.temporal.payloads import DATA_CONVERTER
 
 ROLLOUTS = 200
+TINY_ROLLOUTS = 4
 GOAL_RATIO = 1.5
 PHASES = ("no-op", "rollouts", "rollouts", "no-op")
 HOLD_SECONDS = 1.0
@@ -331,7 +333,12 @@ async def bench(client: Client, store: Store, count: int) -> dict[str, Any]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rollouts", type=int, default=ROLLOUTS)
+    parser.add_argument(
+        TINY_FLAG, action="store_true", help=f"{TINY_ROLLOUTS} rollouts: {TINY_HELP}"
+    )
     args = parser.parse_args()
+    if args.tiny:
+        args.rollouts = TINY_ROLLOUTS
     # The whole run: the dev server's banner and SDK Core's warnings (a slow workflow task under
     # this load) go to stdout, which is the one JSON line's.
     with stdout_to_stderr(), database("sqlite") as url:

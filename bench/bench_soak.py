@@ -4,6 +4,7 @@ by less than 10%, every rollout ends as intended.
 
     python bench/bench_soak.py [--minutes 10] [--clients 2000] [--rollouts 20]
                                [--database-url postgresql+psycopg://...] [--kill-every 60]
+                               [--tiny]
 
 The stack runs as separate processes, as deployed: the venv's Temporal dev server, `tempoconf
 worker`, `tempoconf api` (SQLite in a temporary directory by default; `--database-url` names a
@@ -39,6 +40,7 @@ from typing import Any
 
 import httpx
 from _common import BENCH_DIR, PYTHON, cpu_seconds, database, emit, log, require_fds
+from _scale import TINY_FLAG, TINY_HELP, sized
 from _soak_fleet import identity
 from temporalio.client import Client, WorkflowHandle
 
@@ -60,6 +62,11 @@ SAMPLE_EVERY = 10.0
 DRAIN_TIMEOUT = 180.0
 """After the load window, how long rollouts in flight get to end (holds are seconds long; a
 killed worker's activity is retried after its heartbeat timeout, 10 s)."""
+TINY_SIZES = (0.2, 20, 2, 6.0)
+"""--tiny: minutes per phase, clients, rollouts at a time, seconds between worker kills."""
+TINY_SOAK = "2 x 12 s, 20 clients, 2 rollouts, a kill every 6 s, holds of 2-4 s"
+HOLD_SECONDS = sized((8.0, 15.0), (2.0, 4.0))
+"""A stage's hold, drawn in this range, where no operator ends it (--tiny: so rollouts end soon)."""
 ROLLOUT_TIMEOUT = 600.0
 CHECK_WEDGED_EVERY = 15.0
 WEDGED_ATTEMPTS = 4
@@ -498,7 +505,7 @@ class Soak:
             "namespace": NAMESPACE,
             "value": value,
             "stages": stages,
-            "default_cooldown_time": "1h" if long_holds else f"{rng.uniform(8.0, 15.0):.1f}s",
+            "default_cooldown_time": "1h" if long_holds else f"{rng.uniform(*HOLD_SECONDS):.1f}s",
             "health": [check],
             "author": "soak@bench",
             "commit": f"soak-{self.counter}",
@@ -1044,7 +1051,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--seed", type=int, default=None, help="random seed (default: a new one, printed)"
     )
+    parser.add_argument(TINY_FLAG, action="store_true", help=f"{TINY_SOAK}: {TINY_HELP}")
     args = parser.parse_args()
+    if args.tiny:
+        args.minutes, args.clients, args.rollouts, args.kill_every = TINY_SIZES
     for name in ("minutes", "clients", "rollouts", "kill_every"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
