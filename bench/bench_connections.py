@@ -4,10 +4,10 @@
 
 Per phase (the API, then an edge relay of that API), `--connections` clients long-poll one
 config (`wait=60`, first waits spread) from load-generator processes of 10,000 clients each,
-their connections bound to several loopback source addresses (127.0.0.2, 127.0.0.3, ...: one
-address has about 28,000 ephemeral ports towards one server port). Measured per phase: the
-server's VmRSS idle and with every long-poll open (KB per long-poll: the difference over the
-connections), then three rollouts as in bench_propagation.py (a canary stage, a measured 50%
+each binding its connections to a loopback source address of its own (127.0.0.2, 127.0.0.3,
+...: one address has about 28,000 ephemeral ports towards one server port). Measured per phase:
+the server's VmRSS idle and with every long-poll open (KB per long-poll: the difference over
+the connections), then three rollouts as in bench_propagation.py (a canary stage, a measured 50%
 stage, a revert), from the store commit to each client's 200.
 
 Goals: <= 6 KB per open long-poll, and a 50% stage's p99 <= 1 s, on the API and on the edge.
@@ -45,9 +45,6 @@ GOAL_KB_PER_LONG_POLL = 6.0
 GOAL_P99_S = 1.0
 LONG_POLL_WAIT = 60.0
 PER_GENERATOR = 10_000
-PORTS_PER_SOURCE = 20_000
-"""Connections per loopback source address, under the about 28,000 ephemeral ports of
-net.ipv4.ip_local_port_range (32768-60999 by default)."""
 FD_HEADROOM = 1000
 """Descriptors a server needs beside its clients' sockets (the store, the listener, pipes)."""
 TRIALS = 3
@@ -57,9 +54,10 @@ RUN_TIMEOUT = 1800.0
 
 
 def sources(connections: int) -> list[str]:
-    """Loopback source addresses enough for `connections` (127.0.0.0/8 is all loopback)."""
-    count = -(-connections // PORTS_PER_SOURCE)
-    return [f"127.0.0.{2 + n}" for n in range(count)]
+    """A loopback source address per generator (127.0.0.0/8 is all loopback): one address has
+    about 28,000 ephemeral ports towards one server port (net.ipv4.ip_local_port_range,
+    32768-60999 by default), a generator uses PER_GENERATOR of them."""
+    return [f"127.0.0.{2 + n}" for n in range(-(-connections // PER_GENERATOR))]
 
 
 def fit_connections(wanted: int, fit: bool) -> tuple[int, int]:
