@@ -511,11 +511,30 @@ class LoadGen:
     per CLIENTS_PER_GENERATOR clients. `holding[i]` is the version client i holds now and
     `arrivals[(i, version)]` the time (ns) it got it."""
 
-    def __init__(self, port: int, count: int, *, wait: float = 30.0, spread: bool = True) -> None:
+    def __init__(
+        self,
+        port: int,
+        count: int,
+        *,
+        wait: float = 30.0,
+        spread: bool = True,
+        paths: list[str] | None = None,
+        path_index: list[int] | None = None,
+        canary_every: int = CANARY_EVERY,
+        sources: list[str] | None = None,
+        per_generator: int = CLIENTS_PER_GENERATOR,
+    ) -> None:
+        """`paths`/`path_index`: client i polls paths[path_index[i]] (default: CONFIG_PATH);
+        `sources`: loopback addresses the generators bind, one per generator in turn."""
         self.port = port
         self.count = count
         self.wait = wait
         self.spread = spread
+        self.paths = paths
+        self.path_index = path_index
+        self.canary_every = canary_every
+        self.sources = sources
+        self.per_generator = per_generator
         self.holding: dict[int, str] = {}
         self.arrivals: dict[tuple[int, str], int] = {}
         self.summaries: list[dict[str, Any]] = []
@@ -524,16 +543,22 @@ class LoadGen:
         self._readers: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> LoadGen:
-        for first in range(0, self.count, CLIENTS_PER_GENERATOR):
-            spec = {
+        for number, first in enumerate(range(0, self.count, self.per_generator)):
+            count = min(self.per_generator, self.count - first)
+            spec: dict[str, Any] = {
                 "port": self.port,
                 "path": CONFIG_PATH,
                 "first": first,
-                "count": min(CLIENTS_PER_GENERATOR, self.count - first),
+                "count": count,
                 "wait": self.wait,
-                "canary_every": CANARY_EVERY,
+                "canary_every": self.canary_every,
                 "spread": self.spread,
             }
+            if self.paths is not None and self.path_index is not None:
+                spec["paths"] = self.paths
+                spec["path_index"] = self.path_index[first : first + count]
+            if self.sources:
+                spec["source"] = self.sources[number % len(self.sources)]
             process = await asyncio.create_subprocess_exec(
                 PYTHON,
                 str(BENCH_DIR / "_loadgen.py"),

@@ -3,6 +3,11 @@
     python bench/_loadgen.py '{"port": 8080, "path": "bench/config", "first": 0, "count": 1000,
                                "wait": 30, "canary_every": 100, "spread": true}'
 
+Optional: `"paths": [...], "path_index": [...]` (client first+k polls paths[path_index[k]]
+instead of `path`), and `"source": "127.0.0.2"` (the loopback address every connection binds
+before it connects: one address has about 28,000 ephemeral ports towards one server, so a fleet
+of 100,000 spreads over several; 127.0.0.0/8 is all loopback on Linux).
+
 Each client `host-NNNNN` keeps one keep-alive HTTP/1.1 connection: a first GET without
 If-None-Match, then long-polls (`wait`) with the ETag it holds, like the SDK does. With `spread`
 (the default) each client's first long-poll waits a random part of `wait`, so deadlines are
@@ -57,6 +62,10 @@ class Fleet:
         self.wait: float = spec.get("wait", 30)
         self.canary_every: int = spec.get("canary_every", 0)
         self.spread: bool = spec.get("spread", True)
+        self.paths: list[str] = spec.get("paths") or [self.path]
+        self.path_index: list[int] = spec.get("path_index") or [0] * self.count
+        source: str | None = spec.get("source")
+        self.local_addr = (source, 0) if source else None
         self.counters = Counters()
         self.holding = 0
         self._ready_sent = False
@@ -94,7 +103,9 @@ class Fleet:
         while True:
             try:
                 async with self._connect:
-                    await loop.create_connection(lambda: client, self.host, self.port)
+                    await loop.create_connection(
+                        lambda: client, self.host, self.port, local_addr=self.local_addr
+                    )
                 return
             except OSError as exc:
                 self.error(exc)
@@ -127,7 +138,8 @@ class _Client(asyncio.Protocol):
     def __init__(self, fleet: Fleet, index: int) -> None:
         self.fleet = fleet
         self.index = index
-        query = f"/v1/configs/{fleet.path}?client=host-{index:05d}"
+        path = fleet.paths[fleet.path_index[index - fleet.first]]
+        query = f"/v1/configs/{path}?client=host-{index:05d}"
         if fleet.canary_every and index % fleet.canary_every == 0:
             query += "&channel=canary"
         host = fleet.host
