@@ -45,6 +45,7 @@ __all__ = [
     "header_lines",
     "json_headers",
     "parse_config_query",
+    "parse_wait",
     "prepare_config",
 ]
 
@@ -321,7 +322,7 @@ def parse_config_query(path: str, params: QueryParams, raw_query: bytes = b"") -
         if problem is not None:
             raise ApiError(400, f"invalid query parameter {name}: {problem}")
     stable_only = _parse_bool("stable", params.get("stable", ""))
-    wait = _parse_wait(params.get("wait"))
+    wait = parse_wait(params.get("wait"))
     return ConfigQuery(
         namespace=namespace,
         path=path,
@@ -348,7 +349,8 @@ def _not_utf8(raw_query: bytes) -> str | None:
     return None
 
 
-def _parse_wait(raw: str | None) -> float:
+def parse_wait(raw: str | None) -> float:
+    """A `wait` query parameter: seconds from 0 to MAX_WAIT (absent: 0), else 400 naming it."""
     if raw is None or raw == "":
         return 0.0
     try:

@@ -4,14 +4,12 @@ per config. A caller sees only the namespaces its client token reads."""
 
 from __future__ import annotations
 
-import math
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tempoconf.api.auth import access_of, require_client, route_of
 from tempoconf.api.change_feed import CHANGES_ROUTE, ChangeFeed
-from tempoconf.api.distribution import MAX_WAIT
+from tempoconf.api.distribution import parse_wait
 from tempoconf.api.errors import ApiError
 from tempoconf.api.routing import route
 from tempoconf.api.snapshot_source import SnapshotSource
@@ -37,26 +35,12 @@ def _since(raw: str | None) -> int | None:
     return since
 
 
-def _wait(raw: str | None) -> float:
-    if raw is None or raw == "":
-        return 0.0
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not 0 <= seconds <= MAX_WAIT:  # also refuses nan and inf
-        raise ApiError(
-            400, f"invalid query parameter wait={raw!r}: expected seconds from 0 to {MAX_WAIT:g}"
-        )
-    return seconds
-
-
 async def get_changes(request: Request) -> JSONResponse:
     """The configs changed after `since`, as soon as there are any, else (after `wait`) none."""
     client = require_client(request)
     params = request.query_params
     since = _since(params.get("since"))
-    wait = _wait(params.get("wait"))
+    wait = parse_wait(params.get("wait"))
     namespace = params.get("namespace")
     if namespace is not None:
         problem = namespace_problem(namespace)
