@@ -97,7 +97,8 @@ def seed_configs(store: Store, count: int) -> dict[str, Any]:
                 stables.append({**row, "updated_at": now})
             conn.execute(insert(VERSION), versions)
             conn.execute(insert(STABLE), stables)
-        bump_revision(conn)
+        # One revision for the lot, naming every config seeded (the store's change log).
+        bump_revision(conn, [(NAMESPACE, config_path(i)) for i in range(count)])
     sizes.sort()
     figures = {
         "configs": count,
