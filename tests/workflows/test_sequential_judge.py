@@ -32,22 +32,27 @@ def judged(**sequential: Any) -> list[dict[str, Any]]:
     ]
 
 
+async def _baseline(canary: Any, *, clients: int, ok: int, failed: int) -> None:
+    """Reports from `clients` hosts outside the cohort (no channel), on the stable version."""
+    await send_reports(
+        canary.api,
+        canary.path,
+        canary.stable,
+        clients=clients,
+        ok=ok,
+        failed=failed,
+        prefix="stable",
+        channel=None,
+    )
+
+
 async def test_a_five_fold_error_rate_reverts_during_the_hold(
     rollout_harness: RolloutHarness,
 ) -> None:
     async with holding_canary(rollout_harness, judged()) as canary:
         started = time.monotonic()
         # The baseline: 20 hosts outside the cohort on the stable version, 2% errors.
-        await send_reports(
-            canary.api,
-            canary.path,
-            canary.stable,
-            clients=20,
-            ok=980,
-            failed=20,
-            prefix="stable",
-            channel=None,
-        )
+        await _baseline(canary, clients=20, ok=980, failed=20)
         # The canaries: 10% errors, five times the baseline's.
         await send_reports(canary.api, canary.path, NEW_VERSION, clients=10, ok=900, failed=100)
         result = await outcome_of(canary.handle)
@@ -71,16 +76,7 @@ async def test_a_five_fold_error_rate_reverts_during_the_hold(
 async def _thin_evidence(canary: Any) -> None:
     """A good change with too little evidence to tell: 2 canaries and 3 baseline hosts, 20
     operations each, no error anywhere."""
-    await send_reports(
-        canary.api,
-        canary.path,
-        canary.stable,
-        clients=3,
-        ok=20,
-        failed=0,
-        prefix="stable",
-        channel=None,
-    )
+    await _baseline(canary, clients=3, ok=20, failed=0)
     await send_reports(canary.api, canary.path, NEW_VERSION, clients=2, ok=20, failed=0)
 
 
