@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import time
+from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import unquote_to_bytes
 
@@ -60,6 +62,8 @@ _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no", ""})
 _JSON = (b"content-type", b"application/json")
 _NO_CACHE = (b"cache-control", b"no-cache")
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
+"""The labels of a client that sends none (most): one shared empty mapping, read-only."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -323,10 +327,16 @@ def parse_config_query(path: str, params: QueryParams, raw_query: bytes = b"") -
             raise ApiError(400, f"invalid query parameter {name}: {problem}")
     stable_only = _parse_bool("stable", params.get("stable", ""))
     wait = parse_wait(params.get("wait"))
+    # A parsed query is held per client while it long-polls (and remembered, ParsedQueries):
+    # the names every client of a config repeats are one string each, not one per client.
     return ConfigQuery(
-        namespace=namespace,
-        path=path,
-        client=ClientIdentity(client_id=client_id, channel=channel, labels=labels),
+        namespace=sys.intern(namespace),
+        path=sys.intern(path),
+        client=ClientIdentity(
+            client_id=client_id,
+            channel=sys.intern(channel) if channel is not None else None,
+            labels=labels or _NO_LABELS,
+        ),
         anonymous=client_id == "",
         stable_only=stable_only,
         wait=wait,

@@ -142,6 +142,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
                 try:
                     outcome = None
                     while outcome is None:
+                        assert waiter.future is not None  # a Waiter made with one, rearmed so
                         outcome = self._wait_step(waiter, await waiter.future)
                 finally:
                     self._wait_end(waiter)
@@ -193,12 +194,12 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         if not modified and query.wait > 0 and not self._closing:
             loop = asyncio.get_running_loop()
             waiter = _ConnectionWaiter(
-                query, query_string, header, answer, loop.create_future(), loop.time() + query.wait
+                query, query_string, header, answer, None, loop.time() + query.wait
             )
             waiter.polls = self
             waiter.connection = connection
+            waiter.woke = False
             self._wait_begin(waiter, prepared, connection.watch_disconnect)
-            waiter.future.add_done_callback(waiter.woke)
             connection.begin_wait()
             return True
         self._metrics.observe_request("GET", CONFIG_ROUTE, perf_counter() - started)
@@ -210,13 +211,12 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         return True
 
     def _connection_woke(self, waiter: _ConnectionWaiter, result: object) -> None:
-        """A long-poll answered on its connection woke (its future's callback: after the
-        wake-up, never inside it): answer it, or let it wait on."""
+        """A long-poll answered on its connection woke (called soon after the wake-up, never
+        inside it): answer it, or let it wait on."""
         connection = waiter.connection
         try:
             outcome = self._wait_step(waiter, result)
             if outcome is None:
-                waiter.future.add_done_callback(waiter.woke)
                 return
         except Exception as exc:
             self._wait_end(waiter)
@@ -281,7 +281,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         if result is DEADLINE or loop.time() >= waiter.deadline or self._closing:
             return answer, False
         waiter.held = answer
-        waiter.future = loop.create_future()
+        waiter.rearm(loop)
         self._waiters_of(query, prepared).add(waiter)
         return None
 
@@ -350,12 +350,23 @@ def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer
 
 
 class _ConnectionWaiter(Waiter):
-    """A long-poll answered on its connection: its future's callback answers it."""
+    """A long-poll answered on its connection: no future (nothing awaits it); a wake-up
+    schedules its answer on the loop, as a future's callback would be, so that it is never
+    answered inside the loop over the waiters that woke it."""
 
-    __slots__ = ("polls", "connection")
+    __slots__ = ("polls", "connection", "woke")
 
     polls: ConfigPolls
     connection: LeanHttpToolsProtocol
+    woke: bool
 
-    def woke(self, future: asyncio.Future[object]) -> None:
-        self.polls._connection_woke(self, future.result())
+    def wake(self, result: object) -> None:
+        if not self.woke:  # once: a later wake-up in the same loop pass is dropped
+            self.woke = True
+            asyncio.get_running_loop().call_soon(self.polls._connection_woke, self, result)
+
+    def woken(self) -> bool:
+        return self.woke
+
+    def rearm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.woke = False

@@ -1,12 +1,13 @@
 """Long-polls waiting on one config, grouped by the answer they hold, woken only when it changes.
 
-A waiter is a future and a few references (no task, no closure): 10,000 open long-polls must be
-cheap to hold. Waiters are grouped by the ETag of the answer they hold (stable, or the stage whose
-cohort they are in). When the config's snapshot is prepared anew, each group is checked once: a
-group whose answer cannot have changed (same stage rules up to its stage, same ETag) is left
-asleep without looking at its members; the members of the other groups are resolved again (a
-memoised lookup per distinct query) and only those whose answer changed are woken, each with the
-prepared answer to write. A lease's end re-resolves only the groups of the stages that ended.
+A waiter is a few references (no task, no closure; a future only where a coroutine awaits it):
+10,000 open long-polls must be cheap to hold. Waiters are grouped by the ETag of the answer they
+hold (stable, or the stage whose cohort they are in). When the config's snapshot is prepared
+anew, each group is checked once: a group whose answer cannot have changed (same stage rules up
+to its stage, same ETag) is left asleep without looking at its members; the members of the other
+groups are resolved again (a memoised lookup per distinct query) and only those whose answer
+changed are woken, each with the prepared answer to write. A lease's end re-resolves only the
+groups of the stages that ended.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _Rule = tuple[int, str, str | None, float | None, tuple[tuple[str, str], ...], s
 
 class Waiter:
     """One waiting long-poll: what it asked, the If-None-Match it sent, and the future that its
-    answer (or RECHECK) is set on."""
+    answer (or RECHECK) is set on (a subclass may wake otherwise: `wake`, `woken`, `rearm`)."""
 
     __slots__ = ("query", "key", "if_none", "held", "future", "gone", "deadline", "tick", "unwatch")
 
@@ -62,7 +63,7 @@ class Waiter:
         key: bytes,
         if_none: str | None,
         held: PreparedAnswer,
-        future: asyncio.Future[object],
+        future: asyncio.Future[object] | None,
         deadline: float,
     ) -> None:
         self.query = query
@@ -82,8 +83,18 @@ class Waiter:
         """What stops the disconnect watch: the protocol's setter, or the task awaiting it."""
 
     def wake(self, result: object) -> None:
-        if not self.future.done():
-            self.future.set_result(result)
+        """Set `result` on the future (once: a later wake-up in the same loop pass is dropped)."""
+        future = self.future
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    def woken(self) -> bool:
+        """Woken since it last began to wait (its answer is on the way)."""
+        return self.future is None or self.future.done()
+
+    def rearm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """It waits again (woken by a change that left its answer as it was)."""
+        self.future = loop.create_future()
 
     def disconnected(self) -> None:
         """The client went away: wake at once, so the waiter leaves its group now."""
@@ -195,7 +206,7 @@ class ConfigWaiters:
                     waiter.held = answer
                     moved.append(waiter)
         for waiter in moved:
-            if not waiter.future.done():
+            if not waiter.woken():
                 self.add(waiter)
         if woken:
             self._on_wake(woken)

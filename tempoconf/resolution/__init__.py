@@ -30,8 +30,10 @@ __all__ = [
 STABLE = "stable"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClientIdentity:
+    """Who polls: held per client by the API while it long-polls, so its fields are slots."""
+
     client_id: str
     channel: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
