@@ -8,7 +8,8 @@ had fired; the new worker replayed the timer's firing for the query at the last 
 that state and armed a second hold timer, and every later replay wanted the hold's end instead.
 Found by bench/bench_soak.py. Fixed in the workflow (RolloutRun.clock: a fired timer's
 deadline is reached, whatever the clock of the activation says); the worker keeps its cache
-(cli/worker.py WORKFLOW_CACHE_SIZE). It depends on timing: without the fix it failed 3 of 14 runs."""
+(cli/worker.py WORKFLOW_CACHE_SIZE). It depends on timing: without the fix it failed 3 of 14 runs;
+tests/workflows/test_query_after_restart.py checks the fix on every run, by replay."""
 
 from __future__ import annotations
 

@@ -481,6 +481,24 @@ async def pause_resume(bench: Bench) -> WorkflowHandle[Any, Any]:
 
 
 @scenario
+async def hold_timers_fire(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Two holds that end on their timers, the first paused and resumed meanwhile (as the soak's
+    `approve` rollouts were). tests/workflows/test_query_after_restart.py cuts it after each
+    timer's firing: what a restarted worker replays to answer a query (RolloutRun.clock)."""
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(
+        bench.request(
+            stages=[{"channel": "canary", "cooldown": "3s"}, {"percentile": 10, "cooldown": "1s"}]
+        ),
+        real_clock=True,
+    )
+    await reach(handle, "holding")
+    await handle.execute_update("pause", {"reason": "a dashboard", "by": "bob"})
+    await handle.execute_update("resume", {"reason": "dashboard ok", "by": "bob"})
+    return await outcome(handle, "promoted")
+
+
+@scenario
 async def cancel(bench: Bench) -> WorkflowHandle[Any, Any]:
     """Cancelled during its hold (as from the Web UI): reverted, then ended as cancelled."""
     await bench.make_stable(STABLE_VALUE)
