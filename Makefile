@@ -75,9 +75,9 @@ bench: bytecode require-wrk
 
 # Every benchmark at its smallest (--tiny, seconds each; CI runs this so that none rots): checks
 # that each ran (exit 0, a JSON line with "bench" last on stdout), not its figures; prints the time
-# each took (bench/_tiny.py).
+# each took (bench/_tiny.py). Three at a time: a tiny run mostly waits for its servers to start.
 bench-tiny: bytecode require-wrk
-	$(BIN)/python bench/_tiny.py bench/bench_*.py
+	$(BIN)/python bench/_tiny.py --jobs 3 bench/bench_*.py
 
 # mypy and lint-imports find modules on disk, not through the editable install's import hook: they
 # read the installed shape (tempoconf.workflows is workflows/, ...) from a tree of links in LAYOUT.

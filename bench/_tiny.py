@@ -2,17 +2,23 @@
 last stdout line a JSON object with a "bench" key), not its figures. Prints the time each took;
 a failure's output tail is shown, and the run goes on to the next. Exits 1 if any failed.
 
-    .venv/bin/python bench/_tiny.py bench/bench_*.py
+    .venv/bin/python bench/_tiny.py [--jobs N] bench/bench_*.py
+
+`--jobs N` runs N at once (default 1): their figures are not read, and most of a tiny run is
+spent waiting for servers to start, so CI runs three at a time. Each benchmark takes free ports
+and temporary folders of its own.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 TIMEOUT_SECONDS = 300
@@ -62,25 +68,32 @@ def run(script: Path) -> tuple[float, str | None]:
 
 
 def main(arguments: list[str]) -> int:
-    if not arguments:
-        print("usage: bench/_tiny.py bench/bench_*.py", file=sys.stderr)
-        return 2
-    scripts = [Path(argument) for argument in arguments]
+    parser = argparse.ArgumentParser(prog="bench/_tiny.py", description="make bench-tiny")
+    parser.add_argument("--jobs", type=int, default=1, help="benchmarks run at once")
+    parser.add_argument("scripts", nargs="+", type=Path, metavar="bench/bench_X.py")
+    options = parser.parse_args(arguments)
+    if options.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {options.jobs}")
+    scripts: list[Path] = options.scripts
     missing = [str(script) for script in scripts if not script.is_file()]
     if missing:
         print(f"bench-tiny: no such benchmark: {', '.join(missing)}", file=sys.stderr)
         return 2
     began = time.monotonic()
     failed: list[str] = []
-    for script in scripts:
+
+    def run_and_say(script: Path) -> None:
         took, problem = run(script)
         verdict = "ok" if problem is None else f"FAILED: {problem}"
         print(f"bench-tiny: {script.name:<24} {took:6.1f} s  {verdict}", flush=True)
         if problem is not None:
             failed.append(script.name)
+
+    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
+        list(pool.map(run_and_say, scripts))
     total = time.monotonic() - began
     summary = f"{len(scripts) - len(failed)} of {len(scripts)} ran in {total:.1f} s"
-    print(f"bench-tiny: {summary}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(f"bench-tiny: {summary}" + (f"; failed: {', '.join(sorted(failed))}" if failed else ""))
     return 1 if failed else 0
 
 
