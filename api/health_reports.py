@@ -7,6 +7,7 @@ send it again later (never a 202 that is then lost)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Mapping
@@ -61,6 +62,10 @@ class UnwrittenReports:
         default_factory=lambda: PendingWrites(MAX_UNWRITTEN_REPORTS)
     )
     _numbers: itertools.count[int] = field(default_factory=itertools.count)
+    one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Where the store takes one write at a time (SQLite), reports wait their turn here rather
+    than in the store's lock: once one write has failed, those behind it are kept at once
+    instead of each waiting out the busy timeout (5 s apiece)."""
 
     def keep(self, report: ReceivedReport) -> bool:
         """Keep `report` for a later flush; False when full (the caller refuses it: 503)."""
@@ -91,20 +96,22 @@ async def store_report(store: Store, unwritten: UnwrittenReports, report: Receiv
     """Write `report`, or keep it for a later flush when the store is down (or reports are
     already waiting for it: they stay in order, and the request does not wait on a dead store).
     False when it can be neither: the caller refuses it."""
-    if not unwritten.pending:
-        try:
-            await asyncio.to_thread(_write, store, report)
-            return True
-        except Exception as exc:
-            if refused_data(exc):  # writing it again fails again: the caller's 500, as before
-                raise
-            logger.warning(
-                "cannot write a health report of %s/%s now (kept for the next try): %s",
-                report.namespace,
-                report.path,
-                exc,
-            )
-    return unwritten.keep(report)
+    serial = store.dialect == "sqlite"
+    async with unwritten.one_at_a_time if serial else contextlib.nullcontext():
+        if not unwritten.pending:
+            try:
+                await asyncio.to_thread(_write, store, report)
+                return True
+            except Exception as exc:
+                if refused_data(exc):  # writing it again fails again: the caller's 500, as before
+                    raise
+                logger.warning(
+                    "cannot write a health report of %s/%s now (kept for the next try): %s",
+                    report.namespace,
+                    report.path,
+                    exc,
+                )
+        return unwritten.keep(report)
 
 
 async def flush_reports(unwritten: UnwrittenReports, store: Store) -> int:
