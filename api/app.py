@@ -20,6 +20,7 @@ from tempoconf.api.bundles import BUNDLES_PREFIX, BundlePolls
 from tempoconf.api.change_feed import ChangeFeed, ChangeFeedCollector
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
+from tempoconf.api.health_reports import UnwrittenReports, record_unwritten_reports
 from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
@@ -143,8 +144,10 @@ def create_app(
     `store.revision()` every `poll_interval` seconds, and on PostgreSQL listens for change
     notifications, polling only every `listen_poll_interval` seconds while that works.
 
-    The clients seen polling are written to the store every `seen_flush_interval` seconds (and
-    at shutdown); they and health reports are pruned after their retention.
+    The clients seen polling, apply reports and the health reports kept while the store was down
+    are written to the store every `seen_flush_interval` seconds (and at shutdown); what cannot
+    be written stays for the next flush (api/pending.py). Clients seen and health reports are
+    pruned after their retention.
 
     `temporal_client` (tests) replaces the lazy connection to `settings`' Temporal.
     `app.state.snapshot_cache` is the SnapshotCache, `app.state.metrics` the metrics.
@@ -160,6 +163,7 @@ def create_app(
     )
     config_polls = ConfigPolls(cache, settings, api_metrics, access)
     pending_applied = PendingApplied()
+    unwritten_reports = UnwrittenReports()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -184,6 +188,12 @@ def create_app(
                 ),
                 name="tempoconf-applied",
             )
+            health_reports = asyncio.create_task(
+                record_unwritten_reports(
+                    unwritten_reports, store, stop=stop_seen, interval=seen_flush_interval
+                ),
+                name="tempoconf-reports",
+            )
             try:
                 yield
             finally:
@@ -196,6 +206,7 @@ def create_app(
                         await task
                 await seen
                 await applied
+                await health_reports
                 await access.aclose()
 
     app = DistributionApp(
@@ -227,6 +238,7 @@ def create_app(
     app.state.change_listener = listener
     app.state.known_versions = set()
     app.state.pending_applied = pending_applied
+    app.state.unwritten_reports = unwritten_reports
     return app
 
 

@@ -7,10 +7,10 @@ never waits for that write. The gate on applied versions reads it (activities/ap
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
+from tempoconf.api.pending import PendingWrites, flush_every
 from tempoconf.api.seen import SEEN_FLUSH_INTERVAL
 from tempoconf.store import AppliedReport, Store, refused_data
 
@@ -29,47 +29,48 @@ logger = logging.getLogger(__name__)
 
 
 MAX_PENDING = 100_000
-"""Apply reports kept between two flushes (and while the store is down); past that, new ones are
-dropped and counted (`PendingApplied.dropped`): memory stays bounded under a flood."""
+"""Apply reports kept between two flushes (and while the store is down); past that, the oldest
+are dropped and counted (`PendingApplied.dropped`): memory stays bounded under a flood."""
+
+AppliedKey = tuple[str, str, str, bool]
+"""(namespace, path, client, a success): the store keeps a client's newest success and a failure
+after it, so its newest success and its newest failure are all a flush needs."""
 
 
-class PendingApplied:
-    """Apply reports received since the last flush, per config, in the order received (the
-    store merges a client's several reports: its newest success, and a failure after it)."""
+class PendingApplied(PendingWrites[AppliedKey, AppliedReport]):
+    """Apply reports received and not written yet (api/pending.py)."""
 
     def __init__(self, limit: int = MAX_PENDING) -> None:
-        self._pending: dict[tuple[str, str], list[AppliedReport]] = {}
-        self._count = 0
-        self._limit = limit
-        self.dropped = 0
+        super().__init__(limit)
 
-    def add(self, namespace: str, path: str, report: AppliedReport) -> None:
-        if self._count >= self._limit:
-            self.dropped += 1
-            return
-        self._pending.setdefault((namespace, path), []).append(report)
-        self._count += 1
-
-    def take(self) -> dict[tuple[str, str], list[AppliedReport]]:
-        """The reports received since the last call; recording goes on into a fresh dict."""
-        pending, self._pending, self._count = self._pending, {}, 0
-        return pending
+    def add_report(self, namespace: str, path: str, report: AppliedReport) -> None:
+        self.add((namespace, path, report.client, report.error is None), report)
 
 
 async def flush_applied(pending: PendingApplied, store: Store) -> int:
-    """Write the apply reports received since the last flush; returns how many. A config whose
-    write fails (the store is down) is logged and kept for the next flush: a client reports an
+    """Write the apply reports pending; returns how many. A config whose write fails (the store
+    is down) is logged and its reports stay pending for the next flush: a client reports an
     apply once per change, so a lost report would leave it a straggler."""
-    batches = pending.take()
-    if not batches:
+    dropped = pending.newly_dropped()
+    if dropped:
+        logger.warning(
+            "dropped the %d oldest apply reports not written yet: more than %d pending",
+            dropped,
+            pending.limit,
+        )
+    batch = pending.snapshot()
+    if not batch:
         return 0
+    configs: dict[tuple[str, str], dict[AppliedKey, AppliedReport]] = {}
+    for key, report in batch.items():
+        configs.setdefault((key[0], key[1]), {})[key] = report
 
-    def write() -> tuple[int, dict[tuple[str, str], list[AppliedReport]]]:
+    def write() -> tuple[int, dict[AppliedKey, AppliedReport]]:
         written = 0
-        failed: dict[tuple[str, str], list[AppliedReport]] = {}
-        for (namespace, path), reports in batches.items():
+        done: dict[AppliedKey, AppliedReport] = {}
+        for (namespace, path), reports in configs.items():
             try:
-                store.record_applied(namespace, path, reports)
+                store.record_applied(namespace, path, list(reports.values()))
             except Exception as exc:  # the store may be down: keep serving, try the next config
                 if refused_data(exc):  # retrying cannot help (checked at the edge: not expected)
                     logger.warning(
@@ -79,6 +80,7 @@ async def flush_applied(pending: PendingApplied, store: Store) -> int:
                         path,
                         exc,
                     )
+                    done.update(reports)
                     continue
                 logger.warning(
                     "cannot record %d apply reports of %s/%s (kept for the next try): %s",
@@ -87,15 +89,13 @@ async def flush_applied(pending: PendingApplied, store: Store) -> int:
                     path,
                     exc,
                 )
-                failed[(namespace, path)] = reports
                 continue
             written += len(reports)
-        return written, failed
+            done.update(reports)
+        return written, done
 
-    written, failed = await asyncio.to_thread(write)
-    for (namespace, path), reports in failed.items():  # on the loop's thread, as add() always is
-        for report in reports:
-            pending.add(namespace, path, report)
+    written, done = await asyncio.to_thread(write)
+    pending.forget_written(done)  # on the loop's thread, as add() always is
     return written
 
 
@@ -106,12 +106,7 @@ async def record_applied_reports(
     stop: asyncio.Event,
     interval: float = SEEN_FLUSH_INTERVAL,
 ) -> None:
-    """Flush every `interval` seconds until `stop` is set, then once more (stopped by an event,
-    not by cancellation: a flush cut off mid-write would lose its batch)."""
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        try:
-            await flush_applied(pending, store)
-        except Exception:  # a bug, not the store (handled per config): log it, keep the loop
-            logger.exception("cannot flush the apply reports")
+    """Flush every `interval` seconds until `stop` is set, then once more."""
+    await flush_every(
+        lambda: flush_applied(pending, store), stop=stop, interval=interval, what="apply reports"
+    )

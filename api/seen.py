@@ -3,17 +3,18 @@ reach (`Store.recent_clients`).
 
 `ConfigPolls` remembers each named client's identity in memory (one dict assignment per poll);
 `record_seen_clients` takes that dict every few seconds and upserts it in a thread, so the poll
-path never waits for the store.
+path never waits for the store. Clients whose write failed (the store is down) are kept for the
+next flush, within a bound (api/pending.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime, timedelta
 
 from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.pending import PendingWrites, flush_every
 from tempoconf.api.polls import ConfigPolls, PendingSeen
 from tempoconf.resolution import ClientIdentity
 from tempoconf.storable import text_problem
@@ -23,6 +24,8 @@ __all__ = [
     "MAX_CLIENT_ID_LENGTH",
     "SEEN_CLIENT_RETENTION",
     "SEEN_FLUSH_INTERVAL",
+    "SEEN_UNWRITTEN_MAX",
+    "UnwrittenSeen",
     "flush_seen_clients",
     "record_seen_clients",
     "seen_batches",
@@ -41,6 +44,9 @@ last_seen then lags by at most this much, and a steady fleet costs the store a r
 client instead of one per flush."""
 WRITTEN_KEPT = 200_000
 """Clients remembered as written; past that the memory is dropped (and everyone written again)."""
+SEEN_UNWRITTEN_MAX = 100_000
+"""Clients seen whose write failed (the store is down), kept for a later flush; past that the
+oldest are dropped, counted (`tempoconf_api_seen_clients_dropped_total`) and logged."""
 WRITE_CHUNK = 500
 """Clients per store call: short transactions, so SQLite's one write lock is never held long
 enough to make the worker's stage publish wait out its busy timeout."""
@@ -85,38 +91,75 @@ def _storable(identity: ClientIdentity) -> bool:
 
 WrittenClients = dict[tuple[str, str, str], tuple[object, datetime]]
 """(namespace, path, client) → (what was written: channel, labels, version; when)."""
+SeenKey = tuple[str, str, str]
+"""(namespace, path, client)."""
+UnwrittenSeen = PendingWrites[SeenKey, SeenClient]
+"""Clients seen whose write failed, for a later flush."""
 
 
 async def flush_seen_clients(
-    polls: ConfigPolls, store: Store, metrics: ApiMetrics, written: WrittenClients | None = None
+    polls: ConfigPolls,
+    store: Store,
+    metrics: ApiMetrics,
+    written: WrittenClients | None = None,
+    unwritten: UnwrittenSeen | None = None,
 ) -> int:
-    """Write the clients seen since the last flush; returns how many were written. A config whose
-    write fails is logged and skipped (its clients poll again and are seen at the next flush).
+    """Write the clients seen since the last flush; returns how many were written.
+
+    With `unwritten` (kept across flushes by the caller), clients whose write failed (the store
+    is down) stay there and are written at a later flush, merged with newer sightings (the
+    newest of a client wins); past its limit the oldest are dropped, counted and logged once per
+    flush. Without it they are logged and skipped.
 
     With `written` (kept across flushes by the caller), a client unchanged since it was written
     less than REWRITE_AFTER ago is skipped."""
     pending = polls.take_seen()  # swapped first: polls go on recording into a fresh dict
-    if not pending:
+    if not pending and not unwritten:
         return 0
     # All of it off the event loop: after a rollout's wave thousands of clients changed, and
     # sorting them out here would hold up, for tens of milliseconds at once, the answers the
-    # loop writes (in a thread it shares the interpreter in 5 ms turns).
-    stored, dropped = await asyncio.to_thread(_flush, pending, store, written)
+    # loop writes (in a thread it shares the interpreter in 5 ms turns). `unwritten` is this
+    # task's alone, so the thread may use it.
+    stored, dropped = await asyncio.to_thread(_flush, pending, store, written, unwritten)
     metrics.seen_clients_dropped += dropped
     return stored
 
 
-def _flush(pending: PendingSeen, store: Store, written: WrittenClients | None) -> tuple[int, int]:
+def _flush(
+    pending: PendingSeen,
+    store: Store,
+    written: WrittenClients | None,
+    unwritten: UnwrittenSeen | None,
+) -> tuple[int, int]:
     """`flush_seen_clients`' work, in a thread: how many were stored, and how many dropped."""
     now = store.now()
     batches, unstorable = seen_batches(pending, now)
     if written is not None:
         batches = _changed_or_due(batches, written, now)
-    stored, refused = write_seen_batches(store, batches)
+    excess = 0
+    if unwritten is not None:
+        for (namespace, path), clients in batches.items():
+            for seen in clients:
+                unwritten.add((namespace, path, seen.client), seen)
+        excess = unwritten.newly_dropped()
+        if excess:
+            logger.warning(
+                "dropped the %d oldest clients seen polling not written yet: more than %d "
+                "pending while the store is unreachable",
+                excess,
+                unwritten.limit,
+            )
+        batch = unwritten.snapshot()
+        batches = {}
+        for (namespace, path, _), seen in batch.items():
+            batches.setdefault((namespace, path), []).append(seen)
+    stored, refused, failed = write_seen_batches(store, batches)
+    if unwritten is not None:
+        unwritten.forget_written({key: seen for key, seen in batch.items() if key not in failed})
     if written is not None:
-        for namespace, path, client in refused:
+        for namespace, path, client in [*refused, *failed]:
             written.pop((namespace, path, client), None)
-    return stored, unstorable + len(refused)
+    return stored, unstorable + len(refused) + excess
 
 
 def _changed_or_due(
@@ -139,14 +182,14 @@ def _changed_or_due(
 
 def write_seen_batches(
     store: Store, batches: dict[tuple[str, str], list[SeenClient]]
-) -> tuple[int, list[tuple[str, str, str]]]:
-    """Write `batches`; returns how many clients were written, and the (namespace, path, client)
-    of those the database refused (their rows only: the rest of their chunk is written one by one).
-
-    A config whose write fails otherwise (the store is down) is logged and skipped: its clients
-    poll again and are seen at the next flush."""
+) -> tuple[int, list[tuple[str, str, str]], dict[SeenKey, SeenClient]]:
+    """Write `batches`; returns how many clients were written, the (namespace, path, client) of
+    those the database refused (their rows only: the rest of their chunk is written one by one),
+    and those not written because the store failed otherwise (it is down: logged, the other
+    configs still tried), for a later flush."""
     written = 0
     refused: list[tuple[str, str, str]] = []
+    failed: dict[SeenKey, SeenClient] = {}
     for (namespace, path), clients in batches.items():
         for start in range(0, len(clients), WRITE_CHUNK):
             chunk = clients[start : start + WRITE_CHUNK]
@@ -154,27 +197,33 @@ def write_seen_batches(
                 store.record_seen_clients(namespace, path, chunk)
             except Exception as exc:  # the store may be down: keep serving, try the next config
                 if refused_data(exc):
-                    stored, bad = _write_one_by_one(store, namespace, path, chunk)
+                    stored, bad, rest = _write_one_by_one(store, namespace, path, chunk)
                     written += stored
                     refused.extend((namespace, path, client) for client in bad)
-                    continue
+                    if not rest:
+                        continue
+                    left = [*rest, *clients[start + WRITE_CHUNK :]]
+                else:
+                    left = clients[start:]
                 logger.warning(
-                    "cannot record %d clients seen polling %s/%s: %s",
-                    len(chunk),
+                    "cannot record %d clients seen polling %s/%s (kept for the next try): %s",
+                    len(left),
                     namespace,
                     path,
                     exc,
                 )
+                failed.update(((namespace, path, seen.client), seen) for seen in left)
                 break
             written += len(chunk)
-    return written, refused
+    return written, refused, failed
 
 
 def _write_one_by_one(
     store: Store, namespace: str, path: str, chunk: list[SeenClient]
-) -> tuple[int, list[str]]:
+) -> tuple[int, list[str], list[SeenClient]]:
     """A chunk the database refused, one client at a time: one bad identity never costs the
-    others their record. Stops at a failure that is not about the data (the store went down)."""
+    others their record. Stops at a failure that is not about the data (the store went down):
+    the clients from there on are returned last, not written."""
     written = 0
     refused: list[str] = []
     for position, seen in enumerate(chunk):
@@ -182,14 +231,7 @@ def _write_one_by_one(
             store.record_seen_clients(namespace, path, [seen])
         except Exception as exc:
             if not refused_data(exc):
-                logger.warning(
-                    "cannot record %d clients seen polling %s/%s: %s",
-                    len(chunk) - position,
-                    namespace,
-                    path,
-                    exc,
-                )
-                break
+                return written, refused, chunk[position:]
             logger.warning(
                 "dropped client %r seen polling %s/%s: the store refuses its identity: %s",
                 seen.client,
@@ -200,7 +242,7 @@ def _write_one_by_one(
             refused.append(seen.client)
             continue
         written += 1
-    return written, refused
+    return written, refused, []
 
 
 async def record_seen_clients(
@@ -211,14 +253,16 @@ async def record_seen_clients(
     stop: asyncio.Event,
     interval: float = SEEN_FLUSH_INTERVAL,
 ) -> None:
-    """Flush every `interval` seconds until `stop` is set, then once more.
-
-    Stopped by an event, not by cancellation: a flush cut off mid-write would lose its batch."""
+    """Flush every `interval` seconds until `stop` is set, then once more (api/pending.py)."""
     written: WrittenClients = {}
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        try:
-            await flush_seen_clients(polls, store, metrics, written)
-        except Exception:  # a bug, not the store (handled per config): log it, keep the loop
-            logger.exception("cannot flush the clients seen polling")
+    unwritten: UnwrittenSeen = PendingWrites(SEEN_UNWRITTEN_MAX)
+    await flush_every(
+        lambda: flush_seen_clients(polls, store, metrics, written, unwritten),
+        stop=stop,
+        interval=interval,
+        what="clients seen polling",
+    )
+    if unwritten:
+        logger.warning(
+            "%d clients seen polling not written: the store is unreachable", len(unwritten)
+        )

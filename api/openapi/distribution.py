@@ -180,11 +180,17 @@ def distribution_paths() -> dict[str, Any]:
                 "security": CLIENT,
                 "requestBody": request(ReportBody),
                 "responses": {
-                    "202": answer(Accepted, "Stored"),
+                    "202": answer(
+                        Accepted, "Stored, or kept until the store is back: it will be counted"
+                    ),
                     "400": error("Malformed JSON or invalid fields (each listed)"),
                     "401": unauthorized(),
                     "404": error("The config has no such version"),
                     "413": error(f"Body over {REPORT_BODY_LIMIT} bytes"),
+                    "503": error(
+                        "The store is unreachable and too many reports wait for it, or it cannot "
+                        "say whether a version not served exists: send it again after Retry-After"
+                    ),
                 },
             }
         },

@@ -17,6 +17,7 @@ from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
 from tempoconf.api.deps import state_of
 from tempoconf.api.edge_reports import ReportRelay
 from tempoconf.api.errors import ApiError
+from tempoconf.api.health_reports import REPORT_RETRY_AFTER_SECONDS
 from tempoconf.api.routes.reports import ReportBody, served_versions
 from tempoconf.api.routing import route
 
@@ -38,6 +39,7 @@ async def post_report(request: Request) -> Response:
                 503,
                 f"cannot judge a report on version {report.version!r}, which this edge does not "
                 f"serve: the upstream is unreachable ({type(exc).__name__})",
+                headers={"Retry-After": str(REPORT_RETRY_AFTER_SECONDS)},
             ) from exc
         return Response(
             answer.content,
@@ -45,7 +47,11 @@ async def post_report(request: Request) -> Response:
             media_type=answer.headers.get("content-type", "application/json"),
         )
     if not relay.add(body):
-        raise ApiError(503, "the edge's report queue is full: the upstream is unreachable")
+        raise ApiError(
+            503,
+            "the edge's report queue is full: the upstream is unreachable",
+            headers={"Retry-After": str(REPORT_RETRY_AFTER_SECONDS)},
+        )
     if report.ok or report.failed:
         state_of(request).metrics.record_report(
             report.namespace, report.path, report.version, report.ok, report.failed

@@ -1,5 +1,5 @@
 """`POST /v1/reports`: a client's health report on the version it runs; stored for the health
-checks and counted in metrics."""
+checks (kept in memory while the store is down: api/health_reports.py) and counted in metrics."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tempoconf.api.auth import access_of, require_client, route_of
 from tempoconf.api.bodies import REPORT_BODY_LIMIT, read_json, validate_body
 from tempoconf.api.deps import state_of
 from tempoconf.api.errors import ApiError
+from tempoconf.api.health_reports import REPORT_RETRY_AFTER_SECONDS, ReceivedReport, store_report
 from tempoconf.api.routing import route
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
 from tempoconf.paths import DEFAULT_NAMESPACE
@@ -156,20 +157,28 @@ async def post_report(request: Request) -> JSONResponse:
             # An apply report only (the SDK and the agent send these): no operations to judge,
             # and a 0/0 health report would count the client as reporting health.
             return JSONResponse(Accepted().body(), status_code=202)
-    await asyncio.to_thread(
-        state_of(request).store.add_report,
-        report.namespace,
-        report.path,
+    received = ReceivedReport(
+        namespace=report.namespace,
+        path=report.path,
         client=report.client,
         version=report.version,
         ok=report.ok,
         failed=report.failed,
+        received_at=state_of(request).store.now(),
         error=report.error,
         channel=report.channel,
         labels=report.labels,
         latency_count=report.latency_count or 0,
         latency_sum_ms=report.latency_sum_ms or 0.0,
     )
+    if not await store_report(
+        state_of(request).store, request.app.state.unwritten_reports, received
+    ):
+        raise ApiError(
+            503,
+            "the store is unreachable and too many reports wait for it: send this one again later",
+            headers={"Retry-After": str(REPORT_RETRY_AFTER_SECONDS)},
+        )
     state_of(request).metrics.record_report(
         report.namespace, report.path, report.version, report.ok, report.failed
     )
@@ -179,7 +188,7 @@ async def post_report(request: Request) -> JSONResponse:
 def record_applied(request: Request, report: ReportBody) -> None:
     """Queue what the client applied for the next batched write (api/applied.py)."""
     pending: PendingApplied = request.app.state.pending_applied
-    pending.add(
+    pending.add_report(
         report.namespace,
         report.path,
         AppliedReport(
@@ -202,9 +211,17 @@ async def _require_version(request: Request, report: ReportBody) -> None:
     if key in known:
         return
     if report.version not in served_versions(request, report.namespace, report.path):
-        stored = await asyncio.to_thread(
-            state_of(request).store.get_version, report.namespace, report.path, report.version
-        )
+        try:
+            stored = await asyncio.to_thread(
+                state_of(request).store.get_version, report.namespace, report.path, report.version
+            )
+        except Exception as exc:  # the store is down: the client sends it again (SDK, agent)
+            raise ApiError(
+                503,
+                f"cannot check version {report.version!r} of {report.path!r}, which is not "
+                f"served now: the store is unreachable ({type(exc).__name__})",
+                headers={"Retry-After": str(REPORT_RETRY_AFTER_SECONDS)},
+            ) from exc
         if stored is None:
             raise ApiError(
                 404,

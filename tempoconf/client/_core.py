@@ -40,8 +40,10 @@ __all__ = [
     "MAX_APPLY_ERROR_LENGTH",
     "WatchState",
     "apply_error_text",
+    "REPORT_ATTEMPTS",
     "check_report_answer",
     "latency_fields",
+    "report_resend_after",
     "report_unreachable",
 ]
 
@@ -49,6 +51,12 @@ logger = logging.getLogger("tempoconf.client")
 
 MAX_APPLY_ERROR_LENGTH = 1000
 """The API keeps an apply error up to this long; a longer one is cut, not refused."""
+REPORT_ATTEMPTS = 3
+"""A report refused with 503 and `Retry-After` (the API's store is down and too many reports wait
+for it) is sent again after that many seconds, at most this many times in all; then the 503 is
+raised as ConfigUnavailableError, as any other."""
+MAX_RESEND_AFTER_SECONDS = 30.0
+"""A longer `Retry-After` is waited this long: a report call must end."""
 _E = TypeVar("_E", bound=ConfigClientError)
 _CONFIRM_WRITE_INTERVAL = 60.0
 """A 304 refreshes the cache file's confirmation time at most this often (not on every poll)."""
@@ -504,6 +512,21 @@ def latency_fields(count: int | None, sum_ms: float | None) -> dict[str, Any]:
 
 def report_unreachable(url: str, exc: Exception) -> ConfigUnavailableError:
     return ConfigUnavailableError(f"cannot send the report to {url}: {type(exc).__name__}: {exc}")
+
+
+def report_resend_after(status: int, headers: Mapping[str, str], attempt: int) -> float | None:
+    """Seconds to wait before sending a report again after answer `attempt` (1 for the first),
+    or None: not a 503 with `Retry-After` in seconds, or REPORT_ATTEMPTS were made."""
+    retry_after = headers.get("retry-after")
+    if status != 503 or retry_after is None or attempt >= REPORT_ATTEMPTS:
+        return None
+    try:
+        seconds = float(retry_after)
+    except ValueError:  # an HTTP date: not what the API sends
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RESEND_AFTER_SECONDS)
 
 
 def check_report_answer(url: str, status: int, content: bytes) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import httpx
@@ -17,6 +18,7 @@ from tempoconf.client._core import (
     ReportRequest,
     WatchState,
     check_report_answer,
+    report_resend_after,
     report_unreachable,
 )
 from tempoconf.client._lifecycle import Watching
@@ -156,8 +158,9 @@ class ConfigClient(ClientBase, Watching):
         since the last report, with this client's id, channel and labels (so a stage's health
         check counts it for the cohort the client is in). `latency_count` and `latency_sum_ms`,
         both or neither: how many of those operations were timed, and their durations added up
-        in milliseconds. Raises ValueError on a bad figure, ConfigRequestError /
-        ConfigUnavailableError on failure."""
+        in milliseconds. A 503 with `Retry-After` (the API's store is down and too many reports
+        wait for it) is sent again after it, up to REPORT_ATTEMPTS in all. Raises ValueError on a
+        bad figure, ConfigRequestError / ConfigUnavailableError on failure."""
         request = self._state.report_request(
             ok, failed, error, latency_count=latency_count, latency_sum_ms=latency_sum_ms
         )
@@ -172,10 +175,17 @@ class ConfigClient(ClientBase, Watching):
 
     # -- internals -----------------------------------------------------------------------------
     def _send(self, request: ReportRequest) -> None:
-        try:
-            response = self._http.post(request.url, json=request.json, headers=request.headers)
-        except httpx.HTTPError as exc:
-            raise report_unreachable(request.url, exc) from exc
+        attempt = 0
+        while True:  # a 503 with Retry-After is sent again, a few times (REPORT_ATTEMPTS)
+            attempt += 1
+            try:
+                response = self._http.post(request.url, json=request.json, headers=request.headers)
+            except httpx.HTTPError as exc:
+                raise report_unreachable(request.url, exc) from exc
+            delay = report_resend_after(response.status_code, response.headers, attempt)
+            if delay is None:
+                break
+            time.sleep(delay)
         check_report_answer(request.url, response.status_code, response.content)
 
     def _run(self, ready: threading.Event) -> None:

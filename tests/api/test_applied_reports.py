@@ -73,7 +73,7 @@ async def test_bad_apply_fields_are_refused_by_name(
         response = await client.post("/v1/reports", json=body("host-1", version, **extra))
         assert response.status_code == 400, (extra, response.text)
         assert words in response.text, (extra, response.text)
-    assert app.state.pending_applied.take() == {}  # nothing half-recorded
+    assert app.state.pending_applied.snapshot() == {}  # nothing half-recorded
     for params, words in (
         ({"not_applied": "true"}, "needs version=V"),
         ({"version": "zz"}, "16-hex version id"),
@@ -107,15 +107,16 @@ async def test_apply_reports_survive_a_store_outage_and_a_flood_is_bounded(
         pending = PendingApplied(limit=3)
         at = datetime.now(UTC)
         for number in range(4):
-            pending.add("default", PATH, AppliedReport(f"host-{number}", "a" * 16, at))
-        assert pending.dropped == 1
+            pending.add_report("default", PATH, AppliedReport(f"host-{number}", "a" * 16, at))
+        assert pending.dropped == 1  # the oldest: host-0
         assert await flush_applied(pending, store) == 0  # down: kept for the next flush
         store.down = False
         assert await flush_applied(pending, store) == 3
         assert [s.client for s in store.applied_states("default", PATH)] == [
-            "host-0",
             "host-1",
             "host-2",
+            "host-3",
         ]
+        assert await flush_applied(pending, store) == 0  # written once, then forgotten
     finally:
         store.close()

@@ -144,11 +144,11 @@ def test_a_row_the_database_refuses_costs_no_other_client_its_record(
     """Behind the poll's own check: the store refuses one row of a chunk, the rest are written."""
     good = [seen_client(f"host-{n}") for n in range(5)]
 
-    written, refused = write_seen_batches(
+    written, refused, failed = write_seen_batches(
         api_store, {("default", PATH): [*good[:2], bad, *good[2:]]}
     )
 
-    assert (written, refused) == (5, [("default", PATH, bad.client)])
+    assert (written, refused, failed) == (5, [("default", PATH, bad.client)], {})
     recorded = api_store.recent_clients("default", PATH, since=since())
     assert sorted(c.client for c in recorded) == [f"host-{n}" for n in range(5)]
 
@@ -158,7 +158,7 @@ def test_a_nul_the_database_refuses_costs_no_other_client_its_record(api_store: 
     good = [seen_client(f"host-{n}") for n in range(3)]
     bad = seen_client(NUL)
 
-    written, refused = write_seen_batches(api_store, {("default", PATH): [bad, *good]})
+    written, refused, _ = write_seen_batches(api_store, {("default", PATH): [bad, *good]})
 
     assert written + len(refused) == 4
     recorded = {c.client for c in api_store.recent_clients("default", PATH, since=since())}

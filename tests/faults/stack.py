@@ -207,6 +207,8 @@ class Stack:
     database_url: str
     worker_database_url: str
     """What the worker uses: `database_url`, or the same database through a TcpProxy."""
+    api_database_url: str | None = None
+    """What the API uses when not `database_url` (a test that cuts the API's own store)."""
     temporal_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     processes: list[Process] = field(default_factory=list)
@@ -329,7 +331,9 @@ class Stack:
 
     def api(self) -> Process:
         return self._process(
-            "api", [str(TEMPOCONF), "api", "--port", str(self.api_port)], self.env()
+            "api",
+            [str(TEMPOCONF), "api", "--port", str(self.api_port)],
+            self.env(self.api_database_url),
         )
 
     def start_api(self) -> Process:
