@@ -211,6 +211,10 @@ class Stack:
     api_port: int = field(default_factory=free_port)
     processes: list[Process] = field(default_factory=list)
     proxy: TcpProxy | None = None
+    worker_temporal: TcpProxy | None = None
+    """When set, the worker reaches Temporal through this proxy (the test may cut it)."""
+    api_temporal: TcpProxy | None = None
+    """When set, the API reaches Temporal through this proxy (the test may cut it)."""
     _client: Client | None = None
 
     @property
@@ -317,10 +321,16 @@ class Stack:
 
     # --- tempoconf's own processes -----------------------------------------------------------
 
+    def temporal_proxy(self) -> TcpProxy:
+        """A proxy to the Temporal server (started first: its port is final then)."""
+        return TcpProxy("127.0.0.1", self.temporal_port)
+
+    def _temporal_through(self, proxy: TcpProxy | None) -> dict[str, str]:
+        return {"TEMPORAL_ADDRESS": f"127.0.0.1:{proxy.port}"} if proxy is not None else {}
+
     def worker(self) -> Process:
-        return self._process(
-            "worker", [str(TEMPOCONF), "worker"], self.env(self.worker_database_url)
-        )
+        env = self.env(self.worker_database_url, **self._temporal_through(self.worker_temporal))
+        return self._process("worker", [str(TEMPOCONF), "worker"], env)
 
     def start_worker(self) -> Process:
         process = self.worker().start()
@@ -328,9 +338,8 @@ class Stack:
         return process
 
     def api(self) -> Process:
-        return self._process(
-            "api", [str(TEMPOCONF), "api", "--port", str(self.api_port)], self.env()
-        )
+        env = self.env(**self._temporal_through(self.api_temporal))
+        return self._process("api", [str(TEMPOCONF), "api", "--port", str(self.api_port)], env)
 
     def start_api(self) -> Process:
         first = not self.api().log.exists()
@@ -401,6 +410,9 @@ class Stack:
         # Clients and agents first, the server last, as an operator would.
         for process in reversed(self.processes):
             process.stop()
+        for proxy in (self.worker_temporal, self.api_temporal):
+            if proxy is not None:
+                proxy.close()
 
 
 class StoreStall:
