@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -444,8 +445,11 @@ class StoreStall:
             self._sqlite.close()
             self._sqlite = None
         if self._connection is not None:
-            self._connection.rollback()
-            self._connection.close()
+            try:
+                self._connection.rollback()
+                self._connection.close()
+            except OperationalError:
+                pass  # the server ended it (a restart): nothing is held any more
             self._connection = None
         if self._engine is not None:
             self._engine.dispose()
