@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 
 from tempoconf.store.records import AuditEntry
@@ -500,6 +500,16 @@ async def pending_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
     return [
         pending.activity_type.name for pending in description.raw_description.pending_activities
     ]
+
+
+async def activity_started(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
+    """The server sees `activity` running in a worker (started, not only scheduled)."""
+    description = await handle.describe()
+    return any(
+        pending.activity_type.name == activity
+        and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for pending in description.raw_description.pending_activities
+    )
 
 
 def unique_path(name: str) -> str:

@@ -10,11 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import WorkflowHandle
 
 from tempoconf.rollout.activity_io import PUBLISH_STAGE_ACTIVITY
 from tempoconf.store.store import Store
@@ -30,6 +27,7 @@ from tests.faults.rollouts import (
 from tests.faults.stack import (
     Stack,
     StoreStall,
+    activity_started,
     audit,
     retried_activities,
     unique_path,
@@ -73,15 +71,6 @@ def _published_at(store: Store, path: str, after: int, stage: int) -> float | No
     return None
 
 
-async def _publish_started(handle: WorkflowHandle[Any, Any]) -> bool:
-    description = await handle.describe()
-    return any(
-        pending.activity_type.name == PUBLISH_STAGE_ACTIVITY
-        and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-        for pending in description.raw_description.pending_activities
-    )
-
-
 @pytest.mark.parametrize("moment", ["hold", "publish"])
 async def test_postgresql_restarted_under_a_rollout(
     stack: Stack,
@@ -108,9 +97,19 @@ async def test_postgresql_restarted_under_a_rollout(
         )
         if moment == "publish":
             stall.begin()
-            await wait_until_async(
-                lambda: _publish_started(handle), what="stage 2's publish", timeout=30
-            )
+
+            async def stage_2_publishing() -> bool:
+                # Announced first: a publish running before that is stage 1's, still reporting.
+                announced = any(
+                    entry.id > before
+                    and entry.action == "rollout.publishing"
+                    and "stage 2/2" in entry.reason
+                    for entry in audit(store, path)
+                )
+                return announced and await activity_started(handle, PUBLISH_STAGE_ACTIVITY)
+
+            await wait_until_async(stage_2_publishing, what="stage 2's publish", timeout=30)
+            assert _published_at(store, path, before, 2) is None, "the stall did not hold it"
         else:
             await asyncio.sleep(1)
         kept = [(entry.id, entry.action, entry.reason) for entry in audit(store, path)]
