@@ -216,6 +216,8 @@ class Stack:
     """When set, the worker reaches Temporal through this proxy (the test may cut it)."""
     api_temporal: TcpProxy | None = None
     """When set, the API reaches Temporal through this proxy (the test may cut it)."""
+    api_settings: dict[str, str] = field(default_factory=dict)
+    """More of the API's settings (`TEMPOCONF_ADMIN_TOKEN`...)."""
     _client: Client | None = None
 
     @property
@@ -339,7 +341,7 @@ class Stack:
         return process
 
     def api(self) -> Process:
-        env = self.env(**self._temporal_through(self.api_temporal))
+        env = self.env(**self._temporal_through(self.api_temporal), **self.api_settings)
         return self._process("api", [str(TEMPOCONF), "api", "--port", str(self.api_port)], env)
 
     def start_api(self) -> Process:

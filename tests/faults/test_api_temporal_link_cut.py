@@ -7,6 +7,7 @@ work again. The figures are printed."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,11 +24,12 @@ from tests.faults.rollouts import (
     first_value,
     staged,
 )
-from tests.faults.stack import Stack, audit, unique_path, wait_until_async
+from tests.faults.stack import TEMPOCONF, Stack, audit, unique_path, wait_until_async
 from tests.fixtures.temporal import rollout_result
 
 pytestmark = pytest.mark.faults
 
+ADMIN_TOKEN = "fault-test-admin"
 ANSWER_BOUND_SECONDS = 30.0
 """Does not hang: the operations wait at most 15 s for one answer of Temporal's."""
 
@@ -36,6 +38,7 @@ ANSWER_BOUND_SECONDS = 30.0
 def linked(stack: Stack) -> Stack:
     """The stack whose API reaches Temporal through `stack.api_temporal`."""
     stack.api_temporal = stack.temporal_proxy()
+    stack.api_settings["TEMPOCONF_ADMIN_TOKEN"] = ADMIN_TOKEN  # the CLI's API mode needs one
     return stack
 
 
@@ -45,7 +48,11 @@ def _admin(
     """The answer to an admin request, and how long it took."""
     started = time.monotonic()
     answer = httpx.request(
-        method, f"{stack.api_url}/v1/admin/{route}", json=body, timeout=ANSWER_BOUND_SECONDS
+        method,
+        f"{stack.api_url}/v1/admin/{route}",
+        json=body,
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        timeout=ANSWER_BOUND_SECONDS,
     )
     return answer, time.monotonic() - started
 
@@ -94,6 +101,18 @@ async def test_api_link_to_temporal_cut(
         state = answer.json()
         assert "Temporal at 127.0.0.1:" in state["workflow"]["error"], state["workflow"]
         assert state["lock"] is not None and state["rollout"] is not None, state  # the store's
+        started = time.monotonic()
+        status = await asyncio.to_thread(
+            subprocess.run,
+            [str(TEMPOCONF), "rollout", "status", path],
+            env=stack.env(TEMPOCONF_ADMIN_TOKEN=ADMIN_TOKEN),  # API mode: URL and token
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        took["rollout status (CLI)"] = time.monotonic() - started
+        assert status.returncode == 1, status.stdout + status.stderr
+        assert "Temporal at 127.0.0.1:" in status.stderr, status.stderr
         during = watch.canary[served_before:]
         proxy.restore()
         await asyncio.sleep(0.5)
