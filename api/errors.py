@@ -118,15 +118,21 @@ OPERATION_STATUSES: dict[type[OperationError], int] = {
 """The status that answers each kind of tempoconf.operations error."""
 
 
+TEMPORAL_RETRY_AFTER_SECONDS = 5
+"""`Retry-After` of a 503 because Temporal did not answer: a restart or a broken link is back
+within seconds, and each try waits up to 15 s for Temporal anyway."""
+
+
 def operation_error(error: OperationError) -> ApiError:
     """The answer to an operation's error: its kind's status and its message (a command Temporal
-    did not answer: 503, saying so)."""
+    did not answer: 503, saying so, with `Retry-After`)."""
+    retry_after = {"Retry-After": str(TEMPORAL_RETRY_AFTER_SECONDS)}
     if isinstance(error, Undelivered) and error.unavailable:
-        return ApiError(503, error.unavailable)
+        return ApiError(503, error.unavailable, headers=retry_after)
     status = next(
         (code for kind, code in OPERATION_STATUSES.items() if isinstance(error, kind)), 500
     )
-    return ApiError(status, error.message)
+    return ApiError(status, error.message, headers=retry_after if status == 503 else None)
 
 
 async def _operation_error(request: Request, exc: Exception) -> Response:

@@ -276,8 +276,11 @@ class ApiBackend:
         if workflow.get("error_kind"):
             kind = str(workflow["error_kind"])
             detail = str(workflow.get("error_detail") or workflow.get("error") or "")
-            if kind == "unavailable":
-                detail = f"the admin API at {self._base} answered: {detail}"
+            if kind in ("unavailable", "rpc"):
+                # Temporal did not answer the API: its `error` names which Temporal (the detail
+                # alone, `operation was canceled`, named nothing).
+                said = str(workflow.get("error") or detail)
+                detail = f"the admin API at {self._base} answered: {said}"
             lock, rollout = answer.get("lock"), answer.get("rollout")
             raise ViewUnavailable(
                 workflow_id,

@@ -36,10 +36,18 @@ class TemporalAccess(Protocol):
         ...
 
 
+TRANSPORT_ERROR = "transport error"
+"""The SDK's message when its connection broke under a call (reset, closed): status UNKNOWN, as
+if Temporal had answered, though nothing answered (issue 31: the API answered 500)."""
+
+
 def temporal_unavailable(error: RPCError) -> bool:
-    """Temporal did not answer (unreachable, timed out, cancelled): not an answer of its own."""
+    """Temporal did not answer (unreachable, connection lost, timed out, cancelled): not an answer
+    of its own."""
     from temporalio.service import RPCStatusCode
 
+    if error.status == RPCStatusCode.UNKNOWN:
+        return error.message.startswith(TRANSPORT_ERROR)
     return error.status in (
         RPCStatusCode.UNAVAILABLE,
         RPCStatusCode.DEADLINE_EXCEEDED,

@@ -12,10 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import pytest_asyncio
+from temporalio.service import RPCError, RPCStatusCode
 
 from tempoconf.api.app import create_app
 from tempoconf.canonical import version_id
+from tempoconf.operations.errors import Unavailable
+from tempoconf.operations.temporal_access import temporal_calls
 from tempoconf.rollout.progress import CommandResult
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
@@ -324,8 +328,20 @@ async def test_temporal_unreachable_is_503_while_the_rest_works(
     assert start.status_code == 503 and f"127.0.0.1:{port}" in start.json()["error"]
     assert "unreachable" in start.json()["error"]
     assert signal.status_code == 503
+    assert start.headers["retry-after"] == signal.headers["retry-after"] == "5"
     assert state.status_code == 200 and "unreachable" in state.json()["workflow"]["error"]
     assert versions.status_code == 200
+
+
+def test_a_connection_lost_under_a_call_is_temporal_not_answering() -> None:
+    # The SDK's error when the link broke mid-call (issue 31's cut link: the API answered 500).
+    with pytest.raises(Unavailable, match="Temporal at x did not answer: transport error"):
+        with temporal_calls("Temporal at x"):
+            raise RPCError("transport error", RPCStatusCode.UNKNOWN, b"")
+    # An UNKNOWN that Temporal answered stays the caller's.
+    with pytest.raises(RPCError):
+        with temporal_calls("Temporal at x"):
+            raise RPCError("something Temporal said", RPCStatusCode.UNKNOWN, b"")
 
 
 async def test_a_freeze_ends_when_temporal_is_unreachable_and_the_answer_says_nobody_was_told(

@@ -26,8 +26,9 @@ from typing import Any
 import httpx
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 
 from tempoconf.store.records import AuditEntry
@@ -213,6 +214,12 @@ class Stack:
     api_port: int = field(default_factory=free_port)
     processes: list[Process] = field(default_factory=list)
     proxy: TcpProxy | None = None
+    worker_temporal: TcpProxy | None = None
+    """When set, the worker reaches Temporal through this proxy (the test may cut it)."""
+    api_temporal: TcpProxy | None = None
+    """When set, the API reaches Temporal through this proxy (the test may cut it)."""
+    api_settings: dict[str, str] = field(default_factory=dict)
+    """More of the API's settings (`TEMPOCONF_ADMIN_TOKEN`...)."""
     _client: Client | None = None
 
     @property
@@ -319,10 +326,16 @@ class Stack:
 
     # --- tempoconf's own processes -----------------------------------------------------------
 
+    def temporal_proxy(self) -> TcpProxy:
+        """A proxy to the Temporal server (started first: its port is final then)."""
+        return TcpProxy("127.0.0.1", self.temporal_port)
+
+    def _temporal_through(self, proxy: TcpProxy | None) -> dict[str, str]:
+        return {"TEMPORAL_ADDRESS": f"127.0.0.1:{proxy.port}"} if proxy is not None else {}
+
     def worker(self) -> Process:
-        return self._process(
-            "worker", [str(TEMPOCONF), "worker"], self.env(self.worker_database_url)
-        )
+        env = self.env(self.worker_database_url, **self._temporal_through(self.worker_temporal))
+        return self._process("worker", [str(TEMPOCONF), "worker"], env)
 
     def start_worker(self) -> Process:
         process = self.worker().start()
@@ -330,11 +343,12 @@ class Stack:
         return process
 
     def api(self) -> Process:
-        return self._process(
-            "api",
-            [str(TEMPOCONF), "api", "--port", str(self.api_port)],
-            self.env(self.api_database_url),
+        env = self.env(
+            self.api_database_url,
+            **self._temporal_through(self.api_temporal),
+            **self.api_settings,
         )
+        return self._process("api", [str(TEMPOCONF), "api", "--port", str(self.api_port)], env)
 
     def start_api(self) -> Process:
         first = not self.api().log.exists()
@@ -405,6 +419,9 @@ class Stack:
         # Clients and agents first, the server last, as an operator would.
         for process in reversed(self.processes):
             process.stop()
+        for proxy in (self.worker_temporal, self.api_temporal):
+            if proxy is not None:
+                proxy.close()
 
 
 class StoreStall:
@@ -436,8 +453,11 @@ class StoreStall:
             self._sqlite.close()
             self._sqlite = None
         if self._connection is not None:
-            self._connection.rollback()
-            self._connection.close()
+            try:
+                self._connection.rollback()
+                self._connection.close()
+            except OperationalError:
+                pass  # the server ended it (a restart): nothing is held any more
             self._connection = None
         if self._engine is not None:
             self._engine.dispose()
@@ -488,6 +508,16 @@ async def pending_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
     return [
         pending.activity_type.name for pending in description.raw_description.pending_activities
     ]
+
+
+async def activity_started(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
+    """The server sees `activity` running in a worker (started, not only scheduled)."""
+    description = await handle.describe()
+    return any(
+        pending.activity_type.name == activity
+        and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for pending in description.raw_description.pending_activities
+    )
 
 
 def unique_path(name: str) -> str:
