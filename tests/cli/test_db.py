@@ -6,10 +6,10 @@ import os
 import sqlite3
 from pathlib import Path
 
-import pytest
 from sqlalchemy import create_engine, text
 
 from tests.cli.conftest import cli_env, free_port, run_cli
+from tests.fixtures.ci import missing
 
 
 def test_db_upgrade_creates_a_sqlite_store_at_head(tmp_path: Path) -> None:
@@ -29,9 +29,7 @@ def test_db_upgrade_creates_a_sqlite_store_at_head(tmp_path: Path) -> None:
 def test_db_upgrade_masks_the_password_of_a_database_url(tmp_path: Path) -> None:
     url = os.environ.get("TEMPOCONF_TEST_DATABASE_URL")
     if url is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("TEMPOCONF_TEST_DATABASE_URL is not set under CI=true")
-        pytest.skip("TEMPOCONF_TEST_DATABASE_URL not set")
+        missing("TEMPOCONF_TEST_DATABASE_URL is not set")
     from sqlalchemy.engine import make_url
 
     with_password = make_url(url).set(password="s3cret-pw")

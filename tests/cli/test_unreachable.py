@@ -9,10 +9,10 @@ import secrets
 import subprocess
 from pathlib import Path
 
-import pytest
 from sqlalchemy.engine import make_url
 
 from tests.cli.conftest import cli_env, free_port, run_cli
+from tests.fixtures.ci import missing
 from tests.fixtures.database import POSTGRESQL_URL_VARIABLE
 
 EXIT_UNREACHABLE = 1  # `tempoconf --help`: exit codes
@@ -48,9 +48,7 @@ def _postgresql_server() -> str:
     if url:
         return url
     message = f"{POSTGRESQL_URL_VARIABLE} is missing (a postgresql+psycopg:// server URL)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    missing(message)
 
 
 def test_a_missing_postgresql_database_is_one_line(tmp_path: Path) -> None:

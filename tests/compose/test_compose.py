@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -49,6 +48,7 @@ from tests.cli.conftest import (
     page,
     shell_blocks,
 )
+from tests.fixtures.ci import missing
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(1500)]
@@ -395,9 +395,7 @@ class Agent:
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     reason = engine_missing()
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"make compose-test needs Docker: {reason}")
-        pytest.skip(reason)
+        missing(f"make compose-test needs Docker: {reason}")
     checkout = clone_of_repository(tmp_path_factory.mktemp("checkout"))
     ports = [free_port() for _ in range(4)]
     env = cli_env(
@@ -425,9 +423,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 def test_compose_refuses_to_start_without_its_secrets(tmp_path: Path) -> None:
     if shutil.which("docker") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("make compose-test needs the docker CLI")
-        pytest.skip("no docker CLI")
+        missing("make compose-test needs the docker CLI")
     env = cli_env(COMPOSE_FILE=f"docker-compose.yml:{CI_OVERRIDE}")
     for variable in ("POSTGRES_PASSWORD", "TEMPOCONF_ADMIN_TOKEN", "TEMPOCONF_CLIENT_TOKEN"):
         env.pop(variable, None)
@@ -444,9 +440,9 @@ def test_compose_refuses_to_start_without_its_secrets(tmp_path: Path) -> None:
         "TEMPOCONF_ADMIN_TOKEN": "a",
         "TEMPOCONF_CLIENT_TOKEN": "c",
     }
-    for missing in secrets:
-        refused = config({k: v for k, v in secrets.items() if k != missing})
-        assert refused.returncode != 0 and f"set {missing} (" in refused.stderr, refused.stderr
+    for left_out in secrets:
+        refused = config({k: v for k, v in secrets.items() if k != left_out})
+        assert refused.returncode != 0 and f"set {left_out} (" in refused.stderr, refused.stderr
     for compose_file in ("docker-compose.yml", f"docker-compose.yml:{CI_OVERRIDE}"):
         accepted = config({**secrets, "COMPOSE_FILE": compose_file})
         assert accepted.returncode == 0, accepted.stderr

@@ -6,16 +6,15 @@ tests/cli/test_temporal_tls.py."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tempoconf.store.store import Store
+from tests.fixtures.ci import missing
 from tests.fixtures.services import live_api
 from tests.fixtures.waiting import eventually
 
@@ -28,9 +27,7 @@ def promtool() -> str:
     binary = shutil.which("promtool")
     if binary is None:
         message = "promtool is not installed (Debian package `prometheus`; .ci/run installs it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing(message)
     return binary
 
 

@@ -22,10 +22,10 @@ terminated rollout's leases lapse", on two configs at once. After every step:
   expects, with each of its stages published once (a terminated one: `rollout.terminated`, from
   the sweep that runs beside the worker); a start after a terminate takes or reclaims the lock.
 
-Bounded for CI: TEMPOCONF_MODEL_EXAMPLES (default 5) examples of TEMPOCONF_MODEL_STEPS (default
-20) steps per backend, about a minute each. A longer run sets them higher:
+In CI: TEMPOCONF_MODEL_EXAMPLES (default 50) examples of up to TEMPOCONF_MODEL_STEPS (default
+30) steps per backend. A longer run sets them higher:
 `TEMPOCONF_MODEL_EXAMPLES=200 .venv/bin/python -m pytest -s -m fuzz tests/fuzz/test_model.py`,
-or `bench/bench_model.py` (40 examples by default; `make bench` runs it). The seed is printed
+or `bench/bench_model.py --minutes 30` (`make bench` runs it). The seed is printed
 (`-s`, and with a failure's output); HYPOTHESIS_SEED=N replays it. Shrinking is off (an example
 costs seconds of real time); TEMPOCONF_MODEL_SHRINK=1 turns it on to minimise a failure.
 """
@@ -51,6 +51,7 @@ from typing import Any, ClassVar, TypeVar
 
 import httpx
 import pytest
+import pytest_asyncio
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
@@ -82,7 +83,11 @@ from tempoconf.rollout.stages import unwidening_stages
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.fixtures.services import live_api
-from tests.fixtures.temporal import rollout_result
+from tests.fixtures.temporal import (
+    IMMEDIATE_CONTINUE_AS_NEW_FLAGS,
+    rollout_result,
+    start_test_server,
+)
 from tests.fixtures.waiting import eventually
 from tests.fuzz.model import (
     COMMANDS,
@@ -107,8 +112,8 @@ T = TypeVar("T")
 
 NAMESPACE = "default"
 ADMIN_TOKEN = "model-check-admin"
-EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 5)
-STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 20)
+EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 50)
+STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 30)
 SHRINK = os.environ.get("TEMPOCONF_MODEL_SHRINK", "") not in ("", "0")
 CONFIGS = 2
 """Configs steered at once in one example: their rollouts interleave on one worker and one API."""
@@ -145,6 +150,8 @@ class LiveStack:
     steps: Counter[str] = field(default_factory=Counter)
     seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     outcomes: Counter[str] = field(default_factory=Counter)
+    examples: int = 0
+    """Examples run (hypothesis may run fewer than `max_examples`)."""
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -159,6 +166,10 @@ class LiveStack:
         """The figures as one JSON object (bench/bench_model.py reads it from the output)."""
         return {
             "backend": self.label,
+            "examples_run": self.examples,
+            "operator_steps": sum(
+                n for name, n in self.steps.items() if not name.startswith("check")
+            ),
             "steps": dict(self.steps),
             "seconds": {name: round(total, 3) for name, total in self.seconds.items()},
             "outcomes": dict(self.outcomes),
@@ -257,6 +268,7 @@ class RolloutMachine(RuleBasedStateMachine):
     # -- rules ---------------------------------------------------------------------------------
     @initialize()
     def configs_of_this_example(self) -> None:
+        self.stack.examples += 1
         for _ in range(CONFIGS):
             path = f"model/config-{uuid.uuid4().hex[:10]}"
             self.configs.append(ConfigModel(path, identities_for(path)))
@@ -626,6 +638,24 @@ def run_machine(stack: LiveStack, seed: int) -> None:
     run_state_machine_as_test(hypothesis_seed(seed)(machine), settings=machine_settings())
 
 
+@pytest_asyncio.fixture(scope="module")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    """This module's own dev server, on which a run that continues as new is not held back: the
+    model's short history bound makes most rollouts continue as new within a second of their
+    start, and the server's guard against continue-as-new loops held each new run back for the
+    rest of that second (tests/fixtures/temporal.py), two thirds of an example's time."""
+    env = await start_test_server(IMMEDIATE_CONTINUE_AS_NEW_FLAGS)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def realtime_client(temporal_env: WorkflowEnvironment) -> Client:
+    return await temporal_env.connect_client()
+
+
 @pytest.fixture
 def backend_name(database_url: str) -> str:
     return "postgresql" if database_url.startswith("postgresql") else "sqlite"
@@ -699,7 +729,7 @@ async def test_the_live_stack_serves_what_the_model_says(
             raise
         print(f"model check on {backend_name}: {stack.figures()}")
     elapsed = time.monotonic() - started
-    print(f"model check on {backend_name}: passed in {elapsed:.1f}s")
+    print(f"model check on {backend_name}: {stack.examples} examples passed in {elapsed:.1f}s")
     summary = {**stack.summary(), "seed": seed, "examples": EXAMPLES, "max_steps": STEPS}
     print(f"{SUMMARY_PREFIX}{json.dumps({**summary, 'elapsed_seconds': round(elapsed, 1)})}")
 

@@ -53,6 +53,8 @@ SCHEMA = {
     "type": "object",
     "properties": {"workers": {"type": "integer", "minimum": 1}, "debug": {"type": "boolean"}},
 }
+HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+"""The keys of an OpenAPI path item that are operations (the others: parameters, summary, ...)."""
 UNREACHABLE = "http://127.0.0.1:9/"
 """Where generated webhook and check URLs are sent instead: loopback's discard port, refused."""
 
@@ -210,6 +212,7 @@ def _fuzz_operation(
     mode: GenerationMode,
     seed: int,
     counts: dict[str, int],
+    called: set[str],
 ) -> None:
     headers = _headers(operation, stack)
 
@@ -234,6 +237,7 @@ def _fuzz_operation(
             base_url=stack.url, session=session, headers=headers, timeout=MAX_WAIT + 15
         )
         counts[str(response.status_code)] = counts.get(str(response.status_code), 0) + 1
+        called.add(f"{case.operation.method.upper()} {case.operation.path}")
         phase = case.meta.phase.data if case.meta is not None else None
         negated = getattr(phase, "description", None) != NOT_NEGATED
         case.validate_response(
@@ -254,6 +258,7 @@ def test_every_operation_answers_as_documented(stack: Stack) -> None:
     )
     failures: list[str] = []
     counts: dict[str, int] = {}
+    called: set[str] = set()
     timings: dict[str, float] = {}
     started = time.perf_counter()
     operations = 0
@@ -267,7 +272,7 @@ def test_every_operation_answers_as_documented(stack: Stack) -> None:
                 for seed in seeds:
                     began = time.perf_counter()
                     try:
-                        _fuzz_operation(stack, session, operation, mode, seed, counts)
+                        _fuzz_operation(stack, session, operation, mode, seed, counts, called)
                     except hypothesis.errors.Unsatisfiable:
                         # No parameter and no body (GET /healthz): nothing to make invalid.
                         assert mode is GenerationMode.NEGATIVE, operation.label
@@ -280,9 +285,20 @@ def test_every_operation_answers_as_documented(stack: Stack) -> None:
                         f"{operation.label} {mode.value}", 0.0
                     ) + (time.perf_counter() - began)
     print(
-        f"  {operations} operations, {sum(counts.values())} requests in "
+        f"  {len(called)} of {operations} operations called, {sum(counts.values())} requests in "
         f"{time.perf_counter() - started:.1f}s; statuses {dict(sorted(counts.items()))}"
     )
     slowest = sorted(timings.items(), key=lambda item: -item[1])[:5]
     print("  slowest: " + ", ".join(f"{label} {seconds:.1f}s" for label, seconds in slowest))
     assert not failures, "\n\n".join(failures)
+    # Every operation of the document got requests: a run that sent none (an operation the
+    # loader skipped, a strategy that draws nothing) would otherwise pass without testing it.
+    documented = {
+        f"{method.upper()} {path}"
+        for path, item in document["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+    assert documented, "the document has no operations"
+    missing = sorted(documented - called)
+    assert not missing, f"{len(missing)} operation(s) never called: {', '.join(missing)}"

@@ -15,6 +15,7 @@ import contextlib
 import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -216,25 +217,54 @@ async def test_a_day_long_hold_checked_every_15s_is_promoted_within_the_event_bu
     assert completed_result(events, watch)["rounds"] >= 5700
 
 
+def hold_timer_seconds(events: list[Any]) -> float:
+    """The longest durable timer of the run: the hold's (lease renewals are half an hour apart)."""
+    return max(
+        event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta().total_seconds()
+        for event in events
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    )
+
+
 async def test_a_stage_costs_the_same_events_for_a_15s_and_a_30s_hold(
-    rollout_harness: RolloutHarness,
+    rollout_harness: RolloutHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Checked every second, on the real clock: the watch runs through each hold for real."""
     check = {"kind": "reports", "max_error_ratio": 0.1, "interval": "1s", "on_no_data": "pass"}
+    # Each round of the reports check reads the config's reports once: the rounds of each hold,
+    # counted where the check reads them (a cancelled watch returns no result to count them in).
+    store = rollout_harness.store
+    reads: Counter[str] = Counter()
+    read_reports = store.report_totals
 
-    async def events_of_a_hold(cooldown: str) -> int:
+    def counted(namespace: str, path: str, *, since: datetime) -> Any:
+        reads[path] += 1
+        return read_reports(namespace, path, since=since)
+
+    monkeypatch.setattr(store, "report_totals", counted)
+
+    async def a_hold(seconds: int) -> tuple[int, float, int]:
         path = unique_path()
         handle = await rollout_harness.start(
             example_request(
-                path, stages=[{"channel": "canary", "cooldown": cooldown}], health=[check]
+                path, stages=[{"channel": "canary", "cooldown": f"{seconds}s"}], health=[check]
             )
         )
         assert (await rollout_result(handle))["outcome"] == "promoted"
         (events,) = await runs_of(handle)
-        return len(events)
+        return len(events), hold_timer_seconds(events), reads[path]
 
-    short, long = await asyncio.gather(events_of_a_hold("15s"), events_of_a_hold("30s"))
+    (short, short_timer, short_reads), (long, long_timer, long_reads) = await asyncio.gather(
+        a_hold(15), a_hold(30)
+    )
     assert abs(long - short) <= 6, (short, long)  # a handful: heartbeat and timer timing
+    # The holds lasted their cooldowns: the timer is set to the time left once the hold's first
+    # store write is done (generous: a loaded machine's write takes seconds).
+    assert 15 / 2 < short_timer <= 15 and 30 / 2 < long_timer <= 30, (short_timer, long_timer)
+    # The watch checked through each hold, about once a second (the end-of-hold check is one more
+    # read): not just once, and twice as often in the hold twice as long.
+    assert short_reads >= 15 / 2 and long_reads >= 30 / 2, (short_reads, long_reads)
+    assert long_reads > short_reads, (short_reads, long_reads)
 
 
 # -- a halt during a long hold ------------------------------------------------------------------
