@@ -12,11 +12,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
-
 from tests.faults.stack import free_port
+from tests.fixtures.ci import missing
 
-BINARIES = Path("/usr/lib/postgresql/15/bin")
+BINARIES = max(
+    Path("/usr/lib/postgresql").glob("*/bin"),
+    key=lambda folder: int(folder.parent.name) if folder.parent.name.isdigit() else 0,
+    default=Path("/usr/lib/postgresql/15/bin"),
+)
+"""The server programs of the machine's newest PostgreSQL (Debian's layout)."""
 SUPERUSER = "postgres"
 
 
@@ -26,7 +30,7 @@ class PrivateCluster:
 
     def __init__(self) -> None:
         if not (BINARIES / "initdb").exists():
-            pytest.skip(f"PostgreSQL 15's server programs are missing ({BINARIES})")
+            missing(f"PostgreSQL's server programs are missing ({BINARIES / 'initdb'})")
         self.as_owner = ["runuser", "-u", SUPERUSER, "--"] if os.geteuid() == 0 else []
         self.folder = Path(tempfile.mkdtemp(prefix="tempoconf-pg-"))
         if self.as_owner:
