@@ -56,8 +56,8 @@ def _version(raw: str | None) -> str | None:
 def _flag(raw: str | None, name: str) -> bool:
     if raw is None or raw in ("false", "0"):
         return False
-    if raw in ("true", "1", ""):
-        return True
+    if raw in ("true", "1"):
+        return True  # an empty value is refused: the OpenAPI document says boolean
     raise ApiError(400, f"invalid query parameter {name}={raw[:40]!r}: expected true or false")
 
 

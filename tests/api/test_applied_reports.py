@@ -78,6 +78,7 @@ async def test_bad_apply_fields_are_refused_by_name(
         ({"not_applied": "true"}, "needs version=V"),
         ({"version": "zz"}, "16-hex version id"),
         ({"version": version, "not_applied": "maybe"}, "expected true or false"),
+        ({"version": version, "not_applied": ""}, "expected true or false"),
     ):
         response = await client.get(f"/v1/admin/clients/{PATH}", params=params)
         assert response.status_code == 400 and words in response.text, response.text
