@@ -54,9 +54,10 @@ test-faults: bytecode
 
 # The model check, schemathesis against /openapi.json and the hostile inputs, on both backends.
 # HYPOTHESIS_SEED=N replays a run (each test prints the seed it used). Two at a time: the model
-# check of each backend runs beside the other's (each on its own dev server, API and worker).
+# check of each backend runs beside the other's (each on its own dev server, API and worker;
+# handed out one test at a time, so the two do not queue on one worker).
 test-fuzz: bytecode
-	$(BIN)/python -m pytest -q -n 2 --dist load --durations=8 -m fuzz tests
+	$(BIN)/python -m pytest -q -n 2 --dist load --maxschedchunk 1 --durations=8 -m fuzz tests
 
 # docker-compose.yml on a real Docker engine (dockerd running, Compose v2 plugin): the images CI
 # cannot pull are built here first (.ci/compose/build-images.sh, as root; reused once built).
