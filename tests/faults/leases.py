@@ -4,7 +4,6 @@ alive and when a renewal first showed after the fault."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from datetime import datetime
 
 import httpx
 
-from tests.faults.rollouts import CANARY
+from tests.faults.rollouts import CANARY, PollingThread
 from tests.faults.stack import Stack
 
 
@@ -26,25 +25,13 @@ class CanaryAnswer:
 
 
 @dataclass
-class LeaseWatch:
+class LeaseWatch(PollingThread):
     """Polls the API as the canary every 200 ms in a thread, recording each answer (an API that
     does not answer is skipped: other tests judge the API's availability)."""
 
     stack: Stack
     path: str
     answers: list[CanaryAnswer] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> LeaseWatch:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(timeout=10)
 
     def _run(self) -> None:
         client, channel = CANARY

@@ -7,7 +7,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -50,8 +50,28 @@ async def establish_stable(stack: Stack, path: str) -> str:
     return str(result["version"])
 
 
+class PollingThread:
+    """Runs `_run` in a thread from `with` to its end; `_run` loops until `_stop` is set."""
+
+    _stop: threading.Event
+    _thread: threading.Thread
+
+    def __enter__(self) -> Self:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass
-class CanaryWatch:
+class CanaryWatch(PollingThread):
     """Polls the API as a canary (and as a host outside the canaries) every 100 ms in a thread,
     recording each version served; an API that does not answer is recorded as None."""
 
@@ -59,18 +79,6 @@ class CanaryWatch:
     path: str
     canary: list[str | None] = field(default_factory=list)
     host: list[str | None] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> CanaryWatch:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(timeout=10)
 
     def _run(self) -> None:
         while not self._stop.is_set():
