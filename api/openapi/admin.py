@@ -27,6 +27,7 @@ from tempoconf.api.openapi.components import (
     namespace_schema,
     params,
     request,
+    retry_later,
     unauthorized,
 )
 from tempoconf.api.routes.freezes import (
@@ -161,7 +162,7 @@ def admin_paths() -> dict[str, Any]:
                     "401": unauthorized(),
                     "409": error("The config already has a running rollout"),
                     "413": error(_ROLLOUT_TOO_LARGE),
-                    "503": error("Temporal is unreachable"),
+                    "503": retry_later("Temporal is unreachable (named in the message)"),
                 },
             }
         },
@@ -222,7 +223,7 @@ def command_paths() -> dict[str, Any]:
                     "404": error("No running rollout"),
                     "409": error("Refused by the workflow (its message)"),
                     "413": error(_TOO_LARGE),
-                    "503": error("Temporal is unreachable"),
+                    "503": retry_later("Temporal is unreachable (named in the message)"),
                 },
             }
         }

@@ -169,6 +169,14 @@ def error(description: str) -> dict[str, Any]:
     return answer(ErrorAnswer, description)
 
 
+def retry_later(description: str) -> dict[str, Any]:
+    """A 503 that says when to try again (`Retry-After`, seconds): the SDK and the agent do."""
+    return {
+        **error(description),
+        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+    }
+
+
 def params(*names: str) -> list[dict[str, str]]:
     return [{"$ref": f"#/components/parameters/{name}"} for name in names]
 

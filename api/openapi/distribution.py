@@ -25,6 +25,7 @@ from tempoconf.api.openapi.components import (
     not_modified,
     params,
     request,
+    retry_later,
     unauthorized,
     with_etag,
 )
@@ -187,7 +188,7 @@ def distribution_paths() -> dict[str, Any]:
                     "401": unauthorized(),
                     "404": error("The config has no such version"),
                     "413": error(f"Body over {REPORT_BODY_LIMIT} bytes"),
-                    "503": error(
+                    "503": retry_later(
                         "The store is unreachable and too many reports wait for it, or it cannot "
                         "say whether a version not served exists: send it again after Retry-After"
                     ),
