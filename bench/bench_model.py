@@ -27,7 +27,7 @@ from _common import BENCH_DIR, PYTHON, emit, log
 from _scale import TINY_FLAG, TINY_HELP
 
 ROOT = BENCH_DIR.parent
-PREFIX = "model check summary: "  # tests/fuzz/test_model.py SUMMARY_PREFIX
+PREFIX = "model check summary: "  # tests/fuzz/model_stack.py SUMMARY_PREFIX
 BATCH_TIMEOUT_SECONDS = 3600
 FAILURE_TAIL_CHARS = 3000
 

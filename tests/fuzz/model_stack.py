@@ -1,0 +1,196 @@
+"""The live stack the model check drives (tests/fuzz/test_model.py): its settings, the
+worker, API and operator backend of one store, and the figures it keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from concurrent.futures import Future
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from tempoconf.activities.abandoned import sweep_abandoned
+from tempoconf.cli._api_backend import ApiBackend
+from tempoconf.cli._backend import (
+    ViewUnavailable,
+)
+from tempoconf.cli.worker import build_worker
+from tempoconf.operations.view import RolloutSnapshot
+from tempoconf.settings import Settings
+from tempoconf.store.store import Store
+from tests.fixtures.services import live_api
+from tests.fixtures.temporal import (
+    IMMEDIATE_CONTINUE_AS_NEW_FLAGS,
+    start_test_server,
+)
+
+T = TypeVar("T")
+
+NAMESPACE = "default"
+ADMIN_TOKEN = "model-check-admin"
+EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 50)
+STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 30)
+SHRINK = os.environ.get("TEMPOCONF_MODEL_SHRINK", "") not in ("", "0")
+CONFIGS = 2
+"""Configs steered at once in one example: their rollouts interleave on one worker and one API."""
+MARGIN = 1.0
+"""Seconds allowed for a store write to reach the API's snapshot, on a loaded machine."""
+TERMINATED_OUTCOME: str | None = "rollout.terminated"
+"""The audit action a terminated rollout's trail must end with: the sweep that runs beside every
+worker (activities/abandoned.py, issue 12 hole 7) writes it. None would only require that a
+terminated rollout has none of the other outcomes (what tempoconf did before the sweep)."""
+SWEEP_INTERVAL = 0.5
+"""How often the sweep beside the worker looks for ended lock holders (`tempoconf worker`: 5 s)."""
+CONTINUE_AS_NEW_AFTER_EVENTS = 40
+"""A short history bound, so that the longer rollouts of an example go on as a new run (with the
+state continue-as-new carries) under the model's eyes; the figures count them."""
+SUMMARY_PREFIX = "model check summary: "
+STEP_TIMEOUT = 90.0
+"""Bound of one step's work on the event loop (a hang fails the example, it does not hang CI)."""
+
+
+class ModelViolation(Exception):
+    """A poll broke a rule that holds at every moment, not only once a step has propagated: not
+    retried by `eventually`."""
+
+
+@dataclass
+class LiveStack:
+    """The live stack of one backend, driven from hypothesis's thread on the test's event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    backend: ApiBackend
+    http: httpx.AsyncClient
+    temporal: Client
+    label: str
+    steps: Counter[str] = field(default_factory=Counter)
+    seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    outcomes: Counter[str] = field(default_factory=Counter)
+    examples: int = 0
+    """Examples run (hypothesis may run fewer than `max_examples`)."""
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.steps[step] += 1
+            self.seconds[step] += time.monotonic() - started
+
+    def summary(self) -> dict[str, Any]:
+        """The figures as one JSON object (bench/bench_model.py reads it from the output)."""
+        return {
+            "backend": self.label,
+            "examples_run": self.examples,
+            "operator_steps": sum(
+                n for name, n in self.steps.items() if not name.startswith("check")
+            ),
+            "steps": dict(self.steps),
+            "seconds": {name: round(total, 3) for name, total in self.seconds.items()},
+            "outcomes": dict(self.outcomes),
+        }
+
+    def figures(self) -> str:
+        steps = ", ".join(
+            f"{name} {count} ({self.seconds[name] / count:.2f}s each)"
+            for name, count in sorted(self.steps.items())
+        )
+        outcomes = ", ".join(f"{name} {count}" for name, count in sorted(self.outcomes.items()))
+        return f"steps: {steps}\noutcomes: {outcomes or 'none'}"
+
+    def run(self, work: Awaitable[T]) -> T:
+        async def bounded() -> T:
+            return await asyncio.wait_for(work, STEP_TIMEOUT)
+
+        future: Future[T] = asyncio.run_coroutine_threadsafe(bounded(), self.loop)
+        return future.result()
+
+
+# The fixtures of the modules that import them (test_model.py, test_model_findings.py), under
+# the names the shared ones have (tests/fixtures/temporal.py), which they replace there.
+@pytest_asyncio.fixture(scope="module", name="temporal_env")
+async def model_temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The module's own dev server, on which a run that continues as new is not held back: the
+    model's short history bound makes most rollouts continue as new within a second of their
+    start, and the server's guard against continue-as-new loops held each new run back for the
+    rest of that second (tests/fixtures/temporal.py), two thirds of an example's time."""
+    env = await start_test_server(IMMEDIATE_CONTINUE_AS_NEW_FLAGS)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="module", name="realtime_client")
+async def model_realtime_client(temporal_env: WorkflowEnvironment) -> Client:
+    return await temporal_env.connect_client()
+
+
+@pytest.fixture(name="backend_name")
+def model_backend_name(database_url: str) -> str:
+    return "postgresql" if database_url.startswith("postgresql") else "sqlite"
+
+
+@asynccontextmanager
+async def operator_stack(
+    store: Store,
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    *,
+    continue_as_new_after_events: int,
+) -> AsyncIterator[tuple[ApiBackend, httpx.AsyncClient]]:
+    """A worker on its own task queue, the API over HTTP on `store`, and the operator's view of
+    them: the CLI's `ApiBackend` (admin token) and a plain HTTP client of the API."""
+    task_queue = f"tempoconf-model-{uuid.uuid4().hex[:8]}"
+    settings_ = Settings(
+        data_dir=tmp_path,
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        task_queue=task_queue,
+        admin_token=ADMIN_TOKEN,
+    )
+    worker = build_worker(
+        temporal_env.client,
+        store,
+        task_queue=task_queue,
+        continue_as_new_after_events=continue_as_new_after_events,
+    )
+    # As `tempoconf worker` runs it: the sweep that ends rollouts whose workflow was terminated.
+    sweep = asyncio.create_task(
+        sweep_abandoned(temporal_env.client, store, interval=SWEEP_INTERVAL)
+    )
+    try:
+        async with worker, live_api(store, settings_) as api:
+            async with (
+                ApiBackend.connect(replace(settings_, api_url=api)) as backend,
+                httpx.AsyncClient(base_url=api, timeout=30) as http,
+            ):
+                yield backend, http
+    finally:
+        sweep.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweep
+
+
+async def answered_view(backend: ApiBackend, path: str, workflow_id: str) -> RolloutSnapshot:
+    """The rollout's view once its workflow answered: a status query its worker did not answer
+    within its bound (a busy worker, a run to replay after continue-as-new) is a "not yet"."""
+    try:
+        snapshot, _ = await backend.rollout_view(NAMESPACE, path, workflow_id)
+    except ViewUnavailable as unavailable:
+        assert unavailable.kind != "no_answer", str(unavailable)  # asked again by `eventually`
+        raise
+    return snapshot
