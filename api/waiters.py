@@ -74,7 +74,7 @@ class Waiter:
         """The answer it holds now (its group's): what a 304 at its deadline carries."""
         self.future = future
         self.gone = False
-        """The client disconnected (set by the disconnect watch before it wakes the future)."""
+        """The client disconnected (set by the disconnect watch before it wakes the waiter)."""
         self.deadline = deadline
         """Loop time at which it answers 304 if nothing changed."""
         self.tick = 0
