@@ -86,6 +86,9 @@ class AccessControl:
         self._retired: list[OidcVerifier] = []
         self._clients: dict[bytes, ClientPrincipal] = {}
         """The policy's clients by their secret's digest, made once (polls ask every time)."""
+        self.open_to_clients = source is None and settings.client_token is None
+        """Single-team mode without a client token: every client is EVERY_CLIENT, whatever it
+        sends (`client` answers so; a poll reads this flag instead of asking)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessControl:

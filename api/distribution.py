@@ -40,6 +40,7 @@ __all__ = [
     "ConfigQuery",
     "ParsedQueries",
     "PerSnapshot",
+    "PollKey",
     "PreparedAnswer",
     "PreparedResponse",
     "PreparedConfig",
@@ -143,6 +144,10 @@ class PreparedResponse:
     """The same for the 304."""
 
 
+PollKey = tuple[str, str, str, int]
+"""(namespace, path, stage, status): a poll's series in `ApiMetrics.polls`."""
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedAnswer(PreparedResponse):
     """The 200 (and 304) of one (config snapshot, stage), ready to write."""
@@ -153,6 +158,9 @@ class PreparedAnswer(PreparedResponse):
     """The ASGI `http.response.start` of the 200, built once (uvicorn does not change it)."""
     not_modified_start: dict[str, Any]
     """The same for the 304."""
+    poll_keys: tuple[PollKey, PollKey]
+    """Its keys of `ApiMetrics.polls`, for a 304 and a 200 (indexed by "modified"), built once:
+    a poll counts itself without building a tuple."""
 
 
 class PreparedConfig:
@@ -198,6 +206,14 @@ class PreparedConfig:
             self._answers.clear()
         self._answers[key] = answer
         return answer
+
+    def answer_until(self, query: ConfigQuery) -> tuple[PreparedAnswer | None, float]:
+        """`answer(query, now)`, and the time() until which it holds: the next lease's end (a
+        write changes the snapshot, and with it this object). Remembers nothing: the caller
+        keeps it (api/polls.py's direct answers)."""
+        now = datetime.now(UTC)
+        expiry = self.next_expiry(now)
+        return self.answer(query, now), math.inf if expiry is None else expiry.timestamp()
 
     def answer(self, query: ConfigQuery, now: datetime) -> PreparedAnswer | None:
         """What this client gets at `now` (docs/contract.md, Resolution); None: nothing to serve it."""
@@ -269,6 +285,10 @@ def _prepare(
         },
         wire=header_lines(headers) + body,
         not_modified_wire=header_lines(not_modified_headers),
+        poll_keys=(
+            (snapshot.namespace, snapshot.path, stage, 304),
+            (snapshot.namespace, snapshot.path, stage, 200),
+        ),
     )
 
 

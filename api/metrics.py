@@ -89,10 +89,14 @@ class ApiMetrics:
 
     def observe_request(self, method: str, route: str, seconds: float) -> None:
         """Latency of one request, by route template (never the raw path)."""
+        self.request_latency(method, route).observe(seconds)
+
+    def request_latency(self, method: str, route: str) -> _Histogram:
+        """The latency histogram of a route template (the poll path holds its own)."""
         histogram = self.latency.get((method, route))
         if histogram is None:
             histogram = self.latency[(method, route)] = _Histogram(LATENCY_BUCKETS)
-        histogram.observe(seconds)
+        return histogram
 
     def record_report(self, namespace: str, path: str, version: str, ok: int, failed: int) -> None:
         self.reports[(namespace, path, version)] += 1

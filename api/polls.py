@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from time import perf_counter
+from time import perf_counter, time
 
 from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from tempoconf.api.access import AccessControl
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import (
+    QUERIES_KEPT,
     ConfigQuery,
     PreparedAnswer,
     PreparedConfig,
@@ -73,6 +74,11 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         super().__init__(cache, settings, metrics, prepare_config, access=access)
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
+        self._direct: dict[tuple[bytes, bytes], _DirectPoll] = {}
+        """Direct GETs by (path, query string): what each resolved to (`_resolve_direct`)."""
+        self._generation = 0
+        self._direct_latency = metrics.request_latency("GET", CONFIG_ROUTE)
+        """Moves with every change of the snapshots: what `_direct` holds from before is stale."""
 
     def take_seen(self) -> PendingSeen:
         """The clients seen polling since the last call (api/seen.py writes them to the store)."""
@@ -183,13 +189,15 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         started = perf_counter()
         try:
             if_none, client = client_if_none_match(headers, self.access, CONFIG_ROUTE)
-            query = self._query(path.decode("ascii"), query_string)
+            direct = self._direct.get((path, query_string))
+            if direct is None or direct.generation != self._generation or time() >= direct.until:
+                direct = self._resolve_direct(path, query_string)
+            query = direct.query
             if client.namespaces is not None:
                 self.access.client_reads(client, query.namespace, CONFIG_ROUTE)
-            prepared = self._prepared_for(query)
-            answer = _answer(prepared.answer_for(query_string, query), query)
         except (ApiError, UnicodeDecodeError):
             return False
+        answer = direct.answer
         header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
         if not modified and query.wait > 0 and not self._closing:
             loop = asyncio.get_running_loop()
@@ -199,16 +207,44 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             waiter.polls = self
             waiter.connection = connection
             waiter.woke = False
+            try:
+                prepared = self._prepared_for(query)
+            except ApiError:
+                return False
             self._wait_begin(waiter, prepared, connection.watch_disconnect)
             connection.begin_wait()
             return True
-        self._metrics.observe_request("GET", CONFIG_ROUTE, perf_counter() - started)
+        self._direct_latency.observe(perf_counter() - started)
         self._answered(query, answer, modified)
         if modified:
             connection.answer(200, answer.wire)
         else:
             connection.answer(304, answer.not_modified_wire)
         return True
+
+    def _resolve_direct(self, path: bytes, query_string: bytes) -> _DirectPoll:
+        """What a direct GET of `path` with `query_string` resolves to now (ApiError: declined),
+        kept for its next polls until a snapshot changes or the next lease ends. Its parsed
+        query is kept with it, so a client polling directly costs one entry here, not one in
+        the parsed queries as well."""
+        key = (path, query_string)
+        direct = self._direct.get(key)
+        if direct is None:
+            query = parse_config_query(
+                path[len(self.prefix) :].decode("ascii"), self._params(query_string), query_string
+            )
+        else:
+            query = direct.query
+        answer, until = self._prepared_for(query).answer_until(query)
+        answer = _answer(answer, query)
+        if direct is None:
+            if len(self._direct) >= QUERIES_KEPT:
+                self._direct.clear()
+            direct = self._direct[key] = _DirectPoll(query)
+        direct.answer = answer
+        direct.generation = self._generation
+        direct.until = until
+        return direct
 
     def _connection_woke(self, waiter: _ConnectionWaiter, result: object) -> None:
         """A long-poll answered on its connection woke (called soon after the wake-up, never
@@ -237,9 +273,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             connection.answer(304, polled.not_modified_wire)
 
     def _answered(self, query: ConfigQuery, answer: PreparedAnswer, modified: bool) -> None:
-        self._metrics.polls[
-            (query.namespace, query.path, answer.stage, 200 if modified else 304)
-        ] += 1
+        self._metrics.polls[answer.poll_keys[modified]] += 1
         if not query.anonymous:
             self.note_seen(query, answer)
 
@@ -319,7 +353,9 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
 
     def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
         """(SnapshotCache listener, right after a refresh.) Answer the waiters whose answer the
-        change moved; the others sleep on."""
+        change moved; the others sleep on. What direct GETs resolved to is resolved again."""
+        if keys:
+            self._generation += 1
         for key in keys:
             waiters = self._waiters.get(key)
             if waiters is None:
@@ -347,6 +383,20 @@ def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer
         404,
         f"{where} has no stable version yet, and no stage of its rollout applies to this client",
     )
+
+
+class _DirectPoll:
+    """A direct GET's parsed query, and the answer it resolved to while `generation` was the
+    polls' and until `until` (time()). Mutable, and one per client: it is what a repeated poll
+    costs in memory."""
+
+    __slots__ = ("query", "answer", "generation", "until")
+
+    def __init__(self, query: ConfigQuery) -> None:
+        self.query = query
+        self.answer: PreparedAnswer
+        self.generation = -1
+        self.until = 0.0
 
 
 class _ConnectionWaiter(Waiter):

@@ -9,6 +9,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -177,6 +178,41 @@ async def test_long_polls_on_the_connection_and_over_asgi_wake_with_the_same_ans
     assert b'"v":2' in direct_answer
     assert without_date(direct_answer) == without_date(declined_answer)
     assert server.decisions.count(True) == 2  # the first GET, and one of the long-polls
+
+
+async def test_a_direct_poll_is_answered_anew_after_a_change_and_after_its_lease_ends(
+    server: Server, api_store: Store
+) -> None:
+    # A repeated direct GET is answered from what it resolved to before (ConfigPolls
+    # `_resolve_direct`): a write must move it, and so must the end of its stage's lease, which
+    # no write announces.
+    make_stable(api_store, PATH, {"v": 1})
+    await server.serves()
+    target = f"/v1/configs/{PATH}?client=host-1"
+
+    async def poll(etag: str) -> bytes:
+        (answer,) = await server.exchange(get(target, AUTH, f"If-None-Match: {etag}"), answers=1)
+        return answer
+
+    stable = await poll('"none"')
+    assert b'"v":1' in stable
+    assert (await poll(etag_of(stable))).startswith(b"HTTP/1.1 304 Not Modified\r\n")
+
+    start_rollout(api_store, PATH, {"v": 2})
+    publish(api_store, PATH, index=0, name="all", percentile=100, expires_in=timedelta(seconds=4))
+
+    async def staged() -> bytes | None:
+        answer = await poll(etag_of(stable))
+        return answer if b'"v":2' in answer else None
+
+    staged_answer = await eventually(staged, what="the stage to be served")
+    assert (await poll(etag_of(staged_answer))).startswith(b"HTTP/1.1 304 Not Modified\r\n")
+
+    async def back_on_stable() -> bool:
+        return b'"v":1' in await poll(etag_of(staged_answer))
+
+    await eventually(back_on_stable, what="the lease's end to put the client back on stable")
+    assert server.decisions and all(server.decisions)  # every poll answered on the connection
 
 
 async def test_a_request_pipelined_behind_a_waiting_long_poll_is_answered_after_it(
