@@ -198,9 +198,13 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         except (ApiError, UnicodeDecodeError):
             return False
         answer = direct.answer
-        header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
+        # The usual poll sends its own ETag back: one bytes comparison, nothing decoded.
+        modified = (
+            if_none != answer.etag_bytes and revalidate(if_none, answer.etag, answer.etag_bytes)[1]
+        )
         if not modified and query.wait > 0 and not self._closing:
             loop = asyncio.get_running_loop()
+            header = if_none.decode("latin-1") if if_none is not None else None
             waiter = _ConnectionWaiter(
                 query, query_string, header, answer, None, loop.time() + query.wait
             )
