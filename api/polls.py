@@ -77,8 +77,8 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         self._direct: dict[tuple[bytes, bytes], _DirectPoll] = {}
         """Direct GETs by (path, query string): what each resolved to (`_resolve_direct`)."""
         self._generation = 0
-        self._direct_latency = metrics.request_latency("GET", CONFIG_ROUTE)
         """Moves with every change of the snapshots: what `_direct` holds from before is stale."""
+        self._direct_latency = metrics.request_latency("GET", CONFIG_ROUTE)
 
     def take_seen(self) -> PendingSeen:
         """The clients seen polling since the last call (api/seen.py writes them to the store)."""
