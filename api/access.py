@@ -86,9 +86,6 @@ class AccessControl:
         self._retired: list[OidcVerifier] = []
         self._clients: dict[bytes, ClientPrincipal] = {}
         """The policy's clients by their secret's digest, made once (polls ask every time)."""
-        self.open_to_clients = source is None and settings.client_token is None
-        """Single-team mode without a client token: every client is EVERY_CLIENT, whatever it
-        sends (`client` answers so; a poll reads this flag instead of asking)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessControl:
@@ -180,18 +177,20 @@ class AccessControl:
     # -- clients ---------------------------------------------------------------------------
     def known_client(self, authorization: bytes | str | None) -> ClientPrincipal | None:
         """The client whose credential this is; None (not counted as refused) when none is."""
-        # Asked on every poll: the policy in force without the property's indirection.
-        policy = self.source.current() if self.source is not None else None
-        if policy is not None and policy is not self._policy:
-            self._adopt(policy)
-        credentials = bearer_credentials(authorization)
-        if policy is None:
+        # Asked on every poll: the policy in force without the property's indirection, and an
+        # open single-team API answers before reading the header at all.
+        if self.source is None:
             token = self.settings.client_token
             if token is None:
                 return EVERY_CLIENT
+            credentials = bearer_credentials(authorization)
             if isinstance(credentials, bytes) and hmac.compare_digest(credentials, token.encode()):
                 return EVERY_CLIENT
             return None
+        policy = self.source.current()
+        if policy is not self._policy:
+            self._adopt(policy)
+        credentials = bearer_credentials(authorization)
         if not isinstance(credentials, bytes):
             return None
         entry = policy.client(credentials)

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from tempoconf.access.identity import EVERY_CLIENT, ClientPrincipal, Principal
+from tempoconf.access.identity import ClientPrincipal, Principal
 from tempoconf.access.roles import Role
 from tempoconf.api.access import WWW_AUTHENTICATE, AccessControl
 from tempoconf.api.errors import ApiError
@@ -114,6 +114,4 @@ def client_if_none_match(
             if_none = value if if_none is None else if_none + b", " + value
         elif name == b"authorization":
             authorization = value
-    if access.open_to_clients:
-        return if_none, EVERY_CLIENT
     return if_none, access.client(authorization, route)

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_WAIT",
     "QUERIES_KEPT",
     "ConfigQuery",
+    "KeptPerQuery",
     "ParsedQueries",
     "PerSnapshot",
     "PollKey",
@@ -67,6 +68,10 @@ _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 """The labels of a client that sends none (most): one shared empty mapping, read-only."""
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ConfigQuery:
     """One poll: which config, who asks, whether it wants stable regardless of stages, and how
@@ -84,17 +89,24 @@ class ConfigQuery:
     wait: float = 0.0
 
 
-class ParsedQueries(dict[tuple[str, bytes], ConfigQuery]):
-    """Parsed queries by (path, query string): clients repeat the same query on every poll, so
-    each is parsed once. Past QUERIES_KEPT the memory starts over."""
+class KeptPerQuery(dict[K, V], Generic[K, V]):
+    """What each distinct poll (its path and query string) was worked out to: clients repeat
+    the same query on every poll, so each is worked out once. Past QUERIES_KEPT the memory
+    starts over."""
 
     __slots__ = ()
 
-    def keep(self, key: tuple[str, bytes], query: ConfigQuery) -> ConfigQuery:
+    def keep(self, key: K, value: V) -> V:
         if len(self) >= QUERIES_KEPT:
             self.clear()
-        self[key] = query
-        return query
+        self[key] = value
+        return value
+
+
+class ParsedQueries(KeptPerQuery[tuple[str, bytes], ConfigQuery]):
+    """Parsed queries by (path, query string)."""
+
+    __slots__ = ()
 
 
 class FromSnapshot(Protocol):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from time import perf_counter, time
 
 from starlette.datastructures import QueryParams
@@ -20,8 +21,8 @@ from starlette.types import Receive, Scope, Send
 from tempoconf.api.access import AccessControl
 from tempoconf.api.auth import client_if_none_match
 from tempoconf.api.distribution import (
-    QUERIES_KEPT,
     ConfigQuery,
+    KeptPerQuery,
     PreparedAnswer,
     PreparedConfig,
     parse_config_query,
@@ -74,7 +75,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         super().__init__(cache, settings, metrics, prepare_config, access=access)
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
-        self._direct: dict[tuple[bytes, bytes], _DirectPoll] = {}
+        self._direct: KeptPerQuery[tuple[bytes, bytes], _DirectPoll] = KeptPerQuery()
         """Direct GETs by (path, query string): what each resolved to (`_resolve_direct`)."""
         self._generation = 0
         """Moves with every change of the snapshots: what `_direct` holds from before is stale."""
@@ -198,24 +199,16 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         except (ApiError, UnicodeDecodeError):
             return False
         answer = direct.answer
-        # The usual poll sends its own ETag back: one bytes comparison, nothing decoded.
-        modified = (
-            if_none != answer.etag_bytes and revalidate(if_none, answer.etag, answer.etag_bytes)[1]
-        )
+        header, modified = revalidate(if_none, answer.etag, answer.etag_bytes)
         if not modified and query.wait > 0 and not self._closing:
             loop = asyncio.get_running_loop()
-            header = if_none.decode("latin-1") if if_none is not None else None
             waiter = _ConnectionWaiter(
                 query, query_string, header, answer, None, loop.time() + query.wait
             )
             waiter.polls = self
             waiter.connection = connection
             waiter.woke = False
-            try:
-                prepared = self._prepared_for(query)
-            except ApiError:
-                return False
-            self._wait_begin(waiter, prepared, connection.watch_disconnect)
+            self._wait_begin(waiter, direct.prepared, connection.watch_disconnect)
             connection.begin_wait()
             return True
         self._direct_latency.observe(perf_counter() - started)
@@ -232,23 +225,17 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         query is kept with it, so a client polling directly costs one entry here, not one in
         the parsed queries as well."""
         key = (path, query_string)
-        direct = self._direct.get(key)
-        if direct is None:
+        kept = self._direct.get(key)
+        if kept is None:
             query = parse_config_query(
                 path[len(self.prefix) :].decode("ascii"), self._params(query_string), query_string
             )
         else:
-            query = direct.query
-        answer, until = self._prepared_for(query).answer_until(query)
-        answer = _answer(answer, query)
-        if direct is None:
-            if len(self._direct) >= QUERIES_KEPT:
-                self._direct.clear()
-            direct = self._direct[key] = _DirectPoll(query)
-        direct.answer = answer
-        direct.generation = self._generation
-        direct.until = until
-        return direct
+            query = kept.query
+        prepared = self._prepared_for(query)
+        answer, until = prepared.answer_until(query)
+        direct = _DirectPoll(query, prepared, _answer(answer, query), self._generation, until)
+        return self._direct.keep(key, direct)
 
     def _connection_woke(self, waiter: _ConnectionWaiter, result: object) -> None:
         """A long-poll answered on its connection woke (called soon after the wake-up, never
@@ -389,18 +376,17 @@ def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer
     )
 
 
+@dataclass(slots=True, eq=False)
 class _DirectPoll:
-    """A direct GET's parsed query, and the answer it resolved to while `generation` was the
-    polls' and until `until` (time()). Mutable, and one per client: it is what a repeated poll
-    costs in memory."""
+    """A direct GET's parsed query, and what it resolved to while `generation` was the polls'
+    and until `until` (time()): the prepared config (which a long-poll waits on) and the answer.
+    One per client: it is what a repeated poll costs in memory."""
 
-    __slots__ = ("query", "answer", "generation", "until")
-
-    def __init__(self, query: ConfigQuery) -> None:
-        self.query = query
-        self.answer: PreparedAnswer
-        self.generation = -1
-        self.until = 0.0
+    query: ConfigQuery
+    prepared: PreparedConfig
+    answer: PreparedAnswer
+    generation: int
+    until: float
 
 
 class _ConnectionWaiter(Waiter):
