@@ -21,7 +21,7 @@ from tempoconf.api.change_feed import ChangeFeed, ChangeFeedCollector
 from tempoconf.api.changes import LISTEN_FALLBACK_POLL_INTERVAL, ChangeListener
 from tempoconf.api.errors import EXCEPTION_HANDLERS, UnexpectedErrors
 from tempoconf.api.health_reports import UnwrittenReports, record_unwritten_reports
-from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol
+from tempoconf.api.lean_protocol import DirectAnswer
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.ofrep import OFREP_BULK, OFREP_FLAG_PREFIX, OfrepEvaluations
 from tempoconf.api.openapi import route as openapi
@@ -73,6 +73,10 @@ class DistributionApp(Starlette):
     """OFREP's evaluations: answered ahead of the framework too (clients poll the bulk call)."""
     body_timeout: float
     """Seconds a request body may take to arrive (settings.api_body_timeout)."""
+    direct_routes: tuple[tuple[bytes, DirectAnswer], ...] = ()
+    """The protocol's `DirectAnswers` (api/lean_protocol.py): a plain GET of a config or a
+    bundle is answered on its connection, by ConfigPolls or BundlePolls, without a frame of
+    ours between the protocol and them; anything else goes the ASGI way."""
 
     def answer_from(
         self,
@@ -94,22 +98,10 @@ class DistributionApp(Starlette):
         self.change_feed = self.state.change_feed = ChangeFeed(source)
         metrics.registry.register(ChangeFeedCollector(self.change_feed))
         self.body_timeout = settings.api_body_timeout
-
-    prefix = b"/v1/"
-    """Where the GETs that `answer_directly` may take are (api/lean_protocol.py)."""
-
-    def answer_directly(
-        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
-    ) -> bool:
-        """The protocol's `DirectAnswers`: a plain GET of a config or a bundle is answered on
-        its connection (by ConfigPolls or BundlePolls), anything else goes the ASGI way."""
-        polls = self.config_polls
-        if path.startswith(polls.prefix):
-            return polls.answer_directly(connection, path, query_string, headers)
-        bundles = self.bundle_polls
-        if path.startswith(bundles.prefix):
-            return bundles.answer_directly(connection, path, query_string, headers)
-        return False
+        self.direct_routes = (
+            (config_polls.prefix, config_polls.answer_directly),
+            (self.bundle_polls.prefix, self.bundle_polls.answer_directly),
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

@@ -22,6 +22,7 @@ __all__ = [
     "authorize",
     "client_if_none_match",
     "operator",
+    "poll_head",
     "require_client",
     "require_role",
     "route_of",
@@ -102,11 +103,9 @@ def require_client(request: Request, namespace: str | None = None) -> ClientPrin
     return client
 
 
-def client_if_none_match(
-    headers: Iterable[tuple[bytes, bytes]], access: AccessControl, route: str
-) -> tuple[bytes | None, ClientPrincipal]:
-    """A client GET's `If-None-Match` (repeated headers joined) and who the client is: the raw
-    ASGI routes' (polls, bundles) whole reading of the head. 401 when its token is not known."""
+def poll_head(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """What a client GET's head says to the raw routes (polls, bundles): its `If-None-Match`
+    (repeated headers joined) and its `Authorization`."""
     if_none: bytes | None = None
     authorization: bytes | None = None
     for name, value in headers:
@@ -114,4 +113,12 @@ def client_if_none_match(
             if_none = value if if_none is None else if_none + b", " + value
         elif name == b"authorization":
             authorization = value
+    return if_none, authorization
+
+
+def client_if_none_match(
+    headers: Iterable[tuple[bytes, bytes]], access: AccessControl, route: str
+) -> tuple[bytes | None, ClientPrincipal]:
+    """A client GET's `If-None-Match` and who the client is. 401 when its token is not known."""
+    if_none, authorization = poll_head(headers)
     return if_none, access.client(authorization, route)

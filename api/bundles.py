@@ -19,11 +19,16 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.access import AccessControl
-from tempoconf.api.auth import client_if_none_match
+from tempoconf.api.auth import client_if_none_match, poll_head
 from tempoconf.api.distribution import ConfigQuery, PreparedResponse, header_lines, json_headers
 from tempoconf.api.errors import ApiError, send_error
 from tempoconf.api.etag import if_none_match, revalidate
-from tempoconf.api.lean_protocol import Headers, LeanHttpToolsProtocol, disconnected
+from tempoconf.api.lean_protocol import (
+    Headers,
+    LeanHttpToolsProtocol,
+    disconnected,
+    target_parts,
+)
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_polls import SnapshotPolls, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
@@ -186,19 +191,23 @@ class BundlePolls(SnapshotPolls[PreparedBundle]):
             metrics.long_poll_waits.observe(loop.time() - began)
 
     def answer_directly(
-        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
+        self, connection: LeanHttpToolsProtocol, target: bytes, headers: Headers
     ) -> bool:
         """A GET of a bundle, answered on its connection: at once, or when its long-poll ends.
-        Declined (False) when the answer is an error (also a target to percent-decode):
-        `__call__` answers those, and finds the same."""
+        Declined (False) when the answer is an error (also a target to percent-decode, or a
+        client the API does not know): `__call__` answers those, and finds the same."""
         started = perf_counter()
+        if_none, authorization = poll_head(headers)
+        client = self.access.known_client(authorization)
+        if client is None:
+            return False
+        path, query_string = target_parts(target)
+        if path.find(b"%") != -1:  # find: bytes' `in` raises and clears a TypeError first
+            return False
         try:
-            if b"%" in path:
-                return False
-            if_none, client = client_if_none_match(headers, self.access, BUNDLE_ROUTE)
             query = self._query(path.decode("ascii"), query_string)
-            if client.namespaces is not None:
-                self.access.client_reads(client, query.namespace, BUNDLE_ROUTE)
+            if client.namespaces is not None and not client.reads(query.namespace):
+                return False  # refused (and counted) once, by `__call__`
             bundle = self._prepared_for(query)
         except (ApiError, UnicodeDecodeError):
             return False

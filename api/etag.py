@@ -35,8 +35,10 @@ def revalidate(if_none: bytes | None, etag: str, etag_bytes: bytes) -> tuple[str
     """A poll's If-None-Match (as sent, or None) against the answer's `etag`: the header as
     text, for a long-poll to compare later answers with, and whether the answer is modified for
     it. The usual case, the exact ETag sent back, is one bytes comparison."""
+    if if_none == etag_bytes:
+        return etag, False
     header = if_none.decode("latin-1") if if_none is not None else None
-    return header, if_none != etag_bytes and not if_none_match(header, etag)
+    return header, not if_none_match(header, etag)
 
 
 def _opaque(tag: str) -> str:

@@ -10,13 +10,15 @@ the request's event is replaced only for a long-poll, so a plain poll pays nothi
 `watch_disconnect` replaces a task awaiting `receive()` per long-poll: the protocol calls the
 callback when the connection is lost (api/polls.py).
 
-Direct answers: a protocol class given `direct` (`bounded_protocol(direct=...)`) hands it every
-plain `GET` whose target starts with `direct.prefix` before any ASGI work is done, and the handler
-may answer it on the connection itself (`answer`), at once or later (a long-poll: `begin_wait`,
-then `answer`). A config poll then costs no scope, no cycle, no task and no coroutine: what a 304
-costs in Python, and what a waiting long-poll holds, are the handler's own few objects. Anything
-the handler declines, and every request that is not a plain keep-alive GET without a body, goes
-the ASGI way unchanged.
+Direct answers: a protocol class given `direct` (`bounded_protocol(direct=...)`) hands every
+plain `GET` whose target starts with one of `direct.direct_routes`' prefixes to that route's
+handler, with the raw target, before any ASGI work is done (the target is not even split: a
+handler that knows it from an earlier poll needs nothing of it but a dict lookup, and
+`target_parts` splits it as uvicorn would). The handler may answer it on the connection itself
+(`answer`), at once or later (a long-poll: `begin_wait`, then `answer`). A config poll then
+costs no scope, no cycle, no task and no coroutine: what a 304 costs in Python, and what a
+waiting long-poll holds, are the handler's own few objects. Anything the handler declines, and
+every request that is not a plain keep-alive GET without a body, goes the ASGI way unchanged.
 
 Refusals: a request the protocol itself refuses, before any handler sees it (malformed: 400; a
 head too large: 431; too slow: 408, api/read_limits.py), is answered by `refuse` with the API's
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import httptools
@@ -37,12 +39,14 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from tempoconf.api.errors import ApiError, error_parts
 
 __all__ = [
+    "DirectAnswer",
     "DirectAnswers",
     "Headers",
     "LeanHttpToolsProtocol",
     "disconnect_watch",
     "disconnected",
     "parser_refusal",
+    "target_parts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -51,18 +55,20 @@ Headers = list[tuple[bytes, bytes]]
 """A request's header lines as httptools and ASGI give them: (lowercased name, value)."""
 
 
+DirectAnswer = Callable[["LeanHttpToolsProtocol", bytes, Headers], bool]
+"""Answers one plain GET on its connection, given the connection, the request's raw target and
+its header lines: `connection.answer` now, or after `connection.begin_wait`; or declines it
+(False: it goes to the ASGI app, which must answer it alike, errors too)."""
+
+
 class DirectAnswers(Protocol):
     """What answers some GETs on the connection itself (api/app.py's DistributionApp, with
     api/polls.py's ConfigPolls and api/bundles.py's BundlePolls)."""
 
-    prefix: bytes
-    """Only request targets that start with this are offered."""
-
-    def answer_directly(
-        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
-    ) -> bool:
-        """Answer this GET (`connection.answer`, now or after `connection.begin_wait`), or
-        decline it (False: it goes to the ASGI app, which must answer it alike, errors too)."""
+    @property
+    def direct_routes(self) -> Sequence[tuple[bytes, DirectAnswer]]:
+        """(target prefix, handler): a target that starts with a prefix is offered to its
+        handler only (the first that matches)."""
         ...
 
 
@@ -152,8 +158,8 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         "_on_lost",
         "_waiting",
     )
-    direct: DirectAnswers | None = None
-    """Answers GETs under its prefix on the connection (a subclass sets it)."""
+    direct_routes: Sequence[tuple[bytes, DirectAnswer]] = ()
+    """Who answers the GETs under which prefix on the connection (a subclass sets it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -218,15 +224,16 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
             callback()
 
     def on_headers_complete(self) -> None:
-        direct = self.direct
-        if direct is not None and self.url.startswith(direct.prefix) and self._plain_get():
-            url = httptools.parse_url(self.url)
-            if direct.answer_directly(self, url.path, url.query or b"", self.headers):
-                # Nothing of the request is kept while it waits or after it was answered.
-                self.scope = self.headers = None  # type: ignore[assignment]
-                return
-            if self.transport.is_closing():
-                return
+        target = self.url
+        for prefix, answer_directly in self.direct_routes:
+            if target.startswith(prefix):
+                if self._plain_get() and answer_directly(self, target, self.headers):
+                    # Nothing of the request is kept while it waits or after it was answered.
+                    self.scope = self.headers = None  # type: ignore[assignment]
+                    return
+                if self.transport.is_closing():
+                    return
+                break
         super().on_headers_complete()
 
     def _plain_get(self) -> bool:
@@ -290,6 +297,12 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         if not keep_alive:
             self.transport.close()
         self.on_response_complete()
+
+
+def target_parts(target: bytes) -> tuple[bytes, bytes]:
+    """A request target's path and query string (b"" without one), split as uvicorn splits it."""
+    url = httptools.parse_url(target)
+    return url.path, url.query or b""
 
 
 def parser_refusal(error: httptools.HttpParserError) -> ApiError:

@@ -19,7 +19,7 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from tempoconf.api.access import AccessControl
-from tempoconf.api.auth import client_if_none_match
+from tempoconf.api.auth import client_if_none_match, poll_head
 from tempoconf.api.distribution import (
     ConfigQuery,
     KeptPerQuery,
@@ -35,6 +35,7 @@ from tempoconf.api.lean_protocol import (
     LeanHttpToolsProtocol,
     disconnect_watch,
     disconnected,
+    target_parts,
 )
 from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_polls import SnapshotPolls, config_where, failed_answer
@@ -75,8 +76,8 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         super().__init__(cache, settings, metrics, prepare_config, access=access)
         self._seen: PendingSeen = {}
         self._waiters: dict[tuple[str, str], ConfigWaiters] = {}
-        self._direct: KeptPerQuery[tuple[bytes, bytes], _DirectPoll] = KeptPerQuery()
-        """Direct GETs by (path, query string): what each resolved to (`_resolve_direct`)."""
+        self._direct: KeptPerQuery[bytes, _DirectPoll] = KeptPerQuery()
+        """Direct GETs by request target: what each resolved to (`_resolve_direct`)."""
         self._generation = 0
         """Moves with every change of the snapshots: what `_direct` holds from before is stale."""
         self._direct_latency = metrics.request_latency("GET", CONFIG_ROUTE)
@@ -180,22 +181,26 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             await send_error(send, ApiError(500, "internal error"), head)
 
     def answer_directly(
-        self, connection: LeanHttpToolsProtocol, path: bytes, query_string: bytes, headers: Headers
+        self, connection: LeanHttpToolsProtocol, target: bytes, headers: Headers
     ) -> bool:
         """A GET of a config, answered on its connection (api/lean_protocol.py): at once, or
         when its long-poll ends. Declined (False) when the answer is not a 200 or a 304 (an
-        error; also a target to percent-decode): `__call__` answers those, and finds the same."""
-        if b"%" in path:
-            return False
+        error; also a target to percent-decode, or a client the API does not know): `__call__`
+        answers those, and finds the same."""
         started = perf_counter()
+        if_none, authorization = poll_head(headers)
+        client = self.access.known_client(authorization)
+        if client is None:
+            return False
+        direct = self._direct.get(target)
         try:
-            if_none, client = client_if_none_match(headers, self.access, CONFIG_ROUTE)
-            direct = self._direct.get((path, query_string))
             if direct is None or direct.generation != self._generation or time() >= direct.until:
-                direct = self._resolve_direct(path, query_string)
+                direct = self._resolve_direct(target)
+                if direct is None:
+                    return False
             query = direct.query
-            if client.namespaces is not None:
-                self.access.client_reads(client, query.namespace, CONFIG_ROUTE)
+            if client.namespaces is not None and not client.reads(query.namespace):
+                return False  # refused (and counted) once, by `__call__`
         except (ApiError, UnicodeDecodeError):
             return False
         answer = direct.answer
@@ -203,7 +208,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         if not modified and query.wait > 0 and not self._closing:
             loop = asyncio.get_running_loop()
             waiter = _ConnectionWaiter(
-                query, query_string, header, answer, None, loop.time() + query.wait
+                query, direct.query_string, header, answer, None, loop.time() + query.wait
             )
             waiter.polls = self
             waiter.connection = connection
@@ -219,23 +224,29 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             connection.answer(304, answer.not_modified_wire)
         return True
 
-    def _resolve_direct(self, path: bytes, query_string: bytes) -> _DirectPoll:
-        """What a direct GET of `path` with `query_string` resolves to now (ApiError: declined),
-        kept for its next polls until a snapshot changes or the next lease ends. Its parsed
-        query is kept with it, so a client polling directly costs one entry here, not one in
-        the parsed queries as well."""
-        key = (path, query_string)
-        kept = self._direct.get(key)
+    def _resolve_direct(self, target: bytes) -> _DirectPoll | None:
+        """What a direct GET of `target` resolves to now (ApiError: declined; None too, for a
+        target to percent-decode), kept for its next polls until a snapshot changes or the next
+        lease ends. Its parsed query is kept with it, so a client polling directly costs one
+        entry here, not one in the parsed queries as well."""
+        kept = self._direct.get(target)
         if kept is None:
+            path, query_string = target_parts(target)
+            # find, not `in`: bytes' `in` tries the operand as an int first, and raises and
+            # clears a TypeError on every call.
+            if path.find(b"%") != -1:
+                return None
             query = parse_config_query(
                 path[len(self.prefix) :].decode("ascii"), self._params(query_string), query_string
             )
         else:
-            query = kept.query
+            query, query_string = kept.query, kept.query_string
         prepared = self._prepared_for(query)
         answer, until = prepared.answer_until(query)
-        direct = _DirectPoll(query, prepared, _answer(answer, query), self._generation, until)
-        return self._direct.keep(key, direct)
+        direct = _DirectPoll(
+            query, query_string, prepared, _answer(answer, query), self._generation, until
+        )
+        return self._direct.keep(target, direct)
 
     def _connection_woke(self, waiter: _ConnectionWaiter, result: object) -> None:
         """A long-poll answered on its connection woke (called soon after the wake-up, never
@@ -378,11 +389,13 @@ def _answer(answer: PreparedAnswer | None, query: ConfigQuery) -> PreparedAnswer
 
 @dataclass(slots=True, eq=False)
 class _DirectPoll:
-    """A direct GET's parsed query, and what it resolved to while `generation` was the polls'
-    and until `until` (time()): the prepared config (which a long-poll waits on) and the answer.
-    One per client: it is what a repeated poll costs in memory."""
+    """A direct GET's parsed query (and its query string, which a long-poll resolves with),
+    and what it resolved to while `generation` was the polls' and until `until` (time()): the
+    prepared config (which a long-poll waits on) and the answer. One per client: it is what a
+    repeated poll costs in memory."""
 
     query: ConfigQuery
+    query_string: bytes
     prepared: PreparedConfig
     answer: PreparedAnswer
     generation: int

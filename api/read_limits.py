@@ -187,7 +187,7 @@ def bounded_protocol(
             "header_timeout": header_timeout,
             "body_timeout": body_timeout,
             "max_head_bytes": max_head_bytes,
-            "direct": direct,
+            "direct_routes": tuple(direct.direct_routes) if direct is not None else (),
         },
     )
 

@@ -60,11 +60,10 @@ class ConstantNotModified:
     """The lean floor's direct handler: every GET answered 304 on the connection, nothing
     parsed, nothing looked up (api/lean_protocol.py's DirectAnswers)."""
 
-    prefix = b"/"
+    def __init__(self) -> None:
+        self.direct_routes = ((b"/", self.answer_directly),)
 
-    def answer_directly(
-        self, connection: Any, path: bytes, query_string: bytes, headers: Any
-    ) -> bool:
+    def answer_directly(self, connection: Any, target: bytes, headers: Any) -> bool:
         connection.answer(304, FLOOR_WIRE)
         return True
 
