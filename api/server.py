@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -24,6 +25,7 @@ __all__ = [
     "bind_listener",
     "serve_api",
     "serve_app",
+    "settle_heap",
 ]
 
 GRACEFUL_SHUTDOWN_SECONDS = 5  # uvicorn takes whole seconds
@@ -155,6 +157,15 @@ def _reload_on_sighup(app: DistributionApp) -> None:
         return
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, access.reload)
+
+
+def settle_heap() -> None:
+    """For a server process, once it serves: what it has held since it started (its imports,
+    the app, every config's snapshot) is moved out of the cyclic collector's reach. A full
+    collection then scans only what came after, not every config's value: at 100,000 configs
+    one took about half a second, with the event loop stopped. Frozen objects are still freed by
+    reference counting when the snapshots change; only a reference cycle dropped later stays."""
+    gc.freeze()
 
 
 def bind_listener(

@@ -119,8 +119,15 @@ def _api_protocol(settings: Any, app: Any) -> Any:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn that, on SIGTERM, first answers the API's waiting long-polls (as `serve_api`
-    does), so a stop neither waits for them nor cancels them mid-wait."""
+    """uvicorn that, once it serves, settles its heap (as `tempoconf api` and `edge` do), and on
+    SIGTERM first answers the API's waiting long-polls (as `serve_api` does), so a stop neither
+    waits for them nor cancels them mid-wait."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        from tempoconf.api.server import settle_heap
+
+        settle_heap()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         state = getattr(self.config.app, "state", None)

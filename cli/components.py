@@ -121,6 +121,9 @@ def api_command(args: argparse.Namespace) -> int:
     worker_index: int | None = args.worker_index
 
     def serving(base_url: str) -> None:
+        from tempoconf.api.server import settle_heap
+
+        settle_heap()
         if args.ready_fd is not None:  # tell the supervisor: this worker serves
             with os.fdopen(args.ready_fd, "w") as ready:
                 ready.write(f"{base_url}\n")

@@ -62,7 +62,7 @@ def edge_command(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         from tempoconf.api.edge_app import create_edge_app
-        from tempoconf.api.server import serve_app
+        from tempoconf.api.server import serve_app, settle_heap
 
         app = create_edge_app(
             upstream,
@@ -73,6 +73,7 @@ def edge_command(args: argparse.Namespace) -> int:
         )
 
         def started(url: str) -> None:
+            settle_heap()
             print(f"edge: listening on {url}, relaying {upstream}; Ctrl-C stops it", flush=True)
 
         # --port 0 picks a free port: the line printed once serving names the one bound.

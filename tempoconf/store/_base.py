@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
 from sqlalchemy import Connection, Engine, Row, Table, and_, func, insert, select
@@ -314,11 +315,15 @@ def row_record(kind: type[_Record], row: Row[Any] | Mapping[Any, Any], **given: 
     # Any keys: SQLAlchemy types a row mapping's keys wider than str.
     values = row._mapping if isinstance(row, Row) else row
     return kind(
-        **{
-            field.name: given[field.name] if field.name in given else values[field.name]
-            for field in fields(kind)
-        }
+        **{name: given[name] if name in given else values[name] for name in _field_names(kind)}
     )
+
+
+@cache
+def _field_names(kind: type[DataclassInstance]) -> tuple[str, ...]:
+    """A record's field names, read once per kind (`fields` builds its tuple on every call, and
+    a full load of the snapshots calls this for every config)."""
+    return tuple(field.name for field in fields(kind))
 
 
 def version_record(row: Row[Any]) -> VersionRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -78,3 +79,29 @@ async def test_the_poller_refreshes_only_when_the_revision_moves(
         snapshot = cache.get("default", PATH)
         assert snapshot is not None and snapshot.stable is not None
         assert snapshot.stable.value == {"v": 2}
+
+
+async def test_a_full_load_runs_without_the_cyclic_collector_and_leaves_it_as_it_was(
+    api_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every collection during a load of every config would scan the heap the load grows."""
+    make_stable(api_store, "myproject/gc", {"v": 1})
+    load = api_store.load_snapshots_with_revision
+    collector_on_during_load: list[bool] = []
+
+    def recording() -> tuple[int, dict[tuple[str, str], ConfigSnapshot]]:
+        collector_on_during_load.append(gc.isenabled())
+        return load()
+
+    monkeypatch.setattr(api_store, "load_snapshots_with_revision", recording)
+    assert gc.isenabled()
+    await SnapshotCache(api_store).refresh()
+    assert collector_on_during_load == [False]
+    assert gc.isenabled()
+
+    gc.disable()  # an embedding program's choice is kept
+    try:
+        await SnapshotCache(api_store).refresh()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
