@@ -80,11 +80,14 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         """Direct GETs by request target: what each resolved to (`_resolve_direct`)."""
         self._generation = 0
         """Moves with every change of the snapshots: what `_direct` holds from before is stale."""
+        self._seen_round = 0
+        """Moves with every `take_seen`: a direct poll noted seen in this round is not again."""
         self._direct_latency = metrics.request_latency("GET", CONFIG_ROUTE)
 
     def take_seen(self) -> PendingSeen:
         """The clients seen polling since the last call (api/seen.py writes them to the store)."""
         seen, self._seen = self._seen, {}
+        self._seen_round += 1
         return seen
 
     def config_query(self, path: str, params: QueryParams, query_string: bytes) -> ConfigQuery:
@@ -96,15 +99,17 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             query = self._queries.keep(key, parse_config_query(path, params, query_string))
         return query
 
-    def note_seen(self, query: ConfigQuery, answer: PreparedAnswer) -> None:
+    def note_seen(self, query: ConfigQuery, answer: PreparedAnswer) -> bool:
         """A named client polled (here, or for several configs at once): for rollout plans and
         the gates (api/seen.py flushes it). Keyed by the cached query object, which hashes by
-        identity: a poll pays one dict assignment and builds nothing."""
+        identity: a poll pays one dict assignment and builds nothing. False: not noted (too
+        many clients are pending), and counted."""
         seen = self._seen
         if len(seen) < SEEN_PENDING_MAX or query in seen:
             seen[query] = answer
-        else:
-            self._metrics.seen_clients_dropped += 1
+            return True
+        self._metrics.seen_clients_dropped += 1
+        return False
 
     def close(self) -> None:
         """Shutting down: answer every waiting long-poll now (304 unless it changed), and let new
@@ -217,7 +222,12 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             connection.begin_wait()
             return True
         self._direct_latency.observe(perf_counter() - started)
-        self._answered(query, answer, modified)
+        self._metrics.polls[answer.poll_keys[modified]] += 1
+        # Its answer stays what it was noted with until the entry is resolved anew: noted again
+        # then, or in the next round of the clients seen, not on every poll.
+        if direct.noted != self._seen_round and not query.anonymous:
+            if self.note_seen(query, answer):
+                direct.noted = self._seen_round
         if modified:
             connection.answer(200, answer.wire)
         else:
@@ -400,6 +410,8 @@ class _DirectPoll:
     answer: PreparedAnswer
     generation: int
     until: float
+    noted: int = -1
+    """The round of the clients seen (`ConfigPolls._seen_round`) this answer was noted in."""
 
 
 class _ConnectionWaiter(Waiter):

@@ -17,7 +17,7 @@ from tempoconf.api.app import create_app
 from tempoconf.api.seen import flush_seen_clients
 from tempoconf.settings import Settings
 from tempoconf.store import SeenClient, Store
-from tests.api.helpers import make_stable, sample
+from tests.api.helpers import make_stable, publish, sample, start_rollout
 from tests.fixtures.waiting import eventually
 
 PATH = "myproject/server_config"
@@ -294,3 +294,51 @@ async def test_repeated_multi_path_requests_keep_one_pending_entry_per_config(
         assert answer.status_code == 200, answer.text
     pending = app.state.config_polls.take_seen()
     assert sorted(query.path for query in pending) == sorted([PATH, other])
+
+
+class _Connection:
+    """What ConfigPolls.answer_directly needs of the protocol's connection: the answers."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+
+    def answer(self, status: int, head_and_body: bytes) -> None:
+        self.statuses.append(status)
+
+
+async def test_a_client_polling_directly_is_noted_once_a_round_and_anew_when_its_answer_moves(
+    app: Starlette, api_store: Store, client: httpx.AsyncClient
+) -> None:
+    """The direct path (a poll answered on its connection) notes a client once per round of the
+    clients seen, not on every poll, and again as soon as what it is answered changes."""
+    stable = make_stable(api_store, PATH, {"v": 1})
+    await app.state.snapshot_cache.refresh()
+    polls = app.state.config_polls
+    target = f"/v1/configs/{PATH}?client=host-1&channel=canary".encode()
+    connection = _Connection()
+
+    def poll(etag: bytes | None = None) -> None:
+        headers = [(b"host", b"x")] + ([(b"if-none-match", etag)] if etag else [])
+        assert polls.answer_directly(connection, target, headers)
+
+    def seen_versions() -> list[str]:
+        return [answer.version for answer in polls.take_seen().values()]
+
+    polls.take_seen()
+    poll()
+    etag = polls._direct[target].answer.etag_bytes
+    poll(etag)
+    poll(etag)
+    assert connection.statuses == [200, 304, 304]
+    assert seen_versions() == [stable.version], "noted once in its round"
+    assert seen_versions() == [], "a round without polls notes nobody"
+    poll(etag)
+    assert seen_versions() == [stable.version], "noted again in the next round"
+
+    poll(etag)  # noted in this round with the stable version: then a canary stage reaches it
+    staged = start_rollout(api_store, PATH, {"v": 2})
+    publish(api_store, PATH, index=0, name="channel:canary", channel="canary")
+    await app.state.snapshot_cache.refresh()
+    poll(etag)
+    assert connection.statuses[-1] == 200
+    assert seen_versions() == [staged.version], "noted anew when its answer moved"
