@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,25 +41,16 @@ def test_each_refusal_counts_and_each_caller_is_logged_once_a_minute(
     assert "403" not in logged[1] and "fleet-a may not read x" in logged[1]
 
 
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[Store]:
-    opened = Store(sqlite_url, migrate=True)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 async def test_a_poll_refused_on_the_real_server_is_counted_once(
-    tmp_path: Path, store: Store
+    tmp_path: Path, sqlite_store: Store
 ) -> None:
     """A config or bundle GET is first offered to the direct path (api/lean_protocol.py), which
     declines what access refuses, and the ASGI path then refuses it: counted there, once."""
-    make_stable(store, "app/config", {"v": 1}, namespace="team-a")
-    make_stable(store, "app/config", {"v": 2}, namespace="team-b")
+    make_stable(sqlite_store, "app/config", {"v": 1}, namespace="team-a")
+    make_stable(sqlite_store, "app/config", {"v": 2}, namespace="team-b")
     policy = write_policy(tmp_path, clients={"fleet-a": ("fleet-a-secret", ["team-a"])})
     async with (
-        live_api(store, Settings(access_file=policy)) as url,
+        live_api(sqlite_store, Settings(access_file=policy)) as url,
         httpx.AsyncClient(base_url=url, timeout=10) as http,
     ):
         fleet_a = {"Authorization": "Bearer fleet-a-secret"}
