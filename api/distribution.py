@@ -90,9 +90,9 @@ class ConfigQuery:
 
 
 class KeptPerQuery(dict[K, V], Generic[K, V]):
-    """What each distinct poll (its path and query string) was worked out to: clients repeat
-    the same query on every poll, so each is worked out once. Past QUERIES_KEPT the memory
-    starts over."""
+    """What each distinct poll (its request target, or its path and query string) was worked
+    out to: clients repeat the same query on every poll, so each is worked out once. Past
+    QUERIES_KEPT the memory starts over."""
 
     __slots__ = ()
 

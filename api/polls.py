@@ -200,7 +200,7 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
         direct = self._direct.get(target)
         try:
             if direct is None or direct.generation != self._generation or time() >= direct.until:
-                direct = self._resolve_direct(target)
+                direct = self._resolve_direct(target, direct)
                 if direct is None:
                     return False
             query = direct.query
@@ -234,12 +234,12 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             connection.answer(304, answer.not_modified_wire)
         return True
 
-    def _resolve_direct(self, target: bytes) -> _DirectPoll | None:
+    def _resolve_direct(self, target: bytes, kept: _DirectPoll | None) -> _DirectPoll | None:
         """What a direct GET of `target` resolves to now (ApiError: declined; None too, for a
         target to percent-decode), kept for its next polls until a snapshot changes or the next
-        lease ends. Its parsed query is kept with it, so a client polling directly costs one
-        entry here, not one in the parsed queries as well."""
-        kept = self._direct.get(target)
+        lease ends. `kept`: what it resolved to before (its query is parsed already). The parsed
+        query is kept with the answer, so a client polling directly costs one entry here, not
+        one in the parsed queries as well."""
         if kept is None:
             path, query_string = target_parts(target)
             # find, not `in`: bytes' `in` tries the operand as an int first, and raises and
