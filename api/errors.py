@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tempoconf.api.answers import ErrorAnswer, ProblemAnswer
 from tempoconf.operations.errors import (
     Conflict,
+    Invalid,
     NotFound,
     OperationError,
     Refused,
@@ -109,6 +110,7 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 
 OPERATION_STATUSES: dict[type[OperationError], int] = {
+    Invalid: 400,
     NotFound: 404,
     Conflict: 409,
     Refused: 409,

@@ -17,7 +17,7 @@ from tempoconf.cli._operator_records import Ending, Prepared, ViewUnavailable
 from tempoconf.gates.applied_gate import ClientApplied
 from tempoconf.gates.freezes import Freeze
 from tempoconf.operations.clients import ClientsQuery
-from tempoconf.operations.errors import Conflict, NotFound, Refused, Undelivered
+from tempoconf.operations.errors import Conflict, Invalid, NotFound, Refused, Undelivered
 from tempoconf.operations.freezes import EndedFreeze
 from tempoconf.operations.preview import ChangePreview
 from tempoconf.operations.served import ServedState
@@ -220,6 +220,8 @@ class ApiBackend:
             return run_id
         if response.status_code == 400:
             problems = response.json().get("problems") or []
+            if not problems:  # not the request: a parameter beside it (its workflow id)
+                raise Invalid(_error_text(response))
             raise InvalidRequestError([Problem(p["pointer"], p["message"]) for p in problems])
         if "already has a running rollout" in _error_text(response):
             again = await self.prepare(raw)

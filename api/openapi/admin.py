@@ -158,7 +158,10 @@ def admin_paths() -> dict[str, Any]:
                 "requestBody": request(RolloutRequest),
                 "responses": {
                     "202": answer(RolloutStarted, "Started"),
-                    "400": error("Invalid request or value (every problem listed)"),
+                    "400": error(
+                        "Invalid request or value (every problem listed), or a workflow_id "
+                        "that is not one of the request's own"
+                    ),
                     "401": unauthorized(),
                     "409": error("The config already has a running rollout"),
                     "413": error(_ROLLOUT_TOO_LARGE),
@@ -198,6 +201,7 @@ def admin_paths() -> dict[str, Any]:
                     ),
                     "400": error("Invalid path or namespace"),
                     "401": unauthorized(),
+                    "404": error("A workflow_id that is no rollout of this config"),
                 },
             }
         },
@@ -220,7 +224,9 @@ def command_paths() -> dict[str, Any]:
                     "400": error("Invalid path, namespace or body"),
                     "401": unauthorized(),
                     "403": error("A named admin token with a body `by` naming someone else"),
-                    "404": error("No running rollout"),
+                    "404": error(
+                        "No running rollout, or a workflow_id that is no rollout of this config"
+                    ),
                     "409": error("Refused by the workflow (its message)"),
                     "413": error(_TOO_LARGE),
                     "503": retry_later("Temporal is unreachable (named in the message)"),

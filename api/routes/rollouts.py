@@ -33,10 +33,10 @@ from tempoconf.api.bodies import (
     validate_body,
 )
 from tempoconf.api.command_signing import command_signer, with_approval_key
-from tempoconf.api.deps import authorized_config, state_of
-from tempoconf.api.errors import ApiError
+from tempoconf.api.deps import authorized_rollout, denied, state_of, workflow_id_param
 from tempoconf.api.routing import CONFIG_PATH, ROLLOUT_PATH, Endpoint, route
 from tempoconf.operations import start as starting
+from tempoconf.operations.errors import Invalid
 from tempoconf.operations.preview import RolloutPreview
 from tempoconf.operations.state import RolloutState, read_rollout_state
 from tempoconf.operations.steer import OperatorCommandInput, steer_rollout
@@ -45,19 +45,21 @@ from tempoconf.resolution import VersionRecord
 from tempoconf.rollout.commands import COMMAND_NAMES, CommandName, OperatorCommand
 from tempoconf.rollout.digest import plan_digest
 from tempoconf.rollout.plan import plan_from_request
-from tempoconf.storable import text_problem
 from tempoconf.store.records import LockRecord, RolloutRecord
 
 __all__ = ["routes", "stable_answer"]
-
-_MAX_WORKFLOW_ID = 1000
 
 
 # -- start --------------------------------------------------------------------------------------
 async def start_rollout(request: Request) -> JSONResponse:
     principal = await operator(request)
-    workflow_id = _workflow_id_param(request)
+    explicit = workflow_id_param(request)
     raw, preview = await _planned(request, principal)
+    try:
+        # Only an id the request's own configs determine: never another config's (team's).
+        workflow_id = starting.started_workflow_id(preview, explicit)
+    except Invalid as error:
+        raise denied(request, principal, error, "workflow_id") from None
     started = await starting.start_rollout(
         state_of(request).temporal,
         raw,
@@ -80,9 +82,10 @@ async def start_rollout(request: Request) -> JSONResponse:
 async def _planned(request: Request, principal: Principal) -> tuple[Any, RolloutPreview]:
     """The body (a start hands it to the workflow) and its preview, validated exactly as the
     workflow's prepare step validates it; 400 with every problem; 403 unless the caller is an
-    operator in every namespace it touches (a changeset's several). A verified caller is the
-    request's `started_by` (a body naming another: 403); four eyes forbid it as they forbid the
-    `author` the body names. It is no part of the plan's digest, so a plan reviewed by one
+    operator in every namespace it touches (a changeset's several), and an admin there when it
+    overrides freezes (`override_freeze`: checked now, as the request is made). A verified
+    caller is the request's `started_by` (a body naming another: 403); four eyes forbid it as
+    they forbid the `author` the body names. It is no part of the plan's digest, so a plan reviewed by one
     identity and started by another keeps its digest."""
     raw = await read_json(request, limit=ROLLOUT_BODY_LIMIT)
     starter = acting_identity(principal, raw, field="started_by", what="start")
@@ -99,6 +102,9 @@ async def _planned(request: Request, principal: Principal) -> tuple[Any, Rollout
         *(parsed.change_namespace(change) for change in parsed.changes or ()),
     ]
     require_role(request, principal, Role.OPERATOR, touched)
+    if parsed.override_freeze is not None:
+        # Passing a freeze overrules whoever froze the namespace: the freezer's role, everywhere.
+        require_role(request, principal, Role.ADMIN, touched)
     return raw, preview
 
 
@@ -141,10 +147,10 @@ def stable_answer(namespace: str, path: str, record: VersionRecord | None) -> St
 
 # -- state --------------------------------------------------------------------------------------
 async def rollout_state(request: Request) -> JSONResponse:
-    _, namespace, path = await authorized_config(request, Role.VIEWER)
+    _, namespace, path, target = await authorized_rollout(request, Role.VIEWER, running=False)
     app = state_of(request)
     state = await read_rollout_state(
-        lambda: app.store, app.temporal, namespace, path, _workflow_id_param(request)
+        lambda: app.store, app.temporal, namespace, path, target.workflow_id
     )
     answer = RolloutStateAnswer(
         namespace=namespace,
@@ -208,8 +214,7 @@ def _command_endpoint(name: str) -> Endpoint:
 async def _send(request: Request, name: str) -> JSONResponse:
     # Approving is the approver's; every other command the operator's (halt included).
     role = Role.APPROVER if name == CommandName.APPROVE else Role.OPERATOR
-    principal, namespace, path = await authorized_config(request, role)
-    explicit = _workflow_id_param(request)
+    principal, namespace, path, target = await authorized_rollout(request, role, running=True)
     raw = await read_json(request, limit=ADMIN_BODY_LIMIT, empty={})
     by = acting_identity(principal, raw, what=name)
     signer = command_signer(request, raw, what=name)
@@ -225,7 +230,7 @@ async def _send(request: Request, name: str) -> JSONResponse:
             reason=command.reason,
             by=by.name,
             digest=command.digest,
-            workflow_id=explicit,
+            workflow_id=target.workflow_id,
         ),
         signer=signer,
     )
@@ -235,21 +240,6 @@ async def _send(request: Request, name: str) -> JSONResponse:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _workflow_id_param(request: Request) -> str | None:
-    raw = request.query_params.get("workflow_id")
-    if raw is None:
-        return None
-    if not 1 <= len(raw) <= _MAX_WORKFLOW_ID:
-        raise ApiError(
-            400, f"invalid query parameter workflow_id: 1-{_MAX_WORKFLOW_ID} characters expected"
-        )
-    # The rollout writes its id into its lock and audit rows: text the store must keep.
-    problem = text_problem(raw)
-    if problem is not None:
-        raise ApiError(400, f"invalid query parameter workflow_id: {problem}")
-    return raw
-
-
 def _rollout(record: RolloutRecord | None) -> RolloutAnswer | None:
     if record is None:
         return None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 
 from starlette.requests import Request
@@ -48,11 +49,13 @@ async def stable(request: Request) -> JSONResponse:
 
 
 async def history(request: Request) -> JSONResponse:
-    _, namespace, path = await authorized_config(request, Role.VIEWER)
+    principal, namespace, path = await authorized_config(request, Role.VIEWER)
     limit = limit_param(request, default=DEFAULT_HISTORY_LIMIT, maximum=MAX_HISTORY_LIMIT)
     entries = await asyncio.to_thread(state_of(request).store.history, namespace, path, limit=limit)
     answer = HistoryAnswer(
-        namespace=namespace, path=path, entries=[_entry(entry) for entry in entries]
+        namespace=namespace,
+        path=path,
+        entries=[_entry(entry, lambda ns: principal.may(Role.VIEWER, ns)) for entry in entries],
     )
     return JSONResponse(answer.body())
 
@@ -73,7 +76,16 @@ def _version(info: VersionInfo) -> VersionAnswer:
     )
 
 
-def _entry(entry: AuditEntry) -> AuditEntryAnswer:
+def _entry(entry: AuditEntry, viewable: Callable[[str], bool]) -> AuditEntryAnswer:
+    """An audit row as a viewer may see it: a cross-namespace changeset's `rollout.started`
+    names only the configs in namespaces the caller may view (`changeset_hidden`: how many
+    others)."""
+    details = entry.details
+    listed = details.get("changeset")
+    if isinstance(listed, list):
+        shown = [name for name in listed if viewable(str(name).partition("/")[0])]
+        if len(shown) < len(listed):
+            details = {**details, "changeset": shown, "changeset_hidden": len(listed) - len(shown)}
     return AuditEntryAnswer(
         id=entry.id,
         at=_when(entry.at),
@@ -82,7 +94,7 @@ def _entry(entry: AuditEntry) -> AuditEntryAnswer:
         reason=entry.reason,
         version=entry.version,
         workflow_id=entry.workflow_id,
-        details=entry.details,
+        details=details,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = [
     "Conflict",
+    "Invalid",
     "NotFound",
     "OperationError",
     "Refused",
@@ -25,6 +26,10 @@ class OperationError(Exception):
 
 class NotFound(OperationError):
     """What it acts on does not exist (no running rollout, no active freeze). API: 404."""
+
+
+class Invalid(OperationError):
+    """A parameter beside the request is not one it may name (a start's workflow id). API: 400."""
 
 
 class Conflict(OperationError):

@@ -8,17 +8,24 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tempoconf.operations.errors import Conflict
+from tempoconf.operations.errors import Conflict, Invalid
 from tempoconf.operations.preview import RolloutPreview, preview_rollout
 from tempoconf.operations.temporal_access import RPC_TIMEOUT, TemporalAccess, temporal_calls
 from tempoconf.store.records import LockRecord
 from tempoconf.temporal.lock_holder import lock_holder_running
-from tempoconf.temporal.names import WORKFLOW_TYPE, request_workflow_id
+from tempoconf.temporal.names import WORKFLOW_TYPE, request_workflow_id, workflow_id_problem
 
 if TYPE_CHECKING:
     from tempoconf.store.store import Store
 
-__all__ = ["AlreadyRunning", "LockBusy", "StartedRollout", "plan_rollout", "start_rollout"]
+__all__ = [
+    "AlreadyRunning",
+    "LockBusy",
+    "StartedRollout",
+    "plan_rollout",
+    "start_rollout",
+    "started_workflow_id",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,17 @@ async def plan_rollout(store: Store, raw: Any) -> RolloutPreview:
     return await asyncio.to_thread(plan)
 
 
+def started_workflow_id(preview: RolloutPreview, explicit: str | None) -> str:
+    """The workflow id a start uses: the request's own, or `explicit` when it is one of the
+    request's (tempoconf.temporal.names.workflow_id_problem); Invalid else, saying which are."""
+    if not explicit:
+        return request_workflow_id(preview.request)
+    problem = workflow_id_problem(preview.request, explicit)
+    if problem is not None:
+        raise Invalid(f"invalid workflow_id: {problem}")
+    return explicit
+
+
 async def start_rollout(
     temporal: TemporalAccess,
     raw: Any,
@@ -70,10 +88,11 @@ async def start_rollout(
 ) -> StartedRollout:
     """Start the workflow of `raw` (the request as sent: the workflow validates it again), whose
     `preview` is `plan_rollout`'s. LockBusy while the lock's holder runs (the prepare step would
-    refuse it), AlreadyRunning when `workflow_id` (default: the request's) is taken."""
+    refuse it), AlreadyRunning when `workflow_id` (default: the request's) is taken, Invalid when
+    it is not one of the request's own (`started_workflow_id`)."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    workflow_id = workflow_id or request_workflow_id(preview.request)
+    workflow_id = started_workflow_id(preview, workflow_id)
     client = await temporal.client()
     lock = preview.lock
     with temporal_calls(temporal.where):

@@ -4,12 +4,14 @@ the steps between: publish, renew, promote, revert)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
 from tempoconf.store._base import (
+    AUDIT,
     LOCK,
     ROLLOUT,
     StoreBase,
@@ -184,6 +186,40 @@ class RolloutsMixin(StoreBase):
     def get_rollout(self, namespace: str, path: str) -> RolloutRecord | None:
         with self._read() as conn:
             return get_rollout(conn, namespace, path)
+
+    def workflow_configs(
+        self, namespace: str, path: str, workflow_id: str
+    ) -> list[tuple[str, str]] | None:
+        """Every config (namespace, path) of the rollout `workflow_id`, found from one of its
+        configs, (`namespace`, `path`): the configs whose locks its run holds (a running
+        changeset's every config), else those its `rollout.started` row of this config names,
+        else this config alone when its audit log names the workflow. None: the store ties no
+        rollout of this config to that workflow (it is another config's, or none at all).
+
+        The answer comes from what the rollout itself wrote, never from the caller: an access
+        check is made against the namespaces of the thing acted on."""
+        with self._read() as conn:
+            for record in (get_lock(conn, namespace, path), get_rollout(conn, namespace, path)):
+                if record is not None and record.workflow_id == workflow_id:
+                    held = run_configs(conn, namespace, path, record.run_id)
+                    return [(config.namespace, config.path) for config in held]
+            rows = conn.execute(
+                select(AUDIT.c.action, AUDIT.c.details)
+                .where(*config_is(AUDIT, namespace, path), AUDIT.c.workflow_id == workflow_id)
+                .order_by(AUDIT.c.id.desc())
+            )
+            named = False
+            for action, details in rows:
+                named = True
+                if action != "rollout.started":
+                    continue
+                listed = json.loads(details).get("changeset") if details else None
+                if isinstance(listed, list) and listed:
+                    # `namespace/path` names: a namespace holds no `/` (tempoconf.paths).
+                    parts = (str(name).partition("/") for name in listed)
+                    return [(space, config) for space, _, config in parts]
+                break
+        return [(namespace, path)] if named else None
 
 
 def _acquire(conn: Connection, mine: dict[str, Any], replace_run_id: str | None) -> LockRecord:

@@ -3,6 +3,7 @@ attributes and workflow ids."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from tempoconf.rollout.changesets import changeset_workflow_id
@@ -38,6 +39,7 @@ __all__ = [
     "rollout_workflow_id",
     "search_attribute_arguments",
     "request_workflow_id",
+    "workflow_id_problem",
 ]
 
 WORKFLOW_TYPE = "ConfigRollout"
@@ -110,7 +112,8 @@ def __getattr__(name: str) -> Any:
 
 
 def rollout_workflow_id(namespace: str, path: str) -> str:
-    """The workflow id the tempoconf CLI uses; any id works for the engine."""
+    """The workflow id the tempoconf CLI uses (the engine takes any id; the admin API and the
+    tempoconf CLI only a request's own: `workflow_id_problem`)."""
     return f"rollout:{namespace}/{path}"
 
 
@@ -122,3 +125,24 @@ def request_workflow_id(request: RolloutRequest) -> str:
             (request.change_namespace(change), change.path) for change in request.changes
         )
     return rollout_workflow_id(request.namespace, request.path)
+
+
+_SUFFIX = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def workflow_id_problem(request: RolloutRequest, workflow_id: str) -> str | None:
+    """Why `workflow_id` is not one `request` may start under; None: it may. A request's ids are
+    its own (`request_workflow_id`), and that id followed by `:` and a suffix of 1-64 letters,
+    digits, `.`, `_` or `-` (`rollout:team-a/app/config:hotfix-7`): so no request takes an id
+    that another config's rollout (another team's) is started under. A config path and a
+    namespace hold no `:`, so no config's ids are another's."""
+    own = request_workflow_id(request)
+    if workflow_id == own:
+        return None
+    head, colon, suffix = workflow_id.partition(own + ":")
+    if not head and colon and _SUFFIX.fullmatch(suffix):
+        return None
+    return (
+        f"workflow id {workflow_id!r} is not one of this request's: {own!r}, or {own!r} "
+        "followed by ':' and a suffix of 1-64 letters, digits, '.', '_' or '-'"
+    )

@@ -77,7 +77,8 @@ async def pass_gates(run: RolloutRun, plan: RolloutPlan, stage: PlannedStage | N
                 # A rollback is the way back to a known version: a freeze never holds it.
                 override_reason=plan.override_freeze
                 or (ROLLBACK_PASSES_FREEZES if plan.rollback else None),
-                actor=plan.author,
+                # Who gave the override: who started the rollout, as the API verified it.
+                actor=plan.started_by or plan.author,
                 configs=_activities.gated_configs(plan),
             ),
             summary=f"is namespace {namespaces} frozen? (before {step})",
@@ -85,7 +86,7 @@ async def pass_gates(run: RolloutRun, plan: RolloutPlan, stage: PlannedStage | N
         if freeze.overridden:
             note(
                 run,
-                plan.author or SYSTEM_ACTOR,
+                plan.started_by or plan.author or SYSTEM_ACTOR,
                 f"passed a freeze ({plan.override_freeze or ROLLBACK_PASSES_FREEZES}): "
                 f"{freeze.message}",
             )
