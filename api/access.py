@@ -242,6 +242,42 @@ class AccessControl:
             f"(its namespaces: {', '.join(client.namespaces or ())})",
         )
 
+    # -- scrapers ----------------------------------------------------------------------------
+    def scraper(self, authorization: str | None, route: str) -> None:
+        """`GET /metrics`: open without a policy (as before policies); under one, only a scraper
+        token of the policy's `scrapers` (401 without one the API knows, 403 for an operator's
+        or a client's token: metrics name every namespace's configs and versions)."""
+        policy = self.policy
+        if policy is None:
+            return
+        credentials = bearer_credentials(authorization)
+        if not isinstance(credentials, bytes):
+            raise self._unauthenticated(route, credentials, "scraper token")
+        if policy.scraper(credentials) is not None:
+            return
+        operator = policy.token(credentials)
+        known = operator or policy.client(credentials)
+        if known is not None:
+            kind = "client" if operator is None else "operator"
+            raise self.denials.deny(
+                403,
+                route,
+                f"{kind}_token",
+                known.name,
+                f"this is the {kind} token {known.name!r}: /metrics takes a scraper token "
+                "(the access policy's `scrapers`)",
+            )
+        if _looks_like_jwt(credentials):
+            raise self.denials.deny(
+                401,
+                route,
+                "oidc_token",
+                "an OpenID Connect token",
+                "/metrics takes a scraper token (the access policy's `scrapers`), not an "
+                "OpenID Connect token",
+            )
+        raise self._unknown(route, "scraper token")
+
     # -- operators -------------------------------------------------------------------------
     async def operator(self, authorization: str | None, route: str) -> Principal:
         """Who calls an admin route: 401 without an operator credential the API knows (503 when

@@ -58,6 +58,7 @@ __all__ = [
     "ADMIN",
     "ANSWERS",
     "CLIENT",
+    "SCRAPER",
     "REF_TEMPLATE",
     "REQUEST_BODIES",
     "answer",
@@ -117,6 +118,7 @@ Mode = Literal["validation", "serialization"]
 
 ADMIN: list[dict[str, list[str]]] = [{"adminToken": []}, {}]
 CLIENT: list[dict[str, list[str]]] = [{"clientToken": []}, {}]
+SCRAPER: list[dict[str, list[str]]] = [{"scraperToken": []}, {}]
 ROLE_KEY = "x-tempoconf-role"
 """The role an admin operation needs in its namespace(s) under an access policy."""
 
@@ -321,5 +323,9 @@ def security_schemes() -> dict[str, Any]:
         "clientToken": bearer(
             "A client token: with an access policy, one of its `clients`, for its namespaces; "
             "without one, TEMPOCONF_CLIENT_TOKEN, required only when set"
+        ),
+        "scraperToken": bearer(
+            "A scraper token (GET /metrics): with an access policy, one of its `scrapers`; "
+            "without one, none (the metrics are open)"
         ),
     }

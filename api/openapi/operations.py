@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from tempoconf.api.answers import HealthAnswer, ReadinessAnswer
-from tempoconf.api.openapi.components import answer, error, json_answer
+from tempoconf.api.openapi.components import (
+    SCRAPER,
+    answer,
+    error,
+    forbidden,
+    json_answer,
+    unauthorized,
+)
 
 __all__ = ["operations_paths"]
 
@@ -48,12 +55,17 @@ def operations_paths() -> dict[str, Any]:
             "get": {
                 "operationId": "metrics",
                 "summary": "Prometheus metrics",
+                "description": "Under an access policy, for a scraper token only (the policy's "
+                "`scrapers`): the metrics name every namespace's configs and versions.",
                 "tags": ["operations"],
+                "security": SCRAPER,
                 "responses": {
                     "200": {
                         "description": "Prometheus text format",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
-                    }
+                    },
+                    "401": unauthorized(),
+                    "403": forbidden("An operator's or a client's token, not a scraper's"),
                 },
             }
         },

@@ -3,6 +3,7 @@
     {"tokens":  [{"name": "alice", "secret_sha256": "<hex>",
                   "grants": [{"namespaces": ["team-a", "team-a-*"], "roles": ["operator"]}]}],
      "clients": [{"name": "fleet-a", "secret_sha256": "<hex>", "namespaces": ["team-a"]}],
+     "scrapers": [{"name": "prometheus", "secret_sha256": "<hex>"}],
      "oidc":    {"issuer": "https://…", "audience": "tempoconf",
                  "identity_claim": "sub", "groups_claim": "groups"},
      "groups":  {"sre": [{"namespaces": ["*"], "roles": ["operator", "approver"]}]},
@@ -34,6 +35,7 @@ __all__ = [
     "AccessPolicy",
     "ClientEntry",
     "PolicyError",
+    "ScraperEntry",
     "TokenEntry",
     "load_policy",
     "parse_policy",
@@ -87,6 +89,15 @@ POLICY_SCHEMA: Mapping[str, Any] = {
                 "properties": {"name": _NAME, "secret_sha256": _SECRET, "namespaces": _NAMESPACES},
             },
         },
+        "scrapers": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "secret_sha256"],
+                "properties": {"name": _NAME, "secret_sha256": _SECRET},
+            },
+        },
         "oidc": {
             "type": "object",
             "additionalProperties": False,
@@ -130,10 +141,20 @@ class ClientEntry:
 
 
 @dataclass(frozen=True)
+class ScraperEntry:
+    """A monitoring system's token: `GET /metrics` only. Metrics name every namespace's configs
+    and versions, so a scraper is a kind of its own, opening nothing else."""
+
+    name: str
+    digest: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
 class AccessPolicy:
     source: Path
     tokens: tuple[TokenEntry, ...] = ()
     clients: tuple[ClientEntry, ...] = ()
+    scrapers: tuple[ScraperEntry, ...] = ()
     oidc: OidcSettings | None = None
     groups: Mapping[str, tuple[Grant, ...]] = field(default_factory=dict)
     signing_key: Path | None = None
@@ -141,10 +162,12 @@ class AccessPolicy:
 
     _tokens: Mapping[bytes, TokenEntry] = field(init=False, repr=False, compare=False)
     _clients: Mapping[bytes, ClientEntry] = field(init=False, repr=False, compare=False)
+    _scrapers: Mapping[bytes, ScraperEntry] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_tokens", {entry.digest: entry for entry in self.tokens})
         object.__setattr__(self, "_clients", {entry.digest: entry for entry in self.clients})
+        object.__setattr__(self, "_scrapers", {entry.digest: entry for entry in self.scrapers})
 
     def token(self, secret: bytes) -> TokenEntry | None:
         """The operator token whose secret this is."""
@@ -154,12 +177,16 @@ class AccessPolicy:
         """The client token whose secret this is."""
         return _match(self._clients, secret)
 
+    def scraper(self, secret: bytes) -> ScraperEntry | None:
+        """The scraper token whose secret this is."""
+        return _match(self._scrapers, secret)
+
     def group_grants(self, groups: Iterable[str]) -> tuple[Grant, ...]:
         """What the policy's `groups` give to a member of `groups` (unknown groups: nothing)."""
         return tuple(grant for group in groups for grant in self.groups.get(group, ()))
 
 
-_Entry = TypeVar("_Entry", TokenEntry, ClientEntry)
+_Entry = TypeVar("_Entry", TokenEntry, ClientEntry, ScraperEntry)
 
 
 def _match(entries: Mapping[bytes, _Entry], secret: bytes) -> _Entry | None:
@@ -234,6 +261,10 @@ def parse_policy(raw: Any, *, source: Path) -> AccessPolicy:
             )
             for entry in raw.get("clients", ())
         ),
+        scrapers=tuple(
+            ScraperEntry(entry["name"], bytes.fromhex(entry["secret_sha256"]))
+            for entry in raw.get("scrapers", ())
+        ),
         oidc=OidcSettings(**oidc) if oidc is not None else None,
         groups={name: _grants(grants) for name, grants in raw.get("groups", {}).items()},
         signing_key=(source.parent / key) if key is not None else None,
@@ -267,7 +298,7 @@ def _duplicates(raw: Mapping[str, Any]) -> list[Problem]:
     would it be?)."""
     problems: list[Problem] = []
     secrets: dict[str, str] = {}
-    for kind in ("tokens", "clients"):
+    for kind in ("tokens", "clients", "scrapers"):
         names: set[str] = set()
         for index, entry in enumerate(raw.get(kind, ())):
             here = json_pointer((kind, index))

@@ -48,7 +48,11 @@ async def test_a_poll_refused_on_the_real_server_is_counted_once(
     declines what access refuses, and the ASGI path then refuses it: counted there, once."""
     make_stable(sqlite_store, "app/config", {"v": 1}, namespace="team-a")
     make_stable(sqlite_store, "app/config", {"v": 2}, namespace="team-b")
-    policy = write_policy(tmp_path, clients={"fleet-a": ("fleet-a-secret", ["team-a"])})
+    policy = write_policy(
+        tmp_path,
+        clients={"fleet-a": ("fleet-a-secret", ["team-a"])},
+        scrapers={"prometheus": "prometheus-secret"},
+    )
     async with (
         live_api(sqlite_store, Settings(access_file=policy)) as url,
         httpx.AsyncClient(base_url=url, timeout=10) as http,
@@ -62,7 +66,8 @@ async def test_a_poll_refused_on_the_real_server_is_counted_once(
             elsewhere = await http.get(f"{route}?namespace=team-b", headers=fleet_a)
             assert elsewhere.status_code == 403, elsewhere.text
             assert "may not read namespace 'team-b'" in elsewhere.json()["error"]
-        metrics = (await http.get("/metrics")).text
+        scraper = {"Authorization": "Bearer prometheus-secret"}
+        metrics = (await http.get("/metrics", headers=scraper)).text
 
     counted = {
         (match["route"], match["reason"]): float(match["count"])

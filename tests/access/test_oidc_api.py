@@ -28,6 +28,7 @@ async def test_operators_sign_in_with_the_providers_tokens(tmp_path: Path) -> No
         policy = write_policy(
             tmp_path / "policy",
             clients={"fleet": ("fleet-secret", ["team-a"])},
+            scrapers={"prometheus": "prometheus-secret"},
             # keys fetched again at once for a new key id (the default waits 30 s between)
             oidc={"issuer": provider.issuer, "audience": "tempoconf", "key_refresh_seconds": 0},
             groups={
@@ -115,6 +116,6 @@ async def test_operators_sign_in_with_the_providers_tokens(tmp_path: Path) -> No
                 )
                 down = await http.get(schema, headers=bearer(unknown))
                 assert down.status_code in (401, 503), down.text
-                metrics = (await http.get("/metrics")).text
+                metrics = (await http.get("/metrics", headers=bearer("prometheus-secret"))).text
                 assert re.search(r'reason="oidc_(unknown_key|expired)"', metrics), metrics
         store.close()

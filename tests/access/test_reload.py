@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(180)
 NAMESPACE = "team-a"
 PATH = "app/limits"
 FLEET_A = ("fleet-a-secret", [NAMESPACE])
+SCRAPER = "prometheus-secret"
 
 
 @dataclass
@@ -55,7 +56,7 @@ def _read(url: str, secret: str | None) -> tuple[int, int]:
         status = http.get(
             f"/v1/configs/{PATH}", params={"namespace": NAMESPACE}, headers=headers
         ).status_code
-        metrics = http.get("/metrics").text
+        metrics = http.get("/metrics", headers={"Authorization": f"Bearer {SCRAPER}"}).text
     pid = next(
         int(line.split('pid="')[1].split('"')[0])
         for line in metrics.splitlines()
@@ -65,7 +66,7 @@ def _read(url: str, secret: str | None) -> tuple[int, int]:
 
 
 def _policy(folder: Path, **clients: tuple[str, list[str]]) -> Path:
-    return write_policy(folder, clients=clients)
+    return write_policy(folder, clients=clients, scrapers={"prometheus": SCRAPER})
 
 
 @contextmanager

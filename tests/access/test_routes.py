@@ -30,6 +30,7 @@ PATH = "app/config"
 OPERATORS = {f"{role}-a": (f"{role}-secret", [([NAMESPACE], [role.value])]) for role in Role}
 OPERATORS["admin-b"] = ("admin-b-secret", [(["team-b"], ["admin"])])
 CLIENTS = {"fleet-a": ("fleet-a-secret", [NAMESPACE]), "fleet-b": ("fleet-b-secret", ["team-b"])}
+SCRAPERS = {"prometheus": "prometheus-secret"}
 ROLE_KEY = "x-tempoconf-role"
 
 
@@ -118,7 +119,7 @@ def _documented(call: Call, answer: httpx.Response) -> None:
 
 @pytest.fixture
 def policy(tmp_path: Path) -> Path:
-    return write_policy(tmp_path / "policy", tokens=OPERATORS, clients=CLIENTS)
+    return write_policy(tmp_path / "policy", tokens=OPERATORS, clients=CLIENTS, scrapers=SCRAPERS)
 
 
 async def test_every_route_answers_each_caller_as_documented(
@@ -141,7 +142,9 @@ async def test_every_route_answers_each_caller_as_documented(
                 assert missing.status_code == 401, (call.name, missing.text)
                 assert missing.headers["WWW-Authenticate"].startswith("Bearer")
                 role = call.operation.get(ROLE_KEY)
-                if role is None:
+                if {"scraperToken": []} in call.operation["security"]:
+                    await _scraper_route(http, call)
+                elif role is None:
                     await _client_route(http, call)
                 else:
                     await _admin_route(http, call, Role(role))
@@ -152,7 +155,7 @@ async def test_every_route_answers_each_caller_as_documented(
                 if op.get("security")
             )
             assert tried >= 25
-            metrics = (await http.get("/metrics")).text
+            metrics = (await http.get("/metrics", headers=bearer(SCRAPERS["prometheus"]))).text
             assert re.search(
                 r'tempoconf_api_access_denied_total\{reason="role",'
                 r'route="/v1/admin/schemas/\{path\}"\} [1-9]',
@@ -178,6 +181,17 @@ async def _admin_route(http: httpx.AsyncClient, call: Call, role: Role) -> None:
         assert f"needs the {role.value} role" in refused.json()["error"]
     allowed = await call.send(http, OPERATORS[f"{role.value}-a"][0])
     assert allowed.status_code not in (401, 403), (call.name, role, allowed.text)
+    _documented(call, allowed)
+
+
+async def _scraper_route(http: httpx.AsyncClient, call: Call) -> None:
+    """/metrics names every namespace's configs: a scraper's, and nobody else's."""
+    for secret, kind in ((CLIENTS["fleet-a"][0], "client"), (OPERATORS["admin-a"][0], "operator")):
+        refused = await call.send(http, secret)
+        assert refused.status_code == 403, (call.name, refused.text)
+        assert f"this is the {kind} token" in refused.json()["error"]
+    allowed = await call.send(http, SCRAPERS["prometheus"])
+    assert allowed.status_code == 200, (call.name, allowed.text)
     _documented(call, allowed)
 
 

@@ -1,6 +1,7 @@
 """docs/how-to/access.md, run as written in a clone: the policy made with `cp`, `openssl` and
 `sha256sum`, a `tempoconf dev` started with it, each role's commands exiting and printing as the
-guide says, the fleet's reads with curl, the CI token's scope, and the OpenID section against a
+guide says, the fleet's reads with curl, the CI token's scope, /metrics for the scraper token only
+(the scrape config itself runs in tests/access/test_metrics_access.py), and the OpenID section against a
 real provider (npm's oidc-provider) standing in for the guide's `https://login.example.com`."""
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _step(dev: RunningDev, text: str, notes: str, comment: str) -> None:
 
 def test_the_access_guide_runs_as_written(tmp_path: Path) -> None:
     text = page("how-to/access.md")
-    setup, start, roles, fleet, ci, oidc = shell_blocks(text)
+    setup, start, roles, fleet, ci, scrape, oidc = shell_blocks(text)
     clone = make_clone(tmp_path)
     for command in setup.commands:
         done = bash(command.text, cwd=clone, env={"PATH": "/usr/bin:/bin"})
@@ -64,7 +65,7 @@ def test_the_access_guide_runs_as_written(tmp_path: Path) -> None:
     assert dev_command.text == DEV
     dev = start_dev(clone, variables={"TEMPOCONF_ACCESS_FILE": "access/policy.json"})
     try:
-        for block in (roles, fleet, ci):
+        for block in (roles, fleet, ci, scrape):
             for command in block.commands:
                 _step(dev, command.text, command.notes, command.comment)
 
