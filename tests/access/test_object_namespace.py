@@ -375,3 +375,96 @@ async def test_a_start_takes_only_an_id_its_own_configs_determine(
                 headers=bearer("admin-a"),
             )
             assert halted.status_code == 200, halted.text
+
+
+async def test_only_an_admin_everywhere_it_touches_overrides_a_freeze(
+    rollout_harness: RolloutHarness, tmp_path: Path
+) -> None:
+    """`override_freeze` passes freezes an admin started: it takes the admin role in every
+    namespace the request touches, checked as the request is made; its audit rows name who
+    started it. A rollback keeps its own rule (it passes freezes, from an operator)."""
+    tokens = {
+        **TOKENS,
+        "operator-a": ("operator-a-secret", [([TEAM_A], ["operator"])]),
+        "admin-a-operator-b": (
+            "admin-a-operator-b-secret",
+            [([TEAM_A], ["admin"]), ([TEAM_B], ["operator"])],
+        ),
+    }
+    policy = write_policy(tmp_path / "policy", tokens=tokens, scrapers=dict([SCRAPER]))
+    settings = Settings(
+        data_dir=tmp_path,
+        temporal_address=rollout_harness.env.client.service_client.config.target_host,
+        task_queue=rollout_harness.task_queue,
+        access_file=policy,
+    )
+    store: Store = rollout_harness.store
+    stable = make_stable(store, PATH, {"limit": 1}, namespace=TEAM_A)
+    make_stable(store, PATH, {"limit": 1}, namespace=TEAM_B)
+
+    def as_(name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tokens[name][0]}"}
+
+    override = {
+        "path": PATH,
+        "namespace": TEAM_A,
+        "value": {"limit": 9},
+        "author": "someone@example.com",
+        "override_freeze": {"reason": "the fix for incident 4711"},
+    }
+    async with live_api(store, settings) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            frozen = await http.post(
+                "/v1/admin/freezes",
+                json={"namespace": TEAM_A, "reason": "incident 4711"},
+                headers=as_("admin-a"),
+            )
+            assert frozen.status_code == 201, frozen.text
+            for route in ("/v1/admin/plans", "/v1/admin/rollouts"):
+                counted = await denials(http)
+                refused = await http.post(route, json=override, headers=as_("operator-a"))
+                assert refused.status_code == 403, refused.text
+                assert "'operator-a' needs the admin role in namespace 'team-a'" in refused.text
+                assert await denials(http) == counted + 1
+            across = {
+                **{k: v for k, v in override.items() if k not in ("path", "value")},
+                "changes": [
+                    {"path": PATH, "namespace": TEAM_A, "value": {"limit": 9}},
+                    {"path": PATH, "namespace": TEAM_B, "value": {"limit": 9}},
+                ],
+            }
+            refused = await http.post(
+                "/v1/admin/rollouts", json=across, headers=as_("admin-a-operator-b")
+            )
+            assert refused.status_code == 403, refused.text
+            assert "needs the admin role in namespace 'team-b'" in refused.text
+            # A rollback from an operator still passes the freeze: the way back stays open.
+            rollback = {"path": PATH, "namespace": TEAM_A, "version": stable.version}
+            back = await http.post("/v1/admin/rollouts", json=rollback, headers=as_("operator-a"))
+            assert back.status_code == 202, back.text
+            await _ended(http, "rollout.promoted")
+            started = await http.post("/v1/admin/rollouts", json=override, headers=as_("admin-a"))
+            assert started.status_code == 202, started.text
+            await _ended(http, "rollout.promoted", count=2)
+            history = await http.get(
+                f"/v1/admin/history/{PATH}", params={"namespace": TEAM_A}, headers=as_("admin-a")
+            )
+            passes = [
+                entry
+                for entry in history.json()["entries"]
+                if entry["action"] == "rollout.freeze_overridden"
+            ]
+            assert [entry["actor"] for entry in passes] == ["operator-a", "admin-a"], passes
+            assert passes[1]["reason"] == "the fix for incident 4711"
+
+
+async def _ended(http: httpx.AsyncClient, action: str, *, count: int = 1) -> None:
+    async def ended() -> bool:
+        history = await http.get(
+            f"/v1/admin/history/{PATH}", params={"namespace": TEAM_A}, headers=bearer("admin-a")
+        )
+        actions = [entry["action"] for entry in history.json()["entries"]]
+        assert "rollout.reverted" not in actions and "rollout.failed" not in actions, actions
+        return actions.count(action) >= count
+
+    await eventually(ended, what=f"{count} {action} of {TEAM_A}/{PATH}")
