@@ -18,6 +18,7 @@ from tempoconf.rollout.progress import CommandResult
 
 __all__ = [
     "Accepted",
+    "AccessPolicyAnswer",
     "AuditEntryAnswer",
     "BundleAnswer",
     "BundleStageAnswer",
@@ -186,6 +187,22 @@ class HealthAnswer(_Answer):
     """The store revision of the snapshots served (absent before the first load)."""
 
 
+class AccessPolicyAnswer(_Answer):
+    """The access policy in force (under `TEMPOCONF_ACCESS_FILE` only)."""
+
+    status: Literal["current", "stale"]
+    """`stale`: the file's latest content does not load, and an older policy is in force."""
+    loaded_at: str
+    """When the policy in force was read from the file (ISO 8601)."""
+    failing_since: str | None = None
+    """When the file first failed to load since then (stale only)."""
+    failed_reloads: int
+    """Reloads that failed since the process started."""
+    error: str | None = None
+    """Why the file's latest content does not load: each problem's place in the file, without
+    the file's values (the log has them whole)."""
+
+
 class ReadinessAnswer(_Answer):
     """Readiness: this instance can serve polls, from snapshots of a known age."""
 
@@ -198,6 +215,8 @@ class ReadinessAnswer(_Answer):
     """Whether the last check of the store succeeded (absent before the first load)."""
     error: str | None = None
     """Why the store cannot be read, or why the instance is not ready."""
+    access_policy: AccessPolicyAnswer | None = None
+    """The access policy in force, and whether the file's latest content is (with a policy)."""
 
 
 class SchemaAnswer(_Answer):

@@ -92,6 +92,7 @@ class DistributionApp(Starlette):
         self.state.metrics = metrics
         self.state.access = access = config_polls.access
         metrics.access_denials = access.denials.counts
+        metrics.access_policy = access.source
         self.config_polls = self.state.config_polls = config_polls
         self.bundle_polls = self.state.bundle_polls = BundlePolls(source, settings, metrics, access)
         self.ofrep = self.state.ofrep = OfrepEvaluations(source, settings, metrics, config_polls)

@@ -25,6 +25,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from tempoconf.access.source import PolicySource
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.resolution import STABLE
 
@@ -83,6 +84,8 @@ class ApiMetrics:
         """(namespace, path, version, result) → operations clients reported."""
         self.access_denials: Mapping[tuple[str, str], int] = {}
         """(route template, reason) → requests refused by access (api/access.py)."""
+        self.access_policy: PolicySource | None = None
+        """The access policy file followed (None: no policy)."""
         self._cache = cache
         self.registry.register(_Collector(self, cache))
         cache.on_change(self._snapshots_changed)
@@ -210,7 +213,30 @@ class _Collector(Collector):
         for (route, reason), count in list(metrics.access_denials.items()):
             denied.add_metric([route, reason], count)
         yield denied
+        yield from self._access_policy()
         yield from self._served()
+
+    def _access_policy(self) -> Iterator[Metric]:
+        source = self._metrics.access_policy
+        if source is None:  # no policy: nothing to reload
+            return
+        yield CounterMetricFamily(
+            "tempoconf_api_access_policy_reload_failures",
+            "Reloads of the access policy file that failed (the policy loaded before stayed in "
+            "force; the log and /readyz say why)",
+            value=source.failed_reloads,
+        )
+        yield GaugeMetricFamily(
+            "tempoconf_api_access_policy_loaded_timestamp_seconds",
+            "When the access policy in force was read from its file (Unix time)",
+            value=source.loaded_at.timestamp(),
+        )
+        yield GaugeMetricFamily(
+            "tempoconf_api_access_policy_stale",
+            "1 while the access policy file's latest content does not load (an older policy is "
+            "in force), else 0",
+            value=0 if source.error is None else 1,
+        )
 
     def _served(self) -> Iterator[Metric]:
         served = GaugeMetricFamily(

@@ -1,17 +1,21 @@
 """The policy file, followed: reloaded when it changes (its mtime, looked at once a second at
 most) or when told (SIGHUP). A file that no longer loads leaves the last good policy in force:
-a typo must not lock every operator out, nor open the door."""
+a typo must not lock every operator out, nor open the door. What is in force, since when, and
+why the file's latest content is not, is said without a secret (`stale_reason`): `/readyz` and
+`/metrics` show it."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from time import monotonic
 
 from tempoconf.access.policy import AccessPolicy, PolicyError, load_policy
 
-__all__ = ["PolicySource"]
+__all__ = ["PolicySource", "public_problems"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +31,12 @@ class PolicySource:
         self._check_every = check_every
         self._stamp = self._stat()
         self.policy: AccessPolicy = load_policy(path)
+        self.loaded_at = datetime.now(UTC)
+        """When the policy in force was read from the file."""
         self.error: PolicyError | None = None
         """Why the file's latest content is not in force (None: it is)."""
+        self.failing_since: datetime | None = None
+        """When the file first failed to load since the policy in force was (None: it loads)."""
         self.failed_reloads = 0
         self._checked = monotonic()
 
@@ -55,11 +63,26 @@ class PolicySource:
         try:
             policy = load_policy(self.path)
         except PolicyError as error:
+            if self.error is None:
+                self.failing_since = datetime.now(UTC)
             self.error = error
             self.failed_reloads += 1
             logger.error("%s; the policy loaded before stays in force", error)
             return False
         self.policy = policy
+        self.loaded_at = datetime.now(UTC)
         self.error = None
+        self.failing_since = None
         logger.info("access policy reloaded from %s", self.path)
         return True
+
+
+# A quoted value in a problem's message is the file's (a name, a pattern that did not match, a
+# secret pasted where its digest belongs): never shown outside the log.
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def public_problems(error: PolicyError) -> str:
+    """`error`'s problems, each with its place in the file, every quoted value of the file left
+    out: for answers anyone may read (`/readyz`), where the log has them whole."""
+    return "; ".join(_QUOTED.sub("…", problem) for problem in error.problems)
