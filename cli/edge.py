@@ -1,9 +1,16 @@
-"""`tempoconf edge --upstream URL`: an edge relay, serving the API's client routes from a nearer hop."""
+"""`tempoconf edge --upstream URL`: an edge relay, serving the API's client routes from a nearer hop.
+
+An edge that sends a token upstream and asks its own clients for none would hand whatever that
+token may read to anyone who reaches it: it refuses to start so, unless `--public` says that is
+the intent (and then logs it). Any upstream token counts: the upstream asked for a credential, and
+the edge need not reach it (nor know its policy) to know that."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+from typing import NoReturn
 
 from tempoconf.cli._common import check_access_policy, die, run_until_signal, settings_from_args
 from tempoconf.cli._flags import seconds_flag
@@ -12,6 +19,9 @@ __all__ = ["add_parser", "edge_command"]
 
 UPSTREAM_URL_ENV = "TEMPOCONF_UPSTREAM_URL"
 UPSTREAM_TOKEN_ENV = "TEMPOCONF_UPSTREAM_TOKEN"
+PUBLIC_ENV = "TEMPOCONF_EDGE_PUBLIC"
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,6 +38,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--upstream-token",
         help="the client token the edge sends upstream (env TEMPOCONF_UPSTREAM_TOKEN; its own "
         "clients use the edge's TEMPOCONF_CLIENT_TOKEN)",
+    )
+    edge.add_argument(
+        "--public",
+        action="store_true",
+        default=None,
+        help="serve what the upstream token may read to anyone, without a token of the edge's "
+        f"own (env {PUBLIC_ENV}=true): without it, an edge with an upstream token and neither "
+        "TEMPOCONF_CLIENT_TOKEN nor TEMPOCONF_ACCESS_FILE refuses to start",
     )
     edge.add_argument(
         "--host", help="address the edge listens on (default 127.0.0.1; 0.0.0.0 in a container)"
@@ -59,6 +77,26 @@ def edge_command(args: argparse.Namespace) -> int:
     if args.idle_after <= 0 or args.report_interval <= 0:
         die("tempoconf edge: --idle-after and --report-interval must be positive", exit_code=2)
     check_access_policy(settings, "edge")
+    public = args.public or _public_from_env()
+    guarded = settings.client_token is not None or settings.access_file is not None
+    if public and guarded:
+        _refuse(
+            "--public serves anyone, and TEMPOCONF_CLIENT_TOKEN or TEMPOCONF_ACCESS_FILE asks "
+            "the edge's clients for a token: drop one of the two"
+        )
+    if token is not None and not guarded and not public:
+        _refuse(
+            "it sends a token upstream (--upstream-token or TEMPOCONF_UPSTREAM_TOKEN) and asks "
+            "its own clients for none, so anyone reaching it would read what that token may "
+            "read. Give the edge a token of its own: TEMPOCONF_CLIENT_TOKEN (its clients send "
+            "it) or TEMPOCONF_ACCESS_FILE (an access policy); or, to serve the public on "
+            f"purpose, --public (or {PUBLIC_ENV}=true)"
+        )
+    if public:
+        logger.warning(
+            "tempoconf edge: --public: serving %s to anyone, without a token",
+            "what the upstream token may read" if token is not None else "its upstream's configs",
+        )
 
     async def run() -> int:
         from tempoconf.api.edge_app import create_edge_app
@@ -83,3 +121,16 @@ def edge_command(args: argparse.Namespace) -> int:
         return 0
 
     return run_until_signal(run, fast_loop=True, hangup=True)
+
+
+def _public_from_env() -> bool:
+    raw = os.environ.get(PUBLIC_ENV, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    die(f"tempoconf edge: {PUBLIC_ENV}={raw!r}: expected true or false", exit_code=2)
+
+
+def _refuse(why: str) -> NoReturn:
+    die(f"tempoconf edge: refusing to start: {why}", exit_code=2)
