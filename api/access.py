@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from tempoconf.access.identity import EVERY_CLIENT, ClientPrincipal, Principal, PrincipalKind
+from tempoconf.access.identity import (
+    EVERY_CLIENT,
+    ClientPrincipal,
+    Principal,
+    PrincipalKind,
+    normal_emails,
+    oidc_identity,
+)
 from tempoconf.access.oidc import OidcRefusal, OidcVerifier, looks_like_jwt
 from tempoconf.access.policy import AccessPolicy
 from tempoconf.access.roles import Role
@@ -290,7 +297,9 @@ class AccessControl:
             raise self._unauthenticated(route, credentials, "operator token")
         entry = policy.token(credentials)
         if entry is not None:
-            return Principal(entry.name, PrincipalKind.TOKEN, entry.grants)
+            return Principal(
+                entry.name, PrincipalKind.TOKEN, entry.grants, emails=normal_emails(entry.emails)
+            )
         client = policy.client(credentials)
         if client is not None:
             raise self.denials.deny(
@@ -321,7 +330,13 @@ class AccessControl:
                 "an OpenID Connect token",
                 f"OpenID Connect token refused: {refusal}",
             ) from None
-        return Principal(identity.name, PrincipalKind.OIDC, policy.group_grants(identity.groups))
+        # In a space of its own (tempoconf.access.identity): never one with a token's name.
+        return Principal(
+            oidc_identity(identity.name),
+            PrincipalKind.OIDC,
+            policy.group_grants(identity.groups),
+            emails=normal_emails(identity.emails),
+        )
 
     def _single_team(self, authorization: str | None, route: str) -> Principal:
         """No policy: the single admin token or one of the named ones (in constant time each, so

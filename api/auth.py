@@ -20,6 +20,7 @@ __all__ = [
     "access_of",
     "acting_identity",
     "authorize",
+    "caller_of",
     "client_if_none_match",
     "operator",
     "poll_head",
@@ -41,10 +42,22 @@ def route_of(request: Request) -> str:
 
 
 async def operator(request: Request) -> Principal:
-    """Who calls this admin route (401 when nobody the API knows)."""
-    return await access_of(request).operator(
+    """Who calls this admin route (401 when nobody the API knows); kept for `caller_of`."""
+    principal = await access_of(request).operator(
         request.headers.get("authorization"), route_of(request)
     )
+    request.scope[_PRINCIPAL] = principal
+    return principal
+
+
+_PRINCIPAL = "tempoconf.principal"
+
+
+def caller_of(request: Request) -> Principal | None:
+    """The operator `operator` found for this request (None before it ran): what the API
+    vouches for with its signature (api/command_signing.py: the caller's emails)."""
+    principal = request.scope.get(_PRINCIPAL)
+    return principal if isinstance(principal, Principal) else None
 
 
 def require_role(
@@ -81,7 +94,7 @@ def acting_identity(
     claim = claimed.strip() if isinstance(claimed, str) else ""
     if not principal.verified:
         return AdminIdentity(claim or "api", verified=False)
-    if claim and claim != principal.name:
+    if claim and not principal.answers_to(claim):
         # A verified caller is who acts (four eyes count identities): it cannot speak for another.
         raise ApiError(
             403,

@@ -1,14 +1,43 @@
 """Who a request is: an operator (`Principal`) or a fleet's client (`ClientPrincipal`), and what
-each may do where."""
+each may do where.
+
+Identities live in spaces, decided here (tempoconf.rollout.identities says how they compare): a
+static token's (the policy's `tokens`, the named admin tokens) is its bare name, `bob`; an OpenID
+identity is `oidc:` and its `identity_claim`, `oidc:bob`. So an OpenID `bob` and a token `bob`
+are two approvers and two actors in the audit log. (Audit rows written before named an OpenID
+identity bare; they read as they were written.)"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tempoconf.access.roles import Grant, NamespaceMatcher, Role
+from tempoconf.rollout.identities import identity_subject, in_space, normal_person
 
-__all__ = ["EVERY_CLIENT", "ClientPrincipal", "Principal", "PrincipalKind"]
+__all__ = [
+    "EVERY_CLIENT",
+    "OIDC_SPACE",
+    "ClientPrincipal",
+    "Principal",
+    "PrincipalKind",
+    "normal_emails",
+    "oidc_identity",
+]
+
+OIDC_SPACE = "oidc"
+"""The space of OpenID identities: `oidc:<identity_claim>`."""
+
+
+def oidc_identity(subject: str) -> str:
+    """The identity of an OpenID subject (its `identity_claim`): `oidc:bob`."""
+    return in_space(OIDC_SPACE, subject)
+
+
+def normal_emails(emails: Iterable[str]) -> tuple[str, ...]:
+    """`emails` as four eyes compare them (case folded, a `+tag` dropped), once each, in order."""
+    return tuple(dict.fromkeys(normal_person(email) for email in emails if email.strip()))
 
 
 class PrincipalKind(StrEnum):
@@ -29,6 +58,16 @@ class Principal:
     kind: PrincipalKind
     grants: tuple[Grant, ...] | None
     verified: bool = True
+    emails: tuple[str, ...] = ()
+    """What the policy gives a token, or a verified OpenID `email` claim (normalised): four eyes
+    refuse an approver whose email is the author's or the starter's."""
+
+    def answers_to(self, claim: str) -> bool:
+        """Whether a body's `by` (or `started_by`) names this caller: its identity, or, for an
+        OpenID identity, its subject without the space (as before spaces: `bob` for `oidc:bob`)."""
+        if claim == self.name:
+            return True
+        return self.kind == PrincipalKind.OIDC and claim == identity_subject(self.name)
 
     def may(self, role: Role, namespace: str) -> bool:
         if self.grants is None:

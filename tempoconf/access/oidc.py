@@ -84,6 +84,9 @@ class OidcIdentity:
     name: str
     groups: tuple[str, ...]
     claims: Mapping[str, Any]
+    emails: tuple[str, ...] = ()
+    """Its `email` claim, when the token says it is verified (`email_verified` true); else none:
+    an unverified email is whatever the user typed, and four eyes rely on it."""
 
 
 class OidcRefusal(Exception):
@@ -281,7 +284,12 @@ class OidcVerifier:
             raise OidcRefusal(
                 "malformed", f"the token's {groups_claim} claim is not a list of group names"
             )
-        return OidcIdentity(name=name, groups=groups, claims=MappingProxyType(claims))
+        email = claims.get("email")
+        verified = claims.get("email_verified") is True
+        emails = (email.strip(),) if verified and isinstance(email, str) and email.strip() else ()
+        return OidcIdentity(
+            name=name, groups=groups, claims=MappingProxyType(claims), emails=emails
+        )
 
     async def _key_set_for(self, kid: str | None) -> _KeySet:
         """The kept key set, fetched first when there is none yet (and the last attempt is

@@ -64,6 +64,13 @@ _GRANTS = {
     },
 }
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9@._+-]{1,200}$"}
+# The emails a token's holder goes by: four eyes refuse them as approvers of a change whose
+# author (or starter) has one of them (tempoconf.rollout.identities).
+_EMAILS = {
+    "type": "array",
+    "maxItems": 20,
+    "items": {"type": "string", "maxLength": 254, "pattern": r"^[^@\s<>]+@[^@\s<>]+$"},
+}
 _SECRET = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
 POLICY_SCHEMA: Mapping[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -77,7 +84,12 @@ POLICY_SCHEMA: Mapping[str, Any] = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["name", "secret_sha256", "grants"],
-                "properties": {"name": _NAME, "secret_sha256": _SECRET, "grants": _GRANTS},
+                "properties": {
+                    "name": _NAME,
+                    "secret_sha256": _SECRET,
+                    "grants": _GRANTS,
+                    "emails": _EMAILS,
+                },
             },
         },
         "clients": {
@@ -129,6 +141,8 @@ class TokenEntry:
     name: str
     digest: bytes = field(repr=False)
     grants: tuple[Grant, ...]
+    emails: tuple[str, ...] = ()
+    """The emails its holder goes by (four eyes: not the author's)."""
 
 
 @dataclass(frozen=True)
@@ -251,7 +265,10 @@ def parse_policy(raw: Any, *, source: Path) -> AccessPolicy:
         source=source,
         tokens=tuple(
             TokenEntry(
-                entry["name"], bytes.fromhex(entry["secret_sha256"]), _grants(entry["grants"])
+                entry["name"],
+                bytes.fromhex(entry["secret_sha256"]),
+                _grants(entry["grants"]),
+                tuple(entry.get("emails", ())),
             )
             for entry in raw.get("tokens", ())
         ),

@@ -9,6 +9,8 @@ file can approve any rollout that trusts it: keep it as the API's admin tokens a
 from __future__ import annotations
 
 import base64
+import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tempoconf.rollout.signatures import KEY_PREFIX, signed_message
+from tempoconf.rollout.signatures import KEY_PREFIX, bound_message, signed_message
 
 __all__ = ["CommandSigner", "SigningKeyError"]
 
@@ -34,10 +36,13 @@ class SigningKeyError(Exception):
 
 
 class CommandSigner:
-    """Signs commands with one Ed25519 private key; `public_key` is what a rollout carries."""
+    """Signs commands with one Ed25519 private key; `public_key` is what a rollout carries.
+    `emails`: those the access policy gives the caller it signs for (`for_caller`)."""
 
-    def __init__(self, private_key: Ed25519PrivateKey) -> None:
+    def __init__(self, private_key: Ed25519PrivateKey, emails: Sequence[str] = ()) -> None:
         self._key = private_key
+        self.emails: tuple[str, ...] = tuple(emails)
+        """The caller's emails, which a bound approval carries and its signature covers."""
         raw = private_key.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
@@ -66,6 +71,10 @@ class CommandSigner:
             )
         return cls(key)
 
+    def for_caller(self, emails: Sequence[str]) -> CommandSigner:
+        """This key, signing for a caller with `emails` (tempoconf.access.identity.Principal)."""
+        return CommandSigner(self._key, emails)
+
     @classmethod
     def generate(cls) -> CommandSigner:
         """A signer with a new random key (tests, a stack that keeps no key across restarts)."""
@@ -93,3 +102,44 @@ class CommandSigner:
     ) -> tuple[str, str]:
         """`sign` at the current time."""
         return self.sign(identity, workflow_id, command, digest, datetime.now(UTC))
+
+    def sign_bound(
+        self,
+        identity: str,
+        workflow_id: str,
+        command: str,
+        digest: str,
+        *,
+        rollout_run: str,
+        stage_index: int,
+        at: datetime | None = None,
+        nonce: str | None = None,
+    ) -> dict[str, str | int | list[str]]:
+        """A command's signed fields in the bound form (tempoconf.rollout.signatures.bound_message):
+        `signature`, `signed_at`, `nonce` (new and random unless given), `rollout_run`,
+        `stage_index` and `emails` (this signer's), to add to the command's argument."""
+        when = at if at is not None else datetime.now(UTC)
+        if when.tzinfo is None:
+            raise ValueError("a signing time needs a zone")
+        signed_at = when.astimezone(UTC).isoformat()
+        nonce = nonce if nonce is not None else secrets.token_hex(16)
+        emails = list(self.emails)
+        message = bound_message(
+            identity=identity,
+            emails=emails,
+            workflow_id=workflow_id,
+            rollout_run=rollout_run,
+            stage_index=stage_index,
+            command=command,
+            digest=digest,
+            nonce=nonce,
+            signed_at=signed_at,
+        )
+        return {
+            "signature": base64.b64encode(self._key.sign(message)).decode("ascii"),
+            "signed_at": signed_at,
+            "nonce": nonce,
+            "rollout_run": rollout_run,
+            "stage_index": stage_index,
+            "emails": emails,
+        }

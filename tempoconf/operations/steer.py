@@ -14,6 +14,8 @@ from tempoconf.operations.temporal_access import RPC_TIMEOUT, TemporalAccess, te
 from tempoconf.temporal.names import rollout_workflow_id
 
 if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
+
     from tempoconf.access.signing import CommandSigner
     from tempoconf.store.store import Store
 
@@ -66,9 +68,11 @@ async def steer_rollout(
     Undelivered when Temporal could not take it. `open_store`: the store, opened only when the
     workflow must be looked up (a command with its workflow id needs none). `signer` (the admin
     API's, with an access policy on): a command the registry marks `signed` (approve) carries its
-    signature over who, the workflow, the command and the digest, now
+    signature over who (and the emails the signer vouches for), the workflow's run, the stage it
+    awaits approval at, the command, the digest and a nonce, now; for a run started before
+    those were bound, over who, the workflow, the command and the digest
     (tempoconf.rollout.signatures)."""
-    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
     from temporalio.service import RPCError, RPCStatusCode
 
     from tempoconf.rollout.commands import COMMANDS
@@ -78,19 +82,21 @@ async def steer_rollout(
     if not workflow_id:
         workflow_id = await asyncio.to_thread(target_workflow, open_store(), namespace, path)
     client = await temporal.client()
-    argument = {"reason": command.reason, "by": command.by}
+    handle = client.get_workflow_handle(workflow_id)
+    argument: dict[str, Any] = {"reason": command.reason, "by": command.by}
     if command.digest:
         argument["digest"] = command.digest
     spec = COMMANDS.get(name)
-    if signer is not None and spec is not None and spec.signed:
-        # Signed once the workflow is known: the signature is good for this workflow only.
-        argument["signature"], argument["signed_at"] = signer.sign_now(
-            command.by, workflow_id, name, command.digest
-        )
     try:
-        result = await client.get_workflow_handle(workflow_id).execute_update(
-            name, argument, rpc_timeout=RPC_TIMEOUT
-        )
+        if signer is not None and spec is not None and spec.signed:
+            # Signed once the workflow is known, in the form its run takes.
+            argument |= await _signed_fields(handle, signer, command)
+        result = await handle.execute_update(name, argument, rpc_timeout=RPC_TIMEOUT)
+    except WorkflowQueryFailedError as error:
+        raise Undelivered(
+            f"{name} not sent to {workflow_id!r}: the rollout did not answer its status query, "
+            f"which the API asks before it signs an {name} ({error})"
+        ) from None
     except WorkflowUpdateFailedError as error:
         raise Refused(
             f"{name} refused by the rollout {workflow_id!r}: {failure_message(error)}"
@@ -106,6 +112,28 @@ async def steer_rollout(
             unavailable=f"{temporal.where} did not answer: {error.message}" if unavailable else "",
         ) from None
     return CommandSent(workflow_id, dict(result))
+
+
+async def _signed_fields(
+    handle: WorkflowHandle[Any, Any], signer: CommandSigner, command: OperatorCommandInput
+) -> dict[str, Any]:
+    """The signature fields of `command` for the run `handle` names, in the form it takes: its
+    status (a query: the command needs the run's worker anyway) names the `approval_run` and
+    the stage index a bound signature names; a run started before names none, and takes the
+    older form."""
+    progress = await handle.query("status", result_type=dict, rpc_timeout=RPC_TIMEOUT)
+    rollout_run = progress.get("approval_run") or ""
+    if not rollout_run:
+        signature, signed_at = signer.sign_now(command.by, handle.id, command.name, command.digest)
+        return {"signature": signature, "signed_at": signed_at}
+    return signer.sign_bound(
+        command.by,
+        handle.id,
+        command.name,
+        command.digest,
+        rollout_run=str(rollout_run),
+        stage_index=int(progress.get("stage_index", -1)),
+    )
 
 
 def failure_message(error: BaseException) -> str:

@@ -10,14 +10,21 @@ registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
 
 from pydantic import ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 
-from tempoconf.rollout.signatures import MAX_SIGNATURE_CHARS, MAX_SIGNED_AT_CHARS
+from tempoconf.rollout.signatures import (
+    MAX_EMAIL_CHARS,
+    MAX_EMAILS,
+    MAX_NONCE_CHARS,
+    MAX_RUN_CHARS,
+    MAX_SIGNATURE_CHARS,
+    MAX_SIGNED_AT_CHARS,
+)
 from tempoconf.storable import STORABLE
 
 __all__ = [
@@ -129,6 +136,26 @@ class OperatorCommand:
         SkipJsonSchema[str], Field(max_length=MAX_SIGNED_AT_CHARS, strict=True), STORABLE
     ] = ""
     """When the API signed it (ISO 8601): a signature counts for 10 minutes."""
+    # What a bound signature names besides (tempoconf.rollout.signatures.bound_message): the API
+    # sets them, for a run whose status names an `approval_run`.
+    rollout_run: Annotated[
+        SkipJsonSchema[str], Field(max_length=MAX_RUN_CHARS, strict=True), STORABLE
+    ] = ""
+    """approve only: the rollout's run the approval was given for (its `approval_run`)."""
+    stage_index: SkipJsonSchema[int | None] = None
+    """approve only: the stage (0-based) the approval was given for."""
+    nonce: Annotated[
+        SkipJsonSchema[str], Field(max_length=MAX_NONCE_CHARS, strict=True), STORABLE
+    ] = ""
+    """approve only: the API's random nonce; the rollout takes each once."""
+    emails: SkipJsonSchema[
+        Annotated[
+            list[Annotated[str, Field(max_length=MAX_EMAIL_CHARS, strict=True)]],
+            Field(max_length=MAX_EMAILS),
+        ]
+    ] = field(default_factory=list)
+    """approve only: the emails the access policy (or a verified OpenID `email` claim) gives the
+    approver; four eyes refuse an approver whose email is the author's (tempoconf.rollout.identities)."""
 
 
 def command_path(path: str, name: str) -> str:

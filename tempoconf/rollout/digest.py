@@ -58,6 +58,7 @@ EXCLUDED_PLAN_FIELDS = frozenset(
         # Who starts it, not what it does: a plan reviewed by one identity and started by
         # another keeps its digest.
         "started_by",
+        "started_by_emails",
         # Whose signature an approval needs: how approvals reach it, not what it does (a plan
         # reviewed without the API keeps its digest when the API starts it).
         "approval_key",

@@ -245,6 +245,8 @@ class RolloutPlan:
     message: str = ""
     started_by: str = ""
     """Who started it, verified (tempoconf.rollout.request); "" when no one was."""
+    started_by_emails: list[str] = field(default_factory=list)
+    """The emails the API vouched for with `started_by` (tempoconf.rollout.identities)."""
     approval_key: str = ""
     """The public key an `approve` must be signed with (tempoconf.rollout.signatures); "": none."""
     webhooks: list[str] = field(default_factory=list)
@@ -362,6 +364,7 @@ def plan_from_request(request: RolloutRequest, version: str) -> RolloutPlan:
         commit=request.commit,
         message=request.message,
         started_by=request.started_by,
+        started_by_emails=list(request.started_by_emails),
         approval_key=request.approval_key,
         webhooks=list(request.webhooks),
         windows=[window_from_spec(window) for window in request.windows],

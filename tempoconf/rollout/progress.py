@@ -148,6 +148,9 @@ class Approval:
     digest: str
     reason: str
     at: str
+    emails: list[str] = field(default_factory=list)
+    """The emails the API vouched for with the approval (tempoconf.rollout.identities): a later
+    approver with one of them is the same person."""
 
 
 @dataclass
@@ -251,6 +254,10 @@ class RolloutProgress:
     signed_approvals: bool = False
     """The plan has an `approval_key`: an `approve` counts only through the tempoconf API, which
     signs it (tempoconf.rollout.signatures)."""
+    approval_run: str = ""
+    """The rollout's run a signed approval names, with the stage and a nonce (its first run's
+    id, the same across continue-as-new; tempoconf.rollout.signatures.bound_message); "": a run
+    started before patch `approvals-bound-to-run-and-stage`, which takes the older form."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
@@ -29,7 +29,12 @@ from tempoconf.rollout.change_specs import (
     changeset_problems,
 )
 from tempoconf.rollout.health_specs import HealthCheckSpec
-from tempoconf.rollout.signatures import MAX_KEY_CHARS, approval_key_problem
+from tempoconf.rollout.signatures import (
+    MAX_EMAIL_CHARS,
+    MAX_EMAILS,
+    MAX_KEY_CHARS,
+    approval_key_problem,
+)
 from tempoconf.rollout.spec_fields import (
     VERSION_ID_PATTERN,
     ConfigPath,
@@ -125,6 +130,12 @@ class RolloutRequest(StrictSpec):
     started_by: str = Field(default="", max_length=200)
     """Who started it, as the admin API verified it: a named admin token's name, set by the API
     (a body naming another is refused). Four eyes forbid it as they forbid `author`."""
+    started_by_emails: list[Annotated[str, Field(max_length=MAX_EMAIL_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_EMAILS
+    )
+    """The emails the access policy (or a verified OpenID `email` claim) gives `started_by`, set
+    by the admin API (a body's are replaced): four eyes forbid an approver with one of them.
+    No part of the plan's digest."""
     approval_key: str = Field(default="", max_length=MAX_KEY_CHARS)
     """The public key (`ed25519:` + base64) whose signature an `approve` must carry: set by the
     admin API when its access policy signs commands (a body naming another key is refused), so

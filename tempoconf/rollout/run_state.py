@@ -24,7 +24,7 @@ from tempoconf.rollout.approvals import (
     record_approval,
     signature_refusal,
 )
-from tempoconf.rollout.commands import CommandName, OperatorCommand
+from tempoconf.rollout.commands import COMMANDS, CommandName, OperatorCommand
 from tempoconf.rollout.digest import plan_digest
 from tempoconf.rollout.plan import PlannedStage, RolloutPlan
 from tempoconf.rollout.progress import (
@@ -44,6 +44,7 @@ from tempoconf.rollout.progress import (
     describe_phase,
     stays_on,
 )
+from tempoconf.rollout.signatures import SIGNATURE_MAX_AGE, SIGNATURE_MAX_SKEW
 
 __all__ = [
     "APPLY_GATE_STATES",
@@ -136,6 +137,12 @@ class RolloutRunState:
     pending_paths: list[str] = field(default_factory=list)
     """`TempoconfPaths` to upsert with the next upsert (set once, after prepare, where the
     namespace has that attribute), then empty."""
+    approval_nonces: dict[str, str] = field(default_factory=dict)
+    """Nonce → signed_at of each bound signed approval taken (tempoconf.rollout.signatures):
+    each is taken once. Kept while its signature is fresh; an older one is refused as stale."""
+    four_eyes_normalised: bool = False
+    """Four eyes compare people as tempoconf.rollout.identities says (patch
+    `four-eyes-normalised-identities`); False: a run started before, judged as it was then."""
 
     @classmethod
     def start(cls, request: Any, *, workflow_id: str) -> RolloutRunState:
@@ -159,6 +166,28 @@ class RolloutRunState:
                 path=str(raw.get("path") or ""),
             )
         )
+
+    # -- approvals that hold ------------------------------------------------------------------
+    def bind_approvals(self, rollout_run: str) -> None:
+        """Signed approvals of this rollout name `rollout_run` (its first run's id), the stage
+        and a nonce (patch `approvals-bound-to-run-and-stage`); continue-as-new carries it."""
+        self.progress.approval_run = rollout_run
+
+    def _take_nonce(self, command: OperatorCommand, *, now: datetime) -> None:
+        """A bound signature counted: its nonce is taken. Nonces whose signatures are no longer
+        fresh are forgotten (such a signature is refused as stale), so the set stays as small
+        as the approvals of the last SIGNATURE_MAX_AGE."""
+        if not command.nonce:
+            return
+        oldest = now - SIGNATURE_MAX_AGE - SIGNATURE_MAX_SKEW
+        for nonce, signed_at in list(self.approval_nonces.items()):
+            try:
+                expired = datetime.fromisoformat(signed_at) < oldest
+            except ValueError:
+                expired = True
+            if expired:
+                del self.approval_nonces[nonce]
+        self.approval_nonces[command.nonce] = command.signed_at
 
     # -- plan and stages ----------------------------------------------------------------------
     def set_plan(self, plan: RolloutPlan, *, change_texts_in_digest: bool = False) -> None:
@@ -499,12 +528,16 @@ class RolloutRunState:
         if progress.approved:
             held = f", held until resume (paused: {paused})" if paused else ""
             return self._ignored(by, f"{progress.stage_name} is already approved{held}", at=at)
-        if (refused := approval_refusal(self.plan, progress, command)) is not None:
+        refused = approval_refusal(
+            self.plan, progress, command, normalised=self.four_eyes_normalised
+        )
+        if refused is not None:
             # A stale digest or a second approval by one identity changes nothing (an update's
             # validator refused it).
             return self._ignored(by, refused.replace("cannot approve", "approve ignored", 1), at=at)
         approved, text = record_approval(self.plan, progress, command, at=at)
-        audit = {"approval": approval_audit(self.plan, command, by)}
+        # Before record_approval, which may not move the stage but names it as it is now.
+        audit = {"approval": approval_audit(self.plan, progress, command, by)}
         if not approved:
             waiting = f"{text}; waiting for more approvals"
             self.note(by, text, at=at, details=audit)
@@ -536,13 +569,23 @@ class RolloutRunState:
 
     def apply(self, command: CommandName, argument: OperatorCommand, *, at: str) -> Effect:
         """Act on an operator command (a signal, or an update its validator accepted)."""
+        now = datetime.fromisoformat(at)
         unsigned = signature_refusal(
-            self.plan, self.progress, command, argument, now=datetime.fromisoformat(at)
+            self.plan,
+            self.progress,
+            command,
+            argument,
+            now=now,
+            used_nonces=self.approval_nonces,
         )
         if unsigned is not None:
             # A signal cannot be refused: one the API did not sign changes nothing, noted.
             why = unsigned.replace(f"cannot {command}", f"{command} ignored", 1)
             return self._ignored(argument.by or DEFAULT_OPERATOR, why, at=at)
+        signed = COMMANDS[command].signed and command != CommandName.HALT
+        if signed and self.progress.approval_run and self.plan and self.plan.approval_key:
+            # Taken whatever the approval then does: a replay of it is refused as a replay.
+            self._take_nonce(argument, now=now)
         apply = {
             CommandName.HALT: self.apply_halt,
             CommandName.BYPASS: self.apply_bypass,
@@ -568,7 +611,12 @@ class RolloutRunState:
             return f"cannot {command}: the rollout has already ended ({state.value})"
         # Without the API's signature nothing else is worth telling: send it through the API.
         unsigned = signature_refusal(
-            self.plan, progress, command, argument or OperatorCommand(), now=now
+            self.plan,
+            progress,
+            command,
+            argument or OperatorCommand(),
+            now=now,
+            used_nonces=self.approval_nonces,
         )
         if unsigned is not None:
             return unsigned
@@ -596,5 +644,10 @@ class RolloutRunState:
         if command == CommandName.RESUME and not progress.pause_reasons:
             return "cannot resume: the rollout is not paused"
         if command == CommandName.APPROVE:
-            return approve_refusal(self.plan, progress, argument or OperatorCommand())
+            return approve_refusal(
+                self.plan,
+                progress,
+                argument or OperatorCommand(),
+                normalised=self.four_eyes_normalised,
+            )
         return None

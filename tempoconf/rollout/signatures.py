@@ -4,9 +4,13 @@ cannot forge (docs/contract.md, Signed approvals).
 With an access policy on, the API signs each approve it sends with its Ed25519 private key
 (tempoconf.access.signing); the rollout carries the public key in its plan (`approval_key`) and
 counts an approve only with a valid, fresh signature over what it approves. The signed message
-is the canonical JSON (tempoconf.canonical) of `{identity, workflow_id, command, digest,
-signed_at}`: a signature is good for one identity, one workflow, one command and one plan, for
-`SIGNATURE_MAX_AGE`.
+is the canonical JSON (tempoconf.canonical) of `{identity, emails, workflow_id, rollout_run,
+stage_index, command, digest, nonce, signed_at}` (`bound_message`): a signature is good for one
+identity (and the emails the API vouches for), one run of one workflow, one stage, one command
+and one plan, once (the rollout keeps the nonces it took), for `SIGNATURE_MAX_AGE`. A run started
+before patch `approvals-bound-to-run-and-stage` takes the older form, `{identity, workflow_id,
+command, digest, signed_at}` (`signed_message`), as it always did: its status names no
+`approval_run`, and the API signs what it shows.
 
 Pure and deterministic (the verification is a function of its inputs; `now` is the workflow's
 clock): the workflow's validator and signal handler call it inside the sandbox.
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Container
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cryptography.exceptions import InvalidSignature
@@ -26,12 +32,19 @@ from tempoconf.canonical import canonical_json
 __all__ = [
     "API_ONLY",
     "KEY_PREFIX",
+    "MAX_EMAILS",
+    "MAX_EMAIL_CHARS",
     "MAX_KEY_CHARS",
+    "MAX_NONCE_CHARS",
+    "MAX_RUN_CHARS",
     "MAX_SIGNATURE_CHARS",
     "MAX_SIGNED_AT_CHARS",
     "SIGNATURE_MAX_AGE",
     "SIGNATURE_MAX_SKEW",
+    "Binding",
     "approval_key_problem",
+    "bound_message",
+    "bound_signature_problem",
     "through_api",
     "signature_problem",
     "signed_message",
@@ -45,6 +58,12 @@ MAX_KEY_CHARS = 100
 MAX_SIGNATURE_CHARS = 200
 """88 base64 characters; a bound for the command's field."""
 MAX_SIGNED_AT_CHARS = 64
+MAX_NONCE_CHARS = 64
+"""The API's nonces are 32 hex characters; a bound for the command's field."""
+MAX_RUN_CHARS = 100
+"""A Temporal run id (a UUID); a bound for the command's field."""
+MAX_EMAILS = 20
+MAX_EMAIL_CHARS = 254
 SIGNATURE_MAX_AGE = timedelta(minutes=10)
 """How long a signature counts after `signed_at`: an approval is sent at once, so a captured one
 cannot be replayed later (within the window, it could only repeat the approval it is)."""
@@ -77,6 +96,46 @@ def signed_message(
         "signed_at": signed_at,
     }
     return canonical_json(document).encode("utf-8")
+
+
+def bound_message(
+    *,
+    identity: str,
+    emails: list[str],
+    workflow_id: str,
+    rollout_run: str,
+    stage_index: int,
+    command: str,
+    digest: str,
+    nonce: str,
+    signed_at: str,
+) -> bytes:
+    """The bytes a bound signature covers: canonical JSON of its nine fields, UTF-8. Its keys
+    differ from `signed_message`'s, so no signature of one form verifies as the other."""
+    document = {
+        "identity": identity,
+        "emails": list(emails),
+        "workflow_id": workflow_id,
+        "rollout_run": rollout_run,
+        "stage_index": stage_index,
+        "command": command,
+        "digest": digest,
+        "nonce": nonce,
+        "signed_at": signed_at,
+    }
+    return canonical_json(document).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a bound signature must name to count: the rollout's run (its first run's id, the
+    same across continue-as-new), the stage awaiting approval, and a nonce not taken before."""
+
+    rollout_run: str
+    stage_index: int
+    stage: str
+    """The stage as people read it (`stage 2/3 50%`), for the messages."""
+    used_nonces: Container[str]
 
 
 def _decode(text: str, *, size: int) -> bytes | None:
@@ -113,24 +172,29 @@ def _parse_time(text: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else None
 
 
-def signature_problem(
-    public_key: str,
-    *,
-    signature: str,
-    signed_at: str,
-    identity: str,
-    workflow_id: str,
-    command: str,
-    digest: str,
-    now: datetime,
-    path: str = "PATH",
+def _freshness_problem(
+    cannot: str, again: str, at: datetime, signed_at: str, now: datetime
 ) -> str | None:
-    """Why this command's signature does not count (None: it is valid and fresh): the signature
-    of `public_key`'s private key over `signed_message`, `signed_at` within `SIGNATURE_MAX_AGE`
-    before `now` (the workflow's clock) and `SIGNATURE_MAX_SKEW` after it. `path`: the config, in
-    the message that says to send it through the API."""
-    if not signature and not signed_at:
-        return through_api(command, path)
+    if at < now - SIGNATURE_MAX_AGE:
+        return (
+            f"{cannot} the signature is stale (signed at {signed_at}, more than "
+            f"{int(SIGNATURE_MAX_AGE.total_seconds() // 60)} minutes before {now.isoformat()}); "
+            f"{again} again"
+        )
+    if at > now + SIGNATURE_MAX_SKEW:
+        return (
+            f"{cannot} the signature is dated in the future (signed at {signed_at}, more "
+            f"than {int(SIGNATURE_MAX_SKEW.total_seconds() // 60)} minutes after "
+            f"{now.isoformat()}): the API's clock is ahead of the worker's"
+        )
+    return None
+
+
+def _checked(
+    public_key: str, signature: str, signed_at: str, command: str
+) -> tuple[Ed25519PublicKey, bytes, datetime] | str:
+    """The key, the raw signature and the time, or why the command's signature cannot be
+    checked at all."""
     cannot = f"cannot {command}:"
     again = f"{command} through the tempoconf API"
     if approval_key_problem(public_key) is not None:
@@ -151,6 +215,40 @@ def signature_problem(
             f"{cannot} signed_at {signed_at[:60]!r} is not an ISO 8601 time with a zone "
             f"({again}, which signs it)"
         )
+    return key, raw, at
+
+
+def _not_valid(command: str, what: str) -> str:
+    return (
+        f"cannot {command}: the signature is not valid for this "
+        f"{'approval' if command == 'approve' else command} (it was made for another "
+        f"{what}, or by another key than this rollout's); {command} through the tempoconf API"
+    )
+
+
+def signature_problem(
+    public_key: str,
+    *,
+    signature: str,
+    signed_at: str,
+    identity: str,
+    workflow_id: str,
+    command: str,
+    digest: str,
+    now: datetime,
+    path: str = "PATH",
+) -> str | None:
+    """Why this command's signature, in the form of the runs before
+    `approvals-bound-to-run-and-stage`, does not count (None: it is valid and fresh): the
+    signature of `public_key`'s private key over `signed_message`, `signed_at` within
+    `SIGNATURE_MAX_AGE` before `now` (the workflow's clock) and `SIGNATURE_MAX_SKEW` after it.
+    `path`: the config, in the message that says to send it through the API."""
+    if not signature and not signed_at:
+        return through_api(command, path)
+    checked = _checked(public_key, signature, signed_at, command)
+    if isinstance(checked, str):
+        return checked
+    key, raw, at = checked
     message = signed_message(
         identity=identity,
         workflow_id=workflow_id,
@@ -161,22 +259,80 @@ def signature_problem(
     try:
         key.verify(raw, message)
     except InvalidSignature:
+        return _not_valid(command, "identity, workflow, command or plan digest")
+    return _freshness_problem(
+        f"cannot {command}:", f"{command} through the tempoconf API", at, signed_at, now
+    )
+
+
+def bound_signature_problem(
+    public_key: str,
+    *,
+    signature: str,
+    signed_at: str,
+    identity: str,
+    emails: list[str],
+    workflow_id: str,
+    command: str,
+    digest: str,
+    nonce: str,
+    rollout_run: str,
+    stage_index: int | None,
+    binding: Binding,
+    now: datetime,
+    path: str = "PATH",
+) -> str | None:
+    """Why this command's bound signature does not count (None: it counts): as
+    `signature_problem`, over `bound_message` of what the command names (its `rollout_run`,
+    `stage_index`, `nonce`), which must then be `binding`'s run and stage and a nonce it has not
+    taken: a signed approval counts on the run and for the stage it was given for, once."""
+    if not signature and not signed_at:
+        return through_api(command, path)
+    cannot = f"cannot {command}:"
+    again = f"{command} through the tempoconf API"
+    checked = _checked(public_key, signature, signed_at, command)
+    if isinstance(checked, str):
+        return checked
+    key, raw, at = checked
+    if not rollout_run or not nonce or stage_index is None:
         return (
-            f"{cannot} the signature is not valid for this "
-            f"{'approval' if command == 'approve' else command} (it was made for another "
-            "identity, workflow, command or plan digest, or by another key than this rollout's); "
-            f"{again}"
+            f"{cannot} the signature does not name this rollout's run, its stage and a nonce, "
+            "which this rollout requires (an API older than its worker signed it, or it was "
+            f"taken from another rollout's history); {again}, of the same version as the worker"
         )
-    if at < now - SIGNATURE_MAX_AGE:
+    message = bound_message(
+        identity=identity,
+        emails=emails,
+        workflow_id=workflow_id,
+        rollout_run=rollout_run,
+        stage_index=stage_index,
+        command=command,
+        digest=digest,
+        nonce=nonce,
+        signed_at=signed_at,
+    )
+    try:
+        key.verify(raw, message)
+    except InvalidSignature:
+        return _not_valid(command, "identity, emails, workflow, run, stage, command or plan digest")
+    if rollout_run != binding.rollout_run:
         return (
-            f"{cannot} the signature is stale (signed at {signed_at}, more than "
-            f"{int(SIGNATURE_MAX_AGE.total_seconds() // 60)} minutes before {now.isoformat()}); "
-            f"{again} again"
+            f"{cannot} this signed approval was given for another run of workflow "
+            f"{workflow_id!r} (run {rollout_run[:40]}), not for this one (run "
+            f"{binding.rollout_run}): an approval counts only on the run it was given for; {again}"
         )
-    if at > now + SIGNATURE_MAX_SKEW:
+    if stage_index != binding.stage_index:
         return (
-            f"{cannot} the signature is dated in the future (signed at {signed_at}, more "
-            f"than {int(SIGNATURE_MAX_SKEW.total_seconds() // 60)} minutes after "
-            f"{now.isoformat()}): the API's clock is ahead of the worker's"
+            f"{cannot} this signed approval was given for stage {stage_index + 1}, and the "
+            f"rollout is at {binding.stage}: an approval counts only for the stage it was given "
+            f"for; {again}"
+        )
+    stale = _freshness_problem(cannot, again, at, signed_at, now)
+    if stale is not None:
+        return stale
+    if nonce in binding.used_nonces:
+        return (
+            f"{cannot} this signed approval (nonce {nonce[:40]}) was taken already: each counts "
+            f"once; {again} again"
         )
     return None

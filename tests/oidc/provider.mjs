@@ -4,8 +4,9 @@
 //
 // (or OIDC_PORT, OIDC_JWKS_FILE, OIDC_CLIENTS_FILE, OIDC_ACCESS_TOKEN_TTL). keys.json is a JWK set
 // with private parts; its first key signs, the others are only published (a rotation's
-// successor or predecessor). clients.json is a list of {client_id, client_secret, groups, ttl}
-// (ttl: that client's access-token lifetime in seconds, default --ttl).
+// successor or predecessor). clients.json is a list of {client_id, client_secret, groups, ttl,
+// claims} (ttl: that client's access-token lifetime in seconds, default --ttl; claims: more
+// claims its tokens carry, such as email and email_verified).
 // The client-credentials grant issues JWT access tokens for the audience `tempoconf`, with
 // `sub` = the client id and a `groups` claim. Nothing here reaches the network: no client uses
 // a jwks_uri or sector identifier, and the issuer is this process's loopback address.
@@ -52,6 +53,7 @@ const clients = readJson(args.clients, '--clients');
 if (!Array.isArray(clients)) fail('--clients: not a list');
 const groupsOf = new Map(clients.map((client) => [client.client_id, client.groups ?? []]));
 const ttlOf = new Map(clients.map((client) => [client.client_id, client.ttl ?? ttl]));
+const claimsOf = new Map(clients.map((client) => [client.client_id, client.claims ?? {}]));
 
 // The first key signs (named by its kid below); the others are only published.
 const signingKey = jwks.keys[0];
@@ -89,7 +91,10 @@ const provider = new Provider(issuer, {
     id_token_signed_response_alg: signingAlg,
     response_types: [],
   },
-  extraTokenClaims: (_ctx, token) => ({ groups: groupsOf.get(token.clientId) ?? [] }),
+  extraTokenClaims: (_ctx, token) => ({
+    ...(claimsOf.get(token.clientId) ?? {}),
+    groups: groupsOf.get(token.clientId) ?? [],
+  }),
   ttl: { ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? ttl },
   // Only the test keeps these cookies' secrets: there are no browser interactions.
   cookies: { keys: ['tempoconf-tests-only'] },

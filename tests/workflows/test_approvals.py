@@ -144,8 +144,11 @@ async def test_two_distinct_approvers_bound_to_the_plan_advance_the_stage(stack:
     rows = [entry for entry in stack.store.history("default", path) if "approval" in entry.details]
     assert [(row.actor, row.action, row.details["approval"]) for row in rows] == [
         ("bob", "rollout.command",
-         {"identity": "bob", "digest": digest, "reason": "diff reviewed"}),
-        ("carol", "rollout.command", {"identity": "carol", "digest": digest, "reason": "lgtm"}),
+         {"identity": "bob", "digest": digest, "reason": "diff reviewed",
+          "stage": "channel:canary", "stage_index": 0}),
+        ("carol", "rollout.command",
+         {"identity": "carol", "digest": digest, "reason": "lgtm",
+          "stage": "channel:canary", "stage_index": 0}),
     ]  # fmt: skip
     assert rows[0].reason == f"approval 1/2 of channel:canary of plan {digest}: diff reviewed"
 

@@ -40,12 +40,22 @@ async def refusal(handle: WorkflowHandle[Any, Any], argument: dict[str, Any]) ->
     return str(caught.value.cause)
 
 
-def signed(
+async def signed(
     signer: CommandSigner, handle: WorkflowHandle[Any, Any], by: str, digest: str, **at: Any
-) -> dict[str, str]:
+) -> dict[str, Any]:
+    """An approve signed as the API signs it: bound to the run and the stage the status names."""
     when = datetime.now(UTC) + timedelta(**at)
-    signature, signed_at = signer.sign(by, handle.id, "approve", digest, when)
-    return {"by": by, "digest": digest, "signature": signature, "signed_at": signed_at}
+    progress = await status(handle)
+    fields = signer.sign_bound(
+        by,
+        handle.id,
+        "approve",
+        digest,
+        rollout_run=progress["approval_run"],
+        stage_index=progress["stage_index"],
+        at=when,
+    )
+    return {"by": by, "digest": digest, **fields}
 
 
 async def test_only_a_signed_approval_moves_a_rollout_with_a_key(
@@ -65,12 +75,12 @@ async def test_only_a_signed_approval_moves_a_rollout_with_a_key(
         f"policy signs them); approve with `tempoconf rollout approve {request['path']}` or "
         f"POST /v1/admin/rollouts/{request['path']}:approve"
     )
-    forged = await refusal(handle, signed(FORGER, handle, "bob", digest))
+    forged = await refusal(handle, await signed(FORGER, handle, "bob", digest))
     assert "the signature is not valid for this approval" in forged, forged
     # a real signature of another identity, replayed under bob's name
-    replayed = {**signed(SIGNER, handle, "carol", digest), "by": "bob"}
+    replayed = {**await signed(SIGNER, handle, "carol", digest), "by": "bob"}
     assert "not valid for this approval" in await refusal(handle, replayed)
-    stale = await refusal(handle, signed(SIGNER, handle, "bob", digest, minutes=-11))
+    stale = await refusal(handle, await signed(SIGNER, handle, "bob", digest, minutes=-11))
     assert "the signature is stale" in stale, stale
 
     # a signal cannot be refused: it is ignored, and the history says why
@@ -88,7 +98,7 @@ async def test_only_a_signed_approval_moves_a_rollout_with_a_key(
     progress = await eventually(noted, what="the unsigned signal to be noted")
     assert progress["state"] == "awaiting_approval" and progress["approved"] is False
 
-    approved = await handle.execute_update("approve", signed(SIGNER, handle, "bob", digest))
+    approved = await handle.execute_update("approve", await signed(SIGNER, handle, "bob", digest))
     assert approved["accepted"] is True, approved
     assert (await rollout_result(handle))["outcome"] == "promoted"
 

@@ -21,3 +21,12 @@ CHANGE_GATES = "change-windows-and-freezes"
 # completing, and a cancelled one keeps its result in the memo before it ends Canceled
 # (tempoconf.rollout.outcomes). Promoted and bypassed rollouts complete as before.
 OUTCOME_STATUSES = "outcomes-as-temporal-statuses"
+
+# workflow.patched (issue 41): a signed approval names the rollout's run (its first run's id,
+# `approval_run` in the status), the stage it approves and a nonce the rollout takes once
+# (tempoconf.rollout.signatures.bound_message). A run started before takes the older form.
+APPROVALS_BOUND = "approvals-bound-to-run-and-stage"
+# workflow.patched (issue 41): four eyes compare people, not text: authors normalised, identities
+# in their spaces (`oidc:bob` is not the token `bob`), and the emails the API vouches for
+# (tempoconf.rollout.identities). A run started before judges approvals as it did.
+FOUR_EYES_IDENTITIES = "four-eyes-normalised-identities"

@@ -27,7 +27,9 @@ from tempoconf.workflows.rollout._gates import pass_gates
 from tempoconf.workflows.rollout._hold import hold, publish
 from tempoconf.workflows.rollout._inputs import input_problem, workflow_id_problem
 from tempoconf.workflows.rollout._patches import (
+    APPROVALS_BOUND,
     CHANGESET_PLAN_DIGEST,
+    FOUR_EYES_IDENTITIES,
     PREPARE_FAILURE_AUDITED,
     SEARCH_ATTRIBUTE_PATHS,
 )
@@ -140,6 +142,7 @@ class ConfigRollout:
                 )
                 if plan.paths_attribute and workflow.patched(SEARCH_ATTRIBUTE_PATHS):
                     run.state.pending_paths = plan.paths()
+                self._approval_forms()
                 upsert_search_attributes(run)
             bypassed = await self._run_stages(plan)
             await pass_gates(run, plan, None)
@@ -256,6 +259,16 @@ class ConfigRollout:
             )
             state.mark_stage(stage.index, StageStatus.PASSED)
         return state.bypass is not None
+
+    def _approval_forms(self) -> None:
+        """How this rollout takes approvals, decided once, after prepare: the runs
+        continue-as-new starts carry it, so a run started before keeps the forms it was started
+        with. A method: a build of the worker from before them (tests/workflows/worker_builds.py)
+        overrides it."""
+        state = self.rollout.state
+        if workflow.patched(APPROVALS_BOUND):
+            state.bind_approvals(self.rollout.lock_run_id)
+        state.four_eyes_normalised = workflow.patched(FOUR_EYES_IDENTITIES)
 
     async def _publish(self, plan: RolloutPlan, stage: PlannedStage) -> None:
         """A stage's publish (_hold.publish). A method: a build of the worker with a step before

@@ -41,6 +41,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 from temporalio.testing import WorkflowEnvironment
 
+from tempoconf.access.signing import CommandSigner
 from tempoconf.canonical import version_id
 from tempoconf.rollout.outcomes import await_rollout_ending
 from tempoconf.store.store import Store
@@ -742,6 +743,135 @@ async def changeset_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
     digest = (await status(handle))["digest"]
     await handle.execute_update("approve", {"by": "bob", "digest": digest, "reason": "diff ok"})
     await handle.execute_update("approve", {"by": "carol", "digest": digest, "reason": "lgtm"})
+    return await outcome(handle, "promoted")
+
+
+
+# Signed approvals (docs/contract.md, Signed approvals): one key per generation, in the plan.
+APPROVAL_SIGNER = CommandSigner.generate()
+
+
+async def signed_approve(handle: WorkflowHandle[Any, Any], by: str) -> dict[str, Any]:
+    """An approve of the stage awaiting approval, signed as the API signs it for this run: bound
+    to the run and the stage with a nonce when the run's status names `approval_run`, else in
+    the form of the runs before patch `approvals-bound-to-run-and-stage`."""
+    progress = await status(handle)
+    digest = progress["digest"]
+    now = datetime.now(UTC)
+    if progress.get("approval_run"):
+        signed = APPROVAL_SIGNER.sign_bound(
+            by,
+            handle.id,
+            "approve",
+            digest,
+            rollout_run=progress["approval_run"],
+            stage_index=progress["stage_index"],
+            at=now,
+        )
+        return {"by": by, "digest": digest, **signed}
+    signature, signed_at = APPROVAL_SIGNER.sign(by, handle.id, "approve", digest, now)
+    return {"by": by, "digest": digest, "signature": signature, "signed_at": signed_at}
+
+
+@scenario
+async def signed_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Two manual stages of a rollout with an `approval_key`: stage 1's signed approval is taken
+    from its update and sent again as a signal while stage 2 awaits approval. Saved from a worker
+    that predates patch `approvals-bound-to-run-and-stage`: the signature names neither run nor
+    stage, so the replayed approval moved stage 2 on (the hole issue 41 closed); that run keeps
+    taking it on replay. Run by a worker of today, the replay is ignored and noted, and a fresh
+    approval of stage 2 follows (as `signed_approvals_bound` records)."""
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(
+        bench.request(
+            stages=[
+                {"channel": "canary", "cooldown": "0s", "manual": True},
+                {"percentile": 10, "cooldown": "0s", "manual": True},
+            ],
+            approval_key=APPROVAL_SIGNER.public_key,
+        ),
+        real_clock=True,  # a signature is judged on the workflow's clock
+    )
+    await reach(handle, "awaiting_approval")
+    captured = await signed_approve(handle, "bob")
+    await handle.execute_update("approve", captured)
+    await reach(handle, "awaiting_approval", stage_index=1)
+    await handle.signal("approve", captured)
+
+    async def replay_handled() -> bool:
+        progress = await status(handle)
+        last = progress["history"][-1]["reason"]
+        return progress["state"] != "awaiting_approval" or last.startswith("approve ignored")
+
+    await eventually(replay_handled, what=f"{handle.id} to take or note the replayed approval")
+    if (await status(handle))["state"] == "awaiting_approval":
+        await handle.execute_update("approve", await signed_approve(handle, "carol"))
+    return await outcome(handle, "promoted")
+
+
+
+@scenario
+async def signed_approvals_bound(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """As `signed_approvals`, on a worker with patch `approvals-bound-to-run-and-stage`: stage
+    1's approval names the run, the stage and a nonce; sent again at stage 2 it is refused
+    (update: nothing in the history) and ignored (signal: noted); stage 2 takes a fresh one."""
+    await bench.make_stable(STABLE_VALUE)
+    handle = await bench.start(
+        bench.request(
+            stages=[
+                {"channel": "canary", "cooldown": "0s", "manual": True},
+                {"percentile": 10, "cooldown": "0s", "manual": True},
+            ],
+            approval_key=APPROVAL_SIGNER.public_key,
+        ),
+        real_clock=True,
+    )
+    await reach(handle, "awaiting_approval")
+    assert (await status(handle))["approval_run"], "this worker does not bind approvals"
+    captured = await signed_approve(handle, "bob")
+    await handle.execute_update("approve", captured)
+    await reach(handle, "awaiting_approval", stage_index=1)
+    try:
+        await handle.execute_update("approve", captured)
+    except WorkflowUpdateFailedError:
+        pass
+    else:
+        raise AssertionError("stage 1's approval was taken at stage 2")
+    await handle.signal("approve", captured)
+
+    async def replay_noted() -> bool:
+        last = (await status(handle))["history"][-1]["reason"]
+        return last.startswith("approve ignored: this signed approval was given for stage 1")
+
+    await eventually(replay_noted, what=f"{handle.id} to note the replayed approval")
+    await handle.execute_update("approve", await signed_approve(handle, "carol"))
+    return await outcome(handle, "promoted")
+
+
+@scenario
+async def four_eyes_identities(bench: Bench) -> WorkflowHandle[Any, Any]:
+    """Patch `four-eyes-normalised-identities`: the author `Mallory <mallory@example.com>`
+    approving as `mallory+x@example.com` is ignored (a signal, noted); the token `bob` and the
+    OpenID `oidc:bob` are two approvers: promoted."""
+    await bench.make_stable(STABLE_VALUE)
+    request = bench.request(
+        stages=[
+            {"channel": "canary", "cooldown": "0s", "manual": True, "approvals": {"required": 2}}
+        ],
+        author="Mallory <mallory@example.com>",
+    )
+    handle = await bench.start(request, real_clock=True)
+    await reach(handle, "awaiting_approval")
+    digest = (await status(handle))["digest"]
+    await handle.signal("approve", {"by": "mallory+x@example.com", "digest": digest})
+
+    async def noted() -> bool:
+        last = (await status(handle))["history"][-1]["reason"]
+        return "is the rollout's author" in last
+
+    await eventually(noted, what=f"{handle.id} to note the author's approval")
+    await handle.execute_update("approve", {"by": "bob", "digest": digest})
+    await handle.execute_update("approve", {"by": "oidc:bob", "digest": digest})
     return await outcome(handle, "promoted")
 
 
