@@ -153,9 +153,11 @@ async def test_a_chained_edge_serves_stages_bundles_and_reports_and_outlives_its
                     )
                 ),
                 edges.enter_async_context(
+                    # The outer edge serves its clients without a token: on purpose, as it
+                    # must say (else it refuses to re-serve what EDGE_TOKEN reads to anyone).
                     running_edge(
                         f"http://127.0.0.1:{inner_port}", tmp_path, name="edge2",
-                        upstream_token=EDGE_TOKEN,
+                        upstream_token=EDGE_TOKEN, extra=("--public",),
                     )
                 ),
             )  # fmt: skip
