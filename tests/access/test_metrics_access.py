@@ -180,6 +180,10 @@ async def test_an_edge_under_its_policy_asks_for_its_own_scraper_token(
         assert "tempoconf_edge_watches 1.0" in scraped.text
         assert denied(scraped.text, "missing") == 1
         assert denied(scraped.text, "client_token") == 1
+        # Its /readyz says which policy is in force, as the API's does.
+        ready = (await http.get("/readyz")).json()
+        assert ready["access_policy"]["status"] == "current", ready
+        assert "tempoconf_api_access_policy_stale 0.0" in scraped.text
 
 
 def test_a_scraper_is_named_once_and_shares_no_secret(tmp_path: Path) -> None:
