@@ -304,7 +304,9 @@ def parameters() -> dict[str, Any]:
         "WorkflowId": query(
             "workflow_id",
             {"type": "string", "minLength": 1, "maxLength": 1000},
-            "Workflow id (default: the lock holder's, else rollout:{namespace}/{path})",
+            "Workflow id: one of this config's own rollouts (default: the lock holder's, else "
+            "rollout:{namespace}/{path}); a start's: the request's own id, or it followed by "
+            "`:` and a suffix. Another config's rollout is refused, as an id that names none",
         ),
     }
 

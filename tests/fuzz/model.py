@@ -13,6 +13,7 @@ manual stage go on, `resume` lets a paused one go on.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,14 +27,18 @@ __all__ = [
     "HEALTH_CHECK",
     "LEASE_SECONDS",
     "MAX_ERROR_RATIO",
+    "NAMESPACES",
+    "ROLES",
     "STAGES",
     "ConfigModel",
     "Identity",
     "Phase",
+    "Principal",
     "Report",
     "RolloutModel",
     "Served",
     "StageSpec",
+    "changeset_workflow_id",
     "identities_for",
 ]
 
@@ -59,6 +64,35 @@ OUTCOME_ACTIONS = frozenset(
     }
 )
 """Audit actions that end a rollout's trail (a bypass is recorded as `rollout.promoted`)."""
+
+NAMESPACES = ("default", "team-b")
+"""Two teams' namespaces: a config in each, and a changeset across both."""
+ROLES = ("viewer", "operator", "approver", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who sends a step: a token of the access policy holding `role` in `namespace` (`*`: in
+    every namespace)."""
+
+    name: str
+    namespace: str
+    role: str
+
+    def may(self, step: str, namespaces: tuple[str, ...]) -> bool:
+        """docs/contract.md, Access: approving is the approver's, every other command and a
+        start the operator's; admin holds every role; the role is needed in every namespace
+        the rollout touches (the object decides the namespace)."""
+        needed = "approver" if step == "approve" else "operator"
+        holds = self.role in (needed, "admin")
+        return holds and all(self.namespace in ("*", namespace) for namespace in namespaces)
+
+
+def changeset_workflow_id(configs: list[tuple[str, str]]) -> str:
+    """docs/contract.md, Changesets: `changeset:` and the first 16 hex characters of the SHA-256
+    of the configs as `namespace/path` lines, sorted, joined by a newline."""
+    lines = "\n".join(sorted(f"{namespace}/{path}" for namespace, path in configs))
+    return "changeset:" + hashlib.sha256(lines.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -254,6 +288,9 @@ class Ended:
 class ConfigModel:
     path: str
     identities: tuple[Identity, ...]
+    namespace: str = NAMESPACES[0]
+    others: tuple[tuple[str, str], ...] = ()
+    """A changeset's other configs (namespace, path): its rollouts change them all at once."""
     stable: str | None = None
     running: RolloutModel | None = None
     lapsing: Lapsing | None = None
@@ -266,6 +303,10 @@ class ConfigModel:
     """Versions every client has seen taken away: no poll may ever answer one again."""
     ended: list[Ended] = field(default_factory=list)
     rollouts: int = 0
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([self.namespace, *(ns for ns, _ in self.others)]))
 
     def allowed(self, client: Identity, sent: float, received: float) -> set[Served | None]:
         """Every answer the API may give `client` to a poll sent and answered at these wall-clock

@@ -4,6 +4,7 @@ each is sent to the live stack and checked against the reference model (tests/fu
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from dataclasses import replace
@@ -21,6 +22,8 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from tempoconf.canonical import version_id
 from tempoconf.cli._api_backend import ApiBackend
@@ -39,29 +42,34 @@ from tests.fuzz.model import (
     COMMANDS,
     HEALTH_CHECK,
     LEASE_SECONDS,
+    NAMESPACES,
     OUTCOME_ACTIONS,
     STAGES,
     ConfigModel,
     Ended,
     Identity,
     Lapsing,
+    Principal,
     Report,
     RolloutModel,
     Served,
     StageSpec,
+    changeset_workflow_id,
     identities_for,
 )
 from tests.fuzz.model_stack import (
     CONFIGS,
     EXAMPLES,
     MARGIN,
-    NAMESPACE,
+    PRINCIPALS,
+    ROOT,
     SHRINK,
     STEPS,
     TERMINATED_OUTCOME,
     LiveStack,
     ModelViolation,
     answered_view,
+    token_of,
 )
 
 
@@ -97,11 +105,20 @@ ACTIONS = (
     "report",
     "terminate",
     "wait_for_lapse",
+    "changeset",
+    "changeset",
+    "replay_approval",
+    "replay_approval",
 )
 """Drawn uniformly: a staged start twice as often as the rest, a report three times (a stage is
 reverted only when failing reports from its cohort precede an `advance`), and the two commands
 that move a rollout on, so that rollouts get past their first stage. `start_unstaged` promotes a
-value at once (a config's first stable value, say)."""
+value at once (a config's first stable value, say). `changeset` starts or steers the changeset
+across both namespaces; `replay_approval` sends a signed approval taken from a workflow's
+history again, straight to Temporal."""
+principals = st.sampled_from((ROOT,) * len(PRINCIPALS) + PRINCIPALS)
+"""Who sends a start or a command: the model's own admin half the time (so that rollouts move),
+else any token of the policy, allowed or not."""
 
 
 class RolloutMachine(RuleBasedStateMachine):
@@ -110,6 +127,11 @@ class RolloutMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.configs: list[ConfigModel] = []
+        self.changeset: ConfigModel | None = None
+        """The changeset across both namespaces (no client polls it: its steps are access's)."""
+        self.approvals: list[tuple[str, list[Any]]] = []
+        """Signed approvals that counted, as the workflow's history holds them (workflow id, the
+        update's arguments): sent again, none may ever count."""
         self.steps = 0
         self.log: list[str] = []
 
@@ -125,7 +147,9 @@ class RolloutMachine(RuleBasedStateMachine):
         want = (rollout.phase.value, rollout.stage, rollout.paused)
 
         async def there() -> dict[str, Any]:
-            snapshot = await answered_view(self.backend, config.path, rollout.workflow_id)
+            snapshot = await answered_view(
+                self.backend, config.path, rollout.workflow_id, config.namespace
+            )
             progress = snapshot.progress or {}
             seen = (progress.get("state"), progress.get("stage_index"), progress.get("paused"))
             assert seen == want, f"(state, stage index, paused) is {seen}, the model says {want}"
@@ -143,9 +167,13 @@ class RolloutMachine(RuleBasedStateMachine):
     @initialize()
     def configs_of_this_example(self) -> None:
         self.stack.examples += 1
-        for _ in range(CONFIGS):
+        for index in range(CONFIGS):
             path = f"model/config-{uuid.uuid4().hex[:10]}"
-            self.configs.append(ConfigModel(path, identities_for(path)))
+            namespace = NAMESPACES[index % len(NAMESPACES)]
+            self.configs.append(ConfigModel(path, identities_for(path), namespace))
+        key = uuid.uuid4().hex[:10]
+        first, second = f"model/changeset-{key}-a", f"model/changeset-{key}-b"
+        self.changeset = ConfigModel(first, (), NAMESPACES[0], others=((NAMESPACES[1], second),))
 
     @rule(index=config_indices, action=st.sampled_from(ACTIONS), data=st.data())
     def step(self, index: int, action: str, data: st.DataObject) -> None:
@@ -153,6 +181,12 @@ class RolloutMachine(RuleBasedStateMachine):
         off about half of a machine's rules in each example, which a bounded run of a few
         examples cannot afford. An action that needs a running rollout takes the other config's,
         or starts one when neither runs."""
+        if action == "changeset":
+            self.steer_changeset(data)
+            return
+        if action == "replay_approval":
+            self.replay_approval(data)
+            return
         config = self.configs[index]
         others = [other for other in self.configs if other is not config]
         if action in NEEDS_RUNNING and config.running is None:
@@ -168,11 +202,16 @@ class RolloutMachine(RuleBasedStateMachine):
         try:
             if action == "start":
                 drawn = data.draw(stage_lists, label="stages")
-                self.log.append(f"{where}, stages {[(s.name, manual) for s, manual in drawn]}")
-                self.start(config, drawn)
+                principal = data.draw(principals, label="principal")
+                self.log.append(
+                    f"{where} as {principal.name}, stages "
+                    f"{[(s.name, manual) for s, manual in drawn]}"
+                )
+                self.start(config, drawn, principal)
             elif action == "start_unstaged":
-                self.log.append(where)
-                self.start(config, [])
+                principal = data.draw(principals, label="principal")
+                self.log.append(f"{where} as {principal.name}")
+                self.start(config, [], principal)
             elif action == "report":
                 client = data.draw(st.integers(0, len(config.identities) - 1), label="client")
                 claims = data.draw(st.booleans(), label="claims the rollout's version")
@@ -190,21 +229,24 @@ class RolloutMachine(RuleBasedStateMachine):
                 self.log.append(where)
                 self.wait_for_lapse()
             else:
-                self.log.append(where)
-                self.command(config, action)
+                principal = data.draw(principals, label="principal")
+                self.log.append(f"{where} as {principal.name}")
+                self.command(config, action, principal)
         except BaseException as failure:
             # The live stack answers a replay differently: say what this example did.
             failure.add_note("the example's steps:\n  " + "\n  ".join(self.log))
             raise
 
-    def start(self, config: ConfigModel, drawn: list[tuple[StageSpec, bool]]) -> None:
+    def start(
+        self,
+        config: ConfigModel,
+        drawn: list[tuple[StageSpec, bool]],
+        principal: Principal = ROOT,
+    ) -> None:
         config.rollouts += 1
         value = {"path": config.path, "rollout": config.rollouts}
         stages = tuple(replace(stage, manual=manual) for stage, manual in drawn)
         request: dict[str, Any] = {
-            "path": config.path,
-            "namespace": NAMESPACE,
-            "value": value,
             "default_cooldown_time": "1h",
             "default_expiration_time": f"{LEASE_SECONDS:g}s",
             "stages": [stage.request() for stage in stages],
@@ -212,9 +254,19 @@ class RolloutMachine(RuleBasedStateMachine):
             "author": "model",
             "message": f"model rollout {config.rollouts}",
         }
-        workflow_id = f"model-{config.path.rsplit('-', 1)[-1]}-{config.rollouts}"
+        if config.others:
+            configs = [(config.namespace, config.path), *config.others]
+            request["changes"] = [
+                {"path": path, "namespace": namespace, "value": value}
+                for namespace, path in configs
+            ]
+            workflow_id = changeset_workflow_id(configs)
+        else:
+            request |= {"path": config.path, "namespace": config.namespace, "value": value}
+            # The config's own id with a suffix: the only ids a start through the API may take.
+            workflow_id = f"rollout:{config.namespace}/{config.path}:{config.rollouts}"
         with self.stack.timed("start"):
-            self.stack.run(self._start(config, request, workflow_id, stages))
+            self.stack.run(self._start(config, request, workflow_id, stages, principal))
 
     async def _start(
         self,
@@ -222,21 +274,31 @@ class RolloutMachine(RuleBasedStateMachine):
         request: dict[str, Any],
         workflow_id: str,
         stages: tuple[StageSpec, ...],
+        principal: Principal,
     ) -> None:
-        prepared = await self.backend.prepare(request)
-        version = version_id(request["value"])
+        changeset = "changeset " if config.others else ""
+        if not principal.may("start", config.namespaces):
+            # Refused before anything is read or started: the model does not move.
+            config.rollouts -= 1
+            await self.refused_as(principal, "POST", "/v1/admin/rollouts", body=request)
+            self.stack.access[f"{changeset}start refused"] += 1
+            return
+        self.stack.access[f"{changeset}start allowed"] += 1
+        backend = self.stack.backends[principal]
+        prepared = await backend.prepare(request)
+        version = version_id(request["changes"][0]["value"] if config.others else request["value"])
         assert prepared.version == version
         if config.running is not None:
             # One running rollout per config: the second start is refused, nothing changes.
             try:
-                await self.backend.start(request, prepared, workflow_id)
+                await backend.start(request, prepared, workflow_id)
             except LockBusy as busy:
                 assert busy.lock.workflow_id == config.running.workflow_id
             else:
                 raise AssertionError(f"a second rollout of {config.path} was started")
             config.rollouts -= 1  # its value was never stored: the next start may reuse it
             return
-        await self.backend.start(request, prepared, workflow_id)
+        await backend.start(request, prepared, workflow_id)
         reclaimed, config.reclaim_from = config.reclaim_from, None
         # Its begin_rollout clears a terminated rollout's stages: they are not served any more.
         if config.lapsing is not None:
@@ -252,19 +314,35 @@ class RolloutMachine(RuleBasedStateMachine):
         if reclaimed is not None:
             await self.check_reclaimed(config, workflow_id, reclaimed)
 
-    def command(self, config: ConfigModel, name: str) -> None:
-        with self.stack.timed(name):
-            self.stack.run(self._command(config, name))
+    async def refused_as(
+        self, principal: Principal, method: str, url: str, *, body: Any = None, **params: str
+    ) -> None:
+        """`principal` is refused this (403, naming the role it lacks): the model says so."""
+        answer = await self.stack.http.request(
+            method,
+            url,
+            params=params or None,
+            json=body,
+            headers={"Authorization": f"Bearer {token_of(principal)}"},
+        )
+        assert answer.status_code == 403, (principal, url, answer.status_code, answer.text)
+        assert f"{principal.name!r} needs the " in answer.json()["error"], answer.text
 
-    async def _command(self, config: ConfigModel, name: str) -> None:
+    def command(self, config: ConfigModel, name: str, principal: Principal = ROOT) -> None:
+        with self.stack.timed(name):
+            self.stack.run(self._command(config, name, principal))
+
+    async def _command(self, config: ConfigModel, name: str, principal: Principal) -> None:
         rollout = config.running
         assert rollout is not None
+        allowed = principal.may(name, config.namespaces)
+        changeset = "changeset " if config.others else ""
         refused = rollout.refusal(name)
         try:
             answer = (
-                await self.backend.command(
+                await self.stack.backends[principal].command(
                     OperatorCommandInput(
-                        NAMESPACE,
+                        config.namespace,
                         config.path,
                         name,
                         f"model step {self.steps}",
@@ -273,11 +351,21 @@ class RolloutMachine(RuleBasedStateMachine):
                 )
             ).result
         except CommandRefused as refusal:
+            if not allowed:
+                # The object decides the namespace: every namespace the rollout touches.
+                assert f"{principal.name!r} needs the " in str(refusal), str(refusal)
+                self.stack.access[f"{changeset}command refused"] += 1
+                return
             assert refused, f"{name} was refused, the model takes it: {refusal}"
             return
+        assert allowed, f"{name} by {principal.name} was taken ({answer}), the model refuses it"
+        self.stack.access[f"{changeset}command allowed"] += 1
         assert not refused, f"{name} was taken ({answer}), the model refuses it"
         assert answer["accepted"] is True, answer
         config.command(name)
+        if name == "approve":
+            self.stack.access["approvals counted"] += 1
+            await self.capture_approval(rollout.workflow_id)
         # The answer comes once the command took effect (docs/contract.md): where it says the
         # rollout is, is where the model says.
         if not answer["message"].startswith("requested:"):
@@ -290,6 +378,87 @@ class RolloutMachine(RuleBasedStateMachine):
             await self.wait_state(config)
         else:
             await self.wait_outcome(config, config.ended[-1])
+
+    def steer_changeset(self, data: st.DataObject) -> None:
+        """A step on the changeset across both namespaces, as a drawn principal: its start when
+        it does not run, else a drawn command. Only a principal holding the role in both
+        namespaces is let through."""
+        changeset = self.changeset
+        assert changeset is not None
+        principal = data.draw(principals, label="principal")
+        where = f"step {len(self.log) + 1}: changeset {changeset.path}"
+        try:
+            if changeset.running is None:
+                drawn = data.draw(stage_lists, label="stages")
+                self.log.append(
+                    f"{where}: start as {principal.name}, stages "
+                    f"{[(s.name, manual) for s, manual in drawn]}"
+                )
+                self.start(changeset, drawn, principal)
+            else:
+                name = data.draw(st.sampled_from(COMMANDS), label="command")
+                self.log.append(f"{where}: {name} as {principal.name}")
+                self.command(changeset, name, principal)
+        except BaseException as failure:
+            failure.add_note("the example's steps:\n  " + "\n  ".join(self.log))
+            raise
+
+    async def capture_approval(self, workflow_id: str) -> None:
+        """The signed approval that just counted, as its workflow's history holds it (in the
+        newest run, or the one it continued from: a rollout continues as new often here)."""
+        run_id: str | None = None
+        for _ in range(3):
+            handle = self.stack.temporal.get_workflow_handle(workflow_id, run_id=run_id)
+            found: list[Any] | None = None
+            run_id = None
+            async for event in handle.fetch_history_events():
+                if event.HasField("workflow_execution_started_event_attributes"):
+                    started = event.workflow_execution_started_event_attributes
+                    run_id = started.continued_execution_run_id or None
+                if event.HasField("workflow_execution_update_accepted_event_attributes"):
+                    update = event.workflow_execution_update_accepted_event_attributes
+                    if update.accepted_request.input.name == "approve":
+                        payloads = update.accepted_request.input.args.payloads
+                        found = [json.loads(payload.data) for payload in payloads]
+            if found is not None:
+                self.approvals.append((workflow_id, found))
+                self.stack.access["approvals captured"] += 1
+                return
+            if run_id is None:
+                return
+
+    def replay_approval(self, data: st.DataObject) -> None:
+        """A signed approval taken from a history, sent again straight to Temporal (an update or
+        a signal), at whatever the rollout does now: it never counts."""
+        if not self.approvals:
+            return
+        workflow_id, arguments = data.draw(st.sampled_from(self.approvals), label="approval")
+        as_signal = data.draw(st.booleans(), label="as a signal")
+        self.log.append(
+            f"step {len(self.log) + 1}: replay an approval to {workflow_id} "
+            f"as {'a signal' if as_signal else 'an update'}"
+        )
+        with self.stack.timed("replay_approval"):
+            self.stack.run(self._replay_approval(workflow_id, arguments, as_signal=as_signal))
+
+    async def _replay_approval(
+        self, workflow_id: str, arguments: list[Any], *, as_signal: bool
+    ) -> None:
+        handle = self.stack.temporal.get_workflow_handle(workflow_id)
+        try:
+            if as_signal:
+                await handle.signal("approve", *arguments)  # ignored and noted, or it ended
+            else:
+                answer = await handle.execute_update("approve", *arguments)
+                raise AssertionError(f"a replayed approval to {workflow_id} counted: {answer}")
+        except (WorkflowUpdateFailedError, RPCError):
+            pass  # refused, or the rollout ended: either way it did not count
+        self.stack.access[f"approvals replayed as {'signals' if as_signal else 'updates'}"] += 1
+        # Counted or not, the workflow is where the model says (checked after every step too).
+        for config in [*self.configs, self.changeset]:
+            if config is not None and config.running is not None:
+                if config.running.workflow_id == workflow_id:
+                    await self.wait_state(config)
 
     def report(
         self, config: ConfigModel, *, client: int, claims_rollout: bool, ok: int, failed: int
@@ -309,7 +478,7 @@ class RolloutMachine(RuleBasedStateMachine):
     async def _report(self, config: ConfigModel, report: Report) -> None:
         body: dict[str, Any] = {
             "path": config.path,
-            "namespace": NAMESPACE,
+            "namespace": config.namespace,
             "client": report.identity.client,
             "version": report.version,
             "ok": report.ok,
@@ -383,7 +552,8 @@ class RolloutMachine(RuleBasedStateMachine):
         async def poll(config: ConfigModel, identity: Identity) -> str | None:
             sent = time.time()
             response = await self.stack.http.get(
-                f"/v1/configs/{config.path}", params=identity.query()
+                f"/v1/configs/{config.path}",
+                params=[*identity.query(), ("namespace", config.namespace)],
             )
             received = time.time()
             if response.status_code == 404:
@@ -421,7 +591,7 @@ class RolloutMachine(RuleBasedStateMachine):
         await eventually(all_served, what="every client to be served what the model says")
 
     async def _audit_trails(self) -> None:
-        for config in self.configs:
+        for config in [*self.configs, *([self.changeset] if self.changeset else [])]:
             unchecked = [ended for ended in config.ended if not ended.checked]
             if not unchecked:
                 continue
@@ -440,7 +610,7 @@ class RolloutMachine(RuleBasedStateMachine):
                     self.stack.outcomes["(of which continued as new)"] += 1
 
     async def check_trail(self, config: ConfigModel, ended: Ended) -> bool:
-        history = await self.backend.history(NAMESPACE, config.path, limit=1000)
+        history = await self.backend.history(config.namespace, config.path, limit=1000)
         trail = [entry for entry in history if entry.workflow_id == ended.workflow_id]
         actions = [entry.action for entry in trail]
         # A start after a terminated rollout reclaims its lock first, then begins.
@@ -464,7 +634,7 @@ class RolloutMachine(RuleBasedStateMachine):
         return True
 
     async def check_reclaimed(self, config: ConfigModel, workflow_id: str, old: str) -> None:
-        history = await self.backend.history(NAMESPACE, config.path, limit=1000)
+        history = await self.backend.history(config.namespace, config.path, limit=1000)
         reclaims = [
             entry
             for entry in history
@@ -479,11 +649,11 @@ class RolloutMachine(RuleBasedStateMachine):
         """Halt what still runs: an hour's hold must not renew leases through the next example."""
 
         async def halt_all() -> None:
-            for config in self.configs:
-                if config.running is not None:
+            for config in [*self.configs, self.changeset]:
+                if config is not None and config.running is not None:
                     await self.backend.command(
                         OperatorCommandInput(
-                            NAMESPACE,
+                            config.namespace,
                             config.path,
                             "halt",
                             "model: done",

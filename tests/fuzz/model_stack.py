@@ -31,16 +31,29 @@ from tempoconf.cli.worker import build_worker
 from tempoconf.operations.view import RolloutSnapshot
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
+from tests.fixtures.access import write_policy
 from tests.fixtures.services import live_api
 from tests.fixtures.temporal import (
     IMMEDIATE_CONTINUE_AS_NEW_FLAGS,
     start_test_server,
 )
+from tests.fuzz.model import NAMESPACES, ROLES, Principal
 
 T = TypeVar("T")
 
-NAMESPACE = "default"
-ADMIN_TOKEN = "model-check-admin"
+NAMESPACE = NAMESPACES[0]
+ROOT = Principal("model", "*", "admin")
+"""The model's own principal: it starts the rollouts and reads what the checks read."""
+PRINCIPALS = (
+    ROOT,
+    *(
+        Principal(f"{role}-{namespace}", namespace, role)
+        for namespace in NAMESPACES
+        for role in ROLES
+    ),
+)
+FLEET_TOKEN = "model-check-fleet"
+"""The client token of the fleet the checks poll as, and report as, in both namespaces."""
 EXAMPLES = int(os.environ.get("TEMPOCONF_MODEL_EXAMPLES") or 50)
 STEPS = int(os.environ.get("TEMPOCONF_MODEL_STEPS") or 30)
 SHRINK = os.environ.get("TEMPOCONF_MODEL_SHRINK", "") not in ("", "0")
@@ -72,15 +85,25 @@ class LiveStack:
     """The live stack of one backend, driven from hypothesis's thread on the test's event loop."""
 
     loop: asyncio.AbstractEventLoop
-    backend: ApiBackend
+    backends: dict[Principal, ApiBackend]
+    """The CLI's API backend of each principal (PRINCIPALS), each with its own token."""
     http: httpx.AsyncClient
+    """The fleet's client of the API (its client token)."""
     temporal: Client
     label: str
     steps: Counter[str] = field(default_factory=Counter)
     seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     outcomes: Counter[str] = field(default_factory=Counter)
+    access: Counter[str] = field(default_factory=Counter)
+    """Steps by what access made of them: allowed, refused (by the role the model says is
+    missing), approvals replayed from a history (none may count)."""
     examples: int = 0
     """Examples run (hypothesis may run fewer than `max_examples`)."""
+
+    @property
+    def backend(self) -> ApiBackend:
+        """The model's own backend (ROOT)."""
+        return self.backends[ROOT]
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -102,6 +125,7 @@ class LiveStack:
             "steps": dict(self.steps),
             "seconds": {name: round(total, 3) for name, total in self.seconds.items()},
             "outcomes": dict(self.outcomes),
+            "access": dict(self.access),
         }
 
     def figures(self) -> str:
@@ -110,7 +134,8 @@ class LiveStack:
             for name, count in sorted(self.steps.items())
         )
         outcomes = ", ".join(f"{name} {count}" for name, count in sorted(self.outcomes.items()))
-        return f"steps: {steps}\noutcomes: {outcomes or 'none'}"
+        access = ", ".join(f"{name} {count}" for name, count in sorted(self.access.items()))
+        return f"steps: {steps}\noutcomes: {outcomes or 'none'}\naccess: {access or 'none'}"
 
     def run(self, work: Awaitable[T]) -> T:
         async def bounded() -> T:
@@ -145,6 +170,10 @@ def model_backend_name(database_url: str) -> str:
     return "postgresql" if database_url.startswith("postgresql") else "sqlite"
 
 
+def token_of(principal: Principal) -> str:
+    return f"{principal.name}-secret"
+
+
 @asynccontextmanager
 async def operator_stack(
     store: Store,
@@ -152,15 +181,25 @@ async def operator_stack(
     tmp_path: Path,
     *,
     continue_as_new_after_events: int,
-) -> AsyncIterator[tuple[ApiBackend, httpx.AsyncClient]]:
-    """A worker on its own task queue, the API over HTTP on `store`, and the operator's view of
-    them: the CLI's `ApiBackend` (admin token) and a plain HTTP client of the API."""
+) -> AsyncIterator[tuple[dict[Principal, ApiBackend], httpx.AsyncClient]]:
+    """A worker on its own task queue, the API over HTTP on `store` under a two-team access
+    policy (a token of each role in each namespace, the model's own admin everywhere, one fleet
+    reading both, the signing key: approvals are signed), and the operators' view of them: the
+    CLI's `ApiBackend` of each principal, and the fleet's HTTP client of the API."""
     task_queue = f"tempoconf-model-{uuid.uuid4().hex[:8]}"
+    policy = write_policy(
+        tmp_path / "access",
+        tokens={
+            principal.name: (token_of(principal), [([principal.namespace], [principal.role])])
+            for principal in PRINCIPALS
+        },
+        clients={"fleet": (FLEET_TOKEN, list(NAMESPACES))},
+    )
     settings_ = Settings(
         data_dir=tmp_path,
         temporal_address=temporal_env.client.service_client.config.target_host,
         task_queue=task_queue,
-        admin_token=ADMIN_TOKEN,
+        access_file=policy,
     )
     worker = build_worker(
         temporal_env.client,
@@ -173,23 +212,36 @@ async def operator_stack(
         sweep_abandoned(temporal_env.client, store, interval=SWEEP_INTERVAL)
     )
     try:
-        async with worker, live_api(store, settings_) as api:
-            async with (
-                ApiBackend.connect(replace(settings_, api_url=api)) as backend,
-                httpx.AsyncClient(base_url=api, timeout=30) as http,
-            ):
-                yield backend, http
+        async with worker, live_api(store, settings_) as api, contextlib.AsyncExitStack() as stack:
+            backends = {
+                principal: await stack.enter_async_context(
+                    ApiBackend.connect(
+                        replace(settings_, api_url=api, api_token=token_of(principal))
+                    )
+                )
+                for principal in PRINCIPALS
+            }
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(
+                    base_url=api,
+                    timeout=30,
+                    headers={"Authorization": f"Bearer {FLEET_TOKEN}"},
+                )
+            )
+            yield backends, http
     finally:
         sweep.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sweep
 
 
-async def answered_view(backend: ApiBackend, path: str, workflow_id: str) -> RolloutSnapshot:
+async def answered_view(
+    backend: ApiBackend, path: str, workflow_id: str, namespace: str = NAMESPACE
+) -> RolloutSnapshot:
     """The rollout's view once its workflow answered: a status query its worker did not answer
     within its bound (a busy worker, a run to replay after continue-as-new) is a "not yet"."""
     try:
-        snapshot, _ = await backend.rollout_view(NAMESPACE, path, workflow_id)
+        snapshot, _ = await backend.rollout_view(namespace, path, workflow_id)
     except ViewUnavailable as unavailable:
         assert unavailable.kind != "no_answer", str(unavailable)  # asked again by `eventually`
         raise

@@ -77,8 +77,8 @@ async def test_the_live_stack_serves_what_the_model_says(
     started = time.monotonic()
     async with operator_stack(
         store, temporal_env, tmp_path, continue_as_new_after_events=CONTINUE_AS_NEW_AFTER_EVENTS
-    ) as (backend, http):
-        stack = LiveStack(asyncio.get_running_loop(), backend, http, realtime_client, backend_name)
+    ) as (backends, http):
+        stack = LiveStack(asyncio.get_running_loop(), backends, http, realtime_client, backend_name)
         try:
             await asyncio.to_thread(run_machine, stack, seed)
         except BaseException as failure:

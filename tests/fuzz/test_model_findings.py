@@ -26,6 +26,7 @@ from tempoconf.store.store import Store
 from tests.fixtures.waiting import eventually
 from tests.fuzz.model_stack import (  # noqa: F401 (the model_* are this module's fixtures)
     NAMESPACE,
+    ROOT,
     answered_view,
     model_realtime_client,
     model_temporal_env,
@@ -54,26 +55,29 @@ async def continued_between_stages(
         "stages": [{"name": "canary", "channel": "canary"}, {"name": "all", "percentile": 100}],
     }
     async with operator_stack(store, temporal_env, tmp_path, continue_as_new_after_events=0) as (
-        backend,
+        backends,
         _,
     ):
+        backend = backends[ROOT]
         path = f"model/measure-{uuid.uuid4().hex[:8]}"
         measure = {**request, "path": path}
-        await backend.start(measure, await backend.prepare(measure), f"{path}-1")
+        measured = f"rollout:{NAMESPACE}/{path}:1"
+        await backend.start(measure, await backend.prepare(measure), measured)
         await eventually(
-            lambda: backend_state(backend, path, f"{path}-1", "holding", 0),
+            lambda: backend_state(backend, path, measured, "holding", 0),
             what="the measured rollout to hold its first stage",
         )
-        holding = await history_length(realtime_client, f"{path}-1")
+        holding = await history_length(realtime_client, measured)
         await backend.command(
-            OperatorCommandInput(NAMESPACE, path, "halt", "measured", workflow_id=f"{path}-1")
+            OperatorCommandInput(NAMESPACE, path, "halt", "measured", workflow_id=measured)
         )
     async with operator_stack(
         store, temporal_env, tmp_path, continue_as_new_after_events=holding + 2
-    ) as (backend, _):
+    ) as (backends, _):
+        backend = backends[ROOT]
         path = f"model/continued-{uuid.uuid4().hex[:8]}"
         rollout = {**request, "path": path}
-        workflow_id = f"{path}-1"
+        workflow_id = f"rollout:{NAMESPACE}/{path}:1"
         await backend.start(rollout, await backend.prepare(rollout), workflow_id)
         await eventually(
             lambda: backend_state(backend, path, workflow_id, "holding", 0),
@@ -128,7 +132,9 @@ async def test_a_start_is_refused_while_the_rollout_runs_on_after_continue_as_ne
     ):
         again = {"path": path, "value": {"n": 2}, "stages": [{"channel": "canary"}]}
         with pytest.raises(LockBusy) as busy:
-            await backend.start(again, await backend.prepare(again), f"{path}-2")
+            await backend.start(
+                again, await backend.prepare(again), f"rollout:{NAMESPACE}/{path}:2"
+            )
         assert busy.value.lock.workflow_id == workflow_id
 
 
@@ -182,9 +188,11 @@ async def test_a_direct_start_is_refused_while_the_rollout_runs_on_after_continu
             prepared = await direct.prepare(again)
             try:
                 with pytest.raises(LockBusy) as busy:
-                    await direct.start(again, prepared, f"{path}-direct")
+                    await direct.start(again, prepared, f"rollout:{NAMESPACE}/{path}:direct")
             finally:
                 # What the bug starts (on a queue no worker polls) must not outlive the test.
                 with contextlib.suppress(RPCError):
-                    await realtime_client.get_workflow_handle(f"{path}-direct").terminate()
+                    await realtime_client.get_workflow_handle(
+                        f"rollout:{NAMESPACE}/{path}:direct"
+                    ).terminate()
             assert busy.value.lock.workflow_id == workflow_id
