@@ -22,6 +22,14 @@ terminated rollout's leases lapse", on two configs at once. After every step:
   expects, with each of its stages published once (a terminated one: `rollout.terminated`, from
   the sweep that runs beside the worker); a start after a terminate takes or reclaims the lock.
 
+Access where features meet: the stack runs under a two-team policy (tests/fuzz/model_stack.py:
+a token of each role in `default` and `team-b`, the model's own admin in both, a fleet client
+reading both, the signing key). One config lives in each namespace, and a changeset spans both.
+Each start and command is sent as a drawn principal; the model (`Principal.may`) says whether
+it is allowed (the role in every namespace the rollout touches) or refused (403 naming the role
+missing, and nothing changes). Every approval that counted is taken from its workflow's history
+and, at a later step, sent again straight to Temporal, as an update or a signal: it never counts.
+
 In CI: TEMPOCONF_MODEL_EXAMPLES (default 50) examples of up to TEMPOCONF_MODEL_STEPS (default
 30) steps per backend. A longer run sets them higher:
 `TEMPOCONF_MODEL_EXAMPLES=200 .venv/bin/python -m pytest -s -m fuzz tests/fuzz/test_model.py`,
