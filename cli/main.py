@@ -215,7 +215,10 @@ _ROLLOUT = (
             _REQUEST_FILE,
             switch("--wait", "wait for the result (exit 1 unless promoted or bypassed)"),
             flag(
-                "--id", dest="workflow_id", help="workflow id (default rollout:{namespace}/{path})"
+                "--id",
+                dest="workflow_id",
+                help="workflow id: rollout:{namespace}/{path} (the default; a changeset's "
+                "changeset:ID), or it followed by ':' and a suffix (rollout:ns/app/config:hotfix-7)",
             ),
         ],
     ),
