@@ -207,7 +207,8 @@ class _Collector(Collector):
         denied = CounterMetricFamily(
             "tempoconf_api_access_denied",
             "Requests refused by access control, by route template and reason (missing, "
-            "malformed, unknown_token, role, namespace, client_token, operator_token, oidc_*)",
+            "malformed, unknown_token, role, namespace, client_token, operator_token, oidc_*, "
+            "workflow_id)",
             labels=["route", "reason"],
         )
         for (route, reason), count in list(metrics.access_denials.items()):
