@@ -54,7 +54,7 @@ async def test_operators_sign_in_with_the_providers_tokens(tmp_path: Path) -> No
                 }
                 planned = await http.post("/v1/admin/plans", json=start, headers=bearer(reader))
                 assert planned.status_code == 403, planned.text
-                assert "'reader' needs the operator role in namespace 'team-a'" in planned.text
+                assert "'oidc:reader' needs the operator role in namespace 'team-a'" in planned.text
                 planned = await http.post("/v1/admin/plans", json=start, headers=bearer(deployer))
                 assert planned.status_code == 200, planned.text
                 # no groups, no role
@@ -67,7 +67,15 @@ async def test_operators_sign_in_with_the_providers_tokens(tmp_path: Path) -> No
                     headers=bearer(deployer),
                 )
                 assert freeze.status_code == 403, freeze.text
-                assert "this caller is 'deployer'" in freeze.text
+                # an OpenID identity is in its own space: `oidc:` and its subject
+                assert "this caller is 'oidc:deployer'" in freeze.text
+                # its body may name it bare, as before the space: the API records `oidc:deployer`
+                bare = await http.post(
+                    "/v1/admin/plans",
+                    json={**start, "started_by": "deployer"},
+                    headers=bearer(deployer),
+                )
+                assert bare.status_code == 200, bare.text
                 # an operator's token is no client token
                 polled = await http.get(
                     f"/v1/configs/{PATH}?namespace=team-a", headers=bearer(deployer)

@@ -55,6 +55,7 @@ def test_the_argument_crosses_the_default_converter() -> None:
     [payload] = converter.to_payloads([OperatorCommand("why", "bob")])
     assert json.loads(payload.data) == {
         "reason": "why", "by": "bob", "digest": "", "signature": "", "signed_at": "",
+        "rollout_run": "", "stage_index": None, "nonce": "", "emails": [],
     }  # fmt: skip
     assert converter.from_payloads([payload], [OperatorCommand]) == [OperatorCommand("why", "bob")]
     # what the CLI and the API send when no digest is given: no digest key at all

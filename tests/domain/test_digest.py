@@ -93,13 +93,15 @@ def test_worker_settings_and_the_change_text_do_not_change_it() -> None:
         continue_as_new_after_events=500,
         paths_attribute=True,
         started_by="alice",  # who started it: the plan bob reviewed is the plan alice starts
+        started_by_emails=["alice@example.com"],  # and the emails the API vouches for
         # how approvals must reach it: a plan reviewed without the API keeps its digest there
         approval_key="ed25519:A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=",
     )
     assert plan_digest(prepared) == plan_digest(plan)
     assert EXCLUDED_PLAN_FIELDS == {
         "change", "temporal_cli", "temporal_address", "temporal_namespace",
-        "continue_as_new_after_events", "paths_attribute", "started_by", "approval_key",
+        "continue_as_new_after_events", "paths_attribute", "started_by", "started_by_emails",
+        "approval_key",
     }  # fmt: skip
 
 

@@ -85,6 +85,7 @@ EVERY_FIELD: list[dict[str, Any]] = [
         "commit": "3f2a9c1",
         "message": "every field",
         "started_by": "alice",
+        "started_by_emails": ["alice@example.com"],
         "approval_key": "ed25519:A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=",
         "windows": [{"days": ["sun"], "from": "03:00", "to": "04:00", "timezone": "UTC"}],
         "override_freeze": {"reason": "incident fix"},
