@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tempoconf.access.policy import parse_policy
 from tests.cli.conftest import RunningDev, bash, page, shell_blocks, start_dev
 from tests.cli.howto import make_clone, quoted, run
 from tests.fixtures.oidc import OidcClient, running_oidc_provider
@@ -22,6 +23,21 @@ pytestmark = pytest.mark.timeout(300)
 
 GUIDE_ISSUER = "https://login.example.com"
 DEV = "TEMPOCONF_ACCESS_FILE=access/policy.json .venv/bin/tempoconf dev"
+
+
+def test_the_guides_token_with_emails_is_a_policy_token() -> None:
+    """The four-eyes section's token entry, its elisions filled in, is what the policy takes."""
+    text = page("how-to/access.md")
+    section = text.split("\n## Tell four eyes who is who\n", 1)[1].split("\n## ", 1)[0]
+    [fragment] = re.findall(r"```json\n(.*?)```", section, re.S)
+    entry = json.loads(
+        fragment.replace('"…"', '"' + "0" * 64 + '"').replace(
+            "[…]", '[{"namespaces": ["default"], "roles": ["approver"]}]'
+        )
+    )
+    assert entry["emails"] == ["mallory@example.com"]
+    policy = parse_policy({"tokens": [entry], "signing_key": "signing.pem"}, source=Path("p.json"))
+    assert policy.tokens[0].emails == ("mallory@example.com",)
 
 
 def _step(dev: RunningDev, text: str, notes: str, comment: str) -> None:
@@ -73,7 +89,8 @@ def test_the_access_guide_runs_as_written(tmp_path: Path) -> None:
         with running_oidc_provider(
             tmp_path / "oidc", clients=[OidcClient("deployer", "deployer-secret", ("sre",))]
         ) as provider:
-            [fragment] = re.findall(r"```json\n(.*?)```", text, re.S)
+            fragments = re.findall(r"```json\n(.*?)```", text, re.S)
+            [fragment] = [found for found in fragments if found.startswith('"oidc"')]
             added = json.loads("{" + fragment.replace(GUIDE_ISSUER, provider.issuer) + "}")
             policy_file.write_text(json.dumps({**policy, **added}, indent=2))
             for command in oidc.commands:
