@@ -253,8 +253,8 @@ def approval_refusal(
         for earlier in progress.approvals:
             if approver & person_keys(earlier.by, earlier.emails):
                 # by identity, or by an email the API vouched for with both approvals
-                same = by.casefold() == earlier.by.casefold()
-                whom = earlier.by if same else f"{by} is {earlier.by}, who"
+                alike = by.casefold() == earlier.by.casefold()
+                whom = earlier.by if alike else f"{by} is {earlier.by}, who"
                 return (
                     f"cannot approve {stage.name}: {whom} approved it already ({count}); "
                     "another identity must approve"

@@ -746,7 +746,6 @@ async def changeset_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
     return await outcome(handle, "promoted")
 
 
-
 # Signed approvals (docs/contract.md, Signed approvals): one key per generation, in the plan.
 APPROVAL_SIGNER = CommandSigner.generate()
 
@@ -807,7 +806,6 @@ async def signed_approvals(bench: Bench) -> WorkflowHandle[Any, Any]:
     if (await status(handle))["state"] == "awaiting_approval":
         await handle.execute_update("approve", await signed_approve(handle, "carol"))
     return await outcome(handle, "promoted")
-
 
 
 @scenario
