@@ -10,9 +10,12 @@ Who approves is the command's `by`: the admin API sets it from the name of the c
 (temporalio 1.35: `UpdateInfo` has an id and a name only), so through the Temporal CLI `by` would
 be whatever `--input` says: a rollout the API started with an access policy on carries the API's
 public key (`approval_key`), and counts an approve only with the API's fresh signature over its
-`by`, the workflow, the command and the digest (tempoconf.rollout.signatures); the Temporal CLI
-cannot make one. Without a key, `by` is taken as given. docs/contract.md, Four-eyes approvals and
-Signed approvals, says what this trusts.
+`by` and the emails the API vouches for, the workflow's run, the stage, the command, the digest
+and a nonce it takes once (tempoconf.rollout.signatures; a run started before, over `by`, the
+workflow, the command and the digest); the Temporal CLI cannot make one. Without a key, `by` is
+taken as given. Who is who (an author normalised, identities in their spaces, emails) is
+tempoconf.rollout.identities. docs/contract.md, Four-eyes approvals and Signed approvals, says
+what this trusts.
 
 Pure: `RolloutRunState` calls these from its `refusal` (an update's validator) and its
 `apply_approve` (a signal, or an accepted update), once `signature_refusal` passed the command.

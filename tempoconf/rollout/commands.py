@@ -129,9 +129,11 @@ class OperatorCommand:
     signature: Annotated[
         SkipJsonSchema[str], Field(max_length=MAX_SIGNATURE_CHARS, strict=True), STORABLE
     ] = ""
-    """approve only: the API's Ed25519 signature (base64) over who, which workflow, which command,
-    which digest and `signed_at` (tempoconf.rollout.signatures); the admin API sets it, a rollout
-    whose plan has an `approval_key` requires it."""
+    """approve only: the API's Ed25519 signature (base64) over who, the emails below, which
+    workflow and run, which stage, which command, which digest, the nonce and `signed_at`
+    (tempoconf.rollout.signatures; a run started before, over who, the workflow, the command, the
+    digest and `signed_at`); the admin API sets it, a rollout whose plan has an `approval_key`
+    requires it."""
     signed_at: Annotated[
         SkipJsonSchema[str], Field(max_length=MAX_SIGNED_AT_CHARS, strict=True), STORABLE
     ] = ""
