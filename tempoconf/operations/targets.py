@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tempoconf.operations.errors import NotFound
+from tempoconf.operations.errors import NotFound, Unavailable
 from tempoconf.operations.steer import target_workflow
 from tempoconf.operations.temporal_access import RPC_TIMEOUT, TemporalAccess, temporal_calls
 from tempoconf.operations.view import find_workflow_id
@@ -80,13 +80,23 @@ async def find_rollout(
     workflow_id, configs = await asyncio.to_thread(stored)
     if configs is not None:
         return RolloutTarget(workflow_id, tuple(configs))
-    if workflow_id == rollout_workflow_id(namespace, path):
-        # The config's own id (the tempoconf CLI's and the API's): nothing to tell apart.
-        return RolloutTarget(workflow_id, ((namespace, path),))
-    requested = await requested_configs(temporal, workflow_id)
-    if requested is None or (namespace, path) not in requested:
+    own = workflow_id == rollout_workflow_id(namespace, path)
+    try:
+        requested = await requested_configs(temporal, workflow_id)
+    except Unavailable:
+        if not own:
+            raise
+        requested = None  # the command or read itself says that Temporal did not answer
+    if requested is not None:
+        # A workflow the store knows nothing of yet: its own request decides, even under the
+        # config's default id (the Temporal CLI takes any id for any request).
+        if (namespace, path) not in requested:
+            raise ForeignWorkflow(namespace, path, workflow_id)
+        return RolloutTarget(workflow_id, tuple(requested))
+    if not own:
         raise ForeignWorkflow(namespace, path, workflow_id)
-    return RolloutTarget(workflow_id, tuple(requested))
+    # No such workflow: the config's own id, for the config alone.
+    return RolloutTarget(workflow_id, ((namespace, path),))
 
 
 async def requested_configs(temporal: TemporalAccess, workflow_id: str) -> list[Config] | None:

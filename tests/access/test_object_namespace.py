@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
+from tempoconf.temporal.names import WORKFLOW_TYPE
 from tests.api.helpers import make_stable
 from tests.fixtures.access import write_policy
 from tests.fixtures.services import live_api
@@ -465,6 +466,53 @@ async def _ended(http: httpx.AsyncClient, action: str, *, count: int = 1) -> Non
         )
         actions = [entry["action"] for entry in history.json()["entries"]]
         assert "rollout.reverted" not in actions and "rollout.failed" not in actions, actions
-        return actions.count(action) >= count
+        if actions.count(action) < count:
+            return False
+        # Its workflow closed too (the next start takes the same id).
+        state = await http.get(
+            f"/v1/admin/rollouts/{PATH}", params={"namespace": TEAM_A}, headers=bearer("admin-a")
+        )
+        return state.json()["workflow"].get("execution_status") == "COMPLETED"
 
     await eventually(ended, what=f"{count} {action} of {TEAM_A}/{PATH}")
+
+
+async def test_a_default_id_taken_by_another_teams_rollout_does_not_reach_it(
+    rollout_harness: RolloutHarness, settings: Settings
+) -> None:
+    """The Temporal CLI takes any id for any request: team-b's rollout started under team-a's
+    config's default id is not steered or read through team-a's config (its own request decides
+    its namespaces, before it wrote anything to the store and after)."""
+    store: Store = rollout_harness.store
+    make_stable(store, PATH, {"limit": 1}, namespace=TEAM_B)
+    squatted = f"rollout:{TEAM_A}/{PATH}"
+    handle = await rollout_harness.realtime_client.start_workflow(
+        WORKFLOW_TYPE,
+        manual_request(TEAM_B, PATH, {"limit": 2}),
+        id=squatted,
+        task_queue=rollout_harness.task_queue,
+    )
+    async with live_api(store, settings) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            before = await _awaiting_approval(http, TEAM_B, PATH)
+            assert before["workflow"]["workflow_id"] == squatted
+            for method, route in (
+                ("POST", f"/v1/admin/rollouts/{PATH}:halt"),
+                ("POST", f"/v1/admin/rollouts/{PATH}:approve"),
+                ("GET", f"/v1/admin/rollouts/{PATH}"),
+            ):
+                counted = await denials(http)
+                refused = await http.request(
+                    method,
+                    route,
+                    params={"namespace": TEAM_A},
+                    json={} if method == "POST" else None,
+                    headers=bearer("admin-a"),
+                )
+                assert refused.status_code == 404, (route, refused.text)
+                assert await denials(http) == counted + 1
+            after = await _awaiting_approval(http, TEAM_B, PATH)
+            assert len(after["workflow"]["status"]["history"]) == len(
+                before["workflow"]["status"]["history"]
+            )
+    await handle.terminate(reason="end of test")
