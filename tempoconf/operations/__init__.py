@@ -13,6 +13,8 @@ modules without loading either.
   runs (tempoconf.temporal.lock_holder).
 - `steer`: halt, bypass, advance, pause, resume, approve: the workflow's updates.
 - `state`: a config's rollout as `rollout status` shows it (`view`: how a run is read).
+- `targets`: which rollout a command or read acts on and every namespace it touches, from the
+  rollout's own records (the admin API checks access against them).
 - `freezes`: freeze a namespace, end its freeze (telling the waiting rollouts), list freezes.
 - `clients`: the clients seen on a config, with what each applied.
 - `served`: what is served in some namespaces at once (every config's stable version, schema
