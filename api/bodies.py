@@ -89,7 +89,7 @@ def validate_body(model: type[Model], raw: Any, *, what: str) -> Model:
     try:
         return TypeAdapter(model).validate_python(raw)
     except ValidationError as error:
-        raise invalid(what, problems_from_validation_error(error)) from None
+        raise invalid(what, problems_from_validation_error(error, model)) from None
 
 
 def invalid(what: str, problems: list[Problem]) -> ApiError:

@@ -52,17 +52,34 @@ def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, 
                 yield path, method, item[method]
 
 
-def _security(document: dict[str, Any], operation: dict[str, Any]) -> str:
+def _authentication(document: dict[str, Any]) -> list[str]:
+    """The section that says once what each token scheme is: an operation only names its own."""
     schemes = document.get("components", {}).get("securitySchemes", {})
+    if not schemes:
+        return []
+    rows = [
+        [code(name), scheme.get("description", "a bearer token")]
+        for name, scheme in schemes.items()
+    ]
+    return [
+        "## Authentication {#authentication}",
+        "",
+        "A token goes in `Authorization: Bearer <token>`. Each operation below names the kind "
+        "it takes, and the role it needs under an access policy.",
+        "",
+        *table(["token", "what it is"], rows),
+        "",
+    ]
+
+
+def _security(operation: dict[str, Any]) -> str:
     names = [name for entry in operation.get("security", []) for name in entry]
     if not names:
         return ""
-    said = [
-        f"{code(name)} ({schemes.get(name, {}).get('description', 'bearer')})" for name in names
-    ]
+    said = ", ".join(f"[{code(name)}](#authentication)" for name in names)
     role = operation.get("x-tempoconf-role")
-    needs = f" Under an access policy, the {code(role)} role in the namespace." if role else ""
-    return "*Auth*: a bearer token, " + ", ".join(said) + "." + needs
+    needs = f"; under an access policy, the {code(role)} role in the namespace" if role else ""
+    return f"*Auth*: {said}{needs}."
 
 
 class _Page:
@@ -104,7 +121,7 @@ class _Page:
         self.lines += [f"### {title}{deprecated} {{#{anchor}}}", ""]
         said = [_sentence(operation.get("summary", "")), operation.get("description", "")]
         self.lines += [" ".join(" ".join(text.split()) for text in said if text), ""]
-        auth = _security(self.document, operation)
+        auth = _security(operation)
         if auth:
             self.lines += [auth, ""]
 
@@ -187,6 +204,7 @@ def http_api_page(document: dict[str, Any], request_schemas: set[str]) -> str:
     ]  # fmt: skip
     deprecated = sum(1 for _, _, op in _operations(document) if op.get("deprecated"))
     page.lines += ["## Operations", "", *table(["operation", "what"], rows), ""]
+    page.lines += _authentication(document)
     if deprecated:
         page.lines += [
             f"Not listed here: {deprecated} deprecated forms, kept for older clients; each is "

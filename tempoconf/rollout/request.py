@@ -194,7 +194,7 @@ def parse_rollout_request(raw: Any) -> RolloutRequest:
         unstorable = {problem.pointer for problem in problems}
         problems.extend(
             problem
-            for problem in problems_from_validation_error(error)
+            for problem in problems_from_validation_error(error, RolloutRequest)
             if problem.pointer not in unstorable
         )
     # Checked on the raw stages, not by the model: reported at the stage that repeats a name even

@@ -1,5 +1,6 @@
 """The data converter of every tempoconf Temporal client: the SDK's default, decoding dataclasses
-without re-reading their annotations each time.
+without re-reading their annotations each time, and sending a deliberate failure without its
+Python stack (`ReadableFailures`).
 
 The SDK's JSON converter turns a decoded dict into a dataclass with `typing.get_type_hints` of the
 class, on every payload and at every nesting level. tempoconf's modules use
@@ -27,18 +28,23 @@ from typing import Any
 
 import pydantic
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.converter import (
     CompositePayloadConverter,
     DataConverter,
+    DefaultFailureConverter,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
     JSONTypeConverter,
+    PayloadConverter,
     value_to_type,
 )
+from temporalio.exceptions import ApplicationError
 
 __all__ = [
     "DATA_CONVERTER",
     "CachedDataclassHints",
+    "ReadableFailures",
     "StrictDataclassDecoder",
     "TempoconfPayloadConverter",
 ]
@@ -153,7 +159,27 @@ class TempoconfPayloadConverter(CompositePayloadConverter):
         )
 
 
+class ReadableFailures(DefaultFailureConverter):
+    """The SDK's failures, without the stack trace of a final `ApplicationError`.
+
+    Such an error is raised on purpose, with a message written for people: a refused rollout
+    request lists its problems, each at its JSON pointer. The SDK would add the Python frames that
+    raised it, the workflow's own, and `temporal workflow result` and the Web UI print them after
+    the message: twenty lines that say nothing to whoever sent the request. Every other failure
+    (a bug, a retryable error) keeps its stack. Only what reaches Temporal changes: a replay
+    compares commands, never a failure's text, so running workflows are unaffected."""
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, ApplicationError) and exception.non_retryable:
+            failure.stack_trace = ""
+
+
 DATA_CONVERTER = dataclasses.replace(
-    DataConverter.default, payload_converter_class=TempoconfPayloadConverter
+    DataConverter.default,
+    payload_converter_class=TempoconfPayloadConverter,
+    failure_converter_class=ReadableFailures,
 )
 """What every tempoconf client passes to `Client.connect` (and so every worker made from it)."""

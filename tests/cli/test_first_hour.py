@@ -118,6 +118,29 @@ def test_the_readmes_workflow_start_run_twice_refuses_the_second(dev: RunningDev
         temporal(dev, "workflow", "result", "-w", workflow_id)
 
 
+def test_a_refused_request_started_with_the_temporal_cli_ends_as_one_readable_failure(
+    dev: RunningDev,
+) -> None:
+    """The README's first way to start, with one typo: `temporal workflow result` shows the
+    problem at its pointer, the nearest known field, and no Python frames."""
+    path = unique_path("typo")
+    start = readme_command("workflow start", '"message": "first stable value"')
+    result = readme_command("workflow result", "rollout:default/myproject/server_config")
+    start, result = (
+        command.replace("myproject/server_config", path) for command in (start, result)
+    )
+    typo = start.replace('"message":', '"mesage":')
+    assert typo != start
+    started = bash(typo, cwd=ROOT, env=dev.env)
+    assert started.returncode == 0, started.stdout + started.stderr
+    ended = bash(result, cwd=ROOT, env=dev.env)
+    output = ended.stdout + ended.stderr
+    assert ended.returncode == 1 and "FAILED" in output, output
+    assert "/mesage: unknown field 'mesage'; did you mean 'message'?" in output, output
+    for frame in ("StackTrace", 'File "', "Traceback", "_workflow_instance.py"):
+        assert frame not in output, output
+
+
 # -- the banner --------------------------------------------------------------------------------
 def test_the_banners_commands_run_as_printed_on_a_fresh_stack(tmp_path: Path) -> None:
     """The first rollout the banner suggests is promoted on a stack with no clients, and its

@@ -33,7 +33,7 @@ def request(stage: dict[str, Any], **fields: Any) -> dict[str, Any]:
         (request({"channel": "c", "manual": True, "approvals": {}}),
          "/stages/0/approvals/required: required field is missing"),
         (request({"channel": "c", "manual": True, "approvals": {"required": 1, "forbid": 1}}),
-         "/stages/0/approvals/forbid: unknown field 'forbid'"),
+         "/stages/0/approvals/forbid: unknown field 'forbid'; did you mean 'forbid_author'?"),
         (request({"channel": "c", "manual": True, "approvals": {"required": 1}}, author=""),
          "/stages/0/approvals/forbid_author: the author may not approve this stage, so the "
          'request must name its author (set "author", start it with a named admin token, or '

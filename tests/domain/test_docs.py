@@ -222,6 +222,19 @@ def test_the_http_api_page_documents_every_operation() -> None:
     assert "### ConfigAnswer {#configanswer}" in page
 
 
+def test_the_http_api_page_says_what_each_token_is_once() -> None:
+    """Each operation names its token and role; what a token is, is said in one section."""
+    page = _generated()["reference/http-api.md"]
+    schemes = openapi_document()["components"]["securitySchemes"]
+    assert len(schemes) >= 3
+    for name, scheme in schemes.items():
+        description = " ".join(scheme["description"].split())
+        assert page.count(description) == 1, (name, page.count(description))
+    admin = page.split("### `POST /v1/admin/rollouts`", 1)[1].split("\n### ", 1)[0]
+    assert re.search(r"\*Auth\*: \[`adminToken`\]\(#authentication\); .* role", admin), admin
+    assert "{#authentication}" in page
+
+
 def test_the_settings_page_names_every_variable_the_code_reads() -> None:
     read = {
         name

@@ -303,6 +303,26 @@ def test_each_problem_is_reported_at_its_pointer(raw: Any, pointer: str, fragmen
     assert "Value error" not in found[pointer]  # pydantic's prefix is removed
 
 
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        ({**MINIMAL, "stagess": []}, "/stagess: unknown field 'stagess'; did you mean 'stages'?"),
+        (with_stages({"channel": "canary", "cooldwon": "5m"}),
+         "/stages/0/cooldwon: unknown field 'cooldwon'; did you mean 'cooldown'?"),
+        ({**MINIMAL, "health": [{"kind": "reports", "max_eror_ratio": 0.1}]},
+         "/health/0/max_eror_ratio: unknown field 'max_eror_ratio'; did you mean 'max_error_ratio'?"),
+        ({**MINIMAL, "health": [{"kind": "http", "url": "http://x/", "timout": "1s"}]},
+         "/health/0/timout: unknown field 'timout'; did you mean 'timeout'?"),
+        # nothing near: no guess
+        ({**MINIMAL, "colour": "red"}, "/colour: unknown field 'colour'"),
+    ],
+)  # fmt: skip
+def test_an_unknown_field_names_the_nearest_known_one_of_its_object(raw: Any, said: str) -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        parse_rollout_request(raw)
+    assert said in [str(problem) for problem in refused.value.problems]
+
+
 @pytest.mark.parametrize("raw", [None, [], "{}", 3])
 def test_a_request_is_a_json_object(raw: Any) -> None:
     (problem,) = problems_of(raw)
