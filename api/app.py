@@ -104,6 +104,13 @@ class DistributionApp(Starlette):
             (self.bundle_polls.prefix, self.bundle_polls.answer_directly),
         )
 
+    def stopping(self) -> None:
+        """The server stops (api/server.py): every waiting request is answered now with what it
+        would get now (200 or 304), and new ones at once; none is left to the grace's end."""
+        self.config_polls.close()  # single-config long-polls, and multi-config ones (closing)
+        self.bundle_polls.close()
+        self.change_feed.close()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path: str = scope["path"]

@@ -107,6 +107,11 @@ class EdgeApp(DistributionApp):
                 return
         await super().__call__(scope, receive, send)
 
+    def stopping(self) -> None:
+        """DistributionApp's, and the edge's own long-poll upstream is cancelled too."""
+        self.source.stop_following()
+        super().stopping()
+
     def _authorized(self, scope: Scope) -> bool:
         """Only a known client makes the edge serve a config; the routes answer the others 401 (and a
         namespace it may not read, 403)."""

@@ -207,6 +207,13 @@ class BundleSnapshots(HeldSnapshots):
                     await task
             self._served.clear()
 
+    def stop_following(self) -> None:
+        """The edge stops: its own watch of the upstream (the change feed's long-poll, the probe,
+        the upkeep) ends now, not after the grace: the upstream is not held for an edge that is
+        going away. What it holds is still served to the requests being answered."""
+        for task in self._tasks:
+            task.cancel()
+
     # -- serving ---------------------------------------------------------------------------------
     async def ensure(self, namespace: str, path: str) -> None:
         """Serve this config (fetch it, if not yet) and wait for the upstream's first answer on

@@ -20,6 +20,11 @@ costs no scope, no cycle, no task and no coroutine: what a 304 costs in Python, 
 waiting long-poll holds, are the handler's own few objects. Anything the handler declines, and
 every request that is not a plain keep-alive GET without a body, goes the ASGI way unchanged.
 
+Stopping: once the server stops (`ServingState.stopping`, set by api/server.py), every answer,
+direct or ASGI, carries `Connection: close` and the connection closes after it, whenever the
+connection was accepted: one the listener accepted just before it closed, and that the server's
+own round of `shutdown()` missed, is told too.
+
 Refusals: a request the protocol itself refuses, before any handler sees it (malformed: 400; a
 head too large: 431; too slow: 408, api/read_limits.py), is answered by `refuse` with the API's
 JSON error (api/errors.py), not uvicorn's text/plain "Invalid HTTP request received.".
@@ -28,13 +33,17 @@ JSON error (api/errors.py), not uvicorn's text/plain "Invalid HTTP request recei
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import struct
+import termios
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import httptools
 from starlette.types import Receive
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.server import ServerState
 
 from tempoconf.api.errors import ApiError, error_parts
 
@@ -43,6 +52,7 @@ __all__ = [
     "DirectAnswers",
     "Headers",
     "LeanHttpToolsProtocol",
+    "ServingState",
     "disconnect_watch",
     "disconnected",
     "parser_refusal",
@@ -70,6 +80,19 @@ class DirectAnswers(Protocol):
         """(target prefix, handler): a target that starts with a prefix is offered to its
         handler only (the first that matches)."""
         ...
+
+
+class ServingState(ServerState):
+    """uvicorn's state shared by a server's connections, and whether the server is stopping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
+        """The server stopped accepting: every answer from now on closes its connection."""
+
+
+def _stopping(state: ServerState) -> bool:
+    return getattr(state, "stopping", False)  # a server of uvicorn's own has no such field
 
 
 class _NoEvent:
@@ -213,6 +236,28 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
             self.transport.write(b"".join(content))
         self.transport.close()
 
+    def shutdown(self) -> None:
+        """The server stops (uvicorn calls this once, on the connections it holds then): a
+        request being answered closes the connection after its answer; an idle connection
+        closes now, unless a request is on its way (its first one, or bytes already received
+        by the kernel): that one is answered, with `Connection: close`, not dropped."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.keep_alive = False
+        elif cycle is None or _unread_bytes(self.transport):
+            self.await_request_at_stop()
+        else:
+            self.transport.close()
+
+    def await_request_at_stop(self) -> None:
+        """An idle connection may still send its request while the server stops: a subclass
+        bounds how long it waits for it (api/read_limits.py)."""
+
+    @property
+    def stopping(self) -> bool:
+        """The server is stopping: this connection closes after its answer."""
+        return _stopping(self.server_state)
+
     def watch_disconnect(self, callback: Callable[[], None] | None) -> None:
         """Call `callback` once when the connection is lost (None: stop watching)."""
         self._on_lost = callback
@@ -235,6 +280,11 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
                     return
                 break
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and _stopping(self.server_state):
+            # uvicorn tells only the connections it knew when it began to stop: a request that
+            # starts later (on a connection accepted meanwhile) is answered with close too.
+            cycle.keep_alive = False
 
     def _plain_get(self) -> bool:
         """A GET that may be answered directly: HTTP/1.1, keep-alive, no body, no upgrade, and
@@ -270,7 +320,7 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         lines, the blank line, the body), as uvicorn would write them; then serve the next
         request on the connection, or close it after a shutdown."""
         own, self._waiting = self._waiting, None
-        keep_alive = own is None or own.keep_alive
+        keep_alive = (own is None or own.keep_alive) and not _stopping(self.server_state)
         if self.transport.is_closing() or (own is not None and own.disconnected):
             return
         if self.access_log:  # as uvicorn logs it: when the logger has a handler, before the answer
@@ -297,6 +347,18 @@ class LeanHttpToolsProtocol(HttpToolsProtocol):
         if not keep_alive:
             self.transport.close()
         self.on_response_complete()
+
+
+def _unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes the kernel received on the connection that the loop has not read yet."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        unread = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):  # closed meanwhile
+        return 0
+    return int(struct.unpack("i", unread)[0])
 
 
 def target_parts(target: bytes) -> tuple[bytes, bytes]:

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_HEADER_TIMEOUT",
     "MAX_HEAD_BYTES",
+    "STOPPING_HEAD_TIMEOUT",
     "bounded_body",
     "bounded_protocol",
 ]
@@ -43,6 +44,9 @@ DEFAULT_BODY_TIMEOUT = 10.0
 """Seconds a client may take to send a request's body, once its handler reads it."""
 MAX_HEAD_BYTES = 64 * 1024
 """Largest request head (request line and headers) read; larger is refused with 431."""
+STOPPING_HEAD_TIMEOUT = 0.5
+"""Seconds a connection accepted while the server stops has to send its request's head: it was
+sent with the connect, if at all; the server waits for nothing else idle."""
 BODY_BACKSTOP_SLACK = 1.0
 """The protocol closes a connection whose body is still incomplete this long after the body
 deadline: after the handler's own 408 had its chance to go out."""
@@ -82,7 +86,17 @@ class _BoundedHttpToolsProtocol(LeanHttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         # A connection that never sends a request is closed too (silently: nothing to answer).
-        self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
+        timeout = self.header_timeout
+        if self.stopping:
+            timeout = min(timeout, STOPPING_HEAD_TIMEOUT)
+        self._head_timer = self.loop.call_later(timeout, self._head_too_slow)
+
+    def await_request_at_stop(self) -> None:
+        # The request on its way has STOPPING_HEAD_TIMEOUT to arrive: then 408 (a head begun)
+        # or a plain close, as for a head too slow.
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = self.loop.call_later(STOPPING_HEAD_TIMEOUT, self._head_too_slow)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()

@@ -1,4 +1,17 @@
-"""Run the API on uvicorn inside the caller's event loop, until cancelled."""
+"""Run the API on uvicorn inside the caller's event loop, until cancelled.
+
+Stopping (a cancellation: SIGTERM or SIGINT of `tempoconf api` or `edge`, a worker's SIGTERM
+from its supervisor) goes in this order, at once (not on uvicorn's next tick):
+1. the listener closes: no new connection;
+2. every answer from then on carries `Connection: close` (api/lean_protocol.py), on every
+   connection, one accepted just before the listener closed included; idle connections close;
+3. every waiter is answered with what it would get now (long-polls of configs, of several
+   configs, of bundles; the change feed: 200 or 304, never a 5xx), and an edge stops following
+   its upstream (the app's `stopping`);
+4. the requests still being served get `GRACEFUL_SHUTDOWN_SECONDS` to finish; a connection still
+   open after that is aborted, and its request cancelled;
+5. the app's lifespan ends (the last writes of the clients seen, of the reports).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +27,7 @@ from typing import TypedDict, Unpack
 import uvicorn
 
 from tempoconf.api.app import DistributionApp, create_app
+from tempoconf.api.lean_protocol import ServingState
 from tempoconf.api.read_limits import bounded_protocol
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
@@ -29,7 +43,13 @@ __all__ = [
 ]
 
 GRACEFUL_SHUTDOWN_SECONDS = 5  # uvicorn takes whole seconds
-"""On cancellation, in-flight requests get this long to finish before they are cancelled."""
+"""On cancellation, requests still being served (not the long-polls: those are answered at
+once) get this long to finish before their connections are aborted."""
+
+_STOP_CHECK = 0.01
+"""While stopping, how often to look whether every connection has closed (seconds)."""
+_TICK = 0.1
+"""uvicorn's tick (its Date header, its request limit), as its own main loop has it."""
 
 _BACKLOG = 2048
 """Connections the kernel queues before they are accepted (a fleet reconnects at once)."""
@@ -42,11 +62,70 @@ class ApiServerError(RuntimeError):
 
 
 class _EmbeddedServer(uvicorn.Server):
-    """uvicorn that leaves signals to its caller and reports start-up failures as exceptions."""
+    """uvicorn that leaves signals to its caller, reports start-up failures as exceptions, and
+    stops in the order the module's docstring gives, as soon as `stop()` is called."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, on_stopping: Callable[[], None]) -> None:
         super().__init__(config)
+        self.server_state = ServingState()
         self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._on_stopping = on_stopping
+
+    def stop(self) -> None:
+        """Begin stopping now (uvicorn's `should_exit` alone waits for its next tick, and a
+        connection accepted in between was never told to close)."""
+        self.should_exit = True
+        self._stop.set()
+
+    async def main_loop(self) -> None:
+        # uvicorn's loop (a tick every 0.1 s), woken at once by `stop()`.
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864_000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_TICK):
+                    await self._stop.wait()
+            should_exit = await self.on_tick(counter)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        state = self.server_state
+        assert isinstance(state, ServingState)
+        logger.info("Shutting down")
+        state.stopping = True  # before anything is answered: every answer closes now
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(state.connections):
+            connection.shutdown()  # idle: closed; busy: closed after its answer
+        try:
+            self._on_stopping()  # every waiter is answered (its answer is written soon after)
+        except Exception:  # a bug there must not keep the rest from stopping
+            logger.exception("releasing the waiting requests failed")
+        loop = asyncio.get_running_loop()
+        grace = self.config.timeout_graceful_shutdown or 0
+        deadline = loop.time() + grace
+        while (state.connections or state.tasks) and not self.force_exit:
+            if loop.time() >= deadline:
+                logger.error(
+                    "%d connection(s) still open %gs after the stop began: aborting them",
+                    len(state.connections),
+                    grace,
+                )
+                break
+            await asyncio.sleep(_STOP_CHECK)
+        for connection in list(state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()
+        for task in list(state.tasks):
+            task.cancel(msg="the graceful shutdown's time ran out")
+        for server in self.servers:
+            await server.wait_closed()
+        if not self.force_exit:
+            await self.lifespan.shutdown()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -123,7 +202,7 @@ async def serve_app(
             direct=app,
         ),
     )
-    server = _EmbeddedServer(config)
+    server = _EmbeddedServer(config, app.stopping)
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="tempoconf-api")
     try:
         ready = asyncio.create_task(server.ready.wait())
@@ -140,10 +219,7 @@ async def serve_app(
         await asyncio.shield(serving)
     finally:
         if not serving.done():
-            app.state.config_polls.close()  # waiting long-polls answer now, not in up to 60 s
-            app.state.bundle_polls.close()
-            app.state.change_feed.close()
-            server.should_exit = True
+            server.stop()  # in the order of the module's docstring
             # A second cancellation while we wait here cancels `serving` too: a forced stop.
             await serving
         sock.close()

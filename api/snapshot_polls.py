@@ -60,6 +60,11 @@ class SnapshotPolls(Generic[Prepared]):
         """What a 503 says it cannot serve, before the config's name."""
         cache.on_change(self._snapshots_changed)
 
+    @property
+    def closing(self) -> bool:
+        """The server is stopping: a long-poll answers now, whatever its `wait`."""
+        return self._closing
+
     def _snapshots_changed(self, keys: Sequence[tuple[str, str]]) -> None:
         """(Snapshot source listener, right after a refresh.) Wake the long-polls of `keys`."""
         raise NotImplementedError

@@ -26,6 +26,8 @@ from tempoconf.api.distribution import (
 )
 from tempoconf.api.errors import ApiError
 from tempoconf.api.etag import if_none_match
+from tempoconf.api.metrics import ApiMetrics
+from tempoconf.api.polls import ConfigPolls
 from tempoconf.api.routing import route
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.snapshots import SnapshotsNotLoadedError
@@ -93,6 +95,8 @@ async def get_configs(request: Request) -> Response:
     queries = _queries(request)
     access_of(request).client_reads(client, queries[0].namespace, route_of(request))
     cache: SnapshotSource = request.app.state.snapshot_cache
+    polls: ConfigPolls = request.app.state.config_polls
+    metrics: ApiMetrics = request.app.state.metrics
     if_none = request.headers.get("if-none-match")
     wait = queries[0].wait
     loop = asyncio.get_running_loop()
@@ -108,22 +112,25 @@ async def get_configs(request: Request) -> Response:
         prepared, answers = _resolve(snapshots, queries, now)
         etag = configs_etag([answer.etag for answer in answers])
         modified = not if_none_match(if_none, etag)
-        if modified or loop.time() >= deadline:
+        # Stopping: answer what it is now (the server released every event handed out, and
+        # would otherwise wait on fresh ones until its grace ran out: a 500).
+        if modified or loop.time() >= deadline or polls.closing:
             break
         wake = deadline
         leases = [expiry for config in prepared if (expiry := config.next_expiry(now))]
         if leases:
             wake = min(wake, loop.time() + (min(leases) - now).total_seconds() + _LEASE_SLACK)
         waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        metrics.long_polls_waiting += 1
         try:
             await asyncio.wait(
                 waiters, timeout=max(0.0, wake - loop.time()), return_when=asyncio.FIRST_COMPLETED
             )
         finally:
+            metrics.long_polls_waiting -= 1
             for waiter in waiters:
                 waiter.cancel()
     # Seen like a poll of each config: rollout plans and the gates on applied versions count it.
-    polls = request.app.state.config_polls
     for query, answer in zip(queries, answers, strict=True):
         if not query.anonymous:
             polls.note_seen(query, answer)
