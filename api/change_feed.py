@@ -81,6 +81,8 @@ class ChangeFeed:
         """Callers waiting for a change right now."""
         self.wakeups = 0
         """Waiting callers woken by a change (answered then, or waiting on: not theirs)."""
+        self.catching_up = 0
+        """Callers whose `since` is ahead of this process, waiting for it to be reached."""
         source.on_change(self._changed)
 
     @property
@@ -139,11 +141,17 @@ class ChangeFeed:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
         catch_up = min(deadline, loop.time() + CATCH_UP)
-        while since is not None and since > (self._source.revision or 0) and not self._closing:
-            # A revision may move with no config changed (no listener call): checked, not awaited.
-            if loop.time() >= catch_up:
-                break
-            await asyncio.sleep(_CATCH_UP_CHECK)
+        if since is not None and since > (self._source.revision or 0):
+            self.catching_up += 1
+            try:
+                while since > (self._source.revision or 0) and not self._closing:
+                    # A revision may move with no config changed (no listener call): checked,
+                    # not awaited.
+                    if loop.time() >= catch_up:
+                        break
+                    await asyncio.sleep(_CATCH_UP_CHECK)
+            finally:
+                self.catching_up -= 1
         while True:
             answer = self.read(since, wants)
             if answer is not None:

@@ -14,14 +14,16 @@ import pytest
 
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import make_stable
+from tests.api.helpers import make_stable, sample
 from tests.fixtures.access import write_policy
 from tests.fixtures.services import live_api
+from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
 FLEET_A = "fleet-a-secret"
 EVERYONE = "everyone-secret"
+SCRAPER = "scraper-secret"
 
 
 @pytest.fixture
@@ -40,6 +42,7 @@ async def test_a_client_sees_the_changes_of_its_namespaces_only(
     policy = write_policy(
         tmp_path,
         clients={"fleet-a": (FLEET_A, ["team-a"]), "everyone": (EVERYONE, ["team-*"])},
+        scrapers={"prometheus": SCRAPER},
     )
     async with (
         live_api(store, Settings(access_file=policy)) as origin,
@@ -54,20 +57,34 @@ async def test_a_client_sees_the_changes_of_its_namespaces_only(
             body: dict[str, Any] = response.json()
             return body
 
+        async def feed(name: str) -> float | None:
+            text = (await http.get("/metrics", headers={"Authorization": f"Bearer {SCRAPER}"})).text
+            return sample(text, name)
+
+        async def parked(wakeups: float) -> bool:
+            """fleet-a's long-poll waits, after at least `wakeups` wake-ups of the feed's callers
+            (a store change may reach the snapshots in more than one refresh)."""
+            assert await feed("tempoconf_api_change_feed_waiting") == 1
+            woken = await feed("tempoconf_api_change_feed_wakeups_total")
+            assert woken is not None and woken >= wakeups, woken
+            return True
+
         since = (await changes(FLEET_A))["revision"]
 
-        # team-b changes: fleet-a's long-poll is not woken with it; its wait runs out, empty
-        held = asyncio.create_task(changes(FLEET_A, since=since, wait=2))
-        await asyncio.sleep(0.2)
+        # team-b changes: fleet-a's long-poll is woken with it (seen waiting before the change),
+        # finds nothing it may read, and waits on
+        held = asyncio.create_task(changes(FLEET_A, since=since, wait=60))
+        await eventually(lambda: parked(0), what="fleet-a's long-poll waiting")
         make_stable(store, "app/limits", {"limit": 10}, namespace="team-b")
-        mine = await held
-        assert mine["changes"] == [] and mine["revision"] > since, mine
+        await eventually(lambda: parked(1), what="fleet-a's long-poll woken by team-b, waiting on")
+        assert not held.done()
         everyone = await changes(EVERYONE, since=since)
         assert everyone["changes"] == [{"namespace": "team-b", "path": "app/limits"}]
 
-        # then team-a: fleet-a sees that one, and still not team-b's
+        # then team-a: fleet-a's long-poll answers with that one, and still not team-b's
         make_stable(store, "app/limits", {"limit": 2}, namespace="team-a")
-        seen = await changes(FLEET_A, since=since, wait=10)
+        seen = await held
+        assert seen["revision"] > everyone["revision"], seen
         assert seen["changes"] == [{"namespace": "team-a", "path": "app/limits"}], seen
         both = await changes(EVERYONE, since=since)  # fleet-a's answer: the API holds both
         assert both["changes"] == [

@@ -18,7 +18,7 @@ import pytest
 
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import make_stable
+from tests.api.helpers import make_stable, sample
 from tests.fixtures.access import write_policy
 from tests.fixtures.edge import running_edge
 from tests.fixtures.services import live_api
@@ -32,6 +32,7 @@ UPSTREAM_SECRET = "edge-upstream-secret"
 FLEET_A = "fleet-a-secret"
 FLEET_B = "fleet-b-secret"
 OPERATOR = "alice-secret"
+SCRAPER = "scraper-secret"
 
 
 def bearer(secret: str) -> dict[str, str]:
@@ -61,6 +62,7 @@ async def test_edge_clients_read_and_report_in_their_namespaces_only(
         tmp_path / "edge",
         tokens={"alice": (OPERATOR, [(["team-a"], ["operator"])])},
         clients={"fleet-a": (FLEET_A, ["team-a"]), "fleet-b": (FLEET_B, ["team-b"])},
+        scrapers={"prometheus": SCRAPER},
     )
     since = datetime.now(UTC) - timedelta(minutes=1)
     async with (
@@ -135,18 +137,30 @@ async def test_edge_clients_read_and_report_in_their_namespaces_only(
         )
         assert (others.clients, others.ok, others.failed) == (0, 0, 0), others
 
-        # a long-poll of fleet-a's, held by the edge, answered by a change at the origin
+        # a long-poll of fleet-a's, held by the edge (seen waiting there before the change),
+        # answered by a change at the origin: woken, not answered at its deadline
+        async def edge_metric(name: str) -> float | None:
+            text = (await http.get("/metrics", headers=bearer(SCRAPER))).text
+            return sample(text, name)
+
+        wakeups = await edge_metric("tempoconf_api_long_poll_wakeups_total") or 0
         held = asyncio.create_task(
             http.get(
                 f"/v1/configs/{PATH}",
-                params={"namespace": "team-a", "client": "host-1", "wait": "25"},
+                params={"namespace": "team-a", "client": "host-1", "wait": "60"},
                 headers={**bearer(FLEET_A), "If-None-Match": mine.headers["etag"]},
             )
         )
-        await asyncio.sleep(0.3)
+
+        async def parked() -> bool:
+            assert await edge_metric("tempoconf_api_long_polls_waiting") == 1
+            return True
+
+        await eventually(parked, what="fleet-a's long-poll held by the edge")
         assert not held.done()
         a2 = await asyncio.to_thread(make_stable, store, PATH, {"limit": 2}, namespace="team-a")
-        woken = await asyncio.wait_for(held, 25)
+        woken = await held
+        assert await edge_metric("tempoconf_api_long_poll_wakeups_total") == wakeups + 1
         assert woken.status_code == 200, woken.text
         assert (woken.json()["value"], woken.json()["version"]) == ({"limit": 2}, a2.version)
 
@@ -156,6 +170,7 @@ async def test_edge_clients_read_and_report_in_their_namespaces_only(
             tmp_path / "rotated",
             tokens={"alice": (OPERATOR, [(["team-a"], ["operator"])])},
             clients={"fleet-a": (FLEET_A, ["team-a"]), "fleet-b": ("fleet-b-rotated", ["team-b"])},
+            scrapers={"prometheus": SCRAPER},
         )
         before = os.stat(edge_policy)
         with open(edge_policy, "r+b") as file:
@@ -169,6 +184,6 @@ async def test_edge_clients_read_and_report_in_their_namespaces_only(
             assert (await read("fleet-b-rotated", "team-b")).status_code == 200
             return True
 
-        await eventually(rotated_in, what="the edge's policy reloaded", timeout=3)
+        await eventually(rotated_in, what="the edge's policy reloaded")
         assert (await read(FLEET_B, "team-b")).status_code == 401
         assert edge.process.poll() is None, edge.log()

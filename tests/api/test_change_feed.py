@@ -12,10 +12,12 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from tempoconf.api.change_feed import ChangeFeed
+from tempoconf.api import change_feed
+from tempoconf.api.change_feed import CATCH_UP, ChangeFeed
 from tempoconf.api.snapshots import SnapshotCache
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
+from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,9 +29,20 @@ async def changes(http: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
     return body
 
 
+async def parked(feed: ChangeFeed, count: int = 1) -> None:
+    """Wait until `count` callers wait on the feed for a change (their request is in)."""
+
+    def waiting() -> bool:
+        assert feed.waiting == count, f"{feed.waiting} caller(s) waiting"
+        return True
+
+    await eventually(waiting, what=f"{count} change feed long-poll(s) waiting")
+
+
 async def test_a_first_call_resets_and_a_long_poll_gets_the_change(
-    client: httpx.AsyncClient, api_store: Store, cache: SnapshotCache
+    client: httpx.AsyncClient, api_store: Store, cache: SnapshotCache, app: Starlette
 ) -> None:
+    feed: ChangeFeed = app.state.change_feed
     make_stable(api_store, "feed/a", {"v": 1})
     await cache.refresh()
     first = await changes(client)
@@ -38,11 +51,11 @@ async def test_a_first_call_resets_and_a_long_poll_gets_the_change(
     quiet = await changes(client, since=first["revision"])
     assert quiet == {"revision": first["revision"], "changes": [], "reset": False}
 
-    held = asyncio.create_task(changes(client, since=first["revision"], wait=20))
-    await asyncio.sleep(0.2)
-    assert not held.done()
+    held = asyncio.create_task(changes(client, since=first["revision"], wait=60))
+    await parked(feed)  # in before the change: the answer below is a wake-up
     make_stable(api_store, "feed/b", {"v": 1})
-    answer = await asyncio.wait_for(held, 10)
+    answer = await held
+    assert feed.wakeups >= 1  # woken by the change, not answered at its deadline
     assert answer["reset"] is False
     assert answer["changes"] == [{"namespace": "default", "path": "feed/b"}]
     assert answer["revision"] > first["revision"] and answer["revision"] == cache.revision
@@ -58,8 +71,13 @@ async def test_a_first_call_resets_and_a_long_poll_gets_the_change(
 
 
 async def test_a_namespace_filter_and_an_unknown_since(
-    client: httpx.AsyncClient, api_store: Store, cache: SnapshotCache
+    client: httpx.AsyncClient,
+    api_store: Store,
+    cache: SnapshotCache,
+    app: Starlette,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    feed: ChangeFeed = app.state.change_feed
     revision = (await changes(client))["revision"]
     make_stable(api_store, "feed/other", {"v": 1}, namespace="team-b")
     await cache.refresh()
@@ -73,17 +91,30 @@ async def test_a_namespace_filter_and_an_unknown_since(
     assert theirs["changes"] == [{"namespace": "team-b", "path": "feed/other"}]
 
     # newer than the process holds (another database): reset, once it had a moment to catch up
+    # (CATCH_UP, not the whole wait: a wait that ran out would hang past the test's timeout)
     began = loop.time()
-    ahead = await changes(client, since=cache.revision + 1000, wait=5)
+    ahead = await changes(client, since=cache.revision + 1000, wait=60)
     assert ahead == {"revision": cache.revision, "reset": True}
-    assert 1.9 <= loop.time() - began < 4.5
+    assert loop.time() - began >= CATCH_UP - 0.1
 
-    # just ahead (another replica told the caller a revision this one is about to load): no reset
-    held = asyncio.create_task(changes(client, since=cache.revision + 1, wait=5))
-    await asyncio.sleep(0.3)
+    # just ahead (another replica told the caller a revision this one is about to load): no
+    # reset. The caller is seen waiting to catch up before the change is written, and given as
+    # long as the test takes to catch up (a slow machine may take more than the usual 2 s).
+    monkeypatch.setattr(change_feed, "CATCH_UP", 60.0)
+    held = asyncio.create_task(changes(client, since=cache.revision + 1, wait=60))
+
+    def catching_up() -> bool:
+        assert feed.catching_up == 1, f"{feed.catching_up} caller(s) catching up"
+        return True
+
+    await eventually(catching_up, what="the long-poll waiting for this process to catch up")
     make_stable(api_store, "feed/other", {"v": 2}, namespace="team-b")
+    # Caught up, it waits for a change after its `since`: one more ends that wait.
+    await eventually(lambda: feed.catching_up == 0, what="the caller to have caught up")
+    make_stable(api_store, "feed/other", {"v": 3}, namespace="team-b")
     caught_up = await held
     assert caught_up["reset"] is False, caught_up
+    assert caught_up["changes"] == [{"namespace": "team-b", "path": "feed/other"}]
 
 
 async def test_a_since_older_than_the_ring_resets(
@@ -127,11 +158,13 @@ async def test_shutdown_answers_the_waiting_callers(
     client: httpx.AsyncClient, app: Starlette, cache: SnapshotCache
 ) -> None:
     revision = (await changes(client))["revision"]
-    held = asyncio.create_task(changes(client, since=revision, wait=30))
-    await asyncio.sleep(0.2)
-    assert app.state.change_feed.waiting == 1
-    app.state.change_feed.close()
-    answer = await asyncio.wait_for(held, 5)
+    feed: ChangeFeed = app.state.change_feed
+    held = asyncio.create_task(changes(client, since=revision, wait=60))
+    await parked(feed)
+    woken = feed.wakeups
+    feed.close()
+    answer = await held
+    assert feed.wakeups == woken + 1  # answered by the close, not at its deadline
     assert answer == {"revision": cache.revision, "changes": [], "reset": False}
     metrics = (await client.get("/metrics")).text
     assert "tempoconf_api_change_feed_waiting 0.0" in metrics
