@@ -30,7 +30,7 @@ from tempoconf.cli.schema import check_config_name
 from tempoconf.operations.view import RolloutSnapshot, StoreContext, unavailable_message
 from tempoconf.rollout.approvals import approvals_wanted
 from tempoconf.rollout.details import approve_argument, time_left
-from tempoconf.rollout.progress import health_word
+from tempoconf.rollout.progress import health_word, reason_after
 from tempoconf.settings import Settings
 from tempoconf.temporal.names import rollout_workflow_id
 
@@ -58,11 +58,13 @@ def steering_commands(
     workflow_id: str,
     *,
     approve: bool,
+    advance: bool = False,
     digest: str = "",
     approvals: str = "",
     signed: bool = False,
 ) -> list[str]:
-    """The exact commands that halt, bypass (and approve) this rollout: tempoconf and Temporal CLI.
+    """The exact commands that halt, bypass (advance, approve) this rollout: tempoconf and
+    Temporal CLI. `advance`: the rollout holds, or waits at an apply gate, so `advance` acts now.
 
     The approve commands name the plan's `digest` (a stage with approvals refuses one without);
     `approvals` is who may still approve such a stage (tempoconf.rollout.approvals.approvals_wanted),
@@ -86,6 +88,12 @@ def steering_commands(
         f"         {temporal} workflow signal {where} -w '{workflow_id}' --name bypass "
         """--input '{"reason": "..."}'""",
     ]
+    if advance:
+        lines += [
+            f"advance  {tempoconf} rollout advance {target}",
+            f"         {temporal} workflow update execute {where} -w '{workflow_id}' "
+            "--name advance",
+        ]
     if approve:
         plan = f" --digest {digest}" if digest else ""
         argument = approve_argument(digest, approvals=bool(approvals))
@@ -206,7 +214,9 @@ def format_view(
     subject = f"changeset of {len(changes)} configs" if changes else f"{namespace}/{path}"
     lines = [f"rollout of {subject}  (workflow {snapshot.workflow_id}, {snapshot.execution})"]
     phase = progress.get("phase") or (
-        f"{snapshot.outcome}: {snapshot.reason}" if snapshot.outcome else ""
+        f"{snapshot.outcome}: {reason_after(snapshot.outcome, snapshot.reason)}"
+        if snapshot.outcome
+        else ""
     )
     lines.append(f"  state      {state}: {phase}" if progress else f"  state      {phase or state}")
     if state == "waiting_for_window" and progress.get("gate_until"):
@@ -265,7 +275,7 @@ def format_view(
         reason = progress.get("reason") or snapshot.reason
         lines.append(
             f"  outcome    {outcome or snapshot.execution.lower()}"
-            + (f": {reason}" if reason else "")
+            + (f": {reason_after(outcome or '', reason)}" if reason else "")
         )
 
     stages = progress.get("stages") or []
@@ -349,6 +359,8 @@ def format_view(
                     path,
                     snapshot.workflow_id,
                     approve=approve,
+                    # what the Web UI's commands offer too (tempoconf.rollout.details)
+                    advance=state in ("holding", "waiting_for_apply", "apply_timed_out"),
                     digest=str(progress.get("digest") or ""),
                     approvals=approvals_note(progress),
                     signed=bool(progress.get("signed_approvals")),

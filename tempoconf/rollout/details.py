@@ -20,6 +20,7 @@ from tempoconf.rollout.progress import (
     RolloutState,
     StageProgress,
     health_word,
+    reason_after,
 )
 
 __all__ = ["approve_argument", "render_current_details", "steering_command", "time_left"]
@@ -266,5 +267,6 @@ def render_current_details(
         if progress.pause_reasons:
             lines.append(f"- resume: {command('update execute', 'resume')}")
     elif progress.outcome:
-        lines.append(f"Outcome: **{progress.outcome}** — {progress.reason}")
+        said = reason_after(progress.outcome, progress.reason)
+        lines.append(f"Outcome: **{progress.outcome}** — {said}")
     return "\n".join(lines)

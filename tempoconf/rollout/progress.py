@@ -33,6 +33,7 @@ __all__ = [
     "anything_published",
     "describe_phase",
     "health_word",
+    "reason_after",
     "stays_on",
 ]
 
@@ -296,6 +297,10 @@ def _clock(iso: str | None) -> str:
 
 def _back_to(progress: RolloutProgress) -> str:
     """What a reverted rollout left its clients on: the stable version, or nothing (404)."""
+    if progress.changes:
+        # `stable_version` is the first config's only: named after a halt through another config
+        # of the changeset, it read as that one's.
+        return "to each config's stable version"
     if progress.stable_version:
         return f"to stable {progress.stable_version}"
     return "to no version (the config has none stable: clients get 404, as before)"
@@ -309,6 +314,8 @@ def anything_published(progress: RolloutProgress) -> bool:
 def stays_on(progress: RolloutProgress) -> str:
     """What the clients of a rollout that published nothing stay on: `every client stays on
     stable V`, or, for a config with no stable version, that they get 404 as before."""
+    if progress.changes:  # one version would be the first config's only (see _back_to)
+        return "every client stays on each config's stable version"
     if progress.stable_version:
         return f"every client stays on stable {progress.stable_version}"
     return "the config has no stable version: clients get 404, as before"
@@ -329,6 +336,12 @@ def _applied_figures(progress: RolloutProgress) -> str:
     if gate is None or not gate.checked_at:
         return ""
     return f": {describe_gate(gate)}"
+
+
+def reason_after(outcome: str, reason: str) -> str:
+    """`reason`, said after its `outcome`'s own name: a bypass's reason reads `bypassed: <why>` (the
+    words of its audit row and result), and `bypassed: bypassed: <why>` would say it twice."""
+    return reason.removeprefix(f"{outcome}: ")
 
 
 def describe_phase(progress: RolloutProgress) -> str:
@@ -358,7 +371,8 @@ def describe_phase(progress: RolloutProgress) -> str:
         RolloutState.PROMOTING: "Promoting the version to stable",
         RolloutState.REVERTING: f"Reverting: {progress.reason}",
         RolloutState.PROMOTED: "Promoted: the version is stable",
-        RolloutState.BYPASSED: f"Bypassed to stable: {progress.reason}",
+        RolloutState.BYPASSED: "Bypassed to stable: "
+        + reason_after(Outcome.BYPASSED.value, progress.reason),
         RolloutState.REVERTED: _ended(progress, "Reverted", progress.reason),
         RolloutState.HALTED: _ended(progress, "Halted", progress.reason),
         RolloutState.CANCELLED: _ended(progress, "Cancelled", ""),

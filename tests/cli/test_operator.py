@@ -151,6 +151,10 @@ def test_status_table_health_figures_strategy_and_watch_to_the_outcome(dev: Runn
     }
     _ok(dev.cli("rollout", "start", _write(dev, "status.json", request)))
     _wait_for_state(dev, path, "holding")
+    # A hold is what `advance` ends: the commands say how, both ways.
+    holding = _ok(dev.cli("rollout", "status", path))
+    assert re.search(rf"^    advance  \S*tempoconf rollout advance {path}$", holding, re.M), holding
+    assert f"-w 'rollout:default/{path}' --name advance" in holding, holding
     _report(dev, path, "host-a", new, ok=9, failed=1, channel="canary")
     _ok(dev.cli("rollout", "advance", path, "--reason", "reports are in"))
     _wait_for_state(dev, path, "awaiting_approval")

@@ -220,3 +220,37 @@ def test_paused_during_a_hold_waits_for_the_hold_then_resume() -> None:
         in details
     )
     assert "- resume: `" in details
+
+
+@pytest.mark.parametrize(
+    ("state", "published", "said"),
+    [
+        (RolloutState.HALTED, True, "Halted, back to each config's stable version: v2 timeouts"),
+        (RolloutState.REVERTED, True, "Reverted to each config's stable version: v2 timeouts"),
+        (
+            RolloutState.HALTED,
+            False,
+            "Halted before anything was published (every client stays on each config's stable "
+            "version): v2 timeouts",
+        ),
+    ],
+)
+def test_an_ended_changeset_names_no_single_stable_version(
+    state: RolloutState, published: bool, said: str
+) -> None:
+    """A changeset's `stable_version` is its first config's: its phase must not pass it off as
+    every config's (halted through the backend, it named the frontend's)."""
+    ended = progress(
+        state,
+        stage_index=0,
+        outcome=state.value,
+        reason="v2 timeouts",
+        stable_version="85fdce2ab7c8a9c2",
+        changes=["default/myproject/frontend ece543f76d9e6b2c", "default/myproject/backend 616a"],
+    )
+    ended.stages[0].published_at = NOW.isoformat() if published else None
+    assert describe_phase(ended) == said
+    assert "85fdce2ab7c8a9c2" not in describe_phase(ended)
+    one = progress(state, stage_index=0, reason="v2 timeouts", stable_version="85fdce2ab7c8a9c2")
+    one.stages[0].published_at = NOW.isoformat() if published else None
+    assert "85fdce2ab7c8a9c2" in describe_phase(one)  # one config: its stable version, named
