@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from tempoconf.api.server import bind_listener, serve_api
+from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import sample
@@ -36,7 +36,7 @@ class LiveApi:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._held: socket.socket | None = None
-        """The port, bound but not listening, through an outage: connections to it are refused,
+        """The port, bound but not listening (`_hold_port`), through an outage: connections to it are refused,
         and no other test's server (tests run in parallel) can take it and answer instead."""
 
     @property
@@ -46,7 +46,6 @@ class LiveApi:
     def start(self) -> str:
         """Serve (on the port of the previous run, if any); returns the base URL."""
         assert self._thread is None, "already running"
-        self.release()
         started: Future[str] = Future()
 
         async def main() -> None:
@@ -58,6 +57,9 @@ class LiveApi:
                 host="127.0.0.1",
                 port=self.port,
                 access_log=True,
+                # Shared with the socket that holds the port through an outage (`stop`): the
+                # port is never free between two runs, for another test's server to take.
+                reuse_port=True,
                 on_started=started.set_result,
             )
 
@@ -73,7 +75,10 @@ class LiveApi:
 
         self._thread = threading.Thread(target=run, name="live-api", daemon=True)
         self._thread.start()
-        self.url = started.result(timeout=START_TIMEOUT)
+        try:
+            self.url = started.result(timeout=START_TIMEOUT)
+        finally:
+            self.release()  # serving (or failed): the held port is the server's again
         self.port = int(self.url.rsplit(":", 1)[1])
         return self.url
 
@@ -84,11 +89,18 @@ class LiveApi:
         if thread is None:
             return
         assert loop is not None and task is not None
-        loop.call_soon_threadsafe(task.cancel)
-        thread.join(timeout=15)
-        assert not thread.is_alive(), "the API did not stop"
-        if hold:
-            self._held = bind_listener("127.0.0.1", self.port, listen=False)
+        # Held before the server lets its listener go, until the thread has ended: no moment
+        # in which the port is free (bound, not listening: connections to it are refused).
+        held = _hold_port(self.port)
+        try:
+            loop.call_soon_threadsafe(task.cancel)
+            thread.join(timeout=15)
+            assert not thread.is_alive(), "the API did not stop"
+        finally:
+            if hold:
+                self._held = held
+            else:
+                held.close()
 
     def release(self) -> None:
         """Give back the port held through an outage (a test that ended stopped)."""
@@ -120,6 +132,21 @@ class LiveApi:
         """True when the API answers `version` for this query now."""
         response = httpx.get(f"{self.url}/v1/configs/{path}", params=params, timeout=5)
         return response.status_code == 200 and response.json()["version"] == version
+
+
+def _hold_port(port: int) -> socket.socket:
+    """A socket bound to `port` that does not listen: connections to it are refused. SO_REUSEPORT
+    only, as the server's (which also has SO_REUSEADDR): the two may be bound together. Not
+    SO_REUSEADDR: a socket that only binds with it lets any other that has it (every server of
+    ours) bind and listen on the port too."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 @contextmanager
