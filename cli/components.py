@@ -124,6 +124,9 @@ def api_command(args: argparse.Namespace) -> int:
         from tempoconf.api.server import settle_heap
 
         settle_heap()
+        if worker_index is None:
+            # Once serving, with the port bound (--port 0 picks one): the URL works as printed.
+            print(f"API: listening on {base_url}; Ctrl-C stops it", flush=True)
         if args.ready_fd is not None:  # tell the supervisor: this worker serves
             with os.fdopen(args.ready_fd, "w") as ready:
                 ready.write(f"{base_url}\n")
@@ -132,12 +135,6 @@ def api_command(args: argparse.Namespace) -> int:
         from tempoconf.api.server import serve_api
 
         with open_store(settings) as store:
-            if worker_index is None:
-                print(
-                    f"API: listening on http://{settings.host}:{settings.api_port}; "
-                    "Ctrl-C stops it",
-                    flush=True,
-                )
             await serve_api(
                 settings,
                 store,

@@ -8,6 +8,7 @@ supervisor of `--workers 2` (which passes it on to each worker), not an edge."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -21,7 +22,7 @@ import pytest
 
 from tempoconf.store.store import Store
 from tests.api.helpers import make_stable
-from tests.cli.conftest import TEMPOCONF, cli_env, free_port
+from tests.cli.conftest import TEMPOCONF, cli_env
 from tests.fixtures.access import write_policy
 from tests.fixtures.waiting import eventually_sync
 
@@ -77,29 +78,35 @@ def api_running(tmp_path: Path, *, workers: int = 1) -> Iterator[RunningApi]:
     with Store(url, migrate=True) as store:
         make_stable(store, PATH, {"limit": 1}, namespace=NAMESPACE)
     policy = _policy(tmp_path / "policy", **{"fleet-a": FLEET_A})
-    port = free_port()
     output = tmp_path / "api.out"
+    # Port 0: the process binds a free port itself and names it (no port released in between).
     with open(output, "wb") as sink:
         process = subprocess.Popen(
-            [str(TEMPOCONF), "api", "--port", str(port), "--database-url", url,
+            [str(TEMPOCONF), "api", "--port", "0", "--database-url", url,
              *(["--workers", str(workers)] if workers > 1 else [])],
             env=cli_env(TEMPOCONF_ACCESS_FILE=str(policy)), cwd=tmp_path,
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    api = RunningApi(process, f"http://127.0.0.1:{port}", output, policy)
-    ready = f"{workers} workers (pids" if workers > 1 else "API: listening"
     try:
-        eventually_sync(
-            lambda: process.poll() is not None or (ready in api.log() and _healthy(api.url)),
-            what="the API to serve",
-            timeout=90,
-        )
-        assert process.poll() is None, api.log()
-        yield api
+        base = _serving(process, output, timeout=90)
+        yield RunningApi(process, base, output, policy)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _serving(process: subprocess.Popen[bytes], output: Path, *, timeout: float) -> str:
+    """The base URL the process says it listens on (port 0 resolved), once it answers there."""
+
+    def listening() -> str | None:
+        log = output.read_text(errors="replace")
+        if process.poll() is not None:
+            pytest.fail(f"the process exited {process.returncode} before serving:\n{log}")
+        found = re.search(r"listening on (http://[^\s;,]+)", log)
+        return found[1] if found and _healthy(found[1]) else None
+
+    return eventually_sync(listening, what="the process to serve", timeout=timeout)
 
 
 def _healthy(url: str) -> bool:
@@ -243,7 +250,6 @@ def test_sighup_without_a_policy_stops_nothing(tmp_path: Path, command: str) -> 
     is nothing to reload, and serve on."""
     url = f"sqlite:///{tmp_path / 'tempoconf.db'}"
     Store(url, migrate=True).close()
-    port = free_port()
     args = (
         ["api", "--database-url", url]
         if command == "api"
@@ -252,15 +258,12 @@ def test_sighup_without_a_policy_stops_nothing(tmp_path: Path, command: str) -> 
     output = tmp_path / "out"
     with open(output, "wb") as sink:
         process = subprocess.Popen(
-            [str(TEMPOCONF), *args, "--port", str(port)],
+            [str(TEMPOCONF), *args, "--port", "0"],
             env=cli_env(TEMPOCONF_DATA_DIR=str(tmp_path / "data")), cwd=tmp_path,
             stdout=sink, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        base = f"http://127.0.0.1:{port}"
-        eventually_sync(
-            lambda: process.poll() is not None or _healthy(base), what="serving", timeout=60
-        )
+        base = _serving(process, output, timeout=60)
         process.send_signal(signal.SIGHUP)
         eventually_sync(
             lambda: "SIGHUP: no access policy is being served to read again" in output.read_text(),
