@@ -39,8 +39,8 @@ from tempoconf.cli.demo_view import FleetDisplay, LiveView
 from tempoconf.cli.devstack import DevStack
 from tempoconf.cli.fleet import SERVER_LOAD, FleetProcess, FleetSpec, failure_ratio
 from tempoconf.durations import format_duration, parse_duration
+from tempoconf.operations.start import plan_rollout
 from tempoconf.resolution import STABLE
-from tempoconf.rollout.change import rollout_change, workflow_summary
 from tempoconf.rollout.health_specs import ReportsCheckSpec
 from tempoconf.rollout.outcomes import RolloutEnding, await_rollout_ending
 from tempoconf.rollout.request import parse_rollout_request
@@ -195,19 +195,24 @@ def _stages_text(request: dict[str, Any]) -> str:
     return " → ".join(stage.display_name for stage in parse_rollout_request(request).all_stages)
 
 
-async def _start(stack: DevStack, request: dict[str, Any]) -> WorkflowHandle[Any, Any]:
-    workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
-    # The Web UI's summary names the change over stable, as for `tempoconf rollout start`.
-    change = rollout_change(request["value"], stack.store.get_stable(DEMO_NAMESPACE, DEMO_PATH))
-    handle = await stack.client.start_workflow(
+async def _start_workflow(stack: DevStack, request: dict[str, Any]) -> WorkflowHandle[Any, Any]:
+    """Start a rollout of the demo's config, with the Web UI's summary and details that
+    `tempoconf rollout start` gives it (the change over stable, the stages, the author): the
+    same preview, read from the stack's store."""
+    preview = await plan_rollout(stack.store, request)
+    return await stack.client.start_workflow(
         WORKFLOW_TYPE,
         request,
-        id=workflow_id,
+        id=rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH),
         task_queue=stack.settings.task_queue,
-        static_summary=workflow_summary(
-            DEMO_NAMESPACE, DEMO_PATH, version_id(request["value"]), change
-        ),
+        static_summary=preview.summary(),
+        static_details=preview.details(),
     )
+
+
+async def _start(stack: DevStack, request: dict[str, Any]) -> WorkflowHandle[Any, Any]:
+    workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
+    handle = await _start_workflow(stack, request)
     print(
         f"   Web UI: {workflow_ui_url(stack.settings, workflow_id, handle.result_run_id)}\n",
         flush=True,
@@ -410,7 +415,6 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
     if current is not None and current.version == version_id(value):
         print(f"   already stable: version {current.version}")
         return True
-    workflow_id = rollout_workflow_id(DEMO_NAMESPACE, DEMO_PATH)
     lock = stack.store.get_lock(DEMO_NAMESPACE, DEMO_PATH)
     if lock is not None:
         # A rollout left running by an earlier demo (its state lives in the data dir): cancel it,
@@ -431,9 +435,7 @@ async def _ensure_stable(stack: DevStack, value: Any) -> bool:
         "author": DEMO_ACTOR,
         "message": "the demo's stable value",
     }
-    handle = await stack.client.start_workflow(
-        WORKFLOW_TYPE, request, id=workflow_id, task_queue=stack.settings.task_queue
-    )
+    handle = await _start_workflow(stack, request)
     try:
         ending = await asyncio.wait_for(await_rollout_ending(handle), 60)
     except TimeoutError as error:

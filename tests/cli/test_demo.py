@@ -27,6 +27,7 @@ from tempoconf.rollout.request import parse_rollout_request
 from tempoconf.rollout.sequential import RatioSums
 from tempoconf.rollout.sequential_verdicts import GroupSums, judge_sequential
 from tempoconf.schema_validation import value_problems
+from tempoconf.temporal.binaries import temporal_cli_path
 from tests.cli.conftest import (
     EXAMPLES,
     TEMPOCONF,
@@ -135,6 +136,31 @@ def test_demo_refuses_two_exit_points(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "--exit-after-rollout" in result.stderr and "contradict" in result.stderr
     assert not (tmp_path / ".tempoconf").exists(), "refused before starting anything"
+
+
+def _assert_every_rollout_has_its_details(address: str) -> None:
+    """Each rollout the demo started (the stable value, the good one, the reverted bad one) has
+    the Web UI's summary and details, as `tempoconf rollout start` gives them: never "No details
+    available"."""
+    temporal = str(temporal_cli_path())
+    listed = subprocess.run(
+        [temporal, "workflow", "list", "--address", address, "-o", "json",
+         "--query", 'TempoconfPath="demo/server_config"'],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    runs = [item["execution"] for item in json.loads(listed.stdout)]
+    assert len(runs) == 3, runs
+    for run in runs:
+        described = subprocess.run(
+            [temporal, "workflow", "describe", "--address", address, "-o", "json",
+             "-w", run["workflowId"], "-r", run["runId"]],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        metadata = json.loads(described.stdout)["executionConfig"].get("userMetadata", {})
+        assert "demo/server_config" in metadata.get("summary", ""), (run, metadata)
+        details = metadata.get("details", "")
+        assert "- stages: " in details, (run, metadata)
+        assert re.search(r"version `[0-9a-f]{16}`", details), (run, details)
 
 
 class _Terminal:
@@ -326,6 +352,7 @@ def test_demo_catches_the_bad_value_on_the_canaries_and_stays_up(tmp_path: Path)
                 rf"workflow (signal|update execute) --address {address.group(1)} .* --name {name}",
                 text,
             ), name
+        _assert_every_rollout_has_its_details(address.group(1))
 
         started = subprocess.run(
             shlex.split(start), cwd=REPO, capture_output=True, text=True, timeout=60, check=False
