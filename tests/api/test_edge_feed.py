@@ -8,8 +8,9 @@ its configs are then unknown (404) until they are created there."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from tempoconf.settings import Settings
 from tempoconf.store.store import Store
 from tests.api.helpers import ACTOR, make_stable, record, sample
 from tests.fixtures.edge import running_edge
-from tests.fixtures.services import free_port
 from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
@@ -29,9 +29,21 @@ pytestmark = pytest.mark.timeout(180)
 TOKEN = "feed-client-token"
 
 
+@contextmanager
+def held_port() -> Iterator[int]:
+    """A loopback port held for the whole test, bound without listening (so it gets no
+    connections) and with SO_REUSEPORT: the origin binds it beside this socket at each start,
+    and no other process can take it while the origin is down between restarts."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind(("127.0.0.1", 0))
+        yield int(holder.getsockname()[1])
+
+
 @asynccontextmanager
 async def origin_on(store: Store, port: int) -> AsyncIterator[str]:
-    """The real API over `store` on `port` (the same port again after a restart)."""
+    """The real API over `store` on `port` (held by `held_port`: the same port again after a
+    restart)."""
     started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve_api(
@@ -39,6 +51,7 @@ async def origin_on(store: Store, port: int) -> AsyncIterator[str]:
             store,
             host="127.0.0.1",
             port=port,
+            reuse_port=True,
             on_started=started.set_result,
         )
     )
@@ -75,12 +88,17 @@ async def edge_metric(http: httpx.AsyncClient, name: str, **labels: str) -> floa
     return found
 
 
+@pytest.fixture
+def port() -> Iterator[int]:
+    with held_port() as held:
+        yield held
+
+
 async def test_the_edge_follows_the_change_feed_across_origin_restarts(
-    api_store: Store, tmp_path: Path
+    api_store: Store, tmp_path: Path, port: int
 ) -> None:
     make_stable(api_store, "feed/a", {"v": 1})
     make_stable(api_store, "feed/b", {"v": 1})
-    port = free_port()
     origin = origin_on(api_store, port)
     url = await origin.__aenter__()
     running: Any = origin
@@ -104,20 +122,32 @@ async def test_the_edge_follows_the_change_feed_across_origin_restarts(
             feed = (await http.get("/v1/changes")).json()
             assert feed["reset"] is True
 
-            # one config changes: its bundle alone is fetched again; the edge's own feed says so
+            # one config changes: its bundle alone is fetched again; the edge's own feed, long-
+            # polled since before the change (seen waiting), is woken and says so
             held = asyncio.create_task(
-                http.get("/v1/changes", params={"since": feed["revision"], "wait": 25})
+                http.get("/v1/changes", params={"since": feed["revision"], "wait": 60})
             )
-            a2 = record({"v": 2})
-            api_store.put_version("default", "feed/a", a2)
-            await asyncio.sleep(0.5)
+
+            async def feed_waiting() -> bool:
+                assert await edge_metric(http, "tempoconf_api_change_feed_waiting") == 1
+                return True
+
+            await eventually(feed_waiting, what="the edge's own change feed long-poll waiting")
             before = await edge_metric(http, fetched, outcome="ok")
-            api_store.set_stable(
-                "default", "feed/a", a2.version, actor=ACTOR, reason="test", event_key="a2"
-            )
-            await serves(http, "feed/a", {"v": 2})
-            await asyncio.sleep(1.0)
-            assert await edge_metric(http, fetched, outcome="ok") == before + 1
+            for step, value in enumerate(({"v": 1.5}, {"v": 2})):
+                # A version written alone (no stable yet) changes nothing the edge serves.
+                changed_to = record(value)
+                api_store.put_version("default", "feed/a", changed_to)
+                api_store.set_stable(
+                    "default", "feed/a", changed_to.version, actor=ACTOR, reason="test",
+                    event_key=f"a-{step}",
+                )  # fmt: skip
+                await serves(http, "feed/a", value)
+            # Two changes, two fetches of feed/a's bundle. Not a pause: one fetch more (feed/b's,
+            # or one for the version written alone) started with the first change had the whole
+            # second change, made once the first was served, to be counted.
+            assert await edge_metric(http, fetched, outcome="ok") == before + 2
+            assert await edge_metric(http, "tempoconf_api_change_feed_wakeups_total") >= 1
             changed = (await held).json()
             assert changed["changes"] == [{"namespace": "default", "path": "feed/a"}]
             assert await edge_metric(http, "tempoconf_edge_watches") == 2
