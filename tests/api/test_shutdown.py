@@ -146,8 +146,11 @@ async def _send(url: str, request: bytes) -> tuple[asyncio.StreamReader, asyncio
     return reader, writer
 
 
-async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Answer:
-    """The one answer on the connection, and whether the server closed it after."""
+async def _answer(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, to_head: bool = False
+) -> Answer:
+    """The one answer on the connection, and whether the server closed it after (`to_head`: to a
+    HEAD, whose answer has no body whatever its Content-Length)."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -155,7 +158,8 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             name.strip().lower(): value.strip()
             for name, _, value in (line.partition(":") for line in lines[1:] if line)
         }
-        await reader.readexactly(int(headers.get("content-length", "0")))
+        if not to_head:
+            await reader.readexactly(int(headers.get("content-length", "0")))
         rest = await reader.read()  # until the server closes it
         return Answer(int(lines[0].split()[1]), headers, closed=rest == b"")
     except (ConnectionError, asyncio.IncompleteReadError):
@@ -187,7 +191,9 @@ async def _stop_holding_every_kind(server: Server, *, polls_per_process: int) ->
     await _held(server.url, polls_per_process)
     server.process.send_signal(signal.SIGTERM)
     answers = {
-        kind: await asyncio.gather(*(_answer(*connection) for connection in held))
+        kind: await asyncio.gather(
+            *(_answer(*connection, to_head=kind == "config (ASGI)") for connection in held)
+        )
         for kind, held in connections.items()
     }
     code = await asyncio.to_thread(server.process.wait, 60)
@@ -218,14 +224,16 @@ async def test_sigterm_of_the_supervisor_answers_every_workers_long_polls(
     async with running_api(sqlite_url, tmp_path, "--workers", "2") as server:
         requests = await _requests(server.url)
         held = [
-            await _send(server.url, request)
-            for kind_requests in requests.values()
+            (kind, await _send(server.url, request))
+            for kind, kind_requests in requests.items()
             for request in kind_requests
         ]
         # Spread by the kernel over two processes, each with its own gauges: every connection was
         # accepted (`_send`); whether its long-poll already waits or not, it is answered.
         server.process.send_signal(signal.SIGTERM)
-        answers = await asyncio.gather(*(_answer(*connection) for connection in held))
+        answers = await asyncio.gather(
+            *(_answer(*connection, to_head=kind == "config (ASGI)") for kind, connection in held)
+        )
         code = await asyncio.to_thread(server.process.wait, 60)
     log = server.log.read_text(errors="replace")
     assert code == 0, f"the supervisor exited {code}:\n{log}"
