@@ -30,8 +30,9 @@ $(OIDC_MODULES): tests/oidc/package-lock.json tests/oidc/package.json
 	npm ci --prefix tests/oidc --no-audit --no-fund
 	touch $@
 
+# ARGS: the demo's flags, e.g. make run ARGS="--api-port 18080" (tempoconf demo --help).
 run: bytecode
-	$(BIN)/tempoconf demo
+	$(BIN)/tempoconf demo $(ARGS)
 
 # Four pytest workers on two cores: most of a test's time is spent waiting for servers, timers
 # and subprocesses, not computing (measured on one quiet machine, the same 1,950 tests: 680 s

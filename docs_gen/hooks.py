@@ -1,6 +1,7 @@
-"""The mkdocs hook (mkdocs.yml `hooks:`) that adds the generated reference pages to the site:
+"""The mkdocs hook (mkdocs.yml `hooks:`) that adds the generated pages to the site:
 reference/request.md, reference/cli.md and reference/http-api.md, written from the code they
-document each time the site is built, and never committed, so they cannot drift from it. A
+document, and getting-started.md, taken from README.md, each time the site is built, and never
+committed, so they cannot drift from what they show. A
 generator that fails fails the build (`make docs`, CI)."""
 
 from __future__ import annotations

@@ -7,12 +7,18 @@ import json
 from pathlib import Path
 
 from docs_gen.cli_page import cli_page
+from docs_gen.getting_started_page import getting_started_page
 from docs_gen.http_api_page import http_api_page
 from docs_gen.request_page import SCHEMA_FILE, request_page
 
 __all__ = ["GENERATED", "generated_pages"]
 
-GENERATED = ("reference/request.md", "reference/cli.md", "reference/http-api.md")
+GENERATED = (
+    "getting-started.md",
+    "reference/request.md",
+    "reference/cli.md",
+    "reference/http-api.md",
+)
 """The pages written at build time (never files of docs/)."""
 
 
@@ -25,6 +31,7 @@ def generated_pages(docs_dir: Path) -> dict[str, str]:
     request_schema = json.loads((docs_dir / SCHEMA_FILE).read_text(encoding="utf-8"))
     request_objects = {"RolloutRequest", *request_schema.get("$defs", {})}
     pages = {
+        "getting-started.md": getting_started_page(docs_dir.parent / "README.md"),
         "reference/request.md": request_page(docs_dir),
         "reference/cli.md": cli_page(build_parser()),
         "reference/http-api.md": http_api_page(openapi_document(), request_objects),

@@ -12,8 +12,23 @@ from pathlib import Path
 
 from tests.cli.conftest import ROOT, RunningDev, bash
 
-# The guides' API address; a test's stack has its own port.
+# The API's default address. A guide's command never types it: it names `$TEMPOCONF_API_URL`,
+# which the export line `tempoconf dev` prints sets, so it works on the ports dev was given (a
+# test's stack has its own). It stays for what a guide quotes of an output at the defaults.
 DEFAULT_API_URL = "http://127.0.0.1:8080"
+
+
+# A Python snippet's way to the API: the variable, the default only when it is unset.
+_FALLBACK = 'os.environ.get("TEMPOCONF_API_URL", "http://127.0.0.1:8080")'
+
+
+def as_written(command: str) -> str:
+    """A guide's command (or snippet), refused when it hard-codes the default API port: with other
+    ports the reader's shell would ask nothing there."""
+    assert "127.0.0.1:8080" not in command.replace(_FALLBACK, ""), (
+        f"this command hard-codes the API's default port; write $TEMPOCONF_API_URL:\n{command}"
+    )
+    return command
 
 
 def make_clone(where: Path) -> Path:
@@ -41,9 +56,7 @@ def quoted(text: str) -> re.Pattern[str]:
 
 def run(dev: RunningDev, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """A guide's command as written, in the clone, against this test's stack."""
-    return bash(
-        command.replace(DEFAULT_API_URL, dev.api_url), cwd=dev.workdir, env=dev.env, timeout=timeout
-    )
+    return bash(as_written(command), cwd=dev.workdir, env=dev.env, timeout=timeout)
 
 
 def ok(dev: RunningDev, command: str, timeout: float = 120) -> str:

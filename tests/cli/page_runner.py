@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.cli.conftest import ShellCommand, bash, cli_env, shell_blocks
+from tests.cli.howto import as_written
 
-# The pages' default API address: the one rewrite a test makes (it runs its stack on free ports;
-# the Temporal CLI and tempoconf find the stack through the banner's export line, as the pages say).
-DEFAULT_API_URL = "http://127.0.0.1:8080"
 # Commands that change nothing, so running them again is what a reader would do too.
 READ_ONLY = re.compile(
     r"(rollout status|workflow (query|list|describe|metadata|result)|tempoconf (get|history|versions)"
@@ -57,7 +55,9 @@ class PageRunner:
     outputs: dict[str, str] = field(default_factory=dict)  # each command's last output
 
     def sh(self, command: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        script = f"{self.exports}\n{command.replace(DEFAULT_API_URL, self.api_url)}"
+        # As written: the test's stack runs on free ports, and the page's commands find it (curl
+        # too, through $TEMPOCONF_API_URL) by the banner's export line, as the page says.
+        script = f"{self.exports}\n{as_written(command)}"
         return bash(script, cwd=self.cwd, env=cli_env(), timeout=timeout)
 
     def run_page(self, text: str, *, not_run: dict[str, str] | None = None) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import RunningDev, bash, page, shell_blocks
-from tests.cli.howto import DEFAULT_API_URL, make_clone
+from tests.cli.howto import as_written, make_clone
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -21,7 +21,7 @@ def test_the_applied_gates_guide_runs_as_written(dev: RunningDev, tmp_path: Path
     assert [len(block.commands) for block in blocks] == [1, 2, 2, 2]
 
     def sh(command: str) -> str:
-        result = bash(command.replace(DEFAULT_API_URL, dev.api_url), cwd=clone, env=dev.env)
+        result = bash(as_written(command), cwd=clone, env=dev.env)
         assert result.returncode == 0, f"{command}\n{result.stdout}{result.stderr}"
         return result.stdout
 

@@ -12,11 +12,11 @@ from tempoconf.resolution.bucketing import bucket
 from tempoconf.rollout.changesets import changeset_workflow_id
 from tempoconf.temporal.names import SEARCH_ATTRIBUTES
 from tests.cli.conftest import ROOT, bash, page, shell_blocks, start_dev
+from tests.cli.howto import as_written
 from tests.fixtures.waiting import eventually_sync
 
 pytestmark = pytest.mark.timeout(240)
 
-DEFAULT_API_URL = "http://127.0.0.1:8080"
 CONFIGS = [("default", "myproject/frontend"), ("default", "myproject/backend")]
 
 
@@ -42,7 +42,7 @@ def test_the_changesets_guide_runs_as_written(tmp_path: Path) -> None:
     try:
 
         def run(command: str) -> str:
-            done = bash(command.replace(DEFAULT_API_URL, dev.api_url), cwd=ROOT, env=dev.env)
+            done = bash(as_written(command), cwd=ROOT, env=dev.env)
             assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
             return done.stdout
 

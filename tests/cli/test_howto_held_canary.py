@@ -14,6 +14,7 @@ import pytest
 from tests.cli.conftest import RunningDev, free_port, page, shell_blocks, start_dev
 from tests.cli.howto import (
     DEFAULT_API_URL,
+    as_written,
     make_clone,
     ok,
     printed_comments,
@@ -63,7 +64,7 @@ def clean_up_as_told(dev: RunningDev, text: str) -> None:
 
 def run_python(dev: RunningDev, snippet: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", snippet.replace(DEFAULT_API_URL, dev.api_url)],
+        [sys.executable, "-c", as_written(snippet)],
         cwd=dev.workdir, env={**dev.env}, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

@@ -5,12 +5,11 @@ printing what the README says."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import README, cli_env, start_dev
+from tests.cli.conftest import README, ROOT, bash, cli_env, shell_commands, start_dev
 from tests.cli.howto import make_clone
 from tests.cli.page_runner import PageRunner, section
 
@@ -23,14 +22,33 @@ NOT_RUN_AS_WRITTEN = {
 }
 
 
+def make_run_with_ports() -> str:
+    """The README's `make run` on other ports, as its first section writes it."""
+    [command] = [
+        command
+        for command in shell_commands(section(README.read_text(encoding="utf-8"), "Two commands"))
+        if command.startswith("make run ARGS=")
+    ]
+    return command
+
+
 def run_demo(clone: Path) -> str:
-    """`make run` ending by itself: both acts on a small fleet, free ports, the default data dir."""
-    demo = subprocess.run(
-        [".venv/bin/tempoconf", "demo", "--temporal-port", "0", "--ui-port", "0", "--api-port", "0",
-         "--clients", "20", "--cooldown", "1s", "--exit-after-demo"],
-        cwd=clone, env=cli_env(), capture_output=True, text=True, timeout=200, check=False,
-    )  # fmt: skip
+    """The README's `make run` with ports, ending by itself: both acts on a small fleet, the
+    clone's default data dir. Its ports are made free ones (0), the flags the README names kept:
+    make must hand them to the demo, or it takes 7233, 8233 and 8080."""
+    command = make_run_with_ports()
+    ports = re.findall(r"--(temporal|ui|api)-port (\d+)", command)
+    assert sorted(name for name, _ in ports) == ["api", "temporal", "ui"], command
+    for name, port in ports:
+        command = command.replace(f"--{name}-port {port}", f"--{name}-port 0")
+    extra = f"--data-dir {clone / '.tempoconf'} --clients 20 --cooldown 1s --exit-after-demo"
+    assert command.endswith('"'), command
+    command = f'{command[:-1]} {extra}"'
+    demo = bash(command, cwd=ROOT, env=cli_env(), timeout=240)
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    # the demo ran on the ports make handed it (free ones), not on its defaults
+    polled = re.search(r"simulated clients polling http://127\.0\.0\.1:(\d+)", demo.stdout)
+    assert polled and polled.group(1) != "8080", demo.stdout
     assert (clone / ".tempoconf").is_dir()
     return demo.stdout
 

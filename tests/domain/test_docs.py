@@ -222,6 +222,23 @@ def test_the_http_api_page_documents_every_operation() -> None:
     assert "### ConfigAnswer {#configanswer}" in page
 
 
+def test_the_getting_started_page_is_the_readmes_first_sections_written_once() -> None:
+    """The site's first stop shows the README's two commands and walkthrough as the README has
+    them (its tests run them); no page of docs/ repeats them, and the home links to it."""
+    page = _generated()["getting-started.md"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for heading in ("Two commands", "What you just saw", "Walkthrough"):
+        section = readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0].strip()
+        assert f"## {heading}\n\n{section}\n" in page, heading
+    assert "make run ARGS=" in page and ".venv/bin/tempoconf rollout advance" in page
+    assert "## Where next" not in page  # the site has its own nav
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert _nav_pages(config["nav"])[:2] == ["index.md", "getting-started.md"]
+    assert "](getting-started.md)" in (DOCS / "index.md").read_text(encoding="utf-8")
+    walkthrough_start = "--workflow-id 'rollout:default/myproject/server_config'"
+    assert [page for page in _site_pages() if walkthrough_start in page.read_text("utf-8")] == []
+
+
 def test_the_http_api_page_says_what_each_token_is_once() -> None:
     """Each operation names its token and role; what a token is, is said in one section."""
     page = _generated()["reference/http-api.md"]
