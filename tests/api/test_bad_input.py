@@ -19,7 +19,7 @@ from tempoconf.api.openapi import openapi_document
 from tempoconf.api.server import serve_api
 from tempoconf.settings import Settings
 from tempoconf.store.store import Store
-from tests.api.helpers import make_stable, record
+from tests.api.helpers import long_polls_waiting, make_stable, record
 from tests.fixtures.extremes import EXTREMES, parts, replaced
 
 PATH = "myproject/server_config"
@@ -65,9 +65,21 @@ async def test_bad_poll_parameters_are_400(
     assert fragment in response.json()["error"]
 
 
-async def test_wait_at_its_bounds_is_fine(live: httpx.AsyncClient) -> None:
-    for wait in ("0", "60", "0.5", ""):
-        assert (await live.get(URL, params={"wait": wait})).status_code == 200
+async def test_wait_at_its_bounds_is_fine(live: httpx.AsyncClient, api_store: Store) -> None:
+    # With If-None-Match of the current answer, so that each wait is taken (without it, any
+    # `wait` is answered at once).
+    current = {"If-None-Match": (await live.get(URL)).headers["etag"]}
+    for wait in ("0", "0.5", ""):
+        unchanged = await live.get(URL, params={"wait": wait}, headers=current)
+        assert unchanged.status_code == 304, (wait, unchanged.text)
+    # The longest: taken too (seen waiting), then answered by a change.
+    poll = asyncio.create_task(
+        live.get(URL, params={"wait": "60"}, headers=current, timeout=httpx.Timeout(10, read=None))
+    )
+    await long_polls_waiting(live, 1)
+    await asyncio.to_thread(make_stable, api_store, PATH, {"v": 2})
+    changed = await poll
+    assert changed.status_code == 200 and changed.json()["value"] == {"v": 2}, changed.text
 
 
 @pytest.mark.parametrize(
