@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -54,9 +53,10 @@ _SETTINGS_VARIABLES = (
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """tests/fixtures/services.py's: a port from this worker's own range."""
+    from tests.fixtures.services import free_port as worker_port
+
+    return worker_port()
 
 
 def cli_env(**variables: str) -> dict[str, str]:
