@@ -41,6 +41,7 @@ from tempoconf.api.metrics import ApiMetrics
 from tempoconf.api.snapshot_polls import SnapshotPolls, config_where, failed_answer
 from tempoconf.api.snapshot_source import SnapshotSource
 from tempoconf.api.waiters import DEADLINE, ConfigWaiters, Waiter
+from tempoconf.resolution import ConfigSnapshot
 from tempoconf.settings import Settings
 
 __all__ = ["CONFIGS_PREFIX", "CONFIG_ROUTE", "SEEN_PENDING_MAX", "ConfigPolls", "PendingSeen"]
@@ -110,6 +111,10 @@ class ConfigPolls(SnapshotPolls[PreparedConfig]):
             return True
         self._metrics.seen_clients_dropped += 1
         return False
+
+    def prepared(self, snapshot: ConfigSnapshot) -> PreparedConfig:
+        """What `snapshot` prepares (its answers' bodies and ETags), built once per snapshot."""
+        return self._prepared.of(snapshot)
 
     def close(self) -> None:
         """Shutting down: answer every waiting long-poll now (304 unless it changed), and let new

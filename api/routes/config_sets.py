@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from starlette.requests import Request
@@ -69,8 +69,11 @@ def _resolve(
     snapshots: Mapping[tuple[str, str], ConfigSnapshot],
     queries: list[ConfigQuery],
     now: datetime,
+    prepare: Callable[[ConfigSnapshot], PreparedConfig] = prepare_config,
 ) -> tuple[list[PreparedConfig], list[PreparedAnswer]]:
-    """Every config's answer, from the one mapping given (no await in here)."""
+    """Every config's answer, from the one mapping given (no await in here). `prepare`: the
+    config polls' (built once per snapshot, not per request: a thousand long-polls woken at
+    once, at a shutdown, each built its configs' bodies anew)."""
     prepared: list[PreparedConfig] = []
     answers: list[PreparedAnswer] = []
     for query in queries:
@@ -78,7 +81,7 @@ def _resolve(
         where = f"config {query.path!r} in namespace {query.namespace!r}"
         if snapshot is None:
             raise ApiError(404, f"unknown {where}")
-        config = prepare_config(snapshot)
+        config = prepare(snapshot)
         answer = config.answer(query, now)
         if answer is None:
             raise ApiError(
@@ -109,7 +112,7 @@ async def get_configs(request: Request) -> Response:
         # Taken before any await, so the first change after this read sets one of them.
         events = [cache.changed_for(query.namespace, query.path) for query in queries]
         now = datetime.now(UTC)
-        prepared, answers = _resolve(snapshots, queries, now)
+        prepared, answers = _resolve(snapshots, queries, now, polls.prepared)
         etag = configs_etag([answer.etag for answer in answers])
         modified = not if_none_match(if_none, etag)
         # Stopping: answer what it is now (the server released every event handed out, and
