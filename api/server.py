@@ -65,12 +65,13 @@ class _EmbeddedServer(uvicorn.Server):
     """uvicorn that leaves signals to its caller, reports start-up failures as exceptions, and
     stops in the order the module's docstring gives, as soon as `stop()` is called."""
 
-    def __init__(self, config: uvicorn.Config, on_stopping: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.server_state = ServingState()
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
-        self._on_stopping = on_stopping
+        self.on_stopping: Callable[[], None] = lambda: None
+        """Answers every waiting request (the app's `stopping`), once the listener is closed."""
 
     def stop(self) -> None:
         """Begin stopping now (uvicorn's `should_exit` alone waits for its next tick, and a
@@ -101,7 +102,7 @@ class _EmbeddedServer(uvicorn.Server):
         for connection in list(state.connections):
             connection.shutdown()  # idle: closed; busy: closed after its answer
         try:
-            self._on_stopping()  # every waiter is answered (its answer is written soon after)
+            self.on_stopping()  # every waiter is answered (its answer is written soon after)
         except Exception:  # a bug there must not keep the rest from stopping
             logger.exception("releasing the waiting requests failed")
         loop = asyncio.get_running_loop()
@@ -202,7 +203,8 @@ async def serve_app(
             direct=app,
         ),
     )
-    server = _EmbeddedServer(config, app.stopping)
+    server = _EmbeddedServer(config)
+    server.on_stopping = app.stopping
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="tempoconf-api")
     try:
         ready = asyncio.create_task(server.ready.wait())
