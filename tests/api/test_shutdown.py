@@ -278,3 +278,34 @@ async def test_an_edge_answers_every_long_poll_of_every_kind_when_stopped(
     ):
         server = Server(edge.url, edge.process, edge.output)
         await _stop_holding_every_kind(server, polls_per_process=4 * PER_KIND)
+
+
+async def test_an_ofrep_evaluation_being_served_gets_the_grace_and_closes(
+    configs: Store, sqlite_url: str, tmp_path: Path
+) -> None:
+    body = b'{"context": {"targetingKey": "h1"}}'
+    async with running_api(sqlite_url, tmp_path) as server:
+        # An evaluation whose body is still coming when the stop begins (a request being
+        # served), and an idle keep-alive connection whose close tells us the stop began.
+        reader, writer = await _send(
+            server.url,
+            b"POST /ofrep/v1/evaluate/flags HTTP/1.1\r\nHost: t\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:10],
+        )
+        idle_reader, idle_writer = await _send(
+            server.url, f"GET /v1/configs/{PATHS[0]}?client=h HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+        )
+        await idle_reader.readuntil(b"\r\n\r\n")
+        server.process.send_signal(signal.SIGTERM)
+        await idle_reader.read()  # closed by the stop
+        idle_writer.close()
+        writer.write(body[10:])
+        await writer.drain()
+        answer = await _answer(reader, writer)
+        code = await asyncio.to_thread(server.process.wait, 60)
+    assert code == 0
+    assert answer.status == 200, f"the evaluation got {answer}"
+    assert answer.headers.get("connection") == "close" and answer.closed, answer
+    assert ABORTED not in server.log.read_text(errors="replace")
