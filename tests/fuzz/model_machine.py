@@ -260,7 +260,8 @@ class RolloutMachine(RuleBasedStateMachine):
                 {"path": path, "namespace": namespace, "value": value}
                 for namespace, path in configs
             ]
-            workflow_id = changeset_workflow_id(configs)
+            # Its own id with a suffix: each rollout of the changeset has a trail of its own.
+            workflow_id = f"{changeset_workflow_id(configs)}:{config.rollouts}"
         else:
             request |= {"path": config.path, "namespace": config.namespace, "value": value}
             # The config's own id with a suffix: the only ids a start through the API may take.
