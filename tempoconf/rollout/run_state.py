@@ -20,7 +20,6 @@ from typing import Any
 from tempoconf.rollout.approvals import (
     approval_audit,
     approval_refusal,
-    approve_refusal,
     record_approval,
     signature_refusal,
 )
@@ -44,7 +43,8 @@ from tempoconf.rollout.progress import (
     describe_phase,
     stays_on,
 )
-from tempoconf.rollout.signatures import SIGNATURE_MAX_AGE, SIGNATURE_MAX_SKEW
+from tempoconf.rollout.refusals import APPLY_GATE_STATES, update_refusal
+from tempoconf.rollout.signatures import take_nonce
 
 __all__ = [
     "APPLY_GATE_STATES",
@@ -59,7 +59,6 @@ __all__ = [
 # Who a signal or update came from when it does not say (signals carry no identity).
 DEFAULT_OPERATOR = "operator"
 # Where `advance` passes a stage's gate on applied versions as it is.
-APPLY_GATE_STATES = frozenset({RolloutState.WAITING_FOR_APPLY, RolloutState.APPLY_TIMED_OUT})
 # Leases are renewed when half of the shortest one has passed, so one missed renewal never lapses them.
 LEASE_RENEWAL_FRACTION = 0.5
 
@@ -172,22 +171,6 @@ class RolloutRunState:
         """Signed approvals of this rollout name `rollout_run` (its first run's id), the stage
         and a nonce (patch `approvals-bound-to-run-and-stage`); continue-as-new carries it."""
         self.progress.approval_run = rollout_run
-
-    def _take_nonce(self, command: OperatorCommand, *, now: datetime) -> None:
-        """A bound signature counted: its nonce is taken. Nonces whose signatures are no longer
-        fresh are forgotten (such a signature is refused as stale), so the set stays as small
-        as the approvals of the last SIGNATURE_MAX_AGE."""
-        if not command.nonce:
-            return
-        oldest = now - SIGNATURE_MAX_AGE - SIGNATURE_MAX_SKEW
-        for nonce, signed_at in list(self.approval_nonces.items()):
-            try:
-                expired = datetime.fromisoformat(signed_at) < oldest
-            except ValueError:
-                expired = True
-            if expired:
-                del self.approval_nonces[nonce]
-        self.approval_nonces[command.nonce] = command.signed_at
 
     # -- plan and stages ----------------------------------------------------------------------
     def set_plan(self, plan: RolloutPlan, *, change_texts_in_digest: bool = False) -> None:
@@ -585,7 +568,7 @@ class RolloutRunState:
         signed = COMMANDS[command].signed and command != CommandName.HALT
         if signed and self.progress.approval_run and self.plan and self.plan.approval_key:
             # Taken whatever the approval then does: a replay of it is refused as a replay.
-            self._take_nonce(argument, now=now)
+            take_nonce(self.approval_nonces, argument.nonce, argument.signed_at, now=now)
         apply = {
             CommandName.HALT: self.apply_halt,
             CommandName.BYPASS: self.apply_bypass,
@@ -603,51 +586,6 @@ class RolloutRunState:
         *,
         now: datetime | None = None,
     ) -> str | None:
-        """Why an update `command` is refused before it is written to history; None: accepted.
-        `now`: the workflow's clock, which judges the API's signature (`signature_refusal`)."""
-        progress = self.progress
-        state = RolloutState(progress.state)
-        if state in FINAL_STATES:
-            return f"cannot {command}: the rollout has already ended ({state.value})"
-        # Without the API's signature nothing else is worth telling: send it through the API.
-        unsigned = signature_refusal(
-            self.plan,
-            progress,
-            command,
-            argument or OperatorCommand(),
-            now=now,
-            used_nonces=self.approval_nonces,
-        )
-        if unsigned is not None:
-            return unsigned
-        if command == CommandName.HALT and state == RolloutState.PROMOTING:
-            return (
-                "cannot halt: the version is being promoted to stable; roll back with "
-                "`tempoconf rollback PATH VERSION` instead"
-            )
-        if command == CommandName.BYPASS:
-            if self.halt is not None or state == RolloutState.REVERTING:
-                return "cannot bypass: the rollout is being halted and reverted"
-            if state == RolloutState.PROMOTING:
-                return "cannot bypass: the version is already being promoted"
-        if command == CommandName.ADVANCE and state not in APPLY_GATE_STATES:
-            if state != RolloutState.HOLDING:
-                return f"cannot advance: no hold is running (the rollout is {progress.state})"
-            if progress.hold_deadline is None:
-                # The hold is over; the rollout stays at its stage because it is paused.
-                return (
-                    f"cannot advance: the hold of {self.stage_label()} has ended; the rollout is paused "
-                    f"({'; '.join(progress.pause_reasons)}): resume it to move on"
-                )
-        if command == CommandName.PAUSE and self.is_final_or_promoting():
-            return f"cannot pause: the rollout is {progress.state}"
-        if command == CommandName.RESUME and not progress.pause_reasons:
-            return "cannot resume: the rollout is not paused"
-        if command == CommandName.APPROVE:
-            return approve_refusal(
-                self.plan,
-                progress,
-                argument or OperatorCommand(),
-                normalised=self.four_eyes_normalised,
-            )
-        return None
+        """Why an update `command` is refused before it is written to history; None: accepted
+        (tempoconf.rollout.refusals)."""
+        return update_refusal(self, command, argument, now=now)

@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tempoconf.canonical import canonical_json
 
 __all__ = [
+    "take_nonce",
     "API_ONLY",
     "KEY_PREFIX",
     "MAX_EMAILS",
@@ -336,3 +337,20 @@ def bound_signature_problem(
             f"once; {again} again"
         )
     return None
+
+
+def take_nonce(nonces: dict[str, str], nonce: str, signed_at: str, *, now: datetime) -> None:
+    """A bound signature counted: its nonce is taken (`nonces`: nonce → signed_at, the run's).
+    Nonces whose signatures are no longer fresh are forgotten (such a signature is refused as
+    stale), so the set stays as small as the approvals of the last SIGNATURE_MAX_AGE."""
+    if not nonce:
+        return
+    oldest = now - SIGNATURE_MAX_AGE - SIGNATURE_MAX_SKEW
+    for taken, taken_at in list(nonces.items()):
+        try:
+            expired = datetime.fromisoformat(taken_at) < oldest
+        except ValueError:
+            expired = True
+        if expired:
+            del nonces[taken]
+    nonces[nonce] = signed_at
