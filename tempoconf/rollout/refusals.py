@@ -5,14 +5,26 @@ change nothing in the state the rollout is in. Pure: `RolloutRunState.refusal` a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tempoconf.rollout.approvals import approve_refusal, signature_refusal
 from tempoconf.rollout.commands import CommandName, OperatorCommand
-from tempoconf.rollout.progress import FINAL_STATES, RolloutState
+from tempoconf.rollout.plan import RolloutPlan
+from tempoconf.rollout.progress import FINAL_STATES, RolloutProgress, RolloutState
 
-if TYPE_CHECKING:
-    from tempoconf.rollout.run_state import RolloutRunState
+
+class RolloutRunState(Protocol):
+    """What a refusal reads of the run's state (tempoconf.rollout.run_state, which imports this)."""
+
+    progress: RolloutProgress
+    plan: RolloutPlan | None
+    halt: OperatorCommand | None
+    approval_nonces: dict[str, str]
+    four_eyes_normalised: bool
+
+    def stage_label(self) -> str: ...
+    def is_final_or_promoting(self) -> bool: ...
+
 
 __all__ = ["APPLY_GATE_STATES", "update_refusal"]
 
